@@ -1,0 +1,57 @@
+# kgbrink: `make run` and `make test` set everything up (idempotent, fast when done) and run.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+JARS := .cache/jars
+M2 := .cache/m2
+MVN := mvn -B -q -Dmaven.repo.local=$(abspath $(M2)) -f infra/jvm/pom.xml
+# Extra jar profiles for `make jars`, e.g. JAR_PROFILES=s3 for conf/cluster.yaml (686 MB AWS SDK bundle).
+JAR_PROFILES ?=
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export PYSPARK_PYTHON := $(abspath $(BIN)/python)
+
+.PHONY: setup venv jars run test bench reproduce-probe lock clean-data clean
+
+setup: venv jars
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip==25.3
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
+	touch $@
+
+# Delta is required; GraphFrames is resolved when the repository has it (see README, "GraphFrames").
+jars: $(JARS)/core/.resolved
+$(JARS)/core/.resolved: infra/jvm/pom.xml
+	rm -rf $(JARS)/core && mkdir -p $(JARS)/core
+	$(MVN) dependency:copy-dependencies -DoutputDirectory=$(abspath $(JARS)/core)
+	rm -rf $(JARS)/graphframes && mkdir -p $(JARS)/graphframes
+	$(MVN) -Pgraphframes dependency:copy-dependencies -DoutputDirectory=$(abspath $(JARS)/graphframes.tmp) \
+	  -DexcludeGroupIds=io.delta,io.unitycatalog,javax.annotation,org.apache.spark,org.scala-lang,org.slf4j \
+	  && mv $(JARS)/graphframes.tmp/*.jar $(JARS)/graphframes/ \
+	  || echo "WARNING: GraphFrames jars could not be resolved from the Maven repository; GraphFrames is unavailable (README, 'GraphFrames')." >&2
+	rm -rf $(JARS)/graphframes.tmp
+	$(foreach p,$(JAR_PROFILES),rm -rf $(JARS)/$(p) && $(MVN) -P$(p) dependency:copy-dependencies \
+	  -DoutputDirectory=$(abspath $(JARS)/$(p)) -DexcludeGroupIds=io.delta,io.unitycatalog,javax.annotation,org.apache.spark,org.scala-lang,org.slf4j;)
+	touch $@
+
+run: setup
+	$(BIN)/kgbrink run --conf conf/local.yaml --json data/run-summary.json
+
+test: setup
+	$(BIN)/python -m pytest -q tests
+
+bench: setup
+	$(BIN)/python benchmarks/bench_ingest_stats.py --sizes 2000000 20000000
+
+# Regenerate requirements.lock from the current venv (after changing pins in pyproject.toml).
+lock:
+	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock
+
+clean-data:
+	rm -rf data
+
+clean: clean-data
+	rm -rf $(VENV) .cache

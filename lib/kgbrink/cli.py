@@ -1,0 +1,161 @@
+"""``kgbrink``: one subcommand per job. Every subcommand takes ``--conf`` (default conf/local.yaml or
+$KGBRINK_CONF), ``--set key=value`` overrides and ``--json PATH`` (the job summary for schedulers).
+
+Exit status: 0 on success; 1 when the job failed (reason on stderr, and in the JSON with
+``"status": "failed"``); 2 for invalid command-line usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Callable
+
+from kgbrink.config import Config, load_config
+from kgbrink.tracking import JobSummary, record_in_mlflow
+
+
+def _split_arg(values: list[str] | None) -> dict[str, list[str]]:
+    splits: dict[str, list[str]] = {}
+    for item in values or []:
+        if "=" not in item:
+            raise argparse.ArgumentTypeError(f"--split expects NAME=PATH[,PATH...], got '{item}'")
+        name, paths = item.split("=", 1)
+        splits.setdefault(name.strip(), []).extend(p for p in paths.split(",") if p)
+    return splits
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conf", help="config YAML (default: $KGBRINK_CONF or conf/local.yaml)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config setting, e.g. spark.conf.spark.sql.shuffle.partitions=16")
+    parser.add_argument("--json", metavar="PATH", help="write the job summary as JSON here")
+    parser.add_argument("--no-tracking", action="store_true", help="do not record the run in MLflow")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kgbrink", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ingest = sub.add_parser("ingest", help="a KG dump into a dataset's Delta tables")
+    _common(ingest)
+    ingest.add_argument("--dataset", help="dataset directory or URI (default: config 'dataset')")
+    ingest.add_argument("--format", default="wikidata5m", choices=["wikidata5m", "probe", "delimited", "ntriples"])
+    ingest.add_argument("--input", help="directory of a wikidata5m or probe dump")
+    ingest.add_argument("--split", action="append", metavar="NAME=PATH[,PATH]", help="triple files of a split (repeatable)")
+    ingest.add_argument("--variant", default="transductive", choices=["transductive", "inductive"], help="Wikidata5m file set")
+    ingest.add_argument("--delimiter", default="\t", help="field delimiter of delimited files (default TAB)")
+    ingest.add_argument("--columns", default="h,r,t", help="role of each field in line order, e.g. h,t,r")
+    ingest.add_argument("--quote", default=None, help="quote character that may wrap fields, e.g. '\"'")
+    ingest.add_argument("--entity-pattern", help="regex entity keys must match (wikidata5m: Q[1-9][0-9]*)")
+    ingest.add_argument("--relation-pattern", help="regex relation keys must match (wikidata5m: P[1-9][0-9]*)")
+    ingest.add_argument("--entity-aliases", help="alias file: key<TAB>label<TAB>alias...")
+    ingest.add_argument("--relation-aliases", help="alias file for relations")
+    ingest.add_argument("--label-language", default="en", help="N-Triples label language")
+
+    stats = sub.add_parser("stats", help="entity/relation popularity statistics of a dataset")
+    _common(stats)
+    stats.add_argument("--dataset")
+    stats.add_argument("--splits", help="comma-separated splits (default: config stats.splits)")
+
+    synth = sub.add_parser("synth", help="generate a Wikidata5m-shaped KG in the Wikidata5m file format")
+    _common(synth)
+    synth.add_argument("--out", required=True, help="output directory")
+    synth.add_argument("--triples", type=int, help="number of distinct triples (default: config synth.triples)")
+    synth.add_argument("--seed", type=int, help="random seed (default: config synth.seed)")
+    synth.add_argument("--malformed-fraction", type=float, help="share of extra malformed lines")
+    synth.add_argument("--duplicate-fraction", type=float, help="share of extra exact duplicate lines")
+    synth.add_argument("--gzip", action="store_true", help="write .txt.gz files")
+
+    run = sub.add_parser("run", help="the main job end to end: sample KG -> ingest -> stats")
+    _common(run)
+    run.add_argument("--dataset")
+    run.add_argument("--sample-dir", help="where the generated sample KG goes (default: <data_dir>/sample-kg)")
+    return parser
+
+
+def _ingest(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import ingest
+
+    opts = ingest.IngestOptions(
+        dataset=args.dataset or config.location("dataset"),
+        format=args.format,
+        input=args.input,
+        splits=_split_arg(args.split),
+        variant=args.variant,
+        delimiter=args.delimiter.encode().decode("unicode_escape"),
+        columns=args.columns,
+        quote=args.quote,
+        entity_pattern=args.entity_pattern,
+        relation_pattern=args.relation_pattern,
+        entity_aliases=args.entity_aliases,
+        relation_aliases=args.relation_aliases,
+        label_language=args.label_language,
+    )
+    return ingest.run(spark, config, opts)
+
+
+def _stats(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import stats
+
+    splits = [s.strip() for s in args.splits.split(",")] if args.splits else None
+    return stats.run(spark, config, args.dataset or config.location("dataset"), splits)
+
+
+def _synth(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import synth
+
+    return synth.run(config, args.out, args.triples, args.seed, args.malformed_fraction, args.duplicate_fraction, args.gzip)
+
+
+def _run(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import pipeline
+
+    return pipeline.run(spark, config, args.dataset or config.location("dataset"), args.sample_dir)
+
+
+HANDLERS: dict[str, tuple[Callable, bool]] = {
+    # command: (handler, needs a SparkSession)
+    "ingest": (_ingest, True),
+    "stats": (_stats, True),
+    "synth": (_synth, False),
+    "run": (_run, True),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler, needs_spark = HANDLERS[args.command]
+    summary = JobSummary(args.command)
+    config = None
+    try:
+        config = load_config(args.conf, args.set)
+        spark = None
+        if needs_spark:
+            from kgbrink.session import spark_session
+
+            start = time.perf_counter()
+            spark = spark_session(config)
+            startup = round(time.perf_counter() - start, 3)
+        summary = handler(spark, config, args)
+        if needs_spark:
+            summary.timings["spark_startup"] = startup
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a clear message and exit status 1
+        summary.status, summary.error = "failed", f"{type(exc).__name__}: {exc}"
+        print(f"kgbrink {args.command}: error: {summary.error}", file=sys.stderr)
+    if config is not None and not args.no_tracking:
+        try:
+            summary.mlflow_run_id = record_in_mlflow(config, summary)
+        except Exception as exc:  # noqa: BLE001
+            print(f"kgbrink {args.command}: warning: MLflow tracking failed: {exc}", file=sys.stderr)
+            if summary.status == "ok":
+                summary.status, summary.error = "failed", f"MLflow tracking failed: {exc}"
+    if args.json:
+        summary.write_json(args.json)
+    print(json.dumps(summary.as_dict(), indent=2, sort_keys=True))
+    return 0 if summary.status == "ok" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

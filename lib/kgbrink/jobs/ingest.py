@@ -1,0 +1,275 @@
+"""``kgbrink ingest``: a dump (Wikidata5m, PROBE, delimited, N-Triples) into a dataset's Delta tables.
+
+Writes ``entities(id, key, label)``, ``relations(id, key, label)``, ``triples(h, r, t, split)``
+(partitioned by split) and ``quarantine(source_file, line_number, line, reason, detail)``. Re-ingesting a
+new dump into an existing dataset keeps every known key's id (scheduled refreshes rely on it) and
+replaces ``triples`` with the new dump as a new Delta version.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kgbrink import ingest as T
+from kgbrink.config import Config
+from kgbrink.sources import IngestInputs, InputError, probe_inputs, read_lines, require_files, wikidata5m_inputs
+from kgbrink.tables import TableVersion, latest_version, read_table, table_exists, table_path, write_table
+from kgbrink.tracking import JobSummary
+
+FORMATS = ("wikidata5m", "probe", "delimited", "ntriples")
+
+
+class IngestError(RuntimeError):
+    """The dump is unusable: too many bad lines, or ids that contradict the dataset."""
+
+
+@dataclass
+class IngestOptions:
+    dataset: str
+    format: str = "wikidata5m"
+    input: str | None = None
+    splits: dict[str, list[str]] = field(default_factory=dict)
+    variant: str = "transductive"
+    delimiter: str = "\t"
+    columns: str = "h,r,t"
+    quote: str | None = None
+    entity_pattern: str | None = None
+    relation_pattern: str | None = None
+    entity_aliases: str | None = None
+    relation_aliases: str | None = None
+    label_language: str = "en"
+
+
+def resolve_inputs(spark: SparkSession, opts: IngestOptions) -> IngestInputs:
+    if opts.format not in FORMATS:
+        raise InputError(f"unknown format '{opts.format}' (one of {', '.join(FORMATS)})")
+    if opts.format == "wikidata5m" and opts.input:
+        inputs = wikidata5m_inputs(spark, opts.input, opts.variant)
+    elif opts.format == "probe" and opts.input:
+        inputs = probe_inputs(spark, opts.input)
+    elif opts.input:
+        raise InputError(f"--input DIR is for wikidata5m and probe; give {opts.format} files with --split NAME=PATH")
+    else:
+        inputs = IngestInputs(dict(opts.splits))
+    if opts.input and opts.splits:
+        inputs = IngestInputs({**inputs.splits, **opts.splits}, inputs.entity_aliases, inputs.relation_aliases, inputs.entity_dict, inputs.relation_dict)
+    inputs.entity_aliases = opts.entity_aliases or inputs.entity_aliases
+    inputs.relation_aliases = opts.relation_aliases or inputs.relation_aliases
+    return inputs
+
+
+def triple_format(opts: IngestOptions) -> T.TripleFormat:
+    base = T.WIKIDATA5M if opts.format == "wikidata5m" else T.PROBE
+    return T.TripleFormat(
+        opts.format,
+        delimiter=opts.delimiter,
+        columns=tuple(c.strip() for c in opts.columns.split(",")),
+        quote=opts.quote,
+        entity_pattern=opts.entity_pattern or base.entity_pattern,
+        relation_pattern=opts.relation_pattern or base.relation_pattern,
+    )
+
+
+def load_dictionary(spark: SparkSession, path: str) -> DataFrame:
+    """A PROBE-style ``id<TAB>key`` dictionary, validated: well-formed, unique, dense ids from 0."""
+    require_files(spark, [path])
+    fields = F.split(F.regexp_replace("value", "\r$", ""), "\t", -1)
+    raw = spark.read.text(path).select(F.col("value").alias("line"), fields[0].alias("id_text"), fields[1].alias("key"), F.size(fields).alias("n"))
+    parsed = raw.withColumn("id", F.when(F.col("id_text").rlike("^[0-9]+$"), F.col("id_text").cast("int")))
+    checks = parsed.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.when((F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == ""), 1).otherwise(0)).alias("malformed"),
+        F.first(F.when((F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == ""), F.col("line")), ignorenulls=True).alias("example"),
+        F.countDistinct("id").alias("ids"),
+        F.countDistinct("key").alias("keys"),
+        F.min("id").alias("min_id"),
+        F.max("id").alias("max_id"),
+    ).collect()[0]
+    problems = []
+    if checks["malformed"]:
+        problems.append(f"{checks['malformed']} malformed lines (expected 'id<TAB>key'), e.g. {checks['example']!r}")
+    elif checks["ids"] != checks["rows"] or checks["keys"] != checks["rows"]:
+        problems.append(f"{checks['rows']} lines but {checks['ids']} distinct ids and {checks['keys']} distinct keys")
+    elif checks["rows"] and (checks["min_id"] != 0 or checks["max_id"] != checks["rows"] - 1):
+        problems.append(f"ids are not dense from 0 (min {checks['min_id']}, max {checks['max_id']}, {checks['rows']} lines)")
+    if not checks["rows"]:
+        problems.append("no entries")
+    if problems:
+        raise InputError(f"{path}: {'; '.join(problems)}")
+    return parsed.select("id", F.trim("key").alias("key"))
+
+
+def merge_dictionaries(seed: DataFrame, existing: DataFrame | None, what: str) -> DataFrame:
+    """The union of a given dictionary and the dataset's; any key or id mapped two ways is an error."""
+    if existing is None:
+        return seed
+    both = seed.select("id", "key").unionByName(existing.select("id", "key")).distinct()
+    clash = both.groupBy("key").agg(F.countDistinct("id").alias("n")).filter("n > 1").limit(5).collect()
+    clash += both.groupBy("id").agg(F.countDistinct("key").alias("n")).filter("n > 1").limit(5).collect()
+    if clash:
+        raise IngestError(f"the {what} dictionary contradicts the dataset's existing ids (e.g. {clash[:3]}); ingest into a new dataset")
+    return both
+
+
+def _parsed_sources(spark: SparkSession, opts: IngestOptions, inputs: IngestInputs, vocab) -> tuple[DataFrame, DataFrame | None]:
+    lines = read_lines(spark, inputs.splits)
+    if opts.format == "ntriples":
+        parsed = T.parse_ntriples(lines, opts.label_language)
+        labels = parsed.filter(F.col("label_key").isNotNull()).groupBy(F.col("label_key").alias("key")).agg(F.min("label").alias("label"))
+        return parsed.drop("label_key", "label"), labels
+    parsed = T.parse_delimited_triples(lines, triple_format(opts))
+    if vocab is not None:
+        parsed = T.check_vocabulary(parsed, *vocab)
+    return parsed, None
+
+
+def _alias_labels(spark: SparkSession, path: str | None, key_pattern: str, source: str):
+    if not path:
+        return None, None
+    require_files(spark, [path])
+    parsed = T.parse_aliases(read_lines(spark, {source: [path]}), key_pattern)
+    return parsed, parsed.filter(F.col("status") == T.OK).select("key", "label")
+
+
+def _normalise(path: str) -> str:
+    """Compare local paths and file: URIs alike (Spark reports ``file:/abs/path``)."""
+    path = str(path)
+    if path.startswith("file:"):
+        path = "/" + path[len("file:"):].lstrip("/")
+    elif "://" not in path:
+        path = os.path.abspath(path)
+    return path
+
+
+def _count_lines(counts) -> dict:
+    """Summary counts from the collected line_counts rows."""
+    out: dict = {"lines": defaultdict(int), "ok": defaultdict(int), "quarantined": Counter(), "skipped": Counter()}
+    for row in counts:
+        out["lines"][row["split"]] += row["lines"]
+        if row["status"] == T.OK:
+            out["ok"][row["split"]] += row["lines"]
+        elif row["status"] == T.QUARANTINED:
+            out["quarantined"][row["reason"]] += row["lines"]
+        else:
+            out["skipped"][row["reason"]] += row["lines"]
+    return out
+
+
+def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
+    summary = JobSummary("ingest", params={k: v for k, v in asdict(opts).items() if v not in (None, {}, "")})
+    ds = opts.dataset
+    paths = {name: table_path(ds, name) for name in ("entities", "relations", "triples", "quarantine")}
+    with summary.timed("resolve_inputs"):
+        inputs = resolve_inputs(spark, opts)
+        require_files(spark, inputs.all_files)
+    # The dictionaries being extended, pinned to their current version (they are overwritten below).
+    previous: dict[str, DataFrame | None] = {}
+    for name in ("entities", "relations"):
+        previous[name] = None
+        if table_exists(spark, paths[name]):
+            summary.inputs[name] = TableVersion(paths[name], latest_version(spark, paths[name]))
+            previous[name] = read_table(spark, paths[name], version=summary.inputs[name].version)
+    vocab = None
+    if inputs.entity_dict:
+        vocab = (
+            merge_dictionaries(load_dictionary(spark, inputs.entity_dict), previous["entities"], "entity"),
+            merge_dictionaries(load_dictionary(spark, inputs.relation_dict), previous["relations"], "relation"),
+        )
+    fmt = triple_format(opts)
+    parsed, nt_labels = _parsed_sources(spark, opts, inputs, vocab)
+    alias_parsed = {
+        kind: _alias_labels(spark, path, pattern, f"{kind}_aliases")
+        for kind, path, pattern in (("entity", inputs.entity_aliases, fmt.entity_pattern), ("relation", inputs.relation_aliases, fmt.relation_pattern))
+    }
+
+    with summary.timed("classify_lines"):
+        counted = [parsed] + [p for p, _ in alias_parsed.values() if p is not None]
+        counts = [row for frame in counted for row in T.line_counts(frame).collect()]
+    seen_files = {_normalise(row["source_file"]) for row in counts}
+    unread = [p for p in inputs.all_files if _normalise(p) not in seen_files]
+    if unread:
+        raise InputError(f"input file has no lines: {', '.join(unread)}")
+    triple_splits = list(inputs.splits)
+    tally = _count_lines([r for r in counts if r["split"] in triple_splits])
+    alias_tally = _count_lines([r for r in counts if r["split"] not in triple_splits])
+    total_lines = sum(tally["lines"].values())
+    bad_lines = sum(tally["quarantined"].values())
+
+    with summary.timed("write_quarantine"):
+        offsets = T.block_offsets(spark.createDataFrame(counts, schema=T.line_counts(parsed).schema))
+        quarantine = T.quarantine_rows(parsed, offsets)
+        for alias_frame, _ in alias_parsed.values():
+            if alias_frame is not None:
+                quarantine = quarantine.unionByName(T.quarantine_rows(alias_frame, offsets))
+        summary.outputs["quarantine"] = write_table(quarantine.coalesce(1), paths["quarantine"], description="ingest quarantine")
+    all_lines = total_lines + sum(alias_tally["lines"].values())
+    all_bad = bad_lines + sum(alias_tally["quarantined"].values())
+    fraction = all_bad / all_lines if all_lines else 0.0
+    max_fraction = float(config.get("ingest.max_bad_fraction"))
+    summary.counts.update(
+        lines=total_lines,
+        lines_per_split={s: tally["lines"][s] for s in triple_splits},
+        quarantined=bad_lines,
+        quarantined_by_reason=dict(tally["quarantined"]),
+        skipped=sum(tally["skipped"].values()),
+        skipped_by_kind=dict(tally["skipped"]),
+        alias_lines=dict(alias_tally["lines"]),
+        alias_quarantined_by_reason=dict(alias_tally["quarantined"]),
+        bad_fraction=fraction,
+    )
+    if fraction > max_fraction:
+        top = ", ".join(f"{r}: {n}" for r, n in (tally["quarantined"] + alias_tally["quarantined"]).most_common(5))
+        raise IngestError(
+            f"{all_bad} of {all_lines} input lines ({fraction:.4%}) are malformed, above ingest.max_bad_fraction "
+            f"= {max_fraction:g} ({top}); nothing was written but the quarantine table {paths['quarantine']}"
+        )
+
+    good = parsed.filter(F.col("status") == T.OK)
+    previous_rows = {name: frame.count() if frame is not None else None for name, frame in previous.items()}
+    broadcast = bool(config.get("ingest.broadcast_dictionaries"))
+    with summary.timed("dictionaries"):
+        dictionaries = {}
+        for name, key_cols, seed in (("entities", ("h_key", "t_key"), vocab[0] if vocab else None), ("relations", ("r_key",), vocab[1] if vocab else None)):
+            keys = good.select(F.col(key_cols[0]).alias("key"))
+            for col in key_cols[1:]:
+                keys = keys.unionByName(good.select(F.col(col).alias("key")))
+            base = seed if seed is not None else previous[name]
+            ids = T.assign_ids(keys, base)
+            kind = "entity" if name == "entities" else "relation"
+            labels = alias_parsed[kind][1]
+            if name == "entities" and nt_labels is not None:
+                labels = nt_labels
+            table = T.with_labels(ids, labels, previous[name])
+            summary.outputs[name] = write_table(table, paths[name], description=f"ingest {opts.format}")
+            dictionaries[name] = read_table(spark, paths[name])
+        new_keys = {
+            name: summary.outputs[name].rows - (previous_rows[name] or 0)
+            for name in ("entities", "relations")
+        }
+
+    with summary.timed("encode_and_write_triples"):
+        triples = T.encode_triples(good, dictionaries["entities"], dictionaries["relations"], broadcast)
+        summary.outputs["triples"] = write_table(triples, paths["triples"], partition_by=["split"], description=f"ingest {opts.format}")
+
+    with summary.timed("verify_counts"):
+        written = read_table(spark, paths["triples"])
+        kept = {r["split"]: r["n"] for r in written.groupBy("split").agg(F.count(F.lit(1)).alias("n")).collect()}
+        overlaps = {f"{r['split_a']}/{r['split_b']}": r["shared_triples"] for r in T.split_overlaps(written).collect()}
+    duplicates = {split: tally["ok"][split] - kept.get(split, 0) for split in triple_splits}
+    summary.counts.update(
+        kept=sum(kept.values()),
+        kept_per_split=kept,
+        duplicates=sum(duplicates.values()),
+        duplicates_per_split=duplicates,
+        split_overlaps=overlaps,
+        entities=summary.outputs["entities"].rows,
+        relations=summary.outputs["relations"].rows,
+        new_entities=new_keys["entities"],
+        new_relations=new_keys["relations"],
+    )
+    return summary

@@ -1,0 +1,54 @@
+"""``kgbrink stats``: popularity statistics of a dataset's triples on chosen splits, as Delta tables.
+
+Tables under ``<dataset>/stats/<split>+<split>.../``: ``entity_popularity``,
+``entity_relation_popularity``, ``relation_statistics``, ``degree_histogram`` (schemas in README).
+"""
+
+from __future__ import annotations
+
+from pyspark import StorageLevel
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from kgbrink import stats as S
+from kgbrink.config import Config
+from kgbrink.tables import TableVersion, latest_version, read_table, table_path, write_table
+from kgbrink.tracking import JobSummary
+
+STATS_TABLES = ("entity_popularity", "entity_relation_popularity", "relation_statistics", "degree_histogram")
+
+
+def stats_dir(dataset: str, splits: list[str]) -> str:
+    return table_path(dataset, "stats/" + "+".join(sorted(splits)))
+
+
+def run(spark: SparkSession, config: Config, dataset: str, splits: list[str] | None = None) -> JobSummary:
+    splits = sorted(splits or config.get("stats.splits"))
+    summary = JobSummary("stats", params={"dataset": dataset, "splits": ",".join(splits)})
+    triples_path = table_path(dataset, "triples")
+    triples_all = read_table(spark, triples_path)
+    summary.inputs["triples"] = TableVersion(triples_path, latest_version(spark, triples_path))
+    known = {r["split"] for r in triples_all.select("split").distinct().collect()}
+    missing = sorted(set(splits) - known)
+    if missing:
+        raise ValueError(f"split(s) {', '.join(missing)} not in {triples_path} (has: {', '.join(sorted(known))})")
+    triples = triples_all.filter(F.col("split").isin(splits)).select("h", "r", "t")
+    out = stats_dir(dataset, splits)
+    with summary.timed("entity_relation_counts"):
+        counts = S.entity_relation_counts(triples).persist(StorageLevel.MEMORY_AND_DISK)
+        summary.outputs["entity_relation_popularity"] = write_table(
+            S.entity_relation_popularity(counts), f"{out}/entity_relation_popularity", description=f"stats on {'+'.join(splits)}"
+        )
+    with summary.timed("entity_and_relation_tables"):
+        summary.outputs["entity_popularity"] = write_table(S.entity_popularity(counts), f"{out}/entity_popularity")
+        summary.outputs["relation_statistics"] = write_table(S.relation_statistics(counts), f"{out}/relation_statistics")
+        counts.unpersist()
+        entities = read_table(spark, f"{out}/entity_popularity")
+        summary.outputs["degree_histogram"] = write_table(S.degree_histogram(entities), f"{out}/degree_histogram")
+    summary.counts.update(
+        triples=int(entities.agg(F.sum("out_degree")).collect()[0][0] or 0),
+        entities_with_triples=summary.outputs["entity_popularity"].rows,
+        entity_relation_pairs=summary.outputs["entity_relation_popularity"].rows,
+        relations=summary.outputs["relation_statistics"].rows,
+    )
+    return summary

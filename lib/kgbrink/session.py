@@ -1,0 +1,71 @@
+"""The one SparkSession factory: every job, test and notebook builds its session here from a Config.
+
+JVM packages (Delta, GraphFrames, hadoop-aws) are never fetched at session start: ``make jars`` resolves
+them with Maven from ``infra/jvm/pom.xml`` into ``.cache/jars/<profile>/`` and this factory passes every
+jar found under ``spark.jars_dirs`` with ``spark.jars``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from kgbrink.config import Config, ConfigError, resolve_location
+
+DELTA_SETTINGS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+
+
+def find_jars(jars_dirs: list[str]) -> list[str]:
+    """Every ``*.jar`` under the given directories, sorted for a stable classpath."""
+    jars: list[str] = []
+    for directory in jars_dirs:
+        path = Path(resolve_location(directory))
+        if path.is_dir():
+            jars.extend(str(p) for p in sorted(path.glob("*.jar")))
+    return jars
+
+
+def has_jar(jars: list[str], artifact_prefix: str) -> bool:
+    return any(Path(j).name.startswith(artifact_prefix) for j in jars)
+
+
+def spark_session(config: Config) -> SparkSession:
+    """Build (or return the running) SparkSession for ``config``.
+
+    Fails with a clear message when the Delta jars are missing, instead of letting Spark start without
+    them and fail later on the first Delta read.
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    jars = find_jars(config.get("spark.jars_dirs"))
+    if not has_jar(jars, "delta-spark_"):
+        raise ConfigError(
+            f"no Delta jar under {config.get('spark.jars_dirs')}: run `make jars` "
+            "(resolves infra/jvm/pom.xml into .cache/jars)"
+        )
+    builder = SparkSession.builder.appName(config.get("spark.app_name"))
+    master = config.get("spark.master", None)
+    if master:
+        builder = builder.master(master)
+    settings = {
+        **{str(k): _spark_value(v) for k, v in config.get("spark.conf").items()},
+        **DELTA_SETTINGS,
+        "spark.jars": ",".join(jars),
+        "spark.sql.warehouse.dir": resolve_location(config.get("spark.warehouse_dir")),
+    }
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    spark.sparkContext.setCheckpointDir(resolve_location(config.get("spark.checkpoint_dir")))
+    return spark
+
+
+def _spark_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

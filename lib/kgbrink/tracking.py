@@ -1,0 +1,118 @@
+"""Job summaries and their MLflow tracking.
+
+Every job returns a :class:`JobSummary`: counts, output tables with their Delta versions, timings. The CLI
+prints it, writes it as JSON with ``--json`` and records it in MLflow (params, metrics, the summary as an
+artifact). MLflow runs against the store named by ``tracking.uri`` (a local SQLite file by default).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from kgbrink.config import Config, is_uri, resolve_location
+from kgbrink.tables import TableVersion
+
+
+@dataclass
+class JobSummary:
+    job: str
+    params: dict[str, Any] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, TableVersion] = field(default_factory=dict)
+    outputs: dict[str, TableVersion] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    status: str = "ok"
+    error: str | None = None
+    mlflow_run_id: str | None = None
+
+    @contextmanager
+    def timed(self, step: str) -> Iterator[None]:
+        """Record the wall time of ``step`` in seconds under ``timings``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[step] = round(time.perf_counter() - start, 3)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "job": self.job,
+            "status": self.status,
+            "error": self.error,
+            "params": self.params,
+            "counts": self.counts,
+            "inputs": {k: v.as_dict() for k, v in self.inputs.items()},
+            "outputs": {k: v.as_dict() for k, v in self.outputs.items()},
+            "timings": self.timings,
+            "mlflow_run_id": self.mlflow_run_id,
+        }
+
+    def write_json(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}" if prefix else str(key), item, out)
+    else:
+        out[prefix] = value
+
+
+def _metric_key(key: str) -> str:
+    # MLflow keys allow alphanumerics, _ - . / and spaces.
+    return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in key)
+
+
+def record_in_mlflow(config: Config, summary: JobSummary) -> str:
+    """Log ``summary`` as one MLflow run; returns its run id."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    logging.getLogger("alembic").setLevel(logging.WARNING)
+    logging.getLogger("mlflow").setLevel(logging.WARNING)
+    import mlflow
+
+    uri = config.get("tracking.uri")
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        # Relative SQLite paths are relative to the working directory: make that explicit.
+        db = resolve_location(uri[len("sqlite:///"):])
+        Path(db).parent.mkdir(parents=True, exist_ok=True)
+        uri = f"sqlite:///{db}"
+    mlflow.set_tracking_uri(uri)
+    name = config.get("tracking.experiment")
+    experiment = mlflow.get_experiment_by_name(name)
+    if experiment is None:
+        artifacts = config.get("tracking.artifact_location", None)
+        if artifacts and not is_uri(artifacts):
+            artifacts = Path(resolve_location(artifacts)).as_uri()
+        experiment_id = mlflow.create_experiment(name, artifact_location=artifacts)
+    else:
+        experiment_id = experiment.experiment_id
+    with mlflow.start_run(experiment_id=experiment_id, run_name=summary.job) as run:
+        mlflow.set_tags({"job": summary.job, "status": summary.status, "env": config.get("env")})
+        params: dict[str, Any] = {}
+        _flatten("", summary.params, params)
+        for role, tables in (("input", summary.inputs), ("output", summary.outputs)):
+            for name_, table in tables.items():
+                params[f"{role}.{name_}.path"] = table.path
+                params[f"{role}.{name_}.version"] = table.version
+        mlflow.log_params({_metric_key(k): str(v)[:6000] for k, v in params.items()})
+        metrics: dict[str, Any] = {}
+        _flatten("count", summary.counts, metrics)
+        _flatten("seconds", summary.timings, metrics)
+        for name_, table in summary.outputs.items():
+            if table.rows is not None:
+                metrics[f"rows.{name_}"] = table.rows
+        mlflow.log_metrics(
+            {_metric_key(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        )
+        mlflow.log_dict(summary.as_dict(), "summary.json")
+        return run.info.run_id

@@ -1,0 +1,56 @@
+"""One SparkSession for the whole test run, built by the project's own factory from conf/test.yaml.
+
+Every path the config names (data, warehouse, checkpoints, MLflow store) is redirected into one
+temporary directory for the session, so tests never touch ./data and never see each other's tables
+unless they share a fixture.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kgbrink.config import Config, load_config
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
+PROBE_DATASETS = ("umls", "kinship", "family", "wn18rr")
+
+
+@pytest.fixture(scope="session")
+def work_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("kgbrink")
+
+
+@pytest.fixture(scope="session")
+def config(work_dir: Path) -> Config:
+    os.chdir(PROJECT_ROOT)
+    return load_config(
+        PROJECT_ROOT / "conf" / "test.yaml",
+        [
+            f"data_dir={work_dir}/data",
+            f"dataset={work_dir}/data/datasets/sample",
+            f"spark.warehouse_dir={work_dir}/warehouse",
+            f"spark.checkpoint_dir={work_dir}/checkpoints",
+            f"tracking.uri=sqlite:///{work_dir}/mlflow.db",
+            f"tracking.artifact_location={work_dir}/mlflow-artifacts",
+        ],
+    )
+
+
+@pytest.fixture(scope="session")
+def spark(config: Config):
+    from kgbrink.session import spark_session
+
+    session = spark_session(config)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def reference() -> Path:
+    if not REFERENCE.is_dir():
+        pytest.fail(f"reference data not found at {REFERENCE}: the shared/ folder must sit beside the project")
+    return REFERENCE

@@ -1,0 +1,260 @@
+"""Ingest: parsing, quarantine with exact line numbers, accounting, stable ids, failure modes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from kgbrink import ingest as T
+from kgbrink.cli import main
+from kgbrink.jobs import ingest as job
+from kgbrink.sources import InputError
+from kgbrink.tables import read_table
+
+
+def write(path: Path, lines: list[str], compress: bool = False) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(line + "\n" for line in lines).encode()
+    if compress:
+        with gzip.open(path, "wb") as f:
+            f.write(data)
+    else:
+        path.write_bytes(data)
+    return str(path)
+
+
+def lines_df(spark, lines: list[str]):
+    return spark.createDataFrame([(i, line) for i, line in enumerate(lines)], "row_id long, line string")
+
+
+def test_wikidata5m_lines_classify_by_first_failing_check(spark):
+    lines = [
+        "Q1\tP31\tQ5",
+        "Q1\tP31",  # 2 fields
+        "Q1\tP31\tQ5\tQ6",  # 4 fields
+        "Q1\t\tQ5",  # empty relation
+        "X1\tP31\tQ5",  # bad head
+        "Q1\tR31\tQ5",  # bad relation
+        "Q1\tP31\tQ05",  # leading zero is not a Wikidata id
+        "Q2\tP17\tQ30\r",  # CRLF line ending is fine
+    ]
+    parsed = T.parse_delimited_triples(lines_df(spark, lines), T.WIKIDATA5M)
+    assertDataFrameEqual(
+        parsed.select("row_id", "status", "reason", "h_key", "r_key", "t_key"),
+        [
+            (0, "ok", None, "Q1", "P31", "Q5"),
+            (1, "quarantined", "wrong_field_count", None, None, None),
+            (2, "quarantined", "wrong_field_count", None, None, None),
+            (3, "quarantined", "empty_field", None, None, None),
+            (4, "quarantined", "bad_entity_key", None, None, None),
+            (5, "quarantined", "bad_relation_key", None, None, None),
+            (6, "quarantined", "bad_entity_key", None, None, None),
+            (7, "ok", None, "Q2", "P17", "Q30"),
+        ],
+    )
+    details = {r["row_id"]: r["detail"] for r in parsed.filter("status = 'quarantined'").collect()}
+    assert details[1] == "expected 3 fields separated by '\\t', got 2"
+    assert details[6] == "field t = 'Q05' does not match Q[1-9][0-9]*"
+
+
+def test_quoted_fields_and_column_order(spark):
+    fmt = T.TripleFormat("delimited", delimiter=",", columns=("h", "t", "r"), quote='"')
+    lines = ['"7","72",aunt_of', '"7,8","72",aunt_of', '7,"7"2",aunt_of', '"",1,r']
+    parsed = T.parse_delimited_triples(lines_df(spark, lines), fmt)
+    assertDataFrameEqual(
+        parsed.select("row_id", "reason", "h_key", "r_key", "t_key"),
+        [
+            (0, None, "7", "aunt_of", "72"),
+            (1, "wrong_field_count", None, None, None),  # the quote does not protect the delimiter
+            (2, "bad_quoting", None, None, None),
+            (3, "empty_field", None, None, None),
+        ],
+    )
+    with pytest.raises(ValueError, match="permutation"):
+        T.TripleFormat("x", columns=("h", "h", "t"))
+
+
+def test_ntriples_keep_entity_edges_and_skip_the_rest(spark):
+    e, p = "<http://www.wikidata.org/entity/", "<http://www.wikidata.org/prop/direct/"
+    lines = [
+        f"{e}Q1> {p}P31> {e}Q5> .",
+        f'{e}Q1> {p}P1082> "+8000"^^<http://www.w3.org/2001/XMLSchema#decimal> .',
+        f"{e}Q1> {p}P856> <https://example.org/> .",
+        f'{e}Q1> <http://www.w3.org/2000/01/rdf-schema#label> "universe \\"all\\""@en .',
+        f'{e}Q1> <http://www.w3.org/2000/01/rdf-schema#label> "Universum"@de .',
+        f"{e}Q1> <http://schema.org/about> {e}Q2> .",
+        f"{e}P31> {p}P1647> {e}P279> .",
+        "# a comment",
+        "",
+        f"{e}Q1> {p}P31> {e}Q5>",  # no final dot
+    ]
+    parsed = T.parse_ntriples(lines_df(spark, lines))
+    assertDataFrameEqual(
+        parsed.select("row_id", "status", "reason", "h_key", "r_key", "t_key", "label_key", "label"),
+        [
+            (0, "ok", None, "Q1", "P31", "Q5", None, None),
+            (1, "skipped", "literal_object", None, None, None, None, None),
+            (2, "skipped", "non_entity_object", None, None, None, None, None),
+            (3, "skipped", "label", None, None, None, "Q1", 'universe "all"'),
+            (4, "skipped", "label", None, None, None, None, None),
+            (5, "skipped", "other_predicate", None, None, None, None, None),
+            (6, "skipped", "non_entity_subject", None, None, None, None, None),
+            (7, "skipped", "blank_or_comment", None, None, None, None, None),
+            (8, "skipped", "blank_or_comment", None, None, None, None, None),
+            (9, "quarantined", "malformed_ntriple", None, None, None, None, None),
+        ],
+    )
+
+
+def test_aliases_first_alias_is_label_and_duplicate_keys_are_quarantined(spark):
+    lines = ["Q1\tuniverse\tcosmos", "Q2\tEarth", "Q2\tAlpha", "Q3", "Q4\t", "X\tfoo"]
+    frame = lines_df(spark, lines).withColumn("source_file", F.lit("a.txt"))
+    parsed = T.parse_aliases(frame, r"Q[1-9][0-9]*")
+    assertDataFrameEqual(
+        parsed.select("row_id", "status", "reason", "key", "label"),
+        [
+            (0, "ok", None, "Q1", "universe"),
+            (1, "quarantined", "duplicate_alias_key", "Q2", None),
+            (2, "ok", None, "Q2", "Alpha"),
+            (3, "quarantined", "wrong_field_count", None, None),
+            (4, "quarantined", "empty_label", None, None),
+            (5, "quarantined", "bad_alias_key", None, None),
+        ],
+    )
+
+
+def test_assign_ids_keeps_existing_ids_and_numbers_new_keys_in_key_order(spark):
+    existing = spark.createDataFrame([(0, "Q9"), (1, "Q1")], "id int, key string")
+    keys = spark.createDataFrame([("Q1",), ("Q30",), ("Q4",), ("Q30",)], "key string")
+    assertDataFrameEqual(T.assign_ids(keys, existing), [(0, "Q9"), (1, "Q1"), (2, "Q30"), (3, "Q4")])
+    assertDataFrameEqual(T.assign_ids(keys, None), [(0, "Q1"), (1, "Q30"), (2, "Q4")])
+
+
+# --- the job ------------------------------------------------------------------------------------
+
+GOOD = ["Q1\tP1\tQ2", "Q2\tP1\tQ3", "Q3\tP2\tQ1", "Q1\tP2\tQ3"]
+
+
+def test_accounting_and_exact_line_numbers_across_blocks_and_gzip(spark, config, tmp_path):
+    # train: 2000 lines in many 1 KB blocks; bad lines at known 1-based line numbers; 5 duplicates.
+    train = [f"Q{i}\tP{1 + i % 3}\tQ{i + 1}" for i in range(1, 1996)]
+    bad_at = {7: "Q7\tP1", 500: "Q500\t\tQ501", 1234: "Y1\tP1\tQ2", 1999: "Q1\tP1\tQ2\tQ3"}
+    for line_no, text in sorted(bad_at.items()):
+        train.insert(line_no - 1, text)
+    train += [train[0], train[1], train[2], train[10], train[10]]  # exact repeats
+    assert len(train) == 2004
+    valid = ["Q1\tP2\tQ2", "Q2\tP2\tQ3", "bad line"]  # the first one is also a train triple (line 1)
+    d = tmp_path / "wd5m"
+    write(d / "wikidata5m_transductive_train.txt", train)
+    write(d / "wikidata5m_transductive_valid.txt.gz", valid, compress=True)
+    write(d / "wikidata5m_entity.txt", ["Q1\tfirst\tone", "Q2\tsecond", "Q99999\tunused"])
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
+    try:
+        summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.01"]), job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(d)))
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    c = summary.counts
+    assert c["lines_per_split"] == {"train": 2004, "valid": 3}
+    assert c["quarantined_by_reason"] == {"wrong_field_count": 3, "empty_field": 1, "bad_entity_key": 1}
+    assert c["duplicates_per_split"] == {"train": 5, "valid": 0}
+    assert c["kept_per_split"] == {"train": 1995, "valid": 2}
+    # nothing is lost: every input line is kept, a duplicate or quarantined
+    assert c["lines"] == c["kept"] + c["duplicates"] + c["quarantined"] + c["skipped"] == 2007
+    quarantine = read_table(spark, str(tmp_path / "ds" / "quarantine"))
+    rows = {(Path(r["source_file"]).name, r["line_number"]): (r["line"], r["reason"]) for r in quarantine.collect()}
+    expected = {("wikidata5m_transductive_train.txt", n): text for n, text in bad_at.items()}
+    expected[("wikidata5m_transductive_valid.txt.gz", 3)] = "bad line"
+    assert {k: v[0] for k, v in rows.items()} == expected
+    entities = {r["key"]: (r["id"], r["label"]) for r in read_table(spark, str(tmp_path / "ds" / "entities")).collect()}
+    assert entities["Q1"] == (0, "first") and entities["Q2"][1] == "second"
+    assert "Q99999" not in entities  # alias-only keys get no id
+    assert sorted(i for i, _ in entities.values()) == list(range(len(entities)))
+    assert c["split_overlaps"] == {"train/valid": 1}
+
+
+def _ids(spark, dataset: Path, table: str) -> dict[str, int]:
+    return {r["key"]: r["id"] for r in read_table(spark, str(dataset / table)).collect()}
+
+
+def test_refresh_keeps_known_ids_and_appends_new_keys(spark, config, tmp_path):
+    dataset = tmp_path / "ds"
+    first = write(tmp_path / "v1" / "wikidata5m_transductive_train.txt", GOOD)
+    job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [first]}))
+    assert _ids(spark, dataset, "entities") == {"Q1": 0, "Q2": 1, "Q3": 2}
+    # the new dump drops Q3, adds Q10 and Q0-less Q7, and a new relation P0? no: P9
+    second = write(tmp_path / "v2" / "train.txt", ["Q2\tP1\tQ7", "Q10\tP9\tQ1", "Q1\tP1\tQ2"])
+    summary = job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [second]}))
+    assert _ids(spark, dataset, "entities") == {"Q1": 0, "Q2": 1, "Q3": 2, "Q10": 3, "Q7": 4}
+    assert _ids(spark, dataset, "relations") == {"P1": 0, "P2": 1, "P9": 2}
+    assert summary.counts["new_entities"] == 2 and summary.counts["new_relations"] == 1
+    assert summary.outputs["triples"].version == 1  # the refresh is a new Delta version of the same table
+    assertDataFrameEqual(read_table(spark, str(dataset / "triples")), [(1, 0, 4, "train"), (3, 2, 0, "train"), (0, 0, 1, "train")])
+    assertDataFrameEqual(read_table(spark, str(dataset / "triples"), version=0).filter("h = 2"), [(2, 1, 0, "train")])
+
+
+def test_too_many_bad_lines_fail_with_reasons_and_keep_the_quarantine(spark, config, tmp_path):
+    dataset = tmp_path / "ds"
+    path = write(tmp_path / "train.txt", GOOD + ["oops", "Q1\tP1"])
+    with pytest.raises(job.IngestError, match=r"2 of 6 input lines \(33.3333%\) are malformed.*max_bad_fraction = 0.001.*wrong_field_count: 2"):
+        job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [path]}))
+    assert read_table(spark, str(dataset / "quarantine")).count() == 2
+    assert not (dataset / "triples").exists()
+
+
+def test_missing_and_empty_inputs_are_named(spark, config, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(InputError, match="input file is empty: .*empty.txt"):
+        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [str(empty)]}))
+    with pytest.raises(InputError, match="not found: .*nope.txt"):
+        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [str(tmp_path / "nope.txt")]}))
+    gz_no_lines = write(tmp_path / "nolines.txt.gz", [], compress=True)
+    with pytest.raises(InputError, match="has no lines: .*nolines.txt.gz"):
+        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [gz_no_lines]}))
+    with pytest.raises(InputError, match="no wikidata5m_transductive_train.txt"):
+        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(tmp_path)))
+
+
+def test_probe_dictionaries_fix_ids_and_quarantine_unknown_keys(spark, config, tmp_path):
+    d = tmp_path / "probe"
+    write(d / "entities.dict", ["0\talice", "1\tbob", "2\tcarol"])
+    write(d / "relations.dict", ["0\tknows", "1\tlikes"])
+    write(d / "train.txt", ["carol\tknows\talice", "bob\tlikes\tcarol", "dave\tknows\talice", "bob\thates\talice"])
+    write(d / "test.txt", ["alice\tknows\tbob"])
+    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"]), job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", input=str(d)))
+    assert summary.counts["quarantined_by_reason"] == {"unknown_entity": 1, "unknown_relation": 1}
+    assertDataFrameEqual(read_table(spark, str(tmp_path / "ds" / "triples")), [(2, 0, 0, "train"), (1, 1, 2, "train"), (0, 0, 1, "test")])
+    assert _ids(spark, tmp_path / "ds", "entities") == {"alice": 0, "bob": 1, "carol": 2}
+    write(d / "entities.dict", ["0\talice", "0\tbob"])
+    with pytest.raises(InputError, match="entities.dict: 2 lines but 1 distinct ids"):
+        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds2"), format="probe", input=str(d)))
+
+
+def test_output_is_identical_whatever_the_partitioning(spark, config, tmp_path):
+    lines = [f"Q{(i * 7919) % 500 + 1}\tP{i % 5 + 1}\tQ{(i * 104729) % 499 + 1}" for i in range(3000)]
+    path = write(tmp_path / "train.txt", lines)
+    tables = []
+    for n, block in ((1, "128m"), (7, "2k")):
+        spark.conf.set("spark.sql.shuffle.partitions", str(n))
+        spark.conf.set("spark.sql.files.maxPartitionBytes", block)
+        try:
+            job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / f"ds{n}"), splits={"train": [path]}))
+        finally:
+            spark.conf.unset("spark.sql.files.maxPartitionBytes")
+            spark.conf.set("spark.sql.shuffle.partitions", config.get("spark.conf")["spark.sql.shuffle.partitions"])
+        tables.append({name: sorted(map(tuple, read_table(spark, str(tmp_path / f"ds{n}" / name)).collect())) for name in ("entities", "relations", "triples")})
+    assert tables[0] == tables[1]
+
+
+def test_cli_reports_failure_on_stderr_exit_status_and_json(spark, config, tmp_path, capsys):
+    out = tmp_path / "summary.json"
+    conf_args = ["--conf", config.source] + [a for item in config.overrides for a in ("--set", item)]
+    status = main(["ingest", *conf_args, "--dataset", str(tmp_path / "ds"), "--split", f"train={tmp_path}/missing.txt", "--json", str(out)])
+    assert status == 1
+    assert "kgbrink ingest: error: InputError: input file not found" in capsys.readouterr().err
+    assert json.loads(out.read_text())["status"] == "failed"
