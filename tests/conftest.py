@@ -54,3 +54,16 @@ def reference() -> Path:
     if not REFERENCE.is_dir():
         pytest.fail(f"reference data not found at {REFERENCE}: the shared/ folder must sit beside the project")
     return REFERENCE
+
+
+@pytest.fixture(scope="session")
+def probe_datasets(spark, config, reference, work_dir) -> dict[str, str]:
+    """The four PROBE reference datasets ingested by kgbrink (ids from their entities/relations.dict)."""
+    from kgbrink.jobs import ingest
+
+    out = {}
+    for name in PROBE_DATASETS:
+        dataset = str(work_dir / "probe" / name)
+        ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="probe", input=str(reference / "probe" / name)))
+        out[name] = dataset
+    return out
