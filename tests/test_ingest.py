@@ -111,7 +111,7 @@ def test_ntriples_keep_entity_edges_and_skip_the_rest(spark):
     )
 
 
-def test_aliases_first_alias_is_label_and_duplicate_keys_are_quarantined(spark):
+def test_aliases_first_alias_is_label_and_a_repeated_key_keeps_its_smallest_label(spark):
     lines = ["Q1\tuniverse\tcosmos", "Q2\tEarth", "Q2\tAlpha", "Q3", "Q4\t", "X\tfoo"]
     frame = lines_df(spark, lines).withColumn("source_file", F.lit("a.txt"))
     parsed = T.parse_aliases(frame, r"Q[1-9][0-9]*")
@@ -119,20 +119,30 @@ def test_aliases_first_alias_is_label_and_duplicate_keys_are_quarantined(spark):
         parsed.select("row_id", "status", "reason", "key", "label"),
         [
             (0, "ok", None, "Q1", "universe"),
-            (1, "quarantined", "duplicate_alias_key", "Q2", None),
+            (1, "ok", None, "Q2", "Earth"),
             (2, "ok", None, "Q2", "Alpha"),
             (3, "quarantined", "wrong_field_count", None, None),
             (4, "quarantined", "empty_label", None, None),
             (5, "quarantined", "bad_alias_key", None, None),
         ],
     )
+    assertDataFrameEqual(T.alias_labels(parsed), [("Q1", "universe", 1), ("Q2", "Alpha", 2)])
 
 
-def test_assign_ids_keeps_existing_ids_and_numbers_new_keys_in_key_order(spark):
-    existing = spark.createDataFrame([(0, "Q9"), (1, "Q1")], "id int, key string")
-    keys = spark.createDataFrame([("Q1",), ("Q30",), ("Q4",), ("Q30",)], "key string")
-    assertDataFrameEqual(T.assign_ids(keys, existing), [(0, "Q9"), (1, "Q1"), (2, "Q30"), (3, "Q4")])
-    assertDataFrameEqual(T.assign_ids(keys, None), [(0, "Q1"), (1, "Q30"), (2, "Q4")])
+def test_assign_ids_keeps_existing_ids_and_numbers_new_keys_in_code_order(spark):
+    existing = spark.createDataFrame([(0, "Q9"), (1, "Q1")], "id int, code string")
+    codes = spark.createDataFrame([("Q1",), ("Q30",), ("Q4",), ("Q30",)], "code string")
+    assertDataFrameEqual(T.assign_ids(codes, existing), [(0, "Q9"), (1, "Q1"), (2, "Q30"), (3, "Q4")])
+    assertDataFrameEqual(T.assign_ids(codes, None), [(0, "Q1"), (1, "Q30"), (2, "Q4")])
+    numeric = spark.createDataFrame([(30,), (4,), (1000,)], "code long")
+    assertDataFrameEqual(T.assign_ids(numeric, None), [(0, 4), (1, 30), (2, 1000)])
+
+
+def test_prefixed_integer_codec_round_trips(spark):
+    codec = T.KeyCodec("Q")
+    frame = spark.createDataFrame([("Q1",), ("Q42",), ("Q9007199254740993",)], "key string")
+    back = frame.select(codec.code(F.col("key")).alias("code")).select(codec.key(F.col("code")).alias("key"))
+    assertDataFrameEqual(back, frame)
 
 
 # --- the job ------------------------------------------------------------------------------------
@@ -152,7 +162,7 @@ def test_accounting_and_exact_line_numbers_across_blocks_and_gzip(spark, config,
     d = tmp_path / "wd5m"
     write(d / "wikidata5m_transductive_train.txt", train)
     write(d / "wikidata5m_transductive_valid.txt.gz", valid, compress=True)
-    write(d / "wikidata5m_entity.txt", ["Q1\tfirst\tone", "Q2\tsecond", "Q99999\tunused"])
+    write(d / "wikidata5m_entity.txt", ["Q1\tfirst\tone", "Q2\tsecond", "Q99999\tunused", "Q1\tzz repeated"])
     spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
     try:
         summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.01"]), job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(d)))
@@ -162,6 +172,7 @@ def test_accounting_and_exact_line_numbers_across_blocks_and_gzip(spark, config,
     assert c["lines_per_split"] == {"train": 2004, "valid": 3}
     assert c["quarantined_by_reason"] == {"wrong_field_count": 3, "empty_field": 1, "bad_entity_key": 1}
     assert c["duplicates_per_split"] == {"train": 5, "valid": 0}
+    assert c["alias_lines"] == {"entity_aliases": 4} and c["duplicate_alias_lines"] == {"entities": 1}
     assert c["kept_per_split"] == {"train": 1995, "valid": 2}
     # nothing is lost: every input line is kept, a duplicate or quarantined
     assert c["lines"] == c["kept"] + c["duplicates"] + c["quarantined"] + c["skipped"] == 2007
@@ -186,14 +197,14 @@ def test_refresh_keeps_known_ids_and_appends_new_keys(spark, config, tmp_path):
     first = write(tmp_path / "v1" / "wikidata5m_transductive_train.txt", GOOD)
     job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [first]}))
     assert _ids(spark, dataset, "entities") == {"Q1": 0, "Q2": 1, "Q3": 2}
-    # the new dump drops Q3, adds Q10 and Q0-less Q7, and a new relation P0? no: P9
+    # the new dump drops Q3 and adds Q7, Q10 and the relation P9
     second = write(tmp_path / "v2" / "train.txt", ["Q2\tP1\tQ7", "Q10\tP9\tQ1", "Q1\tP1\tQ2"])
     summary = job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [second]}))
-    assert _ids(spark, dataset, "entities") == {"Q1": 0, "Q2": 1, "Q3": 2, "Q10": 3, "Q7": 4}
+    assert _ids(spark, dataset, "entities") == {"Q1": 0, "Q2": 1, "Q3": 2, "Q7": 3, "Q10": 4}  # new keys in numeric order
     assert _ids(spark, dataset, "relations") == {"P1": 0, "P2": 1, "P9": 2}
     assert summary.counts["new_entities"] == 2 and summary.counts["new_relations"] == 1
     assert summary.outputs["triples"].version == 1  # the refresh is a new Delta version of the same table
-    assertDataFrameEqual(read_table(spark, str(dataset / "triples")), [(1, 0, 4, "train"), (3, 2, 0, "train"), (0, 0, 1, "train")])
+    assertDataFrameEqual(read_table(spark, str(dataset / "triples")), [(1, 0, 3, "train"), (4, 2, 0, "train"), (0, 0, 1, "train")])
     assertDataFrameEqual(read_table(spark, str(dataset / "triples"), version=0).filter("h = 2"), [(2, 1, 0, "train")])
 
 

@@ -12,6 +12,7 @@ import os
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -64,7 +65,13 @@ def resolve_inputs(spark: SparkSession, opts: IngestOptions) -> IngestInputs:
 
 
 def triple_format(opts: IngestOptions) -> T.TripleFormat:
-    base = T.WIKIDATA5M if opts.format == "wikidata5m" else T.PROBE
+    """The line layout and key rules of ``opts.format``, with any pattern the user overrides.
+
+    Wikidata keys travel as integers (:class:`kgbrink.ingest.KeyCodec`) unless a custom pattern makes
+    that mapping unsafe.
+    """
+    base = {"wikidata5m": T.WIKIDATA5M, "ntriples": T.NTRIPLES}.get(opts.format, T.PROBE)
+    custom = bool(opts.entity_pattern or opts.relation_pattern)
     return T.TripleFormat(
         opts.format,
         delimiter=opts.delimiter,
@@ -72,6 +79,8 @@ def triple_format(opts: IngestOptions) -> T.TripleFormat:
         quote=opts.quote,
         entity_pattern=opts.entity_pattern or base.entity_pattern,
         relation_pattern=opts.relation_pattern or base.relation_pattern,
+        entity_codec=T.STRING_KEYS if custom else base.entity_codec,
+        relation_codec=T.STRING_KEYS if custom else base.relation_codec,
     )
 
 
@@ -117,23 +126,23 @@ def merge_dictionaries(seed: DataFrame, existing: DataFrame | None, what: str) -
 
 
 def _parsed_sources(spark: SparkSession, opts: IngestOptions, inputs: IngestInputs, vocab) -> tuple[DataFrame, DataFrame | None]:
+    """Parsed triple lines, and for N-Triples the parsed label lines (``key, label``)."""
     lines = read_lines(spark, inputs.splits)
     if opts.format == "ntriples":
         parsed = T.parse_ntriples(lines, opts.label_language)
-        labels = parsed.filter(F.col("label_key").isNotNull()).groupBy(F.col("label_key").alias("key")).agg(F.min("label").alias("label"))
-        return parsed.drop("label_key", "label"), labels
+        labels = parsed.filter(F.col("label_key").isNotNull()).select(F.col("label_key").alias("key"), "label", "status")
+        return parsed.drop("label_key", "label"), labels.withColumn("status", F.lit(T.OK))
     parsed = T.parse_delimited_triples(lines, triple_format(opts))
     if vocab is not None:
         parsed = T.check_vocabulary(parsed, *vocab)
     return parsed, None
 
 
-def _alias_labels(spark: SparkSession, path: str | None, key_pattern: str, source: str):
+def _parsed_aliases(spark: SparkSession, path: str | None, key_pattern: str, source: str) -> DataFrame | None:
     if not path:
-        return None, None
+        return None
     require_files(spark, [path])
-    parsed = T.parse_aliases(read_lines(spark, {source: [path]}), key_pattern)
-    return parsed, parsed.filter(F.col("status") == T.OK).select("key", "label")
+    return T.parse_aliases(read_lines(spark, {source: [path]}), key_pattern)
 
 
 def _normalise(path: str) -> str:
@@ -160,6 +169,11 @@ def _count_lines(counts) -> dict:
     return out
 
 
+# What later steps need of a parsed line; cached once so the text is parsed once (the raw line and the
+# detail are re-read only when there are quarantined lines to write).
+LINE_STATE = ["split", "source_file", "block_start", "row_id", "status", "reason"]
+
+
 def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
     summary = JobSummary("ingest", params={k: v for k, v in asdict(opts).items() if v not in (None, {}, "")})
     ds = opts.dataset
@@ -182,14 +196,36 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
         )
     fmt = triple_format(opts)
     parsed, nt_labels = _parsed_sources(spark, opts, inputs, vocab)
-    alias_parsed = {
-        kind: _alias_labels(spark, path, pattern, f"{kind}_aliases")
-        for kind, path, pattern in (("entity", inputs.entity_aliases, fmt.entity_pattern), ("relation", inputs.relation_aliases, fmt.relation_pattern))
+    aliases = {
+        "entities": _parsed_aliases(spark, inputs.entity_aliases, fmt.entity_pattern, "entity_aliases"),
+        "relations": _parsed_aliases(spark, inputs.relation_aliases, fmt.relation_pattern, "relation_aliases"),
     }
+    cached: list[DataFrame] = []
 
-    with summary.timed("classify_lines"):
-        counted = [parsed] + [p for p, _ in alias_parsed.values() if p is not None]
-        counts = [row for frame in counted for row in T.line_counts(frame).collect()]
+    def cache(frame: DataFrame) -> DataFrame:
+        cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
+        return cached[-1]
+
+    try:
+        with summary.timed("parse_and_count_lines"):
+            codecs = {"entities": fmt.entity_codec, "relations": fmt.relation_codec}
+            triples_state = cache(
+                parsed.select(
+                    *LINE_STATE,
+                    *(codecs[kind].code(F.col(f"{role}_key")).alias(f"{role}_code") for role, kind in (("h", "entities"), ("r", "relations"), ("t", "entities"))),
+                )
+            )
+            alias_state = {k: cache(a.select(*LINE_STATE, codecs[k].code(F.col("key")).alias("code"), "label")) for k, a in aliases.items() if a is not None}
+            if nt_labels is not None:
+                nt_labels = nt_labels.select(fmt.entity_codec.code(F.col("key")).alias("code"), "label", "status")
+            counts = [row for frame in [triples_state, *alias_state.values()] for row in T.line_counts(frame).collect()]
+        return _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, vocab, parsed, aliases, nt_labels, triples_state, alias_state, counts)
+    finally:
+        for frame in cached:
+            frame.unpersist()
+
+
+def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, vocab, parsed, aliases, nt_labels, triples_state, alias_state, counts) -> JobSummary:
     seen_files = {_normalise(row["source_file"]) for row in counts}
     unread = [p for p in inputs.all_files if _normalise(p) not in seen_files]
     if unread:
@@ -199,16 +235,16 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
     alias_tally = _count_lines([r for r in counts if r["split"] not in triple_splits])
     total_lines = sum(tally["lines"].values())
     bad_lines = sum(tally["quarantined"].values())
-
-    with summary.timed("write_quarantine"):
-        offsets = T.block_offsets(spark.createDataFrame(counts, schema=T.line_counts(parsed).schema))
-        quarantine = T.quarantine_rows(parsed, offsets)
-        for alias_frame, _ in alias_parsed.values():
-            if alias_frame is not None:
-                quarantine = quarantine.unionByName(T.quarantine_rows(alias_frame, offsets))
-        summary.outputs["quarantine"] = write_table(quarantine.coalesce(1), paths["quarantine"], description="ingest quarantine")
     all_lines = total_lines + sum(alias_tally["lines"].values())
     all_bad = bad_lines + sum(alias_tally["quarantined"].values())
+
+    with summary.timed("write_quarantine"):
+        quarantine = spark.createDataFrame([], T.QUARANTINE_SCHEMA)
+        if all_bad:
+            offsets = T.block_offsets(spark.createDataFrame(counts, schema=T.line_counts(triples_state).schema))
+            for frame in [parsed, *(a for a in aliases.values() if a is not None)]:
+                quarantine = quarantine.unionByName(T.quarantine_rows(frame, offsets))
+        summary.outputs["quarantine"] = write_table(quarantine.coalesce(1), paths["quarantine"], description="ingest quarantine")
     fraction = all_bad / all_lines if all_lines else 0.0
     max_fraction = float(config.get("ingest.max_bad_fraction"))
     summary.counts.update(
@@ -229,35 +265,40 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
             f"= {max_fraction:g} ({top}); nothing was written but the quarantine table {paths['quarantine']}"
         )
 
-    good = parsed.filter(F.col("status") == T.OK)
+    good = triples_state.filter(F.col("status") == T.OK)
     previous_rows = {name: frame.count() if frame is not None else None for name, frame in previous.items()}
-    broadcast = bool(config.get("ingest.broadcast_dictionaries"))
     with summary.timed("dictionaries"):
         dictionaries = {}
-        for name, key_cols, seed in (("entities", ("h_key", "t_key"), vocab[0] if vocab else None), ("relations", ("r_key",), vocab[1] if vocab else None)):
-            keys = good.select(F.col(key_cols[0]).alias("key"))
-            for col in key_cols[1:]:
-                keys = keys.unionByName(good.select(F.col(col).alias("key")))
-            base = seed if seed is not None else previous[name]
-            ids = T.assign_ids(keys, base)
-            kind = "entity" if name == "entities" else "relation"
-            labels = alias_parsed[kind][1]
-            if name == "entities" and nt_labels is not None:
-                labels = nt_labels
-            table = T.with_labels(ids, labels, previous[name])
+        duplicate_alias_lines = {}
+        for name, roles, seed, codec in (
+            ("entities", ("h", "t"), vocab[0] if vocab else None, fmt.entity_codec),
+            ("relations", ("r",), vocab[1] if vocab else None, fmt.relation_codec),
+        ):
+            codes = good.select(F.col(f"{roles[0]}_code").alias("code"))
+            for role in roles[1:]:
+                codes = codes.unionByName(good.select(F.col(f"{role}_code").alias("code")))
+            known = seed if seed is not None else previous[name]
+            as_codes = (lambda frame: frame.withColumn("code", codec.code(F.col("key"))) if frame is not None else None)  # noqa: E731
+            ids = T.assign_ids(codes, as_codes(known))
+            label_lines = nt_labels if (name == "entities" and nt_labels is not None) else alias_state.get(name)
+            labels = None
+            if label_lines is not None:
+                labels = T.alias_labels(label_lines, "code").persist(StorageLevel.MEMORY_AND_DISK)
+                duplicate_alias_lines[name] = labels.agg(F.sum(F.col("lines") - 1)).collect()[0][0] or 0
+            table = T.with_labels(ids, codec, labels, as_codes(previous[name]))
             summary.outputs[name] = write_table(table, paths[name], description=f"ingest {opts.format}")
-            dictionaries[name] = read_table(spark, paths[name])
-        new_keys = {
-            name: summary.outputs[name].rows - (previous_rows[name] or 0)
-            for name in ("entities", "relations")
-        }
+            if labels is not None:
+                labels.unpersist()
+            written = read_table(spark, paths[name], version=summary.outputs[name].version)
+            dictionaries[name] = written.select("id", codec.code(F.col("key")).alias("code"))
+        new_keys = {name: summary.outputs[name].rows - (previous_rows[name] or 0) for name in ("entities", "relations")}
 
     with summary.timed("encode_and_write_triples"):
-        triples = T.encode_triples(good, dictionaries["entities"], dictionaries["relations"], broadcast)
+        triples = T.encode_triples(good, dictionaries["entities"], dictionaries["relations"], bool(config.get("ingest.broadcast_dictionaries")))
         summary.outputs["triples"] = write_table(triples, paths["triples"], partition_by=["split"], description=f"ingest {opts.format}")
 
     with summary.timed("verify_counts"):
-        written = read_table(spark, paths["triples"])
+        written = read_table(spark, paths["triples"], version=summary.outputs["triples"].version)
         kept = {r["split"]: r["n"] for r in written.groupBy("split").agg(F.count(F.lit(1)).alias("n")).collect()}
         overlaps = {f"{r['split_a']}/{r['split_b']}": r["shared_triples"] for r in T.split_overlaps(written).collect()}
     duplicates = {split: tally["ok"][split] - kept.get(split, 0) for split in triple_splits}
@@ -266,6 +307,7 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
         kept_per_split=kept,
         duplicates=sum(duplicates.values()),
         duplicates_per_split=duplicates,
+        duplicate_alias_lines=duplicate_alias_lines,
         split_overlaps=overlaps,
         entities=summary.outputs["entities"].rows,
         relations=summary.outputs["relations"].rows,
