@@ -29,6 +29,7 @@ REQUIRED_KEYS = (
     "ingest.max_bad_fraction",
     "ingest.broadcast_dictionaries",
     "stats.splits",
+    "stats.broadcast_entity_degrees",
 )
 
 

@@ -46,6 +46,12 @@ def path_exists(spark: SparkSession, path: str) -> bool:
     return bool(fs.exists(hpath))
 
 
+def delete_path(spark: SparkSession, path: str) -> None:
+    """Remove a file or directory tree (a job's staging area); no error if it is not there."""
+    hpath, fs = _hadoop_path(spark, path)
+    fs.delete(hpath, True)
+
+
 def file_size(spark: SparkSession, path: str) -> int:
     hpath, fs = _hadoop_path(spark, path)
     return int(fs.getFileStatus(hpath).getLen())

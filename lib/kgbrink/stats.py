@@ -16,50 +16,55 @@ For a triple set T (the chosen splits):
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 
-def entity_relation_counts(triples: DataFrame) -> DataFrame:
-    """``entity, relation, out_degree, in_degree, self_loops`` from ``triples(h, r, t)``."""
+def _occurrences(triples: DataFrame) -> DataFrame:
+    """One row per (triple, position): ``entity, relation, o, i, l`` (out, in, self-loop flag on the head row)."""
     as_head = triples.select(
         F.col("h").alias("entity"), F.col("r").alias("relation"), F.lit(1).alias("o"), F.lit(0).alias("i"), (F.col("h") == F.col("t")).cast("int").alias("l")
     )
     as_tail = triples.select(F.col("t").alias("entity"), F.col("r").alias("relation"), F.lit(0).alias("o"), F.lit(1).alias("i"), F.lit(0).alias("l"))
-    return (
-        as_head.unionByName(as_tail)
-        .groupBy("entity", "relation")
-        .agg(F.sum("o").cast("long").alias("out_degree"), F.sum("i").cast("long").alias("in_degree"), F.sum("l").cast("long").alias("self_loops"))
+    return as_head.unionByName(as_tail)
+
+
+def _sums(frame: DataFrame, *keys: str) -> DataFrame:
+    return frame.groupBy(*keys).agg(
+        F.sum("o").cast("long").alias("out_degree"), F.sum("i").cast("long").alias("in_degree"), F.sum("l").cast("long").alias("self_loops")
     )
 
 
-def entity_relation_popularity(counts: DataFrame) -> DataFrame:
+def entity_relation_counts(triples: DataFrame) -> DataFrame:
+    """``entity, relation, out_degree, in_degree, self_loops`` from ``triples(h, r, t)``."""
+    return _sums(_occurrences(triples), "entity", "relation")
+
+
+def entity_popularity(triples: DataFrame) -> DataFrame:
+    """Per entity: ``degree`` d(e), ``in_degree``, ``out_degree``, ``self_loops`` and ``delta`` = d(e) / (2|T|)."""
+    per_entity = _sums(_occurrences(triples), "entity")
+    total = triples.agg(F.count(F.lit(1)).alias("_triples"))
+    degree = F.col("out_degree") + F.col("in_degree")
+    return per_entity.crossJoin(F.broadcast(total)).select(
+        "entity", degree.alias("degree"), "in_degree", "out_degree", "self_loops", (degree / (2 * F.col("_triples"))).alias("delta")
+    )
+
+
+def entity_relation_popularity(counts: DataFrame, entities: DataFrame, broadcast: bool = False) -> DataFrame:
     """Per (entity, relation): ``relation_degree`` = d(e=>r), ``entity_degree`` = d(e) and
-    ``delta_rel_given_entity`` = d(e=>r) / d(e)."""
-    per_entity = Window.partitionBy("entity")
-    return counts.select(
+    ``delta_rel_given_entity`` = d(e=>r) / d(e). ``entities`` has ``entity, degree``; ``broadcast``
+    ships it to every task instead of shuffling ``counts`` by entity."""
+    degrees = entities.select("entity", F.col("degree").alias("entity_degree"))
+    joined = counts.join(F.broadcast(degrees) if broadcast else degrees, "entity")
+    relation_degree = F.col("out_degree") + F.col("in_degree") - F.col("self_loops")
+    return joined.select(
         "entity",
         "relation",
         "out_degree",
         "in_degree",
-        (F.col("out_degree") + F.col("in_degree") - F.col("self_loops")).alias("relation_degree"),
-        F.sum(F.col("out_degree") + F.col("in_degree")).over(per_entity).alias("entity_degree"),
-    ).withColumn("delta_rel_given_entity", F.col("relation_degree") / F.col("entity_degree"))
-
-
-def entity_popularity(counts: DataFrame) -> DataFrame:
-    """Per entity: ``degree`` d(e), ``in_degree``, ``out_degree``, ``self_loops`` and ``delta`` = d(e) / (2|T|)."""
-    per_entity = counts.groupBy("entity").agg(
-        F.sum("out_degree").alias("out_degree"), F.sum("in_degree").alias("in_degree"), F.sum("self_loops").alias("self_loops")
-    )
-    total = counts.agg(F.sum("out_degree").alias("_triples"))
-    return per_entity.crossJoin(F.broadcast(total)).select(
-        "entity",
-        (F.col("out_degree") + F.col("in_degree")).alias("degree"),
-        "in_degree",
-        "out_degree",
-        "self_loops",
-        ((F.col("out_degree") + F.col("in_degree")) / (2 * F.col("_triples"))).alias("delta"),
+        relation_degree.alias("relation_degree"),
+        "entity_degree",
+        (relation_degree / F.col("entity_degree")).alias("delta_rel_given_entity"),
     )
 
 

@@ -9,6 +9,7 @@ replaces ``triples`` with the new dump as a new Delta version.
 from __future__ import annotations
 
 import os
+import uuid
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
@@ -18,7 +19,7 @@ from pyspark.sql import functions as F
 
 from kgbrink import ingest as T
 from kgbrink.config import Config
-from kgbrink.sources import IngestInputs, InputError, probe_inputs, read_lines, require_files, wikidata5m_inputs
+from kgbrink.sources import IngestInputs, InputError, delete_path, probe_inputs, read_lines, require_files, wikidata5m_inputs
 from kgbrink.tables import TableVersion, latest_version, read_table, table_exists, table_path, write_table
 from kgbrink.tracking import JobSummary
 
@@ -125,17 +126,13 @@ def merge_dictionaries(seed: DataFrame, existing: DataFrame | None, what: str) -
     return both
 
 
-def _parsed_sources(spark: SparkSession, opts: IngestOptions, inputs: IngestInputs, vocab) -> tuple[DataFrame, DataFrame | None]:
-    """Parsed triple lines, and for N-Triples the parsed label lines (``key, label``)."""
+def _parsed_sources(spark: SparkSession, opts: IngestOptions, inputs: IngestInputs, vocab) -> DataFrame:
+    """Parsed triple lines (N-Triples lines also carry ``label_key, label``)."""
     lines = read_lines(spark, inputs.splits)
     if opts.format == "ntriples":
-        parsed = T.parse_ntriples(lines, opts.label_language)
-        labels = parsed.filter(F.col("label_key").isNotNull()).select(F.col("label_key").alias("key"), "label", "status")
-        return parsed.drop("label_key", "label"), labels.withColumn("status", F.lit(T.OK))
+        return T.parse_ntriples(lines, opts.label_language)
     parsed = T.parse_delimited_triples(lines, triple_format(opts))
-    if vocab is not None:
-        parsed = T.check_vocabulary(parsed, *vocab)
-    return parsed, None
+    return T.check_vocabulary(parsed, *vocab) if vocab is not None else parsed
 
 
 def _parsed_aliases(spark: SparkSession, path: str | None, key_pattern: str, source: str) -> DataFrame | None:
@@ -169,8 +166,10 @@ def _count_lines(counts) -> dict:
     return out
 
 
-# What later steps need of a parsed line; cached once so the text is parsed once (the raw line and the
-# detail are re-read only when there are quarantined lines to write).
+# What later steps need of a parsed line. The text is parsed once into a Parquet staging area under the
+# dataset (``_staging/<uuid>``, deleted at the end); every later step reads the staged columns, and the
+# raw lines are re-read only when there are quarantined lines to write. Staging beats Spark's in-memory
+# cache here: building the columnar cache costs more than writing and re-reading Parquet.
 LINE_STATE = ["split", "source_file", "block_start", "row_id", "status", "reason"]
 
 
@@ -195,34 +194,39 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
             merge_dictionaries(load_dictionary(spark, inputs.relation_dict), previous["relations"], "relation"),
         )
     fmt = triple_format(opts)
-    parsed, nt_labels = _parsed_sources(spark, opts, inputs, vocab)
+    parsed = _parsed_sources(spark, opts, inputs, vocab)
     aliases = {
         "entities": _parsed_aliases(spark, inputs.entity_aliases, fmt.entity_pattern, "entity_aliases"),
         "relations": _parsed_aliases(spark, inputs.relation_aliases, fmt.relation_pattern, "relation_aliases"),
     }
-    cached: list[DataFrame] = []
+    staging = table_path(ds, f"_staging/{uuid.uuid4().hex}")
 
-    def cache(frame: DataFrame) -> DataFrame:
-        cached.append(frame.persist(StorageLevel.MEMORY_AND_DISK))
-        return cached[-1]
+    def stage(frame: DataFrame, name: str) -> DataFrame:
+        frame.write.parquet(f"{staging}/{name}")
+        return spark.read.parquet(f"{staging}/{name}")
 
     try:
         with summary.timed("parse_and_count_lines"):
             codecs = {"entities": fmt.entity_codec, "relations": fmt.relation_codec}
-            triples_state = cache(
+            label_columns = []
+            if "label_key" in parsed.columns:
+                label_columns = [fmt.entity_codec.code(F.col("label_key")).alias("label_code"), "label"]
+            triples_state = stage(
                 parsed.select(
                     *LINE_STATE,
                     *(codecs[kind].code(F.col(f"{role}_key")).alias(f"{role}_code") for role, kind in (("h", "entities"), ("r", "relations"), ("t", "entities"))),
-                )
+                    *label_columns,
+                ),
+                "triples",
             )
-            alias_state = {k: cache(a.select(*LINE_STATE, codecs[k].code(F.col("key")).alias("code"), "label")) for k, a in aliases.items() if a is not None}
-            if nt_labels is not None:
-                nt_labels = nt_labels.select(fmt.entity_codec.code(F.col("key")).alias("code"), "label", "status")
+            alias_state = {k: stage(a.select(*LINE_STATE, codecs[k].code(F.col("key")).alias("code"), "label"), k) for k, a in aliases.items() if a is not None}
+            nt_labels = None
+            if label_columns:
+                nt_labels = triples_state.filter(F.col("label_code").isNotNull()).select(F.col("label_code").alias("code"), "label", F.lit(T.OK).alias("status"))
             counts = [row for frame in [triples_state, *alias_state.values()] for row in T.line_counts(frame).collect()]
         return _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, vocab, parsed, aliases, nt_labels, triples_state, alias_state, counts)
     finally:
-        for frame in cached:
-            frame.unpersist()
+        delete_path(spark, staging)
 
 
 def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, vocab, parsed, aliases, nt_labels, triples_state, alias_state, counts) -> JobSummary:

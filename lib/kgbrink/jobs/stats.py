@@ -6,7 +6,6 @@ Tables under ``<dataset>/stats/<split>+<split>.../``: ``entity_popularity``,
 
 from __future__ import annotations
 
-from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -34,17 +33,17 @@ def run(spark: SparkSession, config: Config, dataset: str, splits: list[str] | N
         raise ValueError(f"split(s) {', '.join(missing)} not in {triples_path} (has: {', '.join(sorted(known))})")
     triples = triples_all.filter(F.col("split").isin(splits)).select("h", "r", "t")
     out = stats_dir(dataset, splits)
-    with summary.timed("entity_relation_counts"):
-        counts = S.entity_relation_counts(triples).persist(StorageLevel.MEMORY_AND_DISK)
-        summary.outputs["entity_relation_popularity"] = write_table(
-            S.entity_relation_popularity(counts), f"{out}/entity_relation_popularity", description=f"stats on {'+'.join(splits)}"
-        )
-    with summary.timed("entity_and_relation_tables"):
-        summary.outputs["entity_popularity"] = write_table(S.entity_popularity(counts), f"{out}/entity_popularity")
-        summary.outputs["relation_statistics"] = write_table(S.relation_statistics(counts), f"{out}/relation_statistics")
-        counts.unpersist()
-        entities = read_table(spark, f"{out}/entity_popularity")
-        summary.outputs["degree_histogram"] = write_table(S.degree_histogram(entities), f"{out}/degree_histogram")
+    note = f"stats on {'+'.join(splits)}"
+    with summary.timed("entity_popularity"):
+        summary.outputs["entity_popularity"] = write_table(S.entity_popularity(triples), f"{out}/entity_popularity", description=note)
+        entities = read_table(spark, f"{out}/entity_popularity", version=summary.outputs["entity_popularity"].version)
+    with summary.timed("entity_relation_popularity"):
+        pairs = S.entity_relation_popularity(S.entity_relation_counts(triples), entities, bool(config.get("stats.broadcast_entity_degrees")))
+        summary.outputs["entity_relation_popularity"] = write_table(pairs, f"{out}/entity_relation_popularity", description=note)
+    with summary.timed("relation_statistics_and_histogram"):
+        pairs = read_table(spark, f"{out}/entity_relation_popularity", version=summary.outputs["entity_relation_popularity"].version)
+        summary.outputs["relation_statistics"] = write_table(S.relation_statistics(pairs), f"{out}/relation_statistics", description=note)
+        summary.outputs["degree_histogram"] = write_table(S.degree_histogram(entities), f"{out}/degree_histogram", description=note)
     summary.counts.update(
         triples=int(entities.agg(F.sum("out_degree")).collect()[0][0] or 0),
         entities_with_triples=summary.outputs["entity_popularity"].rows,
