@@ -24,7 +24,7 @@ def test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow(spark, config,
     assert ingest["status"] == "ok"
     assert ingest["counts"]["kept_per_split"] == manifest["splits"]
     assert ingest["outputs"]["triples"] == {"path": f"{dataset}/triples", "rows": 6000, "version": 0}
-    assert {"spark_startup", "classify_lines", "encode_and_write_triples"} <= set(ingest["timings"])
+    assert {"spark_startup", "parse_and_count_lines", "encode_and_write_triples"} <= set(ingest["timings"])
 
     client = MlflowClient(tracking_uri=config.get("tracking.uri"))
     run = client.get_run(ingest["mlflow_run_id"])

@@ -1,0 +1,110 @@
+"""Benchmark: `kgbrink ingest` and `kgbrink stats` against the same work in DuckDB, side by side.
+
+For each size: generate the KG once (kgbrink synth, seed 7, cached under benchmarks/out/), then in one run
+  1. start the SparkSession from conf/local.yaml (timed separately: Spark's start-up),
+  2. kgbrink ingest (Wikidata5m format, alias files included) and kgbrink stats (train),
+  3. the DuckDB peer (benchmarks/duckdb_peer.py) on the same files with the same thread count,
+and record wall times, the ratio Spark / DuckDB, and the peak resident memory of the Spark driver JVM and
+of this process (DuckDB runs in it). Results go to benchmarks/results/ingest_stats.json and are printed as
+a Markdown table for BENCHMARKS.md.
+
+    .venv/bin/python benchmarks/bench_ingest_stats.py --sizes 2000000 20000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import duckdb_peer  # noqa: E402
+
+from kgbrink.config import load_config  # noqa: E402
+from kgbrink.jobs import ingest, stats, synth  # noqa: E402
+from kgbrink.session import spark_session  # noqa: E402
+
+
+def jvm_peak_rss_mb(spark) -> float:
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2_000_000, 20_000_000])
+    parser.add_argument("--conf", default="conf/local.yaml")
+    parser.add_argument("--out", default=str(HERE / "out"))
+    args = parser.parse_args()
+    config = load_config(args.conf)
+    out = Path(args.out)
+    results = {"machine": machine(), "command": " ".join(["python", *sys.argv]), "runs": []}
+
+    start = time.perf_counter()
+    spark = spark_session(config)
+    results["spark_startup_seconds"] = round(time.perf_counter() - start, 2)
+    threads = spark.sparkContext.defaultParallelism
+    for size in args.sizes:
+        kg = out / f"kg-{size}"
+        if not (kg / "synth_manifest.json").is_file():
+            synth.run(config, str(kg), size, 7, 0.0, 0.0, gzip=False)
+        dataset = out / f"ds-{size}"
+        shutil.rmtree(dataset, ignore_errors=True)
+        t0 = time.perf_counter()
+        ingest_summary = ingest.run(spark, config, ingest.IngestOptions(dataset=str(dataset), format="wikidata5m", input=str(kg)))
+        spark_ingest = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        stats_summary = stats.run(spark, config, str(dataset), ["train"])
+        spark_stats = time.perf_counter() - t0
+
+        peer_dir = out / f"duckdb-{size}"
+        shutil.rmtree(peer_dir, ignore_errors=True)
+        con = duckdb_peer.connect(threads)
+        duck_ingest = duckdb_peer.ingest(con, str(kg), str(peer_dir))
+        duck_stats = duckdb_peer.stats(con, str(peer_dir), str(peer_dir / "stats"))
+        con.close()
+        assert duck_ingest["kept"] == ingest_summary.counts["kept"], (duck_ingest, ingest_summary.counts)
+        assert duck_stats["entity_relation_pairs"] == stats_summary.outputs["entity_relation_popularity"].rows
+        run = {
+            "triples": size,
+            "input_bytes": sum(f.stat().st_size for f in kg.glob("wikidata5m_*")),
+            "spark": {"ingest_seconds": round(spark_ingest, 2), "stats_seconds": round(spark_stats, 2), "ingest_steps": ingest_summary.timings, "stats_steps": stats_summary.timings},
+            "duckdb": {"ingest_seconds": round(duck_ingest["seconds"], 2), "stats_seconds": round(duck_stats["seconds"], 2), "threads": threads},
+            "ratio": {"ingest": round(spark_ingest / duck_ingest["seconds"], 2), "stats": round(spark_stats / duck_stats["seconds"], 2)},
+            "entities": ingest_summary.counts["entities"],
+            "entity_relation_pairs": duck_stats["entity_relation_pairs"],
+        }
+        results["runs"].append(run)
+        print(json.dumps(run), flush=True)
+    results["spark_driver_peak_rss_mb"] = round(jvm_peak_rss_mb(spark), 1)
+    results["python_process_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    (HERE / "results").mkdir(exist_ok=True)
+    (HERE / "results" / "ingest_stats.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nmachine: {results['machine']}; Spark start-up {results['spark_startup_seconds']} s; "
+          f"driver JVM peak RSS {results['spark_driver_peak_rss_mb']} MB; python+DuckDB peak RSS {results['python_process_peak_rss_mb']} MB")
+    print("| triples | Spark ingest s | DuckDB ingest s | ratio | Spark stats s | DuckDB stats s | ratio |")
+    print("|---|---|---|---|---|---|---|")
+    for r in results["runs"]:
+        print(f"| {r['triples']:,} | {r['spark']['ingest_seconds']} | {r['duckdb']['ingest_seconds']} | {r['ratio']['ingest']}x "
+              f"| {r['spark']['stats_seconds']} | {r['duckdb']['stats_seconds']} | {r['ratio']['stats']}x |")
+
+
+if __name__ == "__main__":
+    main()
