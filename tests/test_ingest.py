@@ -269,3 +269,27 @@ def test_cli_reports_failure_on_stderr_exit_status_and_json(spark, config, tmp_p
     assert status == 1
     assert "kgbrink ingest: error: InputError: input file not found" in capsys.readouterr().err
     assert json.loads(out.read_text())["status"] == "failed"
+
+
+def test_ntriples_job_keeps_edges_counts_skips_and_takes_labels(spark, config, tmp_path):
+    e, p = "<http://www.wikidata.org/entity/", "<http://www.wikidata.org/prop/direct/"
+    label = "<http://www.w3.org/2000/01/rdf-schema#label>"
+    lines = [
+        f"{e}Q42> {p}P31> {e}Q5> .",
+        f"{e}Q42> {p}P31> {e}Q5> .",  # exact duplicate
+        f"{e}Q42> {p}P69> {e}Q691283> .",
+        f'{e}Q42> {label} "Douglas Adams"@en .',
+        f'{e}Q42> {label} "Douglas Adams"@de .',
+        f'{e}Q42> {p}P1477> "Douglas Noel Adams"@en .',
+        "<broken",
+    ]
+    path = write(tmp_path / "truthy.nt.gz", lines, compress=True)
+    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.2"]), job.IngestOptions(dataset=str(tmp_path / "ds"), format="ntriples", splits={"train": [path]}))
+    c = summary.counts
+    assert c["skipped_by_kind"] == {"label": 2, "literal_object": 1}
+    assert c["quarantined_by_reason"] == {"malformed_ntriple": 1}
+    assert (c["kept"], c["duplicates"]) == (2, 1)
+    assert c["lines"] == c["kept"] + c["duplicates"] + c["quarantined"] + c["skipped"] == 7
+    entities = read_table(spark, str(tmp_path / "ds" / "entities"))
+    assertDataFrameEqual(entities, [(0, "Q5", None), (1, "Q42", "Douglas Adams"), (2, "Q691283", None)])
+    assertDataFrameEqual(read_table(spark, str(tmp_path / "ds" / "relations")).select("key"), [("P31",), ("P69",)])

@@ -12,7 +12,7 @@ their id; new keys get ``max(id) + 1, ...`` in key order (deterministic, whateve
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -105,13 +105,7 @@ WIKIDATA5M = TripleFormat(
     relation_codec=KeyCodec("P"),
 )
 # Wikidata truthy N-Triples yield the same Q/P keys (parse_ntriples extracts them).
-NTRIPLES = TripleFormat(
-    "ntriples",
-    entity_pattern=WIKIDATA_ENTITY_KEY,
-    relation_pattern=WIKIDATA_RELATION_KEY,
-    entity_codec=KeyCodec("Q"),
-    relation_codec=KeyCodec("P"),
-)
+NTRIPLES = replace(WIKIDATA5M, name="ntriples")
 PROBE = TripleFormat("probe")
 WIKIDATA_ENTITY_IRI = "http://www.wikidata.org/entity/"
 WIKIDATA_DIRECT_PROPERTY_IRI = "http://www.wikidata.org/prop/direct/"

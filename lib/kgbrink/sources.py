@@ -74,18 +74,24 @@ def _plain_or_gz(spark: SparkSession, base: str) -> str | None:
     return first_existing(spark, [base, base + ".gz"])
 
 
+def _split_files(spark: SparkSession, directory: str, pattern: str) -> dict[str, list[str]]:
+    """The train/valid/test files (plain or .gz) named by ``pattern`` (with ``{split}``); train is required."""
+    splits = {}
+    for split in SPLIT_ORDER:
+        found = _plain_or_gz(spark, f"{directory}/{pattern.format(split=split)}")
+        if found:
+            splits[split] = [found]
+    if "train" not in splits:
+        raise InputError(f"{directory}: no {pattern.format(split='train')}[.gz]")
+    return splits
+
+
 def wikidata5m_inputs(spark: SparkSession, directory: str, variant: str = "transductive") -> IngestInputs:
     """``wikidata5m_<variant>_{train,valid,test}.txt[.gz]`` and the alias files of a Wikidata5m directory."""
     if variant not in ("transductive", "inductive"):
         raise InputError(f"unknown Wikidata5m variant '{variant}' (transductive or inductive)")
     d = directory.rstrip("/")
-    splits = {}
-    for split in SPLIT_ORDER:
-        found = _plain_or_gz(spark, f"{d}/wikidata5m_{variant}_{split}.txt")
-        if found:
-            splits[split] = [found]
-    if "train" not in splits:
-        raise InputError(f"{d}: no wikidata5m_{variant}_train.txt[.gz]")
+    splits = _split_files(spark, d, f"wikidata5m_{variant}_{{split}}.txt")
     return IngestInputs(
         splits,
         entity_aliases=_plain_or_gz(spark, f"{d}/wikidata5m_entity.txt"),
@@ -96,13 +102,7 @@ def wikidata5m_inputs(spark: SparkSession, directory: str, variant: str = "trans
 def probe_inputs(spark: SparkSession, directory: str) -> IngestInputs:
     """A PROBE release dataset: ``{train,valid,test}.txt[.gz]`` with ``entities.dict`` / ``relations.dict``."""
     d = directory.rstrip("/")
-    splits = {}
-    for split in SPLIT_ORDER:
-        found = _plain_or_gz(spark, f"{d}/{split}.txt")
-        if found:
-            splits[split] = [found]
-    if "train" not in splits:
-        raise InputError(f"{d}: no train.txt[.gz]")
+    splits = _split_files(spark, d, "{split}.txt")
     entity_dict, relation_dict = f"{d}/entities.dict", f"{d}/relations.dict"
     require_files(spark, [entity_dict, relation_dict])
     return IngestInputs(splits, entity_dict=entity_dict, relation_dict=relation_dict)
