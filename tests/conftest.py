@@ -15,7 +15,8 @@ import pytest
 from kgbrink.config import Config, load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-REFERENCE = PROJECT_ROOT.parent / "shared" / "reference"
+# The shared reference data sits beside the project (CI and developers); KGBRINK_REFERENCE overrides.
+REFERENCE = Path(os.environ.get("KGBRINK_REFERENCE", PROJECT_ROOT.parent / "shared" / "reference"))
 PROBE_DATASETS = ("umls", "kinship", "family", "wn18rr")
 
 

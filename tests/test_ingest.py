@@ -293,3 +293,19 @@ def test_ntriples_job_keeps_edges_counts_skips_and_takes_labels(spark, config, t
     entities = read_table(spark, str(tmp_path / "ds" / "entities"))
     assertDataFrameEqual(entities, [(0, "Q5", None), (1, "Q42", "Douglas Adams"), (2, "Q691283", None)])
     assertDataFrameEqual(read_table(spark, str(tmp_path / "ds" / "relations")).select("key"), [("P31",), ("P69",)])
+
+
+def test_generated_dirty_kg_is_accounted_for_exactly(spark, config, tmp_path):
+    """The generator's manifest says how many malformed (by reason) and duplicate lines it planted."""
+    from kgbrink import synth
+
+    kg = synth.generate(8000, seed=11)
+    manifest = synth.write_dataset(kg, tmp_path / "kg", malformed_fraction=0.004, duplicate_fraction=0.01)
+    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.01"]), job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(tmp_path / "kg")))
+    c = summary.counts
+    assert c["quarantined_by_reason"] == {k: v for k, v in manifest["malformed_lines"].items() if v}
+    assert c["duplicates"] == manifest["duplicate_lines"] == 80
+    assert c["kept_per_split"] == manifest["splits"]
+    assert c["lines_per_split"]["train"] == manifest["train_file_lines"]
+    assert c["entities"] == manifest["entities"] and c["relations"] == 822
+    assert c["lines"] == c["kept"] + c["duplicates"] + c["quarantined"]
