@@ -42,6 +42,7 @@ def test_wikidata5m_lines_classify_by_first_failing_check(spark):
         "Q1\tR31\tQ5",  # bad relation
         "Q1\tP31\tQ05",  # leading zero is not a Wikidata id
         "Q2\tP17\tQ30\r",  # CRLF line ending is fine
+        "Q1234567890123456789\tP31\tQ5",  # 19 digits would overflow the integer codec
     ]
     parsed = T.parse_delimited_triples(lines_df(spark, lines), T.WIKIDATA5M)
     assertDataFrameEqual(
@@ -55,11 +56,15 @@ def test_wikidata5m_lines_classify_by_first_failing_check(spark):
             (5, "quarantined", "bad_relation_key", None, None, None),
             (6, "quarantined", "bad_entity_key", None, None, None),
             (7, "ok", None, "Q2", "P17", "Q30"),
+            (8, "quarantined", "bad_entity_key", None, None, None),
         ],
     )
     details = {r["row_id"]: r["detail"] for r in parsed.filter("status = 'quarantined'").collect()}
     assert details[1] == "expected 3 fields separated by '\\t', got 2"
-    assert details[6] == "field t = 'Q05' does not match Q[1-9][0-9]*"
+    assert details[6] == "field t = 'Q05' does not match Q[1-9][0-9]{0,17}"
+    percent = T.TripleFormat("x", entity_pattern="[a-z%]+")  # a % in a pattern must not break the detail text
+    bad = T.parse_delimited_triples(lines_df(spark, ["A\tr\tb"]), percent).collect()[0]
+    assert bad["detail"] == "field h = 'A' does not match [a-z%]+"
 
 
 def test_quoted_fields_and_column_order(spark):
@@ -241,6 +246,15 @@ def test_probe_dictionaries_fix_ids_and_quarantine_unknown_keys(spark, config, t
     assert summary.counts["quarantined_by_reason"] == {"unknown_entity": 1, "unknown_relation": 1}
     assertDataFrameEqual(read_table(spark, str(tmp_path / "ds" / "triples")), [(2, 0, 0, "train"), (1, 1, 2, "train"), (0, 0, 1, "test")])
     assert _ids(spark, tmp_path / "ds", "entities") == {"alice": 0, "bob": 1, "carol": 2}
+    # a refresh keeps the release's closed vocabulary: 'zed', known to the dataset but not to the dict, is unknown
+    extra = write(tmp_path / "extra.txt", ["zed\tknows\talice"])
+    job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), format="delimited", splits={"train": [extra]}))
+    assert _ids(spark, tmp_path / "ds", "entities")["zed"] == 3
+    write(d / "train.txt", ["carol\tknows\talice", "zed\tknows\talice"])
+    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"]), job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", input=str(d)))
+    assert summary.counts["quarantined_by_reason"] == {"unknown_entity": 1}
+    with pytest.raises(InputError, match="--format probe needs --input"):
+        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", splits={"train": [str(d / "train.txt")]}))
     write(d / "entities.dict", ["0\talice", "0\tbob"])
     with pytest.raises(InputError, match="entities.dict: 2 lines but 1 distinct ids"):
         job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds2"), format="probe", input=str(d)))
@@ -269,6 +283,14 @@ def test_cli_reports_failure_on_stderr_exit_status_and_json(spark, config, tmp_p
     assert status == 1
     assert "kgbrink ingest: error: InputError: input file not found" in capsys.readouterr().err
     assert json.loads(out.read_text())["status"] == "failed"
+    # a failure past max_bad_fraction still reports the job's counts
+    bad = write(tmp_path / "bad.txt", GOOD + ["oops"])
+    assert main(["ingest", *conf_args, "--dataset", str(tmp_path / "ds"), "--split", f"train={bad}", "--json", str(out)]) == 1
+    report = json.loads(out.read_text())
+    assert report["counts"]["quarantined_by_reason"] == {"wrong_field_count": 1} and report["outputs"]["quarantine"]["rows"] == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["ingest", "--split", "train"])  # no '=PATH'
+    assert exc.value.code == 2
 
 
 def test_ntriples_job_keeps_edges_counts_skips_and_takes_labels(spark, config, tmp_path):
@@ -308,4 +330,3 @@ def test_generated_dirty_kg_is_accounted_for_exactly(spark, config, tmp_path):
     assert c["kept_per_split"] == manifest["splits"]
     assert c["lines_per_split"]["train"] == manifest["train_file_lines"]
     assert c["entities"] == manifest["entities"] and c["relations"] == 822
-    assert c["lines"] == c["kept"] + c["duplicates"] + c["quarantined"]

@@ -17,14 +17,40 @@ from kgbrink.config import Config, load_config
 from kgbrink.tracking import JobSummary, record_in_mlflow
 
 
-def _split_arg(values: list[str] | None) -> dict[str, list[str]]:
+def _split_item(item: str) -> tuple[str, list[str]]:
+    """``NAME=PATH[,PATH...]`` (argparse type: a malformed value exits with status 2)."""
+    name, _, paths = item.partition("=")
+    files = [p for p in paths.split(",") if p]
+    if not name.strip() or not files:
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH[,PATH...], got '{item}'")
+    return name.strip(), files
+
+
+def _splits(items: list[tuple[str, list[str]]] | None) -> dict[str, list[str]]:
     splits: dict[str, list[str]] = {}
-    for item in values or []:
-        if "=" not in item:
-            raise argparse.ArgumentTypeError(f"--split expects NAME=PATH[,PATH...], got '{item}'")
-        name, paths = item.split("=", 1)
-        splits.setdefault(name.strip(), []).extend(p for p in paths.split(",") if p)
+    for name, files in items or []:
+        splits.setdefault(name, []).extend(files)
     return splits
+
+
+def _delimiter(text: str) -> str:
+    """One delimiter; ``\\t`` may be written as the two characters backslash and t."""
+    value = {"\\t": "\t", "tab": "\t", "TAB": "\t"}.get(text, text)
+    if not value:
+        raise argparse.ArgumentTypeError("the delimiter must not be empty")
+    return value
+
+
+def _quote(text: str) -> str:
+    if len(text) != 1:
+        raise argparse.ArgumentTypeError(f"the quote must be one character, got {text!r}")
+    return text
+
+
+def _columns(text: str) -> str:
+    if sorted(c.strip() for c in text.split(",")) != ["h", "r", "t"]:
+        raise argparse.ArgumentTypeError(f"columns must be a permutation of h,r,t, got '{text}'")
+    return text
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -43,11 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--dataset", help="dataset directory or URI (default: config 'dataset')")
     ingest.add_argument("--format", default="wikidata5m", choices=["wikidata5m", "probe", "delimited", "ntriples"])
     ingest.add_argument("--input", help="directory of a wikidata5m or probe dump")
-    ingest.add_argument("--split", action="append", metavar="NAME=PATH[,PATH]", help="triple files of a split (repeatable)")
+    ingest.add_argument("--split", action="append", type=_split_item, metavar="NAME=PATH[,PATH]", help="triple files of a split (repeatable)")
     ingest.add_argument("--variant", default="transductive", choices=["transductive", "inductive"], help="Wikidata5m file set")
-    ingest.add_argument("--delimiter", default="\t", help="field delimiter of delimited files (default TAB)")
-    ingest.add_argument("--columns", default="h,r,t", help="role of each field in line order, e.g. h,t,r")
-    ingest.add_argument("--quote", default=None, help="quote character that may wrap fields, e.g. '\"'")
+    ingest.add_argument("--delimiter", default="\t", type=_delimiter, help="field delimiter of delimited files (default TAB; '\\t' or 'tab' also mean TAB)")
+    ingest.add_argument("--columns", default="h,r,t", type=_columns, help="role of each field in line order, e.g. h,t,r")
+    ingest.add_argument("--quote", default=None, type=_quote, help="quote character that may wrap fields, e.g. '\"'")
     ingest.add_argument("--entity-pattern", help="regex entity keys must match (wikidata5m: Q[1-9][0-9]*)")
     ingest.add_argument("--relation-pattern", help="regex relation keys must match (wikidata5m: P[1-9][0-9]*)")
     ingest.add_argument("--entity-aliases", help="alias file: key<TAB>label<TAB>alias...")
@@ -82,9 +108,9 @@ def _ingest(spark, config: Config, args) -> JobSummary:
         dataset=args.dataset or config.location("dataset"),
         format=args.format,
         input=args.input,
-        splits=_split_arg(args.split),
+        splits=_splits(args.split),
         variant=args.variant,
-        delimiter=args.delimiter.encode().decode("unicode_escape"),
+        delimiter=args.delimiter,
         columns=args.columns,
         quote=args.quote,
         entity_pattern=args.entity_pattern,
@@ -142,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         if needs_spark:
             summary.timings["spark_startup"] = startup
     except Exception as exc:  # noqa: BLE001 - every failure becomes a clear message and exit status 1
+        summary = getattr(exc, "summary", None) or summary
         summary.status, summary.error = "failed", f"{type(exc).__name__}: {exc}"
         print(f"kgbrink {args.command}: error: {summary.error}", file=sys.stderr)
     if config is not None and not args.no_tracking:
@@ -152,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
             if summary.status == "ok":
                 summary.status, summary.error = "failed", f"MLflow tracking failed: {exc}"
     if args.json:
-        summary.write_json(args.json)
+        try:
+            summary.write_json(args.json)
+        except OSError as exc:
+            print(f"kgbrink {args.command}: error: cannot write --json {args.json}: {exc}", file=sys.stderr)
+            summary.status = "failed"
     print(json.dumps(summary.as_dict(), indent=2, sort_keys=True))
     return 0 if summary.status == "ok" else 1
 

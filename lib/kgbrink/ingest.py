@@ -96,7 +96,9 @@ class TripleFormat:
             raise ValueError(f"quote must be one character, got {self.quote!r}")
 
 
-WIKIDATA_ENTITY_KEY, WIKIDATA_RELATION_KEY = r"Q[1-9][0-9]*", r"P[1-9][0-9]*"
+# At most 18 digits: every such id fits the 64-bit integer KeyCodec carries it as (a longer one is
+# quarantined as a bad key instead of overflowing).
+WIKIDATA_ENTITY_KEY, WIKIDATA_RELATION_KEY = r"Q[1-9][0-9]{0,17}", r"P[1-9][0-9]{0,17}"
 WIKIDATA5M = TripleFormat(
     "wikidata5m",
     entity_pattern=WIKIDATA_ENTITY_KEY,
@@ -144,11 +146,11 @@ def parse_delimited_triples(lines: DataFrame, fmt: TripleFormat) -> DataFrame:
         (n_fields != 3, WRONG_FIELD_COUNT, F.format_string("expected 3 fields separated by %s, got %d", F.lit(repr(fmt.delimiter)), n_fields)),
     ]
     for role in ("h", "r", "t"):
-        checks.append((broken[role], BAD_QUOTING, F.format_string(f"field {role} has unbalanced {fmt.quote} quotes: %s", raw[role])))
+        checks.append((broken[role], BAD_QUOTING, F.format_string(f"field {role} has unbalanced %s quotes: %s", F.lit(fmt.quote), raw[role])))
     for role in ("h", "r", "t"):
         checks.append((keys[role] == "", EMPTY_FIELD, F.lit(f"field {role} is empty")))
     for role, code, pattern in (("h", BAD_ENTITY_KEY, fmt.entity_pattern), ("r", BAD_RELATION_KEY, fmt.relation_pattern), ("t", BAD_ENTITY_KEY, fmt.entity_pattern)):
-        checks.append((~keys[role].rlike(f"^(?:{pattern})$"), code, F.format_string(f"field {role} = '%s' does not match {pattern}", keys[role])))
+        checks.append((~keys[role].rlike(f"^(?:{pattern})$"), code, F.format_string(f"field {role} = '%s' does not match %s", keys[role], F.lit(pattern))))
     return _classify(parsed, checks, keys).drop("_fields")
 
 
@@ -185,8 +187,8 @@ def parse_ntriples(lines: DataFrame, label_language: str = "en") -> DataFrame:
     subject = F.regexp_extract(line, _NT_LINE, 1)
     predicate = F.regexp_extract(line, _NT_LINE, 2)
     obj = F.regexp_extract(line, _NT_LINE, 3)
-    entity = rf"^<{re.escape(WIKIDATA_ENTITY_IRI)}(Q[1-9][0-9]*)>$"
-    prop = rf"^{re.escape(WIKIDATA_DIRECT_PROPERTY_IRI)}(P[1-9][0-9]*)$"
+    entity = rf"^<{re.escape(WIKIDATA_ENTITY_IRI)}({WIKIDATA_ENTITY_KEY})>$"
+    prop = rf"^{re.escape(WIKIDATA_DIRECT_PROPERTY_IRI)}({WIKIDATA_RELATION_KEY})$"
     is_label = predicate.isin(*LABEL_PREDICATES)
     label_literal = rf'^"((?:[^"\\]|\\.)*)"@{re.escape(label_language)}$'
     blank = F.trim(line).rlike("^(#.*)?$")
@@ -235,7 +237,7 @@ def parse_aliases(lines: DataFrame, key_pattern: str = r"\S+") -> DataFrame:
     key, label = fields[0], F.trim(fields[1])
     checks = [
         (F.size(fields) < 2, WRONG_FIELD_COUNT, F.lit("expected a key and at least one alias, TAB-separated")),
-        (~key.rlike(f"^(?:{key_pattern})$"), BAD_ALIAS_KEY, F.format_string(f"key '%s' does not match {key_pattern}", key)),
+        (~key.rlike(f"^(?:{key_pattern})$"), BAD_ALIAS_KEY, F.format_string("key '%s' does not match %s", key, F.lit(key_pattern))),
         (label == "", EMPTY_LABEL, F.lit("first alias (the label) is empty")),
     ]
     parsed = _classify(lines, checks, {"alias": key}).withColumnRenamed("alias_key", "key")
@@ -282,20 +284,20 @@ def line_counts(parsed: DataFrame) -> DataFrame:
 
 
 def block_offsets(counts: DataFrame) -> DataFrame:
-    """Per (file, block): the number of lines before the block in its file and the block's first row id.
+    """Per (split, file, block): the lines before the block in its file and the block's first row id.
 
     Line number of a row = ``lines_before + (row_id - first_row_id) + 1``: rows of one block are read by
     one task in file order, so their row ids are consecutive (see :func:`kgbrink.sources.read_lines`).
     """
-    blocks = counts.groupBy("source_file", "block_start").agg(F.sum("lines").alias("lines"), F.min("first_row_id").alias("first_row_id"))
-    before = Window.partitionBy("source_file").orderBy("block_start").rowsBetween(Window.unboundedPreceding, -1)
+    blocks = counts.groupBy("split", "source_file", "block_start").agg(F.sum("lines").alias("lines"), F.min("first_row_id").alias("first_row_id"))
+    before = Window.partitionBy("split", "source_file").orderBy("block_start").rowsBetween(Window.unboundedPreceding, -1)
     return blocks.withColumn("lines_before", F.coalesce(F.sum("lines").over(before), F.lit(0))).drop("lines")
 
 
 def quarantine_rows(parsed: DataFrame, offsets: DataFrame) -> DataFrame:
     """Quarantined lines with their 1-based line numbers: ``source_file, line_number, line, reason, detail``."""
     bad = parsed.filter(F.col("status") == QUARANTINED)
-    return bad.join(F.broadcast(offsets), ["source_file", "block_start"]).select(
+    return bad.join(F.broadcast(offsets), ["split", "source_file", "block_start"]).select(
         "source_file",
         (F.col("lines_before") + F.col("row_id") - F.col("first_row_id") + 1).alias("line_number"),
         F.substring("line", 1, MAX_QUARANTINED_LINE_CHARS).alias("line"),

@@ -27,7 +27,15 @@ FORMATS = ("wikidata5m", "probe", "delimited", "ntriples")
 
 
 class IngestError(RuntimeError):
-    """The dump is unusable: too many bad lines, or ids that contradict the dataset."""
+    """The dump is unusable: too many bad lines, or ids that contradict the dataset.
+
+    When raised with the job's summary first, the CLI reports that summary (counts by reason, the
+    quarantine table's version) with the failure.
+    """
+
+    def __init__(self, *args):
+        self.summary = args[0] if args and isinstance(args[0], JobSummary) else None
+        super().__init__(*(a for a in args if not isinstance(a, JobSummary)))
 
 
 @dataclass
@@ -60,6 +68,8 @@ def resolve_inputs(spark: SparkSession, opts: IngestOptions) -> IngestInputs:
         inputs = IngestInputs(dict(opts.splits))
     if opts.input and opts.splits:
         inputs = IngestInputs({**inputs.splits, **opts.splits}, inputs.entity_aliases, inputs.relation_aliases, inputs.entity_dict, inputs.relation_dict)
+    if opts.format == "ntriples" and opts.entity_aliases:
+        raise InputError("N-Triples entity labels come from the dump's rdfs:label lines; --entity-aliases is not used with --format ntriples")
     inputs.entity_aliases = opts.entity_aliases or inputs.entity_aliases
     inputs.relation_aliases = opts.relation_aliases or inputs.relation_aliases
     return inputs
@@ -89,7 +99,7 @@ def load_dictionary(spark: SparkSession, path: str) -> DataFrame:
     """A PROBE-style ``id<TAB>key`` dictionary, validated: well-formed, unique, dense ids from 0."""
     require_files(spark, [path])
     fields = F.split(F.regexp_replace("value", "\r$", ""), "\t", -1)
-    raw = spark.read.text(path).select(F.col("value").alias("line"), fields[0].alias("id_text"), fields[1].alias("key"), F.size(fields).alias("n"))
+    raw = spark.read.text(path).select(F.col("value").alias("line"), fields[0].alias("id_text"), F.trim(fields[1]).alias("key"), F.size(fields).alias("n"))
     parsed = raw.withColumn("id", F.when(F.col("id_text").rlike("^[0-9]+$"), F.col("id_text").cast("int")))
     checks = parsed.agg(
         F.count(F.lit(1)).alias("rows"),
@@ -111,7 +121,7 @@ def load_dictionary(spark: SparkSession, path: str) -> DataFrame:
         problems.append("no entries")
     if problems:
         raise InputError(f"{path}: {'; '.join(problems)}")
-    return parsed.select("id", F.trim("key").alias("key"))
+    return parsed.select("id", "key")
 
 
 def merge_dictionaries(seed: DataFrame, existing: DataFrame | None, what: str) -> DataFrame:
@@ -187,12 +197,13 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
         if table_exists(spark, paths[name]):
             summary.inputs[name] = TableVersion(paths[name], latest_version(spark, paths[name]))
             previous[name] = read_table(spark, paths[name], version=summary.inputs[name].version)
-    vocab = None
+    vocab = ids_seed = None
     if inputs.entity_dict:
-        vocab = (
-            merge_dictionaries(load_dictionary(spark, inputs.entity_dict), previous["entities"], "entity"),
-            merge_dictionaries(load_dictionary(spark, inputs.relation_dict), previous["relations"], "relation"),
-        )
+        # The release's dictionaries close the vocabulary; merged with the dataset's they give the ids.
+        vocab = (load_dictionary(spark, inputs.entity_dict), load_dictionary(spark, inputs.relation_dict))
+        ids_seed = (merge_dictionaries(vocab[0], previous["entities"], "entity"), merge_dictionaries(vocab[1], previous["relations"], "relation"))
+    elif opts.format == "probe":
+        raise InputError("--format probe needs --input DIR with entities.dict and relations.dict (they fix ids and the vocabulary)")
     fmt = triple_format(opts)
     parsed = _parsed_sources(spark, opts, inputs, vocab)
     aliases = {
@@ -224,12 +235,12 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
             if label_columns:
                 nt_labels = triples_state.filter(F.col("label_code").isNotNull()).select(F.col("label_code").alias("code"), "label", F.lit(T.OK).alias("status"))
             counts = [row for frame in [triples_state, *alias_state.values()] for row in T.line_counts(frame).collect()]
-        return _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, vocab, parsed, aliases, nt_labels, triples_state, alias_state, counts)
+        return _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts)
     finally:
         delete_path(spark, staging)
 
 
-def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, vocab, parsed, aliases, nt_labels, triples_state, alias_state, counts) -> JobSummary:
+def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts) -> JobSummary:
     seen_files = {_normalise(row["source_file"]) for row in counts}
     unread = [p for p in inputs.all_files if _normalise(p) not in seen_files]
     if unread:
@@ -249,6 +260,8 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, v
             for frame in [parsed, *(a for a in aliases.values() if a is not None)]:
                 quarantine = quarantine.unionByName(T.quarantine_rows(frame, offsets))
         summary.outputs["quarantine"] = write_table(quarantine.coalesce(1), paths["quarantine"], description="ingest quarantine")
+        if summary.outputs["quarantine"].rows not in (None, all_bad):
+            raise IngestError(f"internal: {all_bad} lines were classified as malformed but {summary.outputs['quarantine'].rows} reached the quarantine table")
     fraction = all_bad / all_lines if all_lines else 0.0
     max_fraction = float(config.get("ingest.max_bad_fraction"))
     summary.counts.update(
@@ -265,6 +278,7 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, v
     if fraction > max_fraction:
         top = ", ".join(f"{r}: {n}" for r, n in (tally["quarantined"] + alias_tally["quarantined"]).most_common(5))
         raise IngestError(
+            summary,
             f"{all_bad} of {all_lines} input lines ({fraction:.4%}) are malformed, above ingest.max_bad_fraction "
             f"= {max_fraction:g} ({top}); nothing was written but the quarantine table {paths['quarantine']}"
         )
@@ -275,8 +289,8 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, v
         dictionaries = {}
         duplicate_alias_lines = {}
         for name, roles, seed, codec in (
-            ("entities", ("h", "t"), vocab[0] if vocab else None, fmt.entity_codec),
-            ("relations", ("r",), vocab[1] if vocab else None, fmt.relation_codec),
+            ("entities", ("h", "t"), ids_seed[0] if ids_seed else None, fmt.entity_codec),
+            ("relations", ("r",), ids_seed[1] if ids_seed else None, fmt.relation_codec),
         ):
             codes = good.select(F.col(f"{roles[0]}_code").alias("code"))
             for role in roles[1:]:

@@ -23,7 +23,15 @@ def _sample_is_current(directory: Path, config: Config) -> bool:
     if not manifest.is_file():
         return False
     meta = json.loads(manifest.read_text())
-    return meta.get("triples") == config.get("synth.triples") and meta.get("seed") == config.get("synth.seed")
+    planted = {"triples": meta.get("triples"), "seed": meta.get("seed"), "duplicates": meta.get("duplicate_lines"), "malformed": sum(meta.get("malformed_lines", {}).values())}
+    wanted_triples = int(config.get("synth.triples"))
+    wanted = {
+        "triples": wanted_triples,
+        "seed": int(config.get("synth.seed")),
+        "duplicates": round(float(config.get("synth.duplicate_fraction")) * wanted_triples),
+        "malformed": round(float(config.get("synth.malformed_fraction")) * wanted_triples),
+    }
+    return planted == wanted
 
 
 def run(spark: SparkSession, config: Config, dataset: str, sample_dir: str | None = None) -> JobSummary:

@@ -25,13 +25,15 @@ def run(spark: SparkSession, config: Config, dataset: str, splits: list[str] | N
     splits = sorted(splits or config.get("stats.splits"))
     summary = JobSummary("stats", params={"dataset": dataset, "splits": ",".join(splits)})
     triples_path = table_path(dataset, "triples")
-    triples_all = read_table(spark, triples_path)
     summary.inputs["triples"] = TableVersion(triples_path, latest_version(spark, triples_path))
+    triples_all = read_table(spark, triples_path, version=summary.inputs["triples"].version)
     known = {r["split"] for r in triples_all.select("split").distinct().collect()}
     missing = sorted(set(splits) - known)
     if missing:
         raise ValueError(f"split(s) {', '.join(missing)} not in {triples_path} (has: {', '.join(sorted(known))})")
     triples = triples_all.filter(F.col("split").isin(splits)).select("h", "r", "t")
+    if len(splits) > 1:
+        triples = triples.distinct()  # T is a set: a triple in two splits counts once
     out = stats_dir(dataset, splits)
     note = f"stats on {'+'.join(splits)}"
     with summary.timed("entity_popularity"):
