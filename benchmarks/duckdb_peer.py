@@ -86,7 +86,7 @@ def stats(con: duckdb.DuckDBPyConnection, ingested: str, out: str) -> dict:
                      sum(out_degree + in_degree) OVER (PARTITION BY entity) AS entity_degree,
                      (out_degree + in_degree - self_loops) / sum(out_degree + in_degree) OVER (PARTITION BY entity) AS delta_rel_given_entity
               FROM er) TO '{out}/entity_relation_popularity.parquet' (FORMAT parquet)""")
-    con.execute(f"""
+    con.execute("""
         CREATE OR REPLACE TEMP TABLE ent AS
         SELECT entity, sum(out_degree + in_degree) AS degree, sum(in_degree) AS in_degree, sum(out_degree) AS out_degree,
                sum(self_loops) AS self_loops FROM er GROUP BY entity""")
