@@ -162,6 +162,11 @@ def _normalise(path: str) -> str:
     return path
 
 
+def _with_codes(dictionary: DataFrame | None, codec: T.KeyCodec) -> DataFrame | None:
+    """A ``key``-keyed dictionary with the ``code`` its keys travel as (None stays None)."""
+    return dictionary.withColumn("code", codec.code(F.col("key"))) if dictionary is not None else None
+
+
 def _count_lines(counts) -> dict:
     """Summary counts from the collected line_counts rows."""
     out: dict = {"lines": defaultdict(int), "ok": defaultdict(int), "quarantined": Counter(), "skipped": Counter()}
@@ -295,15 +300,13 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
             codes = good.select(F.col(f"{roles[0]}_code").alias("code"))
             for role in roles[1:]:
                 codes = codes.unionByName(good.select(F.col(f"{role}_code").alias("code")))
-            known = seed if seed is not None else previous[name]
-            as_codes = (lambda frame: frame.withColumn("code", codec.code(F.col("key"))) if frame is not None else None)  # noqa: E731
-            ids = T.assign_ids(codes, as_codes(known))
+            ids = T.assign_ids(codes, _with_codes(seed if seed is not None else previous[name], codec))
             label_lines = nt_labels if (name == "entities" and nt_labels is not None) else alias_state.get(name)
             labels = None
             if label_lines is not None:
                 labels = T.alias_labels(label_lines, "code").persist(StorageLevel.MEMORY_AND_DISK)
                 duplicate_alias_lines[name] = labels.agg(F.sum(F.col("lines") - 1)).collect()[0][0] or 0
-            table = T.with_labels(ids, codec, labels, as_codes(previous[name]))
+            table = T.with_labels(ids, codec, labels, _with_codes(previous[name], codec))
             summary.outputs[name] = write_table(table, paths[name], description=f"ingest {opts.format}")
             if labels is not None:
                 labels.unpersist()
