@@ -46,6 +46,11 @@ test: setup
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest_stats.py --sizes 2000000 20000000
 
+# Score the PROBE release's rank dumps and compare with the paper's Tables 4 and 5 (240 cells).
+REFERENCE ?= ../shared/reference
+reproduce-probe: setup
+	$(BIN)/kgbrink reproduce-probe --conf conf/local.yaml --reference $(REFERENCE) --json data/reproduce-probe/summary.json
+
 # Regenerate requirements.lock from the current venv (after changing pins in pyproject.toml).
 lock:
 	$(BIN)/pip freeze --exclude-editable | grep -v '^-e' > requirements.lock

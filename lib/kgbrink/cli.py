@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Callable
@@ -53,6 +54,33 @@ def _columns(text: str) -> str:
     return text
 
 
+def _numbers(kind: type):
+    """A comma-separated list of numbers (argparse type)."""
+
+    def parse(text: str) -> list:
+        try:
+            values = [kind(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got '{text}'") from None
+        if not values:
+            raise argparse.ArgumentTypeError("expected at least one value")
+        return values
+
+    return parse
+
+
+def _eps(text: str):
+    if text == "release":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--eps is 'release' or a positive number, got '{text}'") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--eps must be > 0, got {value}")
+    return value
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", help="config YAML (default: $KGBRINK_CONF or conf/local.yaml)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config setting, e.g. spark.conf.spark.sql.shuffle.partitions=16")
@@ -93,6 +121,28 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("--malformed-fraction", type=float, help="share of extra malformed lines")
     synth.add_argument("--duplicate-fraction", type=float, help="share of extra exact duplicate lines")
     synth.add_argument("--gzip", action="store_true", help="write .txt.gz files")
+
+    score = sub.add_parser("score", help="PROBE and the classic rank metrics of rank files")
+    _common(score)
+    score.add_argument("--ranks", required=True, help="a rank file, directory or glob")
+    score.add_argument("--format", choices=["parquet", "csv", "tsv", "jsonl", "probe"], help="default: from the file names")
+    score.add_argument("--dataset", help="dataset whose ids/keys the rank files use (default: config 'dataset')")
+    score.add_argument("--ids", choices=["id", "key"], help="h, r, t are integer ids or keys (default: id for probe dumps, key otherwise)")
+    score.add_argument("--alpha", type=_numbers(float), help="PROBE alphas, e.g. 1,0.5,0,-0.5,-1 (default: config scoring.alphas)")
+    score.add_argument("--beta", type=_numbers(float), help="PROBE betas, e.g. 0,0.2,0.4,0.6,0.8 (default: config scoring.betas)")
+    score.add_argument("--hits", type=_numbers(int), help="Hits@K list (default: config scoring.hits)")
+    score.add_argument("--p", type=_numbers(float), help="p-MRR exponents (default: config scoring.p_values)")
+    score.add_argument("--eps", type=_eps, default=None, help="'release' (smallest non-zero delta over the scored queries; default) or a constant")
+    score.add_argument("--groups", type=int, help="popularity groups of the Fig. 11 breakdown (default: config scoring.popularity_groups)")
+    score.add_argument("--splits", help="splits the popularity statistics are computed on (default: config stats.splits)")
+    score.add_argument("--model", help="model name for files without a model column (default: the file name)")
+    score.add_argument("--run", dest="run_name", help="run name for files without a run column (default: 1)")
+    score.add_argument("--plots", help="write heat maps (Fig. 12) and comparison.md into this directory")
+
+    repro = sub.add_parser("reproduce-probe", help="score the PROBE release's rank dumps and compare with the paper's Tables 4 and 5")
+    _common(repro)
+    repro.add_argument("--reference", default=os.environ.get("KGBRINK_REFERENCE", "../shared/reference"), help="the shared reference folder (default: ../shared/reference or $KGBRINK_REFERENCE)")
+    repro.add_argument("--out", default=None, help="work and report directory (default: <data_dir>/reproduce-probe)")
 
     run = sub.add_parser("run", help="the main job end to end: sample KG -> ingest -> stats")
     _common(run)
@@ -135,6 +185,52 @@ def _synth(spark, config: Config, args) -> JobSummary:
     return synth.run(config, args.out, args.triples, args.seed, args.malformed_fraction, args.duplicate_fraction, args.gzip)
 
 
+def _score(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import score
+    from kgbrink.scoring import MetricSpec
+
+    spec = MetricSpec(
+        alphas=tuple(args.alpha or config.get("scoring.alphas")),
+        betas=tuple(args.beta or config.get("scoring.betas")),
+        hits=tuple(args.hits or config.get("scoring.hits")),
+        p_values=tuple(args.p or config.get("scoring.p_values")),
+        eps=args.eps,
+        popularity_groups=config.get("scoring.popularity_groups") if args.groups is None else args.groups,
+    )
+    opts = score.ScoreOptions(
+        ranks=args.ranks,
+        dataset=args.dataset or config.location("dataset"),
+        spec=spec,
+        fmt=args.format,
+        id_kind=args.ids,
+        model=args.model,
+        run=args.run_name,
+        splits=[s.strip() for s in args.splits.split(",")] if args.splits else None,
+        plots_dir=args.plots,
+    )
+    return score.run(spark, config, opts)
+
+
+def _reproduce_probe(spark, config: Config, args) -> JobSummary:
+    from pathlib import Path
+
+    from kgbrink import probe_reference
+
+    out = args.out or f"{config.location('data_dir')}/reproduce-probe"
+    summary = JobSummary("reproduce-probe", params={"reference": args.reference, "out": out})
+    with summary.timed("reproduce"):
+        comparison = probe_reference.reproduce(spark, config, Path(args.reference), out)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    report = Path(out) / "report.md"
+    report.write_text(probe_reference.report_markdown(comparison))
+    summary.artifacts.append(str(report))
+    matched = int(comparison["match"].sum())
+    summary.counts.update(cells=len(comparison), matched=matched)
+    if matched != len(comparison):
+        raise RuntimeError(f"{len(comparison) - matched} of {len(comparison)} published cells differ; see {report}")
+    return summary
+
+
 def _run(spark, config: Config, args) -> JobSummary:
     from kgbrink.jobs import pipeline
 
@@ -146,6 +242,8 @@ HANDLERS: dict[str, tuple[Callable, bool]] = {
     "ingest": (_ingest, True),
     "stats": (_stats, True),
     "synth": (_synth, False),
+    "score": (_score, True),
+    "reproduce-probe": (_reproduce_probe, True),
     "run": (_run, True),
 }
 

@@ -30,6 +30,14 @@ REQUIRED_KEYS = (
     "ingest.broadcast_dictionaries",
     "stats.splits",
     "stats.broadcast_entity_degrees",
+    "scoring.alphas",
+    "scoring.betas",
+    "scoring.hits",
+    "scoring.p_values",
+    "scoring.popularity_groups",
+    "scoring.max_bad_fraction",
+    "scoring.batch_bytes",
+    "scoring.broadcast_tables",
 )
 
 
@@ -98,9 +106,13 @@ class Config:
     def validate(self) -> "Config":
         for key in REQUIRED_KEYS:
             self.get(key)
-        fraction = self.get("ingest.max_bad_fraction")
-        if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
-            raise ConfigError(f"{self.source}: ingest.max_bad_fraction must be a number in [0, 1], got {fraction!r}")
+        for key in ("ingest.max_bad_fraction", "scoring.max_bad_fraction"):
+            fraction = self.get(key)
+            if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+                raise ConfigError(f"{self.source}: {key} must be a number in [0, 1], got {fraction!r}")
+        batch = self.get("scoring.batch_bytes")
+        if not isinstance(batch, int) or batch < 1:
+            raise ConfigError(f"{self.source}: scoring.batch_bytes must be a positive integer, got {batch!r}")
         if not isinstance(self.get("spark.conf"), Mapping):
             raise ConfigError(f"{self.source}: spark.conf must be a mapping of Spark settings")
         splits = self.get("stats.splits")

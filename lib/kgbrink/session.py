@@ -8,6 +8,7 @@ jar found under ``spark.jars_dirs`` with ``spark.jars``.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -41,6 +42,9 @@ def spark_session(config: Config) -> SparkSession:
     them and fail later on the first Delta read.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers (mapInArrow, UDFs) run the driver's interpreter unless the environment names another
+    # (PySpark reads PYSPARK_PYTHON on the driver when it ships a Python function).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = find_jars(config.get("spark.jars_dirs"))
     if not has_jar(jars, "delta-spark_"):
         raise ConfigError(

@@ -31,6 +31,11 @@ class JobSummary:
     status: str = "ok"
     error: str | None = None
     mlflow_run_id: str | None = None
+    # Metric records of scoring jobs (model, run, metric, alpha, beta, value); other job-specific output.
+    results: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+    # Files (plots, reports) logged as MLflow artifacts.
+    artifacts: list[str] = field(default_factory=list)
 
     @contextmanager
     def timed(self, step: str) -> Iterator[None]:
@@ -52,6 +57,9 @@ class JobSummary:
             "outputs": {k: v.as_dict() for k, v in self.outputs.items()},
             "timings": self.timings,
             "mlflow_run_id": self.mlflow_run_id,
+            **({"results": self.results} if self.results else {}),
+            **self.extra,
+            **({"artifacts": self.artifacts} if self.artifacts else {}),
         }
 
     def write_json(self, path: str | Path) -> None:
@@ -111,8 +119,14 @@ def record_in_mlflow(config: Config, summary: JobSummary) -> str:
         for name_, table in summary.outputs.items():
             if table.rows is not None:
                 metrics[f"rows.{name_}"] = table.rows
+        for record in summary.results:
+            if record.get("value") is not None:
+                cell = "".join(f".{k}={record[k]:g}" for k in ("alpha", "beta") if record.get(k) is not None)
+                metrics[f"{record['model']}.{record['run']}.{record['metric']}{cell}"] = record["value"]
         mlflow.log_metrics(
             {_metric_key(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         )
+        for artifact in summary.artifacts:
+            mlflow.log_artifact(artifact, "plots")
         mlflow.log_dict(summary.as_dict(), "summary.json")
         return run.info.run_id

@@ -1,0 +1,198 @@
+"""``kgbrink score``: PROBE and the classic rank metrics of rank files, in resumable batches.
+
+The input files are cut into batches (whole files, up to ``scoring.batch_bytes`` each, in path order).
+Each batch is one scan (:func:`kgbrink.scoring.group_sums`) whose exact integer group sums are written to
+``<work>/partials`` with the batch id (Delta ``replaceWhere``, so a re-run of a batch replaces its rows,
+never adds to them), then its quarantined rows to ``<work>/quarantine``, then a row to ``<work>/batches``
+marking it done. ``<work>`` = ``<dataset>/scores/<fingerprint>``, the fingerprint being a hash of the
+input files (path, size, modification time), the options, the metric spec and the pinned table
+versions: a killed run started again with the same arguments skips the finished batches and recomputes
+only the rest. The final metrics come from the sum of all batches' partials (exact, so the result is
+the same whatever the batching) and are written to ``<work>/results`` and ``<work>/groups``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from kgbrink import ingest as T
+from kgbrink import rankfiles as RF
+from kgbrink import scoring as S
+from kgbrink.config import Config
+from kgbrink.jobs import stats as stats_job
+from kgbrink.tables import TableVersion, latest_version, read_table, table_exists, table_path, write_table
+from kgbrink.tracking import JobSummary
+
+RESULT_SCHEMA = "model string, run string, metric string, alpha double, beta double, value double"
+QUARANTINE_SCHEMA = "batch_id string, source_file string, line_number long, line string, reason string, detail string"
+
+
+class ScoreError(RuntimeError):
+    """The score job failed; ``summary`` holds what was counted before the failure."""
+
+    def __init__(self, message: str, summary: JobSummary):
+        super().__init__(message)
+        self.summary = summary
+
+
+@dataclass
+class ScoreOptions:
+    ranks: str
+    dataset: str
+    spec: S.MetricSpec = field(default_factory=S.MetricSpec)
+    fmt: str | None = None
+    id_kind: str | None = None  # None: "id" for PROBE dumps, "key" otherwise
+    model: str | None = None
+    run: str | None = None
+    splits: list[str] | None = None
+    plots_dir: str | None = None
+
+
+def batches_of(files: list[tuple[str, int, int]], batch_bytes: int) -> list[list[tuple[str, int, int]]]:
+    """Consecutive files grouped up to ``batch_bytes`` (a larger file is a batch of its own)."""
+    out: list[list[tuple[str, int, int]]] = []
+    size = 0
+    for file in files:
+        if not out or size + file[1] > batch_bytes:
+            out.append([])
+            size = 0
+        out[-1].append(file)
+        size += file[1]
+    return out
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _replace_batch(frame: DataFrame, path: str, batch_id: str) -> None:
+    """Write ``frame`` (all rows of ``batch_id``) replacing that batch's rows: idempotent per batch."""
+    writer = frame.write.format("delta").mode("overwrite")
+    if table_exists(frame.sparkSession, path):
+        writer = writer.option("replaceWhere", f"batch_id = '{batch_id}'")
+    writer.save(path)
+
+
+def _done_batches(spark: SparkSession, path: str) -> set[str]:
+    if not table_exists(spark, path):
+        return set()
+    return {r["batch_id"] for r in read_table(spark, path).select("batch_id").collect()}
+
+
+def _status(checked: DataFrame) -> DataFrame:
+    skip = F.col("_skip") if "_skip" in checked.columns else F.lit(False)
+    return checked.withColumn(
+        "status", F.when(skip, F.lit(T.SKIPPED)).when(F.col("reason").isNotNull(), F.lit(T.QUARANTINED)).otherwise(F.lit(T.OK))
+    )
+
+
+def _quarantine(checked: DataFrame, batch_id: str) -> DataFrame:
+    """Bad rows with file and line: directly for Parquet/PROBE, from block offsets for text files."""
+    if "line_number" in checked.columns:
+        bad = checked.filter(F.col("reason").isNotNull()).select("source_file", "line_number", "line", "reason", "detail")
+    else:
+        state = _status(checked)
+        counts = checked.sparkSession.createDataFrame(T.line_counts(state).collect(), schema=T.line_counts(state).schema)
+        bad = T.quarantine_rows(state, T.block_offsets(counts))
+    return bad.select(F.lit(batch_id).alias("batch_id"), "*")
+
+
+def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
+    spec = opts.spec
+    files = RF.list_rank_files(spark, opts.ranks, opts.fmt)
+    fmt = opts.fmt or RF.format_of(files[0][0])
+    other = sorted({RF.format_of(f) for f, _, _ in files} - {fmt}) if not opts.fmt else []
+    if other:
+        raise RF.RankFileError(f"{opts.ranks}: mixed rank file formats ({fmt}, {', '.join(other)}); pass one format with --format")
+    id_kind = opts.id_kind or ("id" if fmt == "probe" else "key")
+    splits = sorted(opts.splits or config.get("stats.splits"))
+    summary = JobSummary("score", params={"ranks": opts.ranks, "dataset": opts.dataset, "format": fmt, "ids": id_kind, "splits": ",".join(splits), **spec.as_params()})
+
+    ds = opts.dataset
+    for name in ("entities", "relations"):
+        path = table_path(ds, name)
+        summary.inputs[name] = TableVersion(path, latest_version(spark, path))
+    entities = read_table(spark, summary.inputs["entities"].path, summary.inputs["entities"].version).select("id", "key")
+    relations = read_table(spark, summary.inputs["relations"].path, summary.inputs["relations"].version).select("id", "key")
+    n_entities, n_relations = entities.count(), relations.count()
+    broadcast = bool(config.get("scoring.broadcast_tables"))
+    popularity = None
+    if spec.needs_popularity:
+        stats_dir = stats_job.stats_dir(ds, splits)
+        if not table_exists(spark, f"{stats_dir}/entity_relation_popularity"):
+            with summary.timed("stats"):
+                stats_job.run(spark, config, ds, splits)
+        for name in ("entity_popularity", "entity_relation_popularity"):
+            path = f"{stats_dir}/{name}"
+            summary.inputs[name] = TableVersion(path, latest_version(spark, path))
+        popularity = tuple(read_table(spark, summary.inputs[n].path, summary.inputs[n].version) for n in ("entity_popularity", "entity_relation_popularity"))
+
+    fingerprint = _digest(
+        {"files": files, "format": fmt, "ids": id_kind, "model": opts.model, "run": opts.run, "spec": spec.as_params(), "inputs": {k: v.as_dict() for k, v in summary.inputs.items()}}
+    )
+    work = table_path(ds, f"scores/{fingerprint}")
+    paths = {name: f"{work}/{name}" for name in ("partials", "quarantine", "batches", "results", "groups")}
+    summary.params["work_dir"] = work
+    read_opts = RF.ReadOptions(fmt=fmt, model=opts.model, run=opts.run, n_entities=n_entities)
+    batches = batches_of(files, int(config.get("scoring.batch_bytes")))
+    done = _done_batches(spark, paths["batches"])
+    skipped = 0
+    with summary.timed("batches"):
+        for index, batch in enumerate(batches):
+            batch_id = f"{index:06d}-{_digest(batch)}"
+            if batch_id in done:
+                skipped += 1
+                continue
+            raw = RF.read_ranks(spark, [f for f, _, _ in batch], read_opts)
+            checked = RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast)
+            rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
+            if popularity is not None:
+                rows = S.with_target_popularity(rows, *popularity, broadcast=broadcast)
+            sums = S.group_sums(rows, spec, extra_keys=("reason",)).select(F.lit(batch_id).alias("batch_id"), "*").cache()
+            bad = sums.filter(F.col("reason").isNotNull()).agg(F.sum("n")).first()[0] or 0
+            if bad:
+                _replace_batch(_quarantine(checked, batch_id), paths["quarantine"], batch_id)
+            _replace_batch(sums, paths["partials"], batch_id)
+            tally = sums.groupBy("reason").agg(F.sum("n").alias("n")).collect()
+            sums.unpersist()
+            record = {"batch_id": batch_id, "files": json.dumps([f for f, _, _ in batch]), "rows": sum(r["n"] for r in tally), "quarantined": int(bad)}
+            _replace_batch(spark.createDataFrame([record], "batch_id string, files string, rows long, quarantined long"), paths["batches"], batch_id)
+    batch_ids = [f"{i:06d}-{_digest(b)}" for i, b in enumerate(batches)]
+    partials = read_table(spark, paths["partials"]).filter(F.col("batch_id").isin(batch_ids))
+    by_reason = {r["reason"]: int(r["n"]) for r in partials.groupBy("reason").agg(F.sum("n").alias("n")).collect()}
+    scored = by_reason.pop(None, 0)
+    quarantined = sum(by_reason.values())
+    summary.counts.update(rank_files=len(files), batches=len(batches), batches_skipped=skipped, rows=scored + quarantined, scored=scored, quarantined=quarantined, quarantined_by_reason=by_reason)
+    if quarantined:
+        summary.outputs["quarantine"] = TableVersion(paths["quarantine"], latest_version(spark, paths["quarantine"]), quarantined)
+    limit = float(config.get("scoring.max_bad_fraction"))
+    if scored + quarantined == 0:
+        raise ScoreError(f"{opts.ranks}: no rank rows", summary)
+    if quarantined > limit * (scored + quarantined):
+        top = ", ".join(f"{k}: {v}" for k, v in sorted(by_reason.items(), key=lambda kv: -kv[1])[:5])
+        raise ScoreError(
+            f"{quarantined} of {scored + quarantined} rank rows quarantined (> scoring.max_bad_fraction = {limit:g}; {top}); see {paths['quarantine']}", summary
+        )
+    with summary.timed("finish"):
+        merged = S.merge_group_sums(partials.filter(F.col("reason").isNull()), spec).toPandas()
+        scores = S.finish(merged, spec)
+    summary.results = scores.results
+    summary.extra["groups"] = scores.groups
+    summary.extra["eps"] = [{"model": m, "run": r, "eps_entity": e, "eps_relation": er} for (m, r), (e, er) in sorted(scores.eps.items())]
+    results = scores.frame()
+    summary.outputs["results"] = write_table(spark.createDataFrame(results.astype(object).where(results.notna(), None), RESULT_SCHEMA), paths["results"], description=f"score {opts.ranks}")
+    if scores.groups:
+        summary.outputs["groups"] = write_table(spark.createDataFrame(pd.DataFrame(scores.groups)), paths["groups"], description="popularity groups (Fig. 11)")
+    summary.counts["models"] = len({r["model"] for r in scores.results})
+    if opts.plots_dir:
+        from kgbrink import plots
+
+        summary.artifacts.extend(plots.write_all(results, Path(opts.plots_dir)))
+    return summary

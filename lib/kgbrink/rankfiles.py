@@ -1,0 +1,297 @@
+"""Rank files in every supported format, read into one shape and validated row by row.
+
+A rank row is one query: ``h, r, t`` (entity/relation ids or keys of an ingested dataset), ``side``
+(``head``/``h``: the head is missing, query (?, r, t); ``tail``/``t``: query (h, r, ?)), ``rank``
+(filtered rank of the true entity; tie-averaged ranks are multiples of 0.5), ``num_candidates`` (|E_i|,
+candidates left after filtering, the true entity included) and optional ``model``, ``run``.
+
+Formats: ``parquet``; ``csv`` / ``tsv`` (a header line naming the columns, no quoting); ``jsonl`` (one
+object per line); ``probe``: the PROBE release's per-query dumps ``<Model>__<run>.json[.gz]``, one JSON
+list of ``[[h, r, t], side, rank, p_rel_given_known, p_known, filtered_count]`` whose ids are those of the
+dataset's ``entities.dict`` / ``relations.dict`` and whose |E_i| = (number of entities) - filtered_count.
+
+:func:`read_ranks` gives string- or number-typed columns plus provenance (``source_file`` and either
+``line_number`` or the block coordinates that yield it, and ``_skip`` for header and blank lines);
+:func:`validate_ranks` types them and sets
+``reason``/``detail`` on bad rows (quarantine) instead of dropping or guessing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from kgbrink.sources import read_lines
+
+FORMATS = ("parquet", "csv", "tsv", "jsonl", "probe")
+REQUIRED = ("h", "r", "t", "side", "rank", "num_candidates")
+OPTIONAL = ("model", "run")
+EXTENSIONS = {".parquet": "parquet", ".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "probe"}
+
+MALFORMED_RECORD = "malformed_record"
+MISSING_FIELD = "missing_field"
+BAD_NUMBER = "bad_number"
+BAD_SIDE = "bad_side"
+BAD_NUM_CANDIDATES = "bad_num_candidates"
+RANK_BELOW_ONE = "rank_below_one"
+RANK_ABOVE_CANDIDATES = "rank_above_num_candidates"
+RANK_NOT_HALF_INTEGER = "rank_not_half_integer"
+UNKNOWN_ENTITY = "unknown_entity"
+UNKNOWN_RELATION = "unknown_relation"
+
+SIDES = {"head": "head", "h": "head", "tail": "tail", "t": "tail"}
+_ID = r"^[0-9]{1,9}$"
+
+
+class RankFileError(ValueError):
+    """A rank input that cannot be read at all (wrong columns, unknown format): names the file."""
+
+
+def format_of(path: str) -> str:
+    """The format implied by a file name (``.gz`` ignored)."""
+    name = path.lower().removesuffix(".gz")
+    for ext, fmt in EXTENSIONS.items():
+        if name.endswith(ext):
+            return fmt
+    raise RankFileError(f"{path}: cannot tell the rank file format from the name; pass --format ({', '.join(FORMATS)})")
+
+
+def list_rank_files(spark: SparkSession, path: str, fmt: str | None) -> list[tuple[str, int, int]]:
+    """``(file, size, modification time)`` of the input: a file, a directory (recursively; hidden and
+    ``_``-prefixed names skipped; only files of ``fmt`` when given) or a glob. Sorted by path."""
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    statuses = fs.globStatus(hpath) or []
+    files: list[tuple[str, int, int]] = []
+    pending = list(statuses)
+    while pending:
+        status = pending.pop()
+        name = status.getPath().getName()
+        if name.startswith((".", "_")):
+            continue
+        if status.isDirectory():
+            pending.extend(fs.listStatus(status.getPath()))
+        else:
+            file = status.getPath().toString()
+            if fmt is None or status in statuses or _matches(file, fmt):
+                files.append((file, int(status.getLen()), int(status.getModificationTime())))
+    if not files:
+        raise RankFileError(f"{path}: no rank files found")
+    return sorted(files)
+
+
+def _matches(file: str, fmt: str) -> bool:
+    try:
+        return format_of(file) == fmt
+    except RankFileError:
+        return False
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read: ``fmt`` (None: from the file names), ``model``/``run`` for files without those
+    columns (default: the file name stem and ``1``), ``n_entities`` (PROBE dumps: |E| of the dataset)."""
+
+    fmt: str | None = None
+    model: str | None = None
+    run: str | None = None
+    n_entities: int | None = None
+
+
+def read_ranks(spark: SparkSession, files: list[str], opts: ReadOptions) -> DataFrame:
+    """Rank rows of ``files`` (all of one format) with provenance columns; see the module docstring."""
+    fmt = opts.fmt or format_of(files[0])
+    if fmt not in FORMATS:
+        raise RankFileError(f"unknown rank file format '{fmt}' (one of {', '.join(FORMATS)})")
+    if fmt == "parquet":
+        frame = _read_parquet(spark, files)
+    elif fmt == "probe":
+        frame = _read_probe(spark, files, opts.n_entities)
+    else:
+        frame = _read_text(spark, files, fmt)
+    stem = F.regexp_extract("source_file", r"([^/]+?)(\.[A-Za-z0-9]+)*(\.gz)?$", 1)
+    defaults = {"model": F.lit(opts.model) if opts.model else stem, "run": F.lit(opts.run or "1")}
+    return frame.withColumns({c: F.coalesce(F.col(c).cast("string"), defaults[c]) if c in frame.columns else defaults[c] for c in OPTIONAL})
+
+
+def _read_parquet(spark: SparkSession, files: list[str]) -> DataFrame:
+    frame = spark.read.parquet(*files)
+    missing = [c for c in REQUIRED if c not in frame.columns]
+    if missing:
+        raise RankFileError(f"{files[0]}: missing column(s) {', '.join(missing)} (has {', '.join(frame.columns)}); a rank file needs {', '.join(REQUIRED)}")
+    columns = [c for c in (*REQUIRED, *OPTIONAL) if c in frame.columns]
+    return frame.select(
+        *columns,
+        F.col("_metadata.file_path").alias("source_file"),
+        (F.col("_metadata.row_index") + 1).alias("line_number"),
+        F.to_json(F.struct(*columns)).alias("line"),
+    )
+
+
+def _read_text(spark: SparkSession, files: list[str], fmt: str) -> DataFrame:
+    lines = read_lines(spark, {"ranks": files}).withColumn("line", F.regexp_replace("line", "\r$", ""))
+    if fmt == "jsonl":
+        schema = T.StructType([T.StructField(c, T.StringType()) for c in (*REQUIRED, *OPTIONAL)])
+        parsed = lines.withColumn("_record", F.from_json("line", schema, {"mode": "PERMISSIVE"}))
+        fields = {c: F.col("_record")[c] for c in (*REQUIRED, *OPTIONAL)}
+        malformed = F.col("_record").isNull() & (F.trim("line") != "")
+        return parsed.select(
+            "split", "source_file", "block_start", "row_id", "line", *[v.alias(k) for k, v in fields.items()], malformed.alias("_malformed"), (F.trim("line") == "").alias("_skip")
+        )
+    delimiter = "," if fmt == "csv" else "\t"
+    header = _header(spark, files, delimiter)
+    cells = F.split("line", re.escape(delimiter), -1)
+    fields = {c: F.trim(cells[header.index(c)]) for c in (*REQUIRED, *OPTIONAL) if c in header}
+    return (
+        lines.select(
+            "split",
+            "source_file",
+            "block_start",
+            "row_id",
+            "line",
+            *[v.alias(k) for k, v in fields.items()],
+            (F.size(cells) != len(header)).alias("_malformed"),
+            ((F.col("line") == delimiter.join(header)) | (F.trim("line") == "")).alias("_skip"),
+        )
+    )
+
+
+def _header(spark: SparkSession, files: list[str], delimiter: str) -> list[str]:
+    """The header of every file (must all agree and name the required columns)."""
+    header: list[str] | None = None
+    for file in files:
+        first = spark.read.text(file).head()
+        names = [c.strip() for c in first[0].rstrip("\r").split(delimiter)] if first else []
+        missing = [c for c in REQUIRED if c not in names]
+        if missing:
+            raise RankFileError(f"{file}: line 1 must be a header naming {', '.join(REQUIRED)}; missing {', '.join(missing)} (got {names})")
+        if header is not None and names != header:
+            raise RankFileError(f"{file}: header {names} differs from {files[0]}'s {header}")
+        header = names
+    return header or []
+
+
+def _read_probe(spark: SparkSession, files: list[str], n_entities: int | None) -> DataFrame:
+    if not n_entities:
+        raise RankFileError("PROBE rank dumps need the dataset's entity count (|E_i| = |E| - filtered_count)")
+    whole = spark.read.text(files, wholetext=True).select(F.col("_metadata.file_path").alias("source_file"), "value")
+    records = whole.select("source_file", F.posexplode(F.from_json("value", "array<array<string>>")).alias("_pos", "_rec"))
+    triple = F.from_json(F.col("_rec")[0], "array<string>")
+    name = F.regexp_extract("source_file", r"([^/]+?)__(.+?)\.json(\.gz)?$", 0)
+    well_formed = (F.size("_rec") == 6) & (F.size(triple) == 3)
+    filtered = F.col("_rec")[5].try_cast("long")
+    return records.select(
+        "source_file",
+        (F.col("_pos") + 1).alias("line_number"),
+        F.to_json("_rec").alias("line"),
+        F.when(name != "", F.regexp_extract("source_file", r"([^/]+?)__(.+?)\.json(\.gz)?$", 1)).alias("model"),
+        F.when(name != "", F.regexp_extract("source_file", r"([^/]+?)__(.+?)\.json(\.gz)?$", 2)).alias("run"),
+        triple[0].alias("h"),
+        triple[1].alias("r"),
+        triple[2].alias("t"),
+        F.col("_rec")[1].alias("side"),
+        F.col("_rec")[2].alias("rank"),
+        (F.lit(n_entities) - filtered).cast("string").alias("num_candidates"),
+        (~well_formed).alias("_malformed"),
+        F.lit(False).alias("_skip"),
+    )
+
+
+def _integral(column: Column, dtype: T.DataType, pattern: str = _ID) -> Column:
+    """An int id from an integral column, or from a string of digits (else null)."""
+    if isinstance(dtype, (T.IntegerType, T.LongType, T.ShortType, T.ByteType)):
+        return F.when(column.between(0, 2**31 - 1), column.cast("int"))
+    text = F.trim(column.cast("string"))
+    return F.when(text.rlike(pattern), text.cast("int"))
+
+
+def validate_ranks(
+    raw: DataFrame,
+    entities: DataFrame,
+    relations: DataFrame,
+    id_kind: str = "id",
+    n_entities: int | None = None,
+    n_relations: int | None = None,
+    broadcast: bool = True,
+) -> DataFrame:
+    """Typed rank rows with ``reason``/``detail`` (null on good rows).
+
+    ``id_kind`` ``id``: h, r, t are the dataset's integer ids, checked against the dense id ranges
+    [0, n_entities) and [0, n_relations) (no join); ``key``: they are keys (e.g. Q42), mapped through
+    ``entities``/``relations`` (``id, key``). The first failing check gives the reason, in this order:
+    malformed record, missing field, bad number, bad side, num_candidates < 1 or not integral, rank < 1,
+    rank > num_candidates, rank not a multiple of 0.5, unknown entity, unknown relation.
+    """
+    schema = {f.name: f.dataType for f in raw.schema.fields}
+    frame = raw
+    if id_kind == "id":
+        frame = frame.withColumns({f"_{c}": _integral(F.col(c), schema[c]) for c in ("h", "r", "t")})
+        known_h = F.col("_h") < F.lit(n_entities)
+        known_t = F.col("_t") < F.lit(n_entities)
+        known_r = F.col("_r") < F.lit(n_relations)
+    elif id_kind == "key":
+        ents = entities.select(F.col("key").alias("_k"), F.col("id").alias("_id"))
+        rels = relations.select(F.col("key").alias("_r_key"), F.col("id").alias("_r"))
+        if broadcast:
+            ents, rels = F.broadcast(ents), F.broadcast(rels)
+        for c in ("h", "t"):
+            frame = frame.withColumn(f"_{c}_key", F.trim(F.col(c).cast("string"))).join(
+                ents.withColumnsRenamed({"_k": f"_{c}_key", "_id": f"_{c}"}), f"_{c}_key", "left"
+            )
+        frame = frame.withColumn("_r_key", F.trim(F.col("r").cast("string"))).join(rels, "_r_key", "left")
+        known_h, known_t, known_r = F.col("_h").isNotNull(), F.col("_t").isNotNull(), F.col("_r").isNotNull()
+    else:
+        raise ValueError(f"id_kind must be 'id' or 'key', got '{id_kind}'")
+
+    rank = F.col("rank").try_cast("double") if isinstance(schema["rank"], T.StringType) else F.col("rank").cast("double")
+    n_text = F.col("num_candidates").try_cast("double") if isinstance(schema["num_candidates"], T.StringType) else F.col("num_candidates").cast("double")
+    side = F.lower(F.trim(F.col("side").cast("string")))
+    side_map = F.create_map(*[F.lit(x) for pair in SIDES.items() for x in pair])
+    frame = frame.withColumns({"_rank": rank, "_n": n_text, "_side": side_map[side]})
+
+    def blank(c: str) -> Column:
+        return F.col(c).isNull() | (F.trim(F.col(c).cast("string")) == "") if isinstance(schema[c], T.StringType) else F.col(c).isNull()
+
+    missing = [(blank(c), c) for c in REQUIRED]
+    malformed = F.col("_malformed") if "_malformed" in frame.columns else F.lit(False)
+    finite = ~F.isnan("_rank") & ~F.isnan("_n") & (F.abs("_rank") < F.lit(float("inf"))) & (F.abs("_n") < F.lit(float("inf")))
+    checks: list[tuple[Column, str, Column]] = [(malformed, MALFORMED_RECORD, F.lit("the record does not have the expected fields"))]
+    checks += [(cond, MISSING_FIELD, F.lit(f"field '{c}' is empty or absent")) for cond, c in missing]
+    checks += [
+        (F.col("_rank").isNull() | F.col("_n").isNull() | ~finite, BAD_NUMBER, F.format_string("rank '%s' or num_candidates '%s' is not a finite number", F.col("rank").cast("string"), F.col("num_candidates").cast("string"))),
+        (F.col("_side").isNull(), BAD_SIDE, F.format_string("side '%s' is not head/h or tail/t", F.col("side").cast("string"))),
+        ((F.col("_n") < 1) | (F.col("_n") != F.floor("_n")), BAD_NUM_CANDIDATES, F.format_string("num_candidates %s is not an integer >= 1", F.col("_n").cast("string"))),
+        (F.col("_rank") < 1, RANK_BELOW_ONE, F.format_string("rank %s < 1", F.col("_rank").cast("string"))),
+        (F.col("_rank") > F.col("_n"), RANK_ABOVE_CANDIDATES, F.format_string("rank %s > num_candidates %s", F.col("_rank").cast("string"), F.col("_n").cast("long").cast("string"))),
+        (F.col("_rank") * 2 != F.floor(F.col("_rank") * 2), RANK_NOT_HALF_INTEGER, F.format_string("rank %s is not a multiple of 0.5 (a tie-averaged rank)", F.col("_rank").cast("string"))),
+        (F.coalesce(~known_h, F.lit(True)), UNKNOWN_ENTITY, F.format_string("head '%s' is not an entity of the dataset", F.col("h").cast("string"))),
+        (F.coalesce(~known_t, F.lit(True)), UNKNOWN_ENTITY, F.format_string("tail '%s' is not an entity of the dataset", F.col("t").cast("string"))),
+        (F.coalesce(~known_r, F.lit(True)), UNKNOWN_RELATION, F.format_string("relation '%s' is not a relation of the dataset", F.col("r").cast("string"))),
+    ]
+    reason: Column = F.lit(None).cast("int")
+    for index, (cond, _, _) in reversed(list(enumerate(checks))):
+        reason = F.when(cond, F.lit(index).cast("int")).otherwise(reason)
+    frame = frame.withColumn("_check", reason)
+    detail = reason = F.lit(None).cast("string")
+    for index, (_, code, text) in enumerate(checks):
+        detail = F.when(F.col("_check") == index, text).otherwise(detail)
+        reason = F.when(F.col("_check") == index, F.lit(code)).otherwise(reason)
+    provenance = [c for c in ("split", "source_file", "block_start", "row_id", "line_number", "line", "_skip") if c in frame.columns]
+    return frame.select(
+        "model",
+        "run",
+        F.col("_h").alias("h"),
+        F.col("_r").alias("r"),
+        F.col("_t").alias("t"),
+        F.col("_side").alias("side"),
+        F.col("_rank").alias("rank"),
+        F.col("_n").cast("long").alias("num_candidates"),
+        reason.alias("reason"),
+        detail.alias("detail"),
+        *provenance,
+    )

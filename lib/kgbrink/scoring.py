@@ -1,0 +1,326 @@
+"""Rank-based KGC metrics from rank rows: PROBE (Moon, Kang, Ko; papers/001, Sec. 3) and the classic ones.
+
+A rank row is one query: ``model, run, h, r, t, side, rank, num_candidates`` (filtered, tie-averaged
+rank of the true entity among |E_i| = ``num_candidates`` candidates; Sec. 5.1 "Evaluation protocol").
+
+One scan computes everything. Each row contributes to integer sums grouped by
+``(model, run, delta_e, delta_re)`` where delta_e = delta(e) and delta_re = delta(r|e) of the query's
+MISSING entity e (Eq. 3; ``h`` for a head query, ``t`` for a tail query). A query's PROBE weight depends on
+nothing else, so every (alpha, beta) cell, the release's epsilon (smallest non-zero delta over the
+scored queries) and the popularity groups of Fig. 11 follow exactly from these group sums on the
+driver: the alpha-dependent part is summed per row, the beta-dependent part per group. Per row the
+logarithms ln r and ln |E_i| are computed once; each alpha costs two ``exp`` (none for alpha = 0).
+
+Sums are exact integers (fixed point: values in [0, 1] times 2^32, ln r times 2^24, 2r, |E_i| - 1), so
+the result does not depend on partitioning or task order. Limits: at most ~2e9 queries per group and
+batch (a Spark long overflow past that fails loudly under ANSI mode).
+
+Definitions (n queries; r_i rank; N_i = |E_i|; C_i = N_i - 1 other candidates):
+
+- PROBE (Eq. 2-5): f*(r, a) = (r^-a - N^-a) / (1 - N^-a) for a != 0 and 1 - ln r / ln N for a = 0 (the
+  limit); N = 1 (the true entity is the only candidate) scores 1, the optimum. Weights
+  w = (eps_e + delta(e))^-b * (eps_r + delta(r|e))^-b, normalised: score = sum(w f*) / sum(w).
+- MR = mean r; MRR = mean 1/r; Hits@K = share of r <= K (a tie-averaged 2.5 counts for K = 3).
+- p-MRR (Yang, Lin, Zhang 2022, "Rethinking KG evaluation under the open-world assumption"; their
+  released code takes ``mean(1 / rank^p)``): mean r^-p. Named ``p-mrr@<p>``.
+- AMRI (Berrendorf et al. 2020): 1 - (MR - 1) / (E[MR] - 1) with E[MR] = mean (N_i + 1) / 2, i.e.
+  1 - 2 sum(r_i - 1) / sum(N_i - 1); undefined (null) when every N_i = 1.
+- WMR (Tiwari, Bansal, Rivero 2021, "Revisiting the evaluation protocol of KGC methods for link
+  prediction"; the authors' code ``Evaluator.py``, metric 'mrh'): the geometric mean rank weighted by
+  the size of the corrupted candidate set, exp(sum C_i ln r_i / sum C_i); lower is better; null when
+  every C_i = 0.
+- Strat-MRR (Mohamed et al. 2020) is not computed: its exact weighting could not be pinned down from
+  a reachable source (see the README).
+
+Queries whose missing entity has no statistics on the chosen splits (it never occurs there) get
+delta(e) = delta(r|e) = 0: they are the least popular queries and weigh (eps_e * eps_r)^-b, as in the
+PROBE release. Unknown ids are rejected before (quarantine), never scored.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+UNIT_SCALE = 2**32  # fixed point for values in [0, 1]
+LOG_SCALE = 2**24  # fixed point for ln r (ln r <= 22 for r < 4e9)
+LOW_BITS = 2**32
+
+HEAD, TAIL = "head", "tail"
+GROUP_KEYS = ("model", "run", "delta_e", "delta_re")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """What to compute. ``eps`` None is the PROBE release's rule (smallest non-zero delta over the
+    scored queries, per model and run, separately for delta(e) and delta(r|e)); a number sets both."""
+
+    alphas: tuple[float, ...] = (1.0, 0.5, 0.0, -0.5, -1.0)
+    betas: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8)
+    hits: tuple[int, ...] = (1, 3, 10)
+    p_values: tuple[float, ...] = (0.25, 0.33, 0.67)
+    eps: float | None = None
+    popularity_groups: int = 4
+
+    def __post_init__(self) -> None:
+        if not self.alphas:
+            raise ValueError("at least one alpha is required")
+        if not self.betas or any(b < 0 for b in self.betas):
+            raise ValueError(f"betas must be a non-empty list of numbers >= 0, got {list(self.betas)}")
+        if any(int(k) != k or k < 1 for k in self.hits):
+            raise ValueError(f"hits K must be positive integers, got {list(self.hits)}")
+        if any(p <= 0 for p in self.p_values):
+            raise ValueError(f"p-MRR exponents must be > 0, got {list(self.p_values)}")
+        if self.eps is not None and not self.eps > 0:
+            raise ValueError(f"eps must be > 0 (or the release rule), got {self.eps}")
+        if self.popularity_groups < 0:
+            raise ValueError("popularity_groups must be >= 0")
+
+    @property
+    def needs_popularity(self) -> bool:
+        """Whether the scan must join the statistics (some beta > 0, or popularity groups wanted)."""
+        return any(b != 0 for b in self.betas) or self.popularity_groups > 0
+
+    def as_params(self) -> dict:
+        return {
+            "alphas": list(self.alphas),
+            "betas": list(self.betas),
+            "hits": list(self.hits),
+            "p_values": list(self.p_values),
+            "eps": "release" if self.eps is None else self.eps,
+            "popularity_groups": self.popularity_groups,
+        }
+
+
+def with_target_popularity(ranks: DataFrame, entity_popularity: DataFrame, entity_relation_popularity: DataFrame, broadcast: bool) -> DataFrame:
+    """Adds ``delta_e`` = delta(e) and ``delta_re`` = delta(r|e) of the missing entity e (0 without statistics).
+
+    ``ranks`` has int ``h, r, t`` and ``side`` in {head, tail}; the statistics tables are those of
+    :mod:`kgbrink.stats`."""
+    entities = entity_popularity.select(F.col("entity").alias("_target"), F.col("delta").alias("_de"))
+    pairs = entity_relation_popularity.select(
+        F.col("entity").alias("_target"), F.col("relation").alias("r"), F.col("delta_rel_given_entity").alias("_dre")
+    )
+    if broadcast:
+        entities, pairs = F.broadcast(entities), F.broadcast(pairs)
+    target = F.when(F.col("side") == HEAD, F.col("h")).otherwise(F.col("t"))
+    return (
+        ranks.withColumn("_target", target)
+        .join(entities, "_target", "left")
+        .join(pairs, ["_target", "r"], "left")
+        .withColumn("delta_e", F.coalesce("_de", F.lit(0.0)))
+        .withColumn("delta_re", F.coalesce("_dre", F.lit(0.0)))
+        .drop("_target", "_de", "_dre")
+    )
+
+
+def _fixed(value: Column, scale: int = UNIT_SCALE) -> Column:
+    """round(value * scale) as a long, for value >= 0 (half up; no BigDecimal rounding per row)."""
+    return (value * F.lit(float(scale)) + F.lit(0.5)).cast("long")
+
+
+def _power(log_x: Column, exponent: float) -> Column:
+    """x^exponent from ln x (one exp; none for exponent 0)."""
+    return F.lit(1.0) if exponent == 0 else F.exp(F.lit(float(exponent)) * log_x)
+
+
+def probe_transform(log_rank: Column, log_n: Column, n: Column, alpha: float) -> Column:
+    """f*(r, alpha) of Eq. 2 from ln r and ln N; the alpha -> 0 limit 1 - ln r / ln N; 1 when N = 1."""
+    if alpha == 0:
+        value = F.lit(1.0) - log_rank / log_n
+    else:
+        n_term = _power(log_n, -alpha)
+        value = (_power(log_rank, -alpha) - n_term) / (F.lit(1.0) - n_term)
+    return F.when(n > 1, value).otherwise(F.lit(1.0))
+
+
+def group_sums(ranks: DataFrame, spec: MetricSpec, extra_keys: tuple[str, ...] = ()) -> DataFrame:
+    """Exact integer sums per ``(model, run, delta_e, delta_re, *extra_keys)`` over rank rows.
+
+    ``ranks`` has ``model, run, rank double, num_candidates long`` and, when ``spec.needs_popularity``,
+    ``delta_e, delta_re`` (see :func:`with_target_popularity`); otherwise those keys are null. With
+    ``reason`` among ``extra_keys`` (validated rows, see :func:`kgbrink.rankfiles.validate_ranks`), rows
+    with a reason are only counted (``n``), so one scan also tallies the quarantine by reason.
+    Columns: ``n, rank2`` (sum 2r), ``reciprocal`` (sum 1/r, fixed point), ``candidates_minus_one``
+    (sum N - 1), ``wmr_hi, wmr_lo`` (sum (N - 1) round(ln r 2^24), split in 32-bit halves),
+    ``hits`` (per K), ``probe`` (sum f* per alpha, fixed point), ``pmrr`` (sum r^-p per p, fixed point).
+    """
+    rank, n = F.col("rank"), F.col("num_candidates")
+    if "reason" in extra_keys:
+        rank, n = F.when(F.col("reason").isNull(), rank), F.when(F.col("reason").isNull(), n)
+    frame = ranks.select(
+        "model",
+        "run",
+        *extra_keys,
+        *(
+            (F.col("delta_e"), F.col("delta_re"))
+            if spec.needs_popularity
+            else (F.lit(None).cast("double").alias("delta_e"), F.lit(None).cast("double").alias("delta_re"))
+        ),
+        rank.alias("rank"),
+        n.alias("num_candidates"),
+        F.log(rank).alias("_lr"),
+        F.log(n.cast("double")).alias("_ln"),
+    )
+    lr, ln = F.col("_lr"), F.col("_ln")
+    rank, n = F.col("rank"), F.col("num_candidates")
+    wmr_term = (n - 1) * _fixed(lr, LOG_SCALE)
+    aggregates = [
+        F.count(F.lit(1)).alias("n"),
+        F.sum((rank * 2).cast("long")).alias("rank2"),
+        F.sum(_fixed(F.lit(1.0) / rank)).alias("reciprocal"),
+        F.sum(n - 1).alias("candidates_minus_one"),
+        F.sum(F.shiftright(wmr_term, 32)).alias("wmr_hi"),
+        F.sum(wmr_term.bitwiseAND(F.lit(LOW_BITS - 1))).alias("wmr_lo"),
+        F.array(*[F.sum((rank <= k).cast("long")) for k in spec.hits] or [F.lit(0).cast("long")]).alias("hits"),
+        F.array(*[F.sum(_fixed(probe_transform(lr, ln, n, a))) for a in spec.alphas]).alias("probe"),
+        F.array(*[F.sum(_fixed(_power(lr, -p))) for p in spec.p_values] or [F.lit(0).cast("long")]).alias("pmrr"),
+    ]
+    return frame.groupBy(*GROUP_KEYS, *extra_keys).agg(*aggregates)
+
+
+SUM_COLUMNS = ("n", "rank2", "reciprocal", "candidates_minus_one", "wmr_hi", "wmr_lo")
+ARRAY_COLUMNS = ("hits", "probe", "pmrr")
+
+
+def merge_group_sums(partials: DataFrame, spec: MetricSpec) -> DataFrame:
+    """Adds up group sums of several batches (same keys): exact, so any order gives the same result."""
+    sizes = {"hits": max(1, len(spec.hits)), "probe": len(spec.alphas), "pmrr": max(1, len(spec.p_values))}
+    arrays = [F.array(*[F.sum(F.col(c)[i]) for i in range(sizes[c])]).alias(c) for c in ARRAY_COLUMNS]
+    return partials.groupBy(*GROUP_KEYS).agg(*[F.sum(c).alias(c) for c in SUM_COLUMNS], *arrays)
+
+
+@dataclass
+class Scores:
+    """Finished metrics: ``results`` rows ``model, run, metric, alpha, beta, value`` (run ``mean``: the
+    mean over a model's runs), ``groups`` rows of the popularity breakdown and the epsilons used."""
+
+    results: list[dict] = field(default_factory=list)
+    groups: list[dict] = field(default_factory=list)
+    eps: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.results, columns=["model", "run", "metric", "alpha", "beta", "value"])
+
+
+def _release_eps(values: np.ndarray) -> float:
+    nonzero = values[values > 0]
+    return float(nonzero.min()) if nonzero.size else 1.0
+
+
+def _exact(values: np.ndarray, scale: int = 1) -> float:
+    """An exact integer sum (Python ints), divided by the fixed-point scale."""
+    return sum(int(v) for v in values) / scale
+
+
+def finish(sums: pd.DataFrame, spec: MetricSpec) -> Scores:
+    """Metric values from merged group sums (pandas, one row per group; see :func:`group_sums`).
+
+    Per (model, run): eps (release rule or constant), weights per group, every (alpha, beta) PROBE
+    cell, the classic metrics, and ``spec.popularity_groups`` popularity groups: queries ordered from
+    the most to the least popular (by (eps_e + delta_e)(eps_r + delta_re), the order of the weights for
+    every beta > 0), cut into groups of equal size at group-key granularity (ties stay together).
+    Sums over groups use ``math.fsum`` in key order, so the result is exact-rounded and deterministic.
+    """
+    out = Scores()
+    if sums.empty:
+        return out
+    sums = sums.sort_values(["model", "run", "delta_e", "delta_re"], na_position="first", kind="mergesort")
+    for (model, run), g in sums.groupby(["model", "run"], sort=True):
+        n = _exact(g["n"].to_numpy())
+        if n == 0:
+            continue
+        rows: list[tuple] = []
+        # groups x alphas; exact integers converted once (deterministic), summed with fsum below
+        probe = np.array([list(arr) for arr in g["probe"]], dtype=np.float64) / UNIT_SCALE
+        counts = g["n"].to_numpy(dtype=np.float64)
+        if spec.needs_popularity:
+            de, dre = g["delta_e"].to_numpy(dtype=np.float64), g["delta_re"].to_numpy(dtype=np.float64)
+            eps_e = spec.eps if spec.eps is not None else _release_eps(de)
+            eps_r = spec.eps if spec.eps is not None else _release_eps(dre)
+            popularity = (eps_e + de) * (eps_r + dre)
+            out.eps[(model, run)] = (eps_e, eps_r)
+        for j, beta in enumerate(spec.betas):
+            weights = np.ones(len(g)) if beta == 0 else popularity ** (-beta)
+            total = math.fsum(weights * counts)
+            for i, alpha in enumerate(spec.alphas):
+                cell = math.fsum(weights * probe[:, i])
+                rows.append(("probe", alpha, beta, cell / total))
+        rank2, cm1 = _exact(g["rank2"].to_numpy()), _exact(g["candidates_minus_one"].to_numpy())
+        rows.append(("mr", None, None, rank2 / 2 / n))
+        rows.append(("mrr", None, None, _exact(g["reciprocal"].to_numpy(), UNIT_SCALE) / n))
+        for i, k in enumerate(spec.hits):
+            rows.append((f"hits@{k}", None, None, _exact(np.array([a[i] for a in g["hits"]])) / n))
+        for i, p in enumerate(spec.p_values):
+            rows.append((f"p-mrr@{p:g}", None, None, _exact(np.array([a[i] for a in g["pmrr"]]), UNIT_SCALE) / n))
+        rows.append(("amri", None, None, 1 - (rank2 - 2 * n) / cm1 if cm1 else None))
+        wmr_log = (sum(int(v) for v in g["wmr_hi"]) * LOW_BITS + sum(int(v) for v in g["wmr_lo"])) / LOG_SCALE
+        rows.append(("wmr", None, None, math.exp(wmr_log / cm1) if cm1 else None))
+        out.results.extend({"model": model, "run": run, "metric": m, "alpha": a, "beta": b, "value": v} for m, a, b, v in rows)
+        if spec.needs_popularity and spec.popularity_groups:
+            out.groups.extend(_popularity_groups(model, run, g, popularity, spec))
+    out.results.extend(_mean_over_runs(out.results))
+    return out
+
+
+def _popularity_groups(model: str, run: str, g: pd.DataFrame, popularity: np.ndarray, spec: MetricSpec) -> list[dict]:
+    order = np.argsort(-popularity, kind="mergesort")
+    counts = g["n"].to_numpy(dtype=np.int64)[order]
+    total = int(counts.sum())
+    before = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    bucket = np.minimum(spec.popularity_groups - 1, (before * spec.popularity_groups) // total)
+    rows = g.iloc[order].assign(_bucket=bucket, _popularity=popularity[order])
+    out = []
+    for b, part in rows.groupby("_bucket", sort=True):
+        n = int(part["n"].sum())
+        record = {
+            "model": model,
+            "run": run,
+            "group": int(b) + 1,
+            "queries": n,
+            "share": n / total,
+            "popularity_max": float(part["_popularity"].max()),
+            "popularity_min": float(part["_popularity"].min()),
+            "mr": _exact(part["rank2"].to_numpy()) / 2 / n,
+            "mrr": _exact(part["reciprocal"].to_numpy(), UNIT_SCALE) / n,
+        }
+        for i, k in enumerate(spec.hits):
+            record[f"hits@{k}"] = _exact(np.array([a[i] for a in part["hits"]])) / n
+        for i, alpha in enumerate(spec.alphas):
+            record[f"probe@{alpha:g}"] = _exact(np.array([a[i] for a in part["probe"]]), UNIT_SCALE) / n
+        out.append(record)
+    return out
+
+
+MEAN_RUN = "mean"
+
+
+def _mean_over_runs(results: list[dict]) -> list[dict]:
+    """Per model and metric cell, the mean over the model's runs (run ``mean``), as the paper's tables."""
+    frame = pd.DataFrame(results)
+    if frame.empty:
+        return []
+    keys = ["model", "metric", "alpha", "beta"]
+    frame[["alpha", "beta"]] = frame[["alpha", "beta"]].astype(float)
+    means = frame.groupby(keys, dropna=False, sort=True)["value"].mean().reset_index()
+    return [
+        {"model": r.model, "run": MEAN_RUN, "metric": r.metric, "alpha": None if math.isnan(r.alpha) else r.alpha,
+         "beta": None if math.isnan(r.beta) else r.beta, "value": None if pd.isna(r.value) else float(r.value)}
+        for r in means.itertuples()
+    ]
+
+
+def min_max_by_cell(results: pd.DataFrame, metric: str = "probe") -> pd.DataFrame:
+    """Model comparison (Fig. 12): per (alpha, beta) cell, each model's mean-over-runs score min-max
+    normalised across models to [0, 1] (1 = best in that cell; every model 1 when all are equal)."""
+    cells = results[(results["run"] == MEAN_RUN) & (results["metric"] == metric)][["model", "alpha", "beta", "value"]].copy()
+    grouped = cells.groupby(["alpha", "beta"])["value"]
+    low, high = grouped.transform("min"), grouped.transform("max")
+    spread = (high - low).where(high > low)
+    cells["normalised"] = ((cells["value"] - low) / spread).fillna(1.0)
+    return cells.sort_values(["model", "beta", "alpha"], ascending=[True, True, False]).reset_index(drop=True)
