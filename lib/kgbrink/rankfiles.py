@@ -146,7 +146,7 @@ def _read_text(spark: SparkSession, files: list[str], fmt: str) -> DataFrame:
     delimiter = "," if fmt == "csv" else "\t"
     header = _header(spark, files, delimiter)
     cells = F.split("line", re.escape(delimiter), -1)
-    fields = {c: F.trim(cells[header.index(c)]) for c in (*REQUIRED, *OPTIONAL) if c in header}
+    fields = {c: F.trim(F.get(cells, header.index(c))) for c in (*REQUIRED, *OPTIONAL) if c in header}
     return (
         lines.select(
             "split",
@@ -181,21 +181,21 @@ def _read_probe(spark: SparkSession, files: list[str], n_entities: int | None) -
         raise RankFileError("PROBE rank dumps need the dataset's entity count (|E_i| = |E| - filtered_count)")
     whole = spark.read.text(files, wholetext=True).select(F.col("_metadata.file_path").alias("source_file"), "value")
     records = whole.select("source_file", F.posexplode(F.from_json("value", "array<array<string>>")).alias("_pos", "_rec"))
-    triple = F.from_json(F.col("_rec")[0], "array<string>")
+    triple = F.from_json(F.get("_rec", 0), "array<string>")
     name = F.regexp_extract("source_file", r"([^/]+?)__(.+?)\.json(\.gz)?$", 0)
     well_formed = (F.size("_rec") == 6) & (F.size(triple) == 3)
-    filtered = F.col("_rec")[5].try_cast("long")
+    filtered = F.get("_rec", 5).try_cast("long")
     return records.select(
         "source_file",
         (F.col("_pos") + 1).alias("line_number"),
         F.to_json("_rec").alias("line"),
         F.when(name != "", F.regexp_extract("source_file", r"([^/]+?)__(.+?)\.json(\.gz)?$", 1)).alias("model"),
         F.when(name != "", F.regexp_extract("source_file", r"([^/]+?)__(.+?)\.json(\.gz)?$", 2)).alias("run"),
-        triple[0].alias("h"),
-        triple[1].alias("r"),
-        triple[2].alias("t"),
-        F.col("_rec")[1].alias("side"),
-        F.col("_rec")[2].alias("rank"),
+        F.get(triple, 0).alias("h"),
+        F.get(triple, 1).alias("r"),
+        F.get(triple, 2).alias("t"),
+        F.get("_rec", 1).alias("side"),
+        F.get("_rec", 2).alias("rank"),
         (F.lit(n_entities) - filtered).cast("string").alias("num_candidates"),
         (~well_formed).alias("_malformed"),
         F.lit(False).alias("_skip"),

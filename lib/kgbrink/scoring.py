@@ -324,3 +324,8 @@ def min_max_by_cell(results: pd.DataFrame, metric: str = "probe") -> pd.DataFram
     spread = (high - low).where(high > low)
     cells["normalised"] = ((cells["value"] - low) / spread).fillna(1.0)
     return cells.sort_values(["model", "beta", "alpha"], ascending=[True, True, False]).reset_index(drop=True)
+
+
+def score_ranks(ranks: DataFrame, spec: MetricSpec) -> Scores:
+    """All metrics of valid rank rows held in one DataFrame (no batching; see ``kgbrink.jobs.score``)."""
+    return finish(group_sums(ranks, spec).toPandas(), spec)

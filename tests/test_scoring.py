@@ -1,0 +1,251 @@
+"""Rank metrics: the paper's worked examples, hand-computed PROBE cells, validation and quarantine, the
+score job (keys, eps policies, popularity groups, determinism, resume after a kill), the CLI contract
+and the 240 published cells of PROBE's Tables 4 and 5."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from pyspark.sql import functions as F
+
+from kgbrink import plots, probe_reference
+from kgbrink import scoring as S
+from kgbrink.cli import main
+from kgbrink.jobs import ingest, score
+from kgbrink.tables import read_table
+from tests.conftest import PROJECT_ROOT
+
+RANK_SCHEMA = "model string, run string, rank double, num_candidates long"
+NO_POPULARITY = dict(betas=(0.0,), popularity_groups=0)
+
+
+def _values(scores: S.Scores, model: str, run: str = "1") -> dict:
+    return {
+        (r["metric"], r["alpha"], r["beta"]): r["value"] for r in scores.results if r["model"] == model and r["run"] == run
+    }
+
+
+def test_paper_worked_example_mrr_and_hits(spark):
+    # PROBE paper, Sec. 1: model A ranks [1, 2, 50], model B [2, 2, 5]: MRR 0.51 vs 0.40, Hits@5 2/3 vs 1.
+    rows = [("A", "1", r, 100) for r in (1.0, 2.0, 50.0)] + [("B", "1", r, 100) for r in (2.0, 2.0, 5.0)]
+    scores = S.score_ranks(spark.createDataFrame(rows, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), hits=(5,), p_values=(), **NO_POPULARITY))
+    a, b = _values(scores, "A"), _values(scores, "B")
+    assert round(a[("mrr", None, None)], 2) == 0.51 and round(b[("mrr", None, None)], 2) == 0.40
+    assert a[("mrr", None, None)] == pytest.approx((1 + 1 / 2 + 1 / 50) / 3, abs=1e-9)
+    assert a[("hits@5", None, None)] == pytest.approx(2 / 3) and b[("hits@5", None, None)] == 1.0
+
+
+def test_classic_metrics_and_probe_transform_by_hand(spark):
+    # ranks 1, 2.5, 10 among N = 10 candidates each
+    rows = [("m", "1", r, 10) for r in (1.0, 2.5, 10.0)]
+    spec = S.MetricSpec(alphas=(1.0, 0.0, -1.0), hits=(1, 3), p_values=(0.5,), **NO_POPULARITY)
+    v = _values(S.score_ranks(spark.createDataFrame(rows, RANK_SCHEMA), spec), "m")
+    # f*(r, 1) = (1/r - 1/10) / (1 - 1/10): 1, 1/3, 0
+    assert v[("probe", 1.0, 0.0)] == pytest.approx(4 / 9, abs=1e-9)
+    # alpha -> 0: 1 - ln r / ln 10: 1, 1 - log10(2.5), 0
+    assert v[("probe", 0.0, 0.0)] == pytest.approx((1 + 1 - math.log10(2.5)) / 3, abs=1e-9)
+    # alpha = -1: (N - r) / (N - 1): 1, 7.5/9, 0
+    assert v[("probe", -1.0, 0.0)] == pytest.approx((1 + 7.5 / 9) / 3, abs=1e-9)
+    assert v[("mr", None, None)] == 4.5
+    assert v[("mrr", None, None)] == pytest.approx(0.5, abs=1e-9)
+    assert v[("hits@1", None, None)] == pytest.approx(1 / 3) and v[("hits@3", None, None)] == pytest.approx(2 / 3)
+    assert v[("p-mrr@0.5", None, None)] == pytest.approx((1 + 2.5**-0.5 + 10**-0.5) / 3, abs=1e-9)
+    assert v[("amri", None, None)] == pytest.approx(1 - 21 / 27, abs=1e-9)  # 1 - 2 * (0 + 1.5 + 9) / 27
+    assert v[("wmr", None, None)] == pytest.approx(25 ** (1 / 3), abs=1e-6)  # exp((ln 1 + ln 2.5 + ln 10) / 3)
+
+
+def test_amri_and_wmr_with_different_candidate_counts(spark):
+    rows = [("m", "1", 1.0, 100), ("m", "1", 2.5, 10), ("m", "1", 50.0, 100)]
+    v = _values(S.score_ranks(spark.createDataFrame(rows, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), p_values=(), **NO_POPULARITY)), "m")
+    assert v[("amri", None, None)] == pytest.approx(1 - 16.8333333333 / 34.5, abs=1e-9)
+    # weights C_i = N_i - 1 = 99, 9, 99 (Tiwari et al.'s corrupted candidate set)
+    assert v[("wmr", None, None)] == pytest.approx(math.exp((9 * math.log(2.5) + 99 * math.log(50)) / 207), abs=1e-6)
+
+
+def test_single_candidate_scores_the_optimum_and_amri_is_undefined(spark):
+    v = _values(S.score_ranks(spark.createDataFrame([("m", "1", 1.0, 1)], RANK_SCHEMA), S.MetricSpec(p_values=(), **NO_POPULARITY)), "m")
+    assert all(v[("probe", a, 0.0)] == 1.0 for a in (1.0, 0.5, 0.0, -0.5, -1.0))
+    assert v[("amri", None, None)] is None and v[("wmr", None, None)] is None
+
+
+POP_SCHEMA = "model string, run string, rank double, num_candidates long, delta_e double, delta_re double"
+
+
+def test_probe_weights_eps_and_unseen_targets_by_hand(spark):
+    # (rank, N, delta(e), delta(r|e)); the last query's target has no statistics (delta 0)
+    rows = [("m", "1", 1.0, 10, 0.5, 0.5), ("m", "1", 2.5, 10, 0.1, 0.25), ("m", "1", 10.0, 10, 0.0, 0.0)]
+    frame = spark.createDataFrame(rows, POP_SCHEMA)
+    release = S.score_ranks(frame, S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), p_values=(), popularity_groups=0))
+    # eps_e = 0.1, eps_r = 0.25: w = 1/(0.6*0.75) = 20/9, 1/(0.2*0.5) = 10, 1/(0.1*0.25) = 40; f* = 1, 1/3, 0
+    assert _values(release, "m")[("probe", 1.0, 1.0)] == pytest.approx(5 / 47, abs=1e-9)
+    assert _values(release, "m")[("probe", 1.0, 0.0)] == pytest.approx(4 / 9, abs=1e-9)
+    assert release.eps[("m", "1")] == (0.1, 0.25)
+    constant = S.score_ranks(frame, S.MetricSpec(alphas=(1.0,), betas=(1.0,), p_values=(), eps=0.5, popularity_groups=0))
+    # w = 1, 1/(0.6*0.75) = 20/9, 1/(0.5*0.5) = 4
+    assert _values(constant, "m")[("probe", 1.0, 1.0)] == pytest.approx(47 / 195, abs=1e-9)
+
+
+def test_popularity_groups_split_queries_from_most_to_least_popular(spark):
+    rows = [("m", "1", 1.0, 4, 0.2, 0.5), ("m", "1", 2.0, 4, 0.3, 1.0), ("m", "1", 3.0, 5, 0.0, 0.0), ("m", "1", 1.5, 3, 0.4, 0.5)]
+    scores = S.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=2))
+    # popularity (eps_e + de)(eps_r + dre) with eps 0.2 / 0.5: 0.4, 0.75, 0.1, 0.6 -> groups {q2, q4}, {q1, q3}
+    groups = {g["group"]: g for g in scores.groups}
+    assert groups[1]["queries"] == 2 and groups[1]["mr"] == 1.75 and groups[1]["mrr"] == pytest.approx((1 / 2 + 2 / 3) / 2, abs=1e-9)
+    assert groups[2]["queries"] == 2 and groups[2]["mr"] == 2.0 and groups[2]["mrr"] == pytest.approx((1 + 1 / 3) / 2, abs=1e-9)
+    assert groups[1]["popularity_max"] == pytest.approx(0.75) and groups[2]["popularity_min"] == pytest.approx(0.1)
+
+
+def test_results_do_not_depend_on_partitioning(spark):
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    n = rng.integers(2, 5000, 4000)
+    rows = [("m", str(i % 3), float(np.floor(rng.uniform(1, k)) + 0.5 * (i % 2)) if k > 2 else 1.0, int(k), float(rng.choice([0, 0.1, 0.2, 0.3])), float(rng.choice([0, 0.5, 1.0])))
+            for i, k in enumerate(n)]
+    frame = spark.createDataFrame(rows, POP_SCHEMA)
+    spec = S.MetricSpec()
+    one = S.score_ranks(frame.coalesce(1), spec)
+    many = S.score_ranks(frame.repartition(7, "delta_e"), spec)
+    assert one.results == many.results and one.groups == many.groups
+
+
+def test_spec_rejects_bad_parameters():
+    with pytest.raises(ValueError, match="betas"):
+        S.MetricSpec(betas=(-0.2,))
+    with pytest.raises(ValueError, match="hits"):
+        S.MetricSpec(hits=(0,))
+    with pytest.raises(ValueError, match="eps"):
+        S.MetricSpec(eps=0.0)
+
+
+def test_min_max_normalisation_per_cell_and_heat_maps(tmp_path):
+    results = pd.DataFrame(
+        [
+            {"model": m, "run": "mean", "metric": "probe", "alpha": a, "beta": b, "value": v}
+            for m, a, b, v in [("A", 1.0, 0.0, 0.5), ("B", 1.0, 0.0, 0.3), ("C", 1.0, 0.0, 0.4), ("A", 0.0, 0.0, 0.2), ("B", 0.0, 0.0, 0.2), ("C", 0.0, 0.0, 0.2)]
+        ]
+    )
+    cells = S.min_max_by_cell(results).set_index(["model", "alpha"])["normalised"]
+    assert cells[("A", 1.0)] == 1.0 and cells[("B", 1.0)] == 0.0 and cells[("C", 1.0)] == pytest.approx(0.5)
+    assert cells[("A", 0.0)] == cells[("B", 0.0)] == 1.0  # a cell where all models tie
+    written = plots.write_all(results, tmp_path)
+    assert sorted(Path(p).name for p in written) == ["comparison.md", "heatmap_A.png", "heatmap_B.png", "heatmap_C.png"]
+    assert Path(written[0]).read_bytes()[:4] == b"\x89PNG"
+    assert "| A | 0.5000 (1.00) | 0.2000 (1.00) |" in (tmp_path / "comparison.md").read_text()
+
+
+# --- the score job on a small ingested dataset --------------------------------------------------
+
+TRAIN = "a\tr0\tb\na\tr0\tc\nb\tr1\tc\nc\tr1\tc\nd\tr0\ta\n"
+GOOD = ["a,r0,b,tail,1,4", "a,r0,b,head,2,4", "e,r1,a,head,3,5", "c,r1,c,tail,1.5,3"]
+BAD = [
+    ("x,r0,b,tail,1,4", "unknown_entity"),
+    ("a,r0,b,sideways,1,4", "bad_side"),
+    ("a,r0,b,tail,0,4", "rank_below_one"),
+    ("a,r0,b,tail,5,4", "rank_above_num_candidates"),
+    ("a,r0,b,tail,1.3,4", "rank_not_half_integer"),
+    ("a,r0,b,tail,abc,4", "bad_number"),
+    ("a,r9,b,tail,1,4", "unknown_relation"),
+    ("a,r0,b,tail,1", "malformed_record"),
+    ("a,r0,,tail,1,4", "missing_field"),
+]
+
+
+@pytest.fixture(scope="module")
+def small_dataset(spark, config, tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("score_ds")
+    (root / "train.tsv").write_text(TRAIN)
+    (root / "test.tsv").write_text("e\tr1\ta\n")
+    dataset = str(root / "ds")
+    ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="delimited", splits={"train": [str(root / "train.tsv")], "test": [str(root / "test.tsv")]}))
+    return dataset
+
+
+def _hand_spec(**kw) -> S.MetricSpec:
+    return S.MetricSpec(**{"alphas": (1.0,), "betas": (0.0, 1.0), "hits": (1, 3), "p_values": (), "popularity_groups": 2, **kw})
+
+
+def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_path):
+    ranks = tmp_path / "ranks.csv"
+    ranks.write_text("h,r,t,side,rank,num_candidates\n" + "\n".join(GOOD + [line for line, _ in BAD]) + "\n")
+    strict = score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=_hand_spec(), model="hand")
+    with pytest.raises(score.ScoreError, match=r"9 of 13 rank rows quarantined"):
+        score.run(spark, config, strict)
+    summary = score.run(spark, config.with_overrides(["scoring.max_bad_fraction=0.9"]), strict)
+    assert summary.counts["scored"] == 4 and summary.counts["quarantined"] == 9
+    assert summary.counts["batches_skipped"] == 1  # the failed run had finished its only batch
+    quarantine = read_table(spark, summary.outputs["quarantine"].path).orderBy("line_number").collect()
+    assert [(q["line_number"], q["reason"]) for q in quarantine] == [(6 + i, reason) for i, (_, reason) in enumerate(BAD)]
+    assert quarantine[0]["source_file"].endswith("ranks.csv") and quarantine[0]["line"] == BAD[0][0] and "'x'" in quarantine[0]["detail"]
+    v = {(r["metric"], r["alpha"], r["beta"]): r["value"] for r in summary.results if r["run"] == "1"}
+    # missing entities b, a, e (no train statistics: delta 0), c; eps_e = 0.2, eps_r = 0.5; f*(r, 1) = 1, 1/3, 1/6, 1/2
+    assert v[("probe", 1.0, 0.0)] == pytest.approx(0.5, abs=1e-9)
+    assert v[("probe", 1.0, 1.0)] == pytest.approx(98 / 279, abs=1e-9)
+    assert v[("mr", None, None)] == 1.875 and v[("mrr", None, None)] == pytest.approx(0.625, abs=1e-9)
+    assert v[("hits@1", None, None)] == 0.25 and v[("hits@3", None, None)] == 1.0
+    assert v[("amri", None, None)] == pytest.approx(5 / 12, abs=1e-9)
+    assert summary.extra["eps"] == [{"model": "hand", "run": "1", "eps_entity": 0.2, "eps_relation": 0.5}]
+    assert [g["queries"] for g in summary.extra["groups"]] == [2, 2]
+    stored = read_table(spark, summary.outputs["results"].path)
+    assert stored.filter("metric = 'probe' and run = 'mean'").count() == 2
+
+
+def test_cli_score_contract(spark, config, small_dataset, tmp_path, capsys):
+    ranks = tmp_path / "ranks.jsonl"
+    ranks.write_text("\n".join(json.dumps(dict(zip(["h", "r", "t", "side", "rank", "num_candidates"], line.split(",")), model="M", run="7")) for line in GOOD) + "\n")
+    out = tmp_path / "score.json"
+    args = ["--conf", config.source, *[a for item in config.overrides for a in ("--set", item)]]
+    code = main(["score", *args, "--ranks", str(ranks), "--dataset", small_dataset, "--alpha", "1,0", "--beta", "0,1", "--hits", "1,3", "--json", str(out), "--plots", str(tmp_path / "plots")])
+    capsys.readouterr()
+    assert code == 0
+    doc = json.loads(out.read_text())
+    probe = {(r["alpha"], r["beta"]): r["value"] for r in doc["results"] if r["metric"] == "probe" and r["run"] == "7"}
+    assert set(probe) == {(1.0, 0.0), (1.0, 1.0), (0.0, 0.0), (0.0, 1.0)} and probe[(1.0, 0.0)] == pytest.approx(0.5, abs=1e-9)
+    classic = {r["metric"] for r in doc["results"] if r["alpha"] is None}
+    assert {"mr", "mrr", "hits@1", "hits@3", "amri", "wmr"} <= classic
+    assert all({"model", "run", "metric", "alpha", "beta", "value"} <= set(r) for r in doc["results"])
+    assert (tmp_path / "plots" / "heatmap_M.png").exists()
+
+
+def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, config, small_dataset, tmp_path):
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    for i in range(6):  # 6 files of one model; each becomes its own batch below
+        (ranks / f"part{i:02d}.csv").write_text("h,r,t,side,rank,num_candidates,model\n" + "\n".join(f"{g},M" for g in GOOD) + "\n")
+    overrides = [*config.overrides, "scoring.batch_bytes=1"]
+    cmd = [sys.executable, "-m", "kgbrink.cli", "score", "--conf", config.source, *[a for item in overrides for a in ("--set", item)],
+           "--no-tracking", "--ranks", str(ranks), "--dataset", small_dataset, "--alpha", "1", "--beta", "0,1", "--hits", "1,3"]
+    scores = Path(small_dataset) / "scores"
+    earlier = set(scores.glob("*"))  # work dirs of other tests on this dataset
+    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 300
+    done = 0
+    while time.time() < deadline and proc.poll() is None:
+        done = sum(len(list(w.glob("batches/_delta_log/*.json"))) for w in set(scores.glob("*")) - earlier)
+        if done >= 2:
+            os.killpg(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.1)
+    proc.wait()
+    assert 2 <= done < 6, f"the run was not killed half-way (batches done: {done}, exit {proc.returncode})"
+    # the spec the CLI built from its arguments and the config defaults
+    spec = S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), hits=(1, 3), p_values=tuple(config.get("scoring.p_values")), popularity_groups=config.get("scoring.popularity_groups"))
+    resumed = score.run(spark, config.with_overrides(["scoring.batch_bytes=1"]), score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec))
+    assert resumed.counts["batches"] == 6 and resumed.counts["batches_skipped"] >= 2 and resumed.counts["scored"] == 24
+    one_batch = score.run(spark, config, score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec))
+    assert one_batch.counts["batches"] == 1 and one_batch.results == resumed.results
+
+
+def test_probe_tables_4_and_5_are_reproduced(spark, config, reference, probe_datasets, tmp_path):
+    comparison = probe_reference.reproduce(spark, config, reference, str(tmp_path), datasets=probe_datasets)
+    assert len(comparison) == 240
+    assert comparison["match"].all(), comparison[~comparison["match"]].head(10).to_string()
