@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from pyspark.sql import functions as F
 
 from kgbrink import plots, probe_reference
 from kgbrink import scoring as S
