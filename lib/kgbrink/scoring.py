@@ -245,7 +245,7 @@ def finish(sums: pd.DataFrame, spec: MetricSpec) -> Scores:
             eps_r = spec.eps if spec.eps is not None else _release_eps(dre)
             popularity = (eps_e + de) * (eps_r + dre)
             out.eps[(model, run)] = (eps_e, eps_r)
-        for j, beta in enumerate(spec.betas):
+        for beta in spec.betas:
             weights = np.ones(len(g)) if beta == 0 else popularity ** (-beta)
             total = math.fsum(weights * counts)
             for i, alpha in enumerate(spec.alphas):
