@@ -248,3 +248,26 @@ def test_probe_tables_4_and_5_are_reproduced(spark, config, reference, probe_dat
     comparison = probe_reference.reproduce(spark, config, reference, str(tmp_path), datasets=probe_datasets)
     assert len(comparison) == 240
     assert comparison["match"].all(), comparison[~comparison["match"]].head(10).to_string()
+
+
+def test_rank_job_turns_candidate_scores_into_a_rank_file(spark, config, small_dataset, tmp_path):
+    from kgbrink.jobs import rank
+
+    ids = {r["key"]: r["id"] for r in read_table(spark, f"{small_dataset}/entities").collect()}
+    rel = {r["key"]: r["id"] for r in read_table(spark, f"{small_dataset}/relations").collect()}
+    q1 = {"a": 0.9, "b": 0.5, "c": 0.8, "d": 0.5, "e": 0.1}  # (a, r0, ?): c is filtered (a r0 c known), d ties b
+    q2 = {"a": 0.2, "b": 0.3, "c": 0.4, "d": 0.1, "e": 0.35}  # (?, r1, a): only c beats e
+    rows = [("M", ids["a"], rel["r0"], ids["b"], "tail", ids[c], s) for c, s in q1.items()]
+    rows += [("M", ids["e"], rel["r1"], ids["a"], "head", ids[c], s) for c, s in q2.items()]
+    rows += [("M", ids["a"], rel["r0"], ids["b"], "head", ids["b"], 0.3)]  # the true head a is not scored
+    spark.createDataFrame(rows, "model string, h int, r int, t int, side string, candidate int, score double").write.parquet(str(tmp_path / "scores"))
+    opts = rank.RankOptions(scores=str(tmp_path / "scores"), dataset=small_dataset, out=str(tmp_path / "out"))
+    with pytest.raises(score.ScoreError, match="1 of 3 queries quarantined"):
+        rank.run(spark, config, opts)
+    summary = rank.run(spark, config.with_overrides(["scoring.max_bad_fraction=0.5"]), opts)
+    assert summary.counts["ranked"] == 2 and summary.counts["quarantined_by_reason"] == {"target_not_scored": 1}
+    got = sorted((r["side"], r["rank"], r["num_candidates"]) for r in spark.read.parquet(str(tmp_path / "out" / "ranks")).collect())
+    assert got == [("head", 2.0, 5), ("tail", 2.5, 4)]
+    scored = score.run(spark, config, score.ScoreOptions(ranks=str(tmp_path / "out" / "ranks"), dataset=small_dataset, fmt="parquet", id_kind="id", spec=_hand_spec()))
+    mrr = [r["value"] for r in scored.results if r["metric"] == "mrr" and r["run"] == "1"]
+    assert mrr == [pytest.approx((1 / 2.5 + 1 / 2) / 2, abs=1e-9)]

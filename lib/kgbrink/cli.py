@@ -139,6 +139,16 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("--run", dest="run_name", help="run name for files without a run column (default: 1)")
     score.add_argument("--plots", help="write heat maps (Fig. 12) and comparison.md into this directory")
 
+    rank = sub.add_parser("rank", help="filtered ranks (PROBE protocol) from candidate-score Parquet files")
+    _common(rank)
+    rank.add_argument("--scores", required=True, help="candidate-score Parquet file, directory or glob (h, r, t, side, candidate, score ids)")
+    rank.add_argument("--dataset", help="dataset whose ids the scores use and whose triples filter the candidates")
+    rank.add_argument("--out", required=True, help="output directory: ranks/ (Parquet rank file) and quarantine/ (Delta)")
+    rank.add_argument("--filter-splits", help="splits whose triples are filtered out (default: all splits)")
+    rank.add_argument("--model", help="model name for files without a model column (default: the file name)")
+    rank.add_argument("--run", dest="run_name", help="run name for files without a run column (default: 1)")
+    rank.add_argument("--no-duplicate-check", action="store_true", help="skip the sort that detects candidates scored twice")
+
     repro = sub.add_parser("reproduce-probe", help="score the PROBE release's rank dumps and compare with the paper's Tables 4 and 5")
     _common(repro)
     repro.add_argument("--reference", default=os.environ.get("KGBRINK_REFERENCE", "../shared/reference"), help="the shared reference folder (default: ../shared/reference or $KGBRINK_REFERENCE)")
@@ -211,6 +221,21 @@ def _score(spark, config: Config, args) -> JobSummary:
     return score.run(spark, config, opts)
 
 
+def _rank(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import rank
+
+    opts = rank.RankOptions(
+        scores=args.scores,
+        dataset=args.dataset or config.location("dataset"),
+        out=args.out,
+        filter_splits=[s.strip() for s in args.filter_splits.split(",")] if args.filter_splits else None,
+        model=args.model,
+        run=args.run_name,
+        check_duplicates=not args.no_duplicate_check,
+    )
+    return rank.run(spark, config, opts)
+
+
 def _reproduce_probe(spark, config: Config, args) -> JobSummary:
     from pathlib import Path
 
@@ -243,6 +268,7 @@ HANDLERS: dict[str, tuple[Callable, bool]] = {
     "stats": (_stats, True),
     "synth": (_synth, False),
     "score": (_score, True),
+    "rank": (_rank, True),
     "reproduce-probe": (_reproduce_probe, True),
     "run": (_run, True),
 }
