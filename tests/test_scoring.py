@@ -218,7 +218,7 @@ def test_cli_score_contract(spark, config, small_dataset, tmp_path, capsys):
 def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, config, small_dataset, tmp_path):
     ranks = tmp_path / "ranks"
     ranks.mkdir()
-    for i in range(6):  # 6 files of one model; each becomes its own batch below
+    for i in range(4):  # 4 files of one model; each becomes its own batch below
         (ranks / f"part{i:02d}.csv").write_text("h,r,t,side,rank,num_candidates,model\n" + "\n".join(f"{g},M" for g in GOOD) + "\n")
     overrides = [*config.overrides, "scoring.batch_bytes=1"]
     cmd = [sys.executable, "-m", "kgbrink.cli", "score", "--conf", config.source, *[a for item in overrides for a in ("--set", item)],
@@ -230,16 +230,16 @@ def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, conf
     done = 0
     while time.time() < deadline and proc.poll() is None:
         done = sum(len(list(w.glob("batches/_delta_log/*.json"))) for w in set(scores.glob("*")) - earlier)
-        if done >= 2:
+        if done >= 1:
             os.killpg(proc.pid, signal.SIGKILL)
             break
         time.sleep(0.1)
     proc.wait()
-    assert 2 <= done < 6, f"the run was not killed half-way (batches done: {done}, exit {proc.returncode})"
+    assert 1 <= done < 4, f"the run was not killed half-way (batches done: {done}, exit {proc.returncode})"
     # the spec the CLI built from its arguments and the config defaults
     spec = S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), hits=(1, 3), p_values=tuple(config.get("scoring.p_values")), popularity_groups=config.get("scoring.popularity_groups"))
     resumed = score.run(spark, config.with_overrides(["scoring.batch_bytes=1"]), score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec))
-    assert resumed.counts["batches"] == 6 and resumed.counts["batches_skipped"] >= 2 and resumed.counts["scored"] == 24
+    assert resumed.counts["batches"] == 4 and resumed.counts["batches_skipped"] >= done and resumed.counts["scored"] == 16
     one_batch = score.run(spark, config, score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec))
     assert one_batch.counts["batches"] == 1 and one_batch.results == resumed.results
 
