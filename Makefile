@@ -11,7 +11,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run test bench reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run test bench bench-score bench-rank reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -45,6 +45,13 @@ test: setup
 
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest_stats.py --sizes 2000000 20000000
+
+# Scoring (PROBE grid + classic metrics) and filtered ranking, each beside DuckDB (and numpy) in the same run.
+bench-score: setup
+	$(BIN)/python benchmarks/bench_score.py --set spark.master=local[2] --set spark.conf.spark.driver.memory=8g
+
+bench-rank: setup
+	$(BIN)/python benchmarks/bench_rank.py --rows 100000000
 
 # Score the PROBE release's rank dumps and compare with the paper's Tables 4 and 5 (240 cells).
 REFERENCE ?= ../shared/reference
