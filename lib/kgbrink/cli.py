@@ -54,6 +54,11 @@ def _columns(text: str) -> str:
     return text
 
 
+def _names(text: str | None) -> list[str] | None:
+    """``a,b`` -> ``["a", "b"]``; None stays None."""
+    return [s.strip() for s in text.split(",") if s.strip()] if text else None
+
+
 def _numbers(kind: type):
     """A comma-separated list of numbers (argparse type)."""
 
@@ -185,7 +190,7 @@ def _ingest(spark, config: Config, args) -> JobSummary:
 def _stats(spark, config: Config, args) -> JobSummary:
     from kgbrink.jobs import stats
 
-    splits = [s.strip() for s in args.splits.split(",")] if args.splits else None
+    splits = _names(args.splits)
     return stats.run(spark, config, args.dataset or config.location("dataset"), splits)
 
 
@@ -215,7 +220,7 @@ def _score(spark, config: Config, args) -> JobSummary:
         id_kind=args.ids,
         model=args.model,
         run=args.run_name,
-        splits=[s.strip() for s in args.splits.split(",")] if args.splits else None,
+        splits=_names(args.splits),
         plots_dir=args.plots,
     )
     return score.run(spark, config, opts)
@@ -228,7 +233,7 @@ def _rank(spark, config: Config, args) -> JobSummary:
         scores=args.scores,
         dataset=args.dataset or config.location("dataset"),
         out=args.out,
-        filter_splits=[s.strip() for s in args.filter_splits.split(",")] if args.filter_splits else None,
+        filter_splits=_names(args.filter_splits),
         model=args.model,
         run=args.run_name,
         check_duplicates=not args.no_duplicate_check,

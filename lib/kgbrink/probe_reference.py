@@ -50,7 +50,6 @@ def published_cells(tables_dir: Path) -> pd.DataFrame:
 def score_dataset(spark: SparkSession, config: Config, reference: Path, name: str, dataset_dir: str) -> pd.DataFrame:
     """PROBE grid (mean over runs) of one dataset's rank dumps, statistics from its ``train.txt``."""
     from kgbrink.jobs import ingest, score
-
     from kgbrink.tables import table_exists
 
     if not table_exists(spark, f"{dataset_dir}/triples"):

@@ -130,3 +130,22 @@ def record_in_mlflow(config: Config, summary: JobSummary) -> str:
             mlflow.log_artifact(artifact, "plots")
         mlflow.log_dict(summary.as_dict(), "summary.json")
         return run.info.run_id
+
+
+class JobFailed(RuntimeError):
+    """A job stopped on a data problem; ``summary`` holds what was counted before it stopped."""
+
+    def __init__(self, message: str, summary: JobSummary):
+        super().__init__(message)
+        self.summary = summary
+
+
+def fail_past_bad_fraction(summary: JobSummary, by_reason: dict, total: int, limit: float, setting: str, what: str, where: str) -> None:
+    """Raise :class:`JobFailed` when the quarantined ``by_reason`` counts exceed ``limit`` of ``total``
+    (also when ``total`` is 0), naming the top reasons and where the quarantine is."""
+    bad = sum(by_reason.values())
+    if total == 0:
+        raise JobFailed(f"no {what}", summary)
+    if bad > limit * total:
+        top = ", ".join(f"{k}: {v}" for k, v in sorted(by_reason.items(), key=lambda kv: -kv[1])[:5])
+        raise JobFailed(f"{bad} of {total} {what} quarantined (> {setting} = {limit:g}; {top}); see {where}", summary)

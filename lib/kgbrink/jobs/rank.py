@@ -19,10 +19,9 @@ from pyspark.sql import functions as F
 
 from kgbrink import ranking
 from kgbrink.config import Config
-from kgbrink.jobs.score import ScoreError
-from kgbrink.rankfiles import list_rank_files
+from kgbrink.rankfiles import list_rank_files, with_model_and_run
 from kgbrink.tables import TableVersion, latest_version, read_table, table_path, write_table
-from kgbrink.tracking import JobSummary
+from kgbrink.tracking import JobSummary, fail_past_bad_fraction
 
 
 @dataclass
@@ -53,16 +52,14 @@ def run(spark: SparkSession, config: Config, opts: RankOptions) -> JobSummary:
     missing = [c for c in ("h", "r", "t", "side", "candidate", "score") if c not in raw.columns]
     if missing:
         raise ValueError(f"{files[0]}: missing column(s) {', '.join(missing)} (has {', '.join(raw.columns)})")
-    stem = F.regexp_extract(F.col("_metadata.file_path"), r"([^/]+?)(\.[A-Za-z0-9]+)*$", 1)
-    model = F.coalesce(F.col("model").cast("string"), F.lit(opts.model) if opts.model else stem) if "model" in raw.columns else (F.lit(opts.model) if opts.model else stem)
-    run_name = F.coalesce(F.col("run").cast("string"), F.lit(opts.run or "1")) if "run" in raw.columns else F.lit(opts.run or "1")
+    named = with_model_and_run(raw, F.col("_metadata.file_path"), opts.model, opts.run)
 
     def in_range(c: str, n: int):
         return F.when(F.col(c).between(0, n - 1), F.col(c).cast("int"))
 
-    scores = raw.select(
-        model.alias("model"),
-        run_name.alias("run"),
+    scores = named.select(
+        "model",
+        "run",
         in_range("h", n_entities).alias("h"),
         in_range("r", n_relations).alias("r"),
         in_range("t", n_entities).alias("t"),
@@ -82,7 +79,5 @@ def run(spark: SparkSession, config: Config, opts: RankOptions) -> JobSummary:
     summary.counts.update(score_files=len(files), queries=ranked + bad, ranked=ranked, quarantined=bad, quarantined_by_reason=tally)
     summary.extra["ranks_path"] = f"{opts.out}/ranks"
     limit = float(config.get("scoring.max_bad_fraction"))
-    if bad > limit * max(1, ranked + bad):
-        top = ", ".join(f"{k}: {v}" for k, v in sorted(tally.items(), key=lambda kv: -kv[1])[:5])
-        raise ScoreError(f"{bad} of {ranked + bad} queries quarantined (> scoring.max_bad_fraction = {limit:g}; {top}); see {opts.out}/quarantine", summary)
+    fail_past_bad_fraction(summary, tally, ranked + bad, limit, "scoring.max_bad_fraction", "queries", f"{opts.out}/quarantine")
     return summary

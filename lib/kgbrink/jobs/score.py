@@ -28,18 +28,14 @@ from kgbrink import scoring as S
 from kgbrink.config import Config
 from kgbrink.jobs import stats as stats_job
 from kgbrink.tables import TableVersion, latest_version, read_table, table_exists, table_path, write_table
-from kgbrink.tracking import JobSummary
+from kgbrink.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 
 RESULT_SCHEMA = "model string, run string, metric string, alpha double, beta double, value double"
 QUARANTINE_SCHEMA = "batch_id string, source_file string, line_number long, line string, reason string, detail string"
 
 
-class ScoreError(RuntimeError):
-    """The score job failed; ``summary`` holds what was counted before the failure."""
-
-    def __init__(self, message: str, summary: JobSummary):
-        super().__init__(message)
-        self.summary = summary
+# The score job's data failures (too many bad rows, no rows); ``summary`` holds the counts so far.
+ScoreError = JobFailed
 
 
 @dataclass
@@ -156,13 +152,13 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
             if popularity is not None:
                 rows = S.with_target_popularity(rows, *popularity, broadcast=broadcast)
             sums = S.group_sums(rows, spec, extra_keys=("reason",)).select(F.lit(batch_id).alias("batch_id"), "*").cache()
-            bad = sums.filter(F.col("reason").isNotNull()).agg(F.sum("n")).first()[0] or 0
+            tally = {r["reason"]: int(r["n"]) for r in sums.groupBy("reason").agg(F.sum("n").alias("n")).collect()}
+            bad = sum(n for reason, n in tally.items() if reason is not None)
             if bad:
                 _replace_batch(_quarantine(checked, batch_id), paths["quarantine"], batch_id)
             _replace_batch(sums, paths["partials"], batch_id)
-            tally = sums.groupBy("reason").agg(F.sum("n").alias("n")).collect()
             sums.unpersist()
-            record = {"batch_id": batch_id, "files": json.dumps([f for f, _, _ in batch]), "rows": sum(r["n"] for r in tally), "quarantined": int(bad)}
+            record = {"batch_id": batch_id, "files": json.dumps([f for f, _, _ in batch]), "rows": sum(tally.values()), "quarantined": bad}
             _replace_batch(spark.createDataFrame([record], "batch_id string, files string, rows long, quarantined long"), paths["batches"], batch_id)
     batch_ids = [f"{i:06d}-{_digest(b)}" for i, b in enumerate(batches)]
     partials = read_table(spark, paths["partials"]).filter(F.col("batch_id").isin(batch_ids))
@@ -175,11 +171,7 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
     limit = float(config.get("scoring.max_bad_fraction"))
     if scored + quarantined == 0:
         raise ScoreError(f"{opts.ranks}: no rank rows", summary)
-    if quarantined > limit * (scored + quarantined):
-        top = ", ".join(f"{k}: {v}" for k, v in sorted(by_reason.items(), key=lambda kv: -kv[1])[:5])
-        raise ScoreError(
-            f"{quarantined} of {scored + quarantined} rank rows quarantined (> scoring.max_bad_fraction = {limit:g}; {top}); see {paths['quarantine']}", summary
-        )
+    fail_past_bad_fraction(summary, by_reason, scored + quarantined, limit, "scoring.max_bad_fraction", "rank rows", paths["quarantine"])
     with summary.timed("finish"):
         merged = S.merge_group_sums(partials.filter(F.col("reason").isNull()), spec).toPandas()
         scores = S.finish(merged, spec)
