@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -159,6 +160,40 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--reference", default=os.environ.get("KGBRINK_REFERENCE", "../shared/reference"), help="the shared reference folder (default: ../shared/reference or $KGBRINK_REFERENCE)")
     repro.add_argument("--out", default=None, help="work and report directory (default: <data_dir>/reproduce-probe)")
 
+    mine = sub.add_parser("mine", help="Horn rules with AMIE3's semantics into <dataset>/rules")
+    _common(mine)
+    mine.add_argument("--dataset")
+    mine.add_argument("--splits", help="comma-separated splits to mine on (default: config mining.splits)")
+    mine.add_argument("--rules", help="output Delta table (default: <dataset>/rules)")
+    mine.add_argument("--tsv", help="also write the rules as AMIE3 TSV here")
+    mine.add_argument("--max-atoms", type=int, help="atoms per rule counting the head (AMIE -maxad): 2, 3 or 4")
+    mine.add_argument("--min-head-coverage", type=float, help="AMIE -minhc")
+    mine.add_argument("--min-std-confidence", type=float, help="AMIE -minc")
+    mine.add_argument("--min-pca-confidence", type=float, help="AMIE -minpca")
+    mine.add_argument("--min-support", type=int, help="support floor on top of head coverage")
+    mine.add_argument("--min-initial-support", type=int, help="AMIE -minis: facts a head relation needs")
+
+    import_rules = sub.add_parser("import-rules", help="an AMIE3 TSV rule file into a rules Delta table")
+    _common(import_rules)
+    import_rules.add_argument("--dataset")
+    import_rules.add_argument("--tsv", required=True, help="AMIE3 output file")
+    import_rules.add_argument("--rules", help="output Delta table (default: <dataset>/rules)")
+
+    export_rules = sub.add_parser("export-rules", help="a rules Delta table as AMIE3 TSV")
+    _common(export_rules)
+    export_rules.add_argument("--dataset")
+    export_rules.add_argument("--rules", help="rules Delta table (default: <dataset>/rules)")
+    export_rules.add_argument("--tsv", required=True, help="output file")
+
+    ground = sub.add_parser("ground", help="groundings of a rules table (all, or a seeded sample per rule)")
+    _common(ground)
+    ground.add_argument("--dataset")
+    ground.add_argument("--rules", help="rules Delta table (default: <dataset>/rules)")
+    ground.add_argument("--out", help="output Delta table (default: <dataset>/groundings)")
+    ground.add_argument("--per-rule", type=int, help="at most this many groundings per rule, by seeded hash (default: all)")
+    ground.add_argument("--seed", type=int, help="sampling seed (default: config grounding.seed)")
+    ground.add_argument("--splits", help="comma-separated splits of the KG (default: config mining.splits)")
+
     run = sub.add_parser("run", help="the main job end to end: sample KG -> ingest -> stats")
     _common(run)
     run.add_argument("--dataset")
@@ -261,6 +296,40 @@ def _reproduce_probe(spark, config: Config, args) -> JobSummary:
     return summary
 
 
+def _mine(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import mine
+
+    overrides = {
+        "max_atoms": args.max_atoms,
+        "min_head_coverage": args.min_head_coverage,
+        "min_std_confidence": args.min_std_confidence,
+        "min_pca_confidence": args.min_pca_confidence,
+        "min_support": args.min_support,
+        "min_initial_support": args.min_initial_support,
+    }
+    dataset = args.dataset or config.location("dataset")
+    return mine.run(spark, config, dataset, _names(args.splits), args.rules, args.tsv, overrides)
+
+
+def _import_rules(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import mine
+
+    return mine.import_rules(spark, config, args.dataset or config.location("dataset"), args.tsv, args.rules)
+
+
+def _export_rules(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import mine
+
+    return mine.export_rules(spark, config, args.dataset or config.location("dataset"), args.tsv, args.rules)
+
+
+def _ground(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import ground
+
+    dataset = args.dataset or config.location("dataset")
+    return ground.run(spark, config, dataset, args.rules, args.out, args.per_rule, args.seed, _names(args.splits))
+
+
 def _run(spark, config: Config, args) -> JobSummary:
     from kgbrink.jobs import pipeline
 
@@ -275,12 +344,27 @@ HANDLERS: dict[str, tuple[Callable, bool]] = {
     "score": (_score, True),
     "rank": (_rank, True),
     "reproduce-probe": (_reproduce_probe, True),
+    "mine": (_mine, True),
+    "import-rules": (_import_rules, True),
+    "export-rules": (_export_rules, True),
+    "ground": (_ground, True),
     "run": (_run, True),
 }
 
 
+def _log_progress() -> None:
+    """Progress lines of the jobs (``kgbrink.*`` loggers at INFO) on stderr."""
+    logger = logging.getLogger("kgbrink")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _log_progress()
     handler, needs_spark = HANDLERS[args.command]
     summary = JobSummary(args.command)
     config = None

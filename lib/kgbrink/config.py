@@ -38,6 +38,16 @@ REQUIRED_KEYS = (
     "scoring.max_bad_fraction",
     "scoring.batch_bytes",
     "scoring.broadcast_tables",
+    "mining.splits",
+    "mining.max_atoms",
+    "mining.min_head_coverage",
+    "mining.min_std_confidence",
+    "mining.min_pca_confidence",
+    "mining.min_support",
+    "mining.min_initial_support",
+    "mining.recursivity_limit",
+    "mining.max_body_paths",
+    "grounding.seed",
 )
 
 

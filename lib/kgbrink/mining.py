@@ -1,0 +1,676 @@
+"""Closed Horn-rule mining on Spark with AMIE3's semantics (BRINK Sec. 3.1, App. A-B; Lajus et al. 2020).
+
+Definitions (rule ``B => r(x, y)``, KG as a set of triples, no injectivity between variables):
+
+- support = #distinct (x, y) with B and r(x, y); head coverage = support / #facts of r;
+- standard confidence = support / body size, body size = #distinct (x, y) satisfying B;
+- PCA confidence = support / PCA body size, PCA body size = #distinct (x, y) satisfying B with some
+  r(x, y') (functional variable x) or some r(x', y) (functional variable y); the functional variable is
+  x when functionality(r) = #subjects/#facts >= inverse functionality(r) = #objects/#facts, else y.
+
+Search space, exactly AMIE3's output without constants: every closed, connected rule with at most
+``max_atoms`` atoms counting the head, built from dangling and closing atoms (no constants, no atom
+r(?x, ?x), no repeated atom, no body atom equal to the head, a relation at most ``recursivity_limit``
+times per rule), with head relations of at least ``min_initial_support`` facts. A rule is output when
+std confidence >= ``min_std_confidence``, PCA confidence >= ``min_pca_confidence``, support >=
+``min_support`` and head coverage >= ``min_head_coverage``, it is reachable by AMIE's breadth-first
+refinement (some order of adding its atoms in which every closed intermediate rule is not "perfect",
+PCA confidence 1, because AMIE does not refine perfect rules), and its PCA confidence is strictly above
+that of every output rule with the same head and a subset of its body.
+
+Strategy (why this finishes where naive path joins cannot):
+
+1. Rule *shapes*: the variable patterns of closed connected bodies are enumerated up front (2 for one
+   atom, 7 for two, a few dozen for three). For each shape all relation assignments are evaluated at once:
+   relations are join outputs, not loop variables, so one Spark plan covers up to 822^k rules.
+2. Supports are computed from the head facts outwards (never from the body): a binding table starts as
+   the facts of every head relation and each body atom is joined on the variables already bound, closing
+   atoms (both variables bound: an (entity, entity) key join that only filters) before expanding ones.
+   After each step the prefix rule's support, an upper bound of every extension's support (anti-
+   monotone), is counted and assignments below the head-coverage / support threshold are dropped before
+   the next join; variables no longer needed are projected away and rows de-duplicated.
+3. Join planning from degree statistics: before any expansion, one aggregation over facts x (entity,
+   relation) degrees gives, for every head relation r and every dangling atom touching x or y, the
+   atom's exact support and the exact number of rows its expansion would produce. Dangling atoms below
+   the threshold are pruned before they are expanded, and for every head relation the shape starts from
+   the side (x or y) whose surviving atoms expand to fewer rows. With hub entities this is the difference
+   between Sum(min) and Sum(max) of the two sides: the facts of P31 (instance of) expand from the
+   instance (one class each), never from the class (a million instances). Remaining skew on hub keys is
+   split by Spark's adaptive skew-join handling (``spark.sql.adaptive.skewJoin.enabled``).
+4. Body sizes are computed only for closed rules that passed head-coverage pruning, once per distinct
+   body (shared across head relations). Before joining two atoms on a non-head variable z the job
+   estimates, per relation pair, the number of paths Sum_z d1(z) d2(z) and the exact lower bound
+   max_z d1(z) d2(z) of distinct (x, y) pairs. A rule of maximal length whose lower bound already exceeds
+   support / min_std_confidence cannot be output (its std confidence is below the threshold) and is
+   dropped with its body size left unknown; if the remaining estimate exceeds ``max_body_paths`` the job
+   fails naming the bodies instead of running for hours.
+5. Only small data reaches the driver: per-relation statistics, the per-(relation, atom) support and cost
+   table (bounded by relations^2), and the candidate rules with their metrics. The AMIE acceptance tests
+   (reachability, confidence thresholds, the "better than every kept sub-rule" test) run there.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import time
+from dataclasses import dataclass
+from functools import reduce
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.rules import FRESH_VARIABLES, HEAD_VARIABLES, Atom, Rule
+
+X, Y = 0, 1
+LOG = logging.getLogger(__name__)
+
+
+class MiningError(RuntimeError):
+    """The mining job cannot go on (bad parameters, or a join that would not finish)."""
+
+
+@dataclass(frozen=True)
+class MiningParams:
+    """AMIE3's parameters (command-line names in brackets)."""
+
+    max_atoms: int = 3  # -maxad
+    min_head_coverage: float = 0.01  # -minhc
+    min_std_confidence: float = 0.0  # -minc
+    min_pca_confidence: float = 0.0  # -minpca
+    min_support: int = 0  # -mins (AMIE3 applies it only with -pm support)
+    min_initial_support: int = 100  # -minis
+    recursivity_limit: int = 3
+    max_body_paths: int = 2_000_000_000
+
+    def validate(self) -> "MiningParams":
+        problems = []
+        if not 2 <= self.max_atoms <= 4:
+            problems.append(f"max_atoms must be 2, 3 or 4, got {self.max_atoms}")
+        for name in ("min_head_coverage", "min_std_confidence", "min_pca_confidence"):
+            value = getattr(self, name)
+            if not 0 <= value <= 1:
+                problems.append(f"{name} must lie in [0, 1], got {value}")
+        for name in ("min_support", "min_initial_support", "recursivity_limit", "max_body_paths"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < (1 if name != "min_support" else 0):
+                problems.append(f"{name} must be a positive integer, got {value!r}")
+        if problems:
+            raise MiningError("invalid mining parameters: " + "; ".join(problems))
+        return self
+
+
+# --- shapes -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Variable pattern of a body: ``atoms[k] = (subject variable, object variable)``; the head is (0, 1),
+    fresh variables are 2, 3, ..."""
+
+    atoms: tuple[tuple[int, int], ...]
+
+    @property
+    def length(self) -> int:
+        return len(self.atoms) + 1
+
+    def variables(self) -> set[int]:
+        return {v for a in self.atoms for v in a}
+
+
+def _shape_key(atoms: tuple[tuple[int, int], ...]) -> tuple:
+    fresh = sorted({v for a in atoms for v in a} - {X, Y})
+    best = None
+    for perm in itertools.permutations(range(2, 2 + len(fresh))):
+        names = {X: X, Y: Y, **dict(zip(fresh, perm))}
+        key = tuple(sorted((names[s], names[o]) for s, o in atoms))
+        best = key if best is None or key < best else best
+    return best
+
+
+def _is_closed_connected(atoms: tuple[tuple[int, int], ...]) -> bool:
+    counts: dict[int, int] = {X: 1, Y: 1}
+    for s, o in atoms:
+        counts[s] = counts.get(s, 0) + 1
+        counts[o] = counts.get(o, 0) + 1
+    if any(c < 2 for c in counts.values()):
+        return False
+    linked, pending = {X, Y}, list(atoms)
+    while pending:
+        step = [a for a in pending if linked & set(a)]
+        if not step:
+            return False
+        for a in step:
+            linked |= set(a)
+            pending.remove(a)
+    return True
+
+
+def body_shapes(max_atoms: int) -> list[Shape]:
+    """Every closed connected body pattern with 1 .. max_atoms - 1 atoms, up to renaming of fresh
+    variables (2 patterns of length 2, 7 of length 3, 56 of length 4)."""
+    shapes = []
+    for n in range(1, max_atoms):
+        variables = range(0, 2 + n - 1)
+        pairs = [(s, o) for s in variables for o in variables if s != o]
+        seen = set()
+        for atoms in itertools.combinations_with_replacement(pairs, n):
+            fresh = {v for a in atoms for v in a} - {X, Y}
+            if fresh != set(range(2, 2 + len(fresh))) or not _is_closed_connected(atoms):
+                continue
+            key = _shape_key(atoms)
+            if key not in seen:
+                seen.add(key)
+                shapes.append(Shape(key))
+    return shapes
+
+
+# --- inputs ---------------------------------------------------------------------------------------------
+
+
+def kg_edges(triples: DataFrame) -> DataFrame:
+    """``rel, s, o``: the KG as a set (duplicates across splits counted once)."""
+    return triples.select(F.col("r").alias("rel"), F.col("h").alias("s"), F.col("t").alias("o")).distinct()
+
+
+def relation_profile(edges: DataFrame) -> DataFrame:
+    """Per relation: ``rel, facts, subjects, objects, subject_functional`` (functionality >= inverse
+    functionality, i.e. #subjects >= #objects: AMIE3's choice of the PCA functional variable)."""
+    return (
+        edges.groupBy("rel")
+        .agg(F.count(F.lit(1)).alias("facts"), F.countDistinct("s").alias("subjects"), F.countDistinct("o").alias("objects"))
+        .withColumn("subject_functional", F.col("subjects") >= F.col("objects"))
+    )
+
+
+def entity_relation_degrees(edges: DataFrame) -> DataFrame:
+    """``entity, rel, out_deg, in_deg``: facts of ``rel`` with ``entity`` as subject / as object."""
+    out = edges.groupBy(F.col("s").alias("entity"), "rel").agg(F.count(F.lit(1)).alias("out_deg"))
+    inn = edges.groupBy(F.col("o").alias("entity"), "rel").agg(F.count(F.lit(1)).alias("in_deg"))
+    return out.join(inn, ["entity", "rel"], "full").fillna(0, ["out_deg", "in_deg"])
+
+
+def single_atom_table(edges: DataFrame, head_facts: DataFrame, degrees: DataFrame) -> DataFrame:
+    """For every head relation ``r`` and one-atom body pattern ``(s, o)`` over the head variables 0, 1 and
+    a fresh 2, and body relation ``a``: ``support`` (#facts r(x, y) with the atom satisfiable) and
+    ``rows`` (the rows joining the atom to the facts produces). Columns ``r, subject, object, a,
+    support, rows``. Closing patterns (0, 1) and (1, 0) have rows = support."""
+    parts = []
+    for var, name in ((X, "v0"), (Y, "v1")):
+        joined = head_facts.join(degrees.withColumnRenamed("entity", name), name)
+        for role, column in (("subject", "out_deg"), ("object", "in_deg")):
+            pattern = (var, 2) if role == "subject" else (2, var)
+            parts.append(
+                joined.filter(F.col(column) > 0)
+                .groupBy("r", "rel")
+                .agg(F.count(F.lit(1)).alias("support"), F.sum(column).alias("rows"))
+                .select("r", F.lit(pattern[0]).alias("subject"), F.lit(pattern[1]).alias("object"), F.col("rel").alias("a"), "support", "rows")
+            )
+    for pattern, keys in (((X, Y), ("v0", "v1")), ((Y, X), ("v1", "v0"))):
+        closing = head_facts.join(
+            edges.select(F.col("s").alias(keys[0]), F.col("o").alias(keys[1]), F.col("rel").alias("a")), list(keys)
+        ).filter(~((F.col("a") == F.col("r")) & F.lit(pattern == (X, Y))))
+        parts.append(
+            closing.groupBy("r", "a")
+            .agg(F.count(F.lit(1)).alias("support"))
+            .select("r", F.lit(pattern[0]).alias("subject"), F.lit(pattern[1]).alias("object"), "a", "support", F.col("support").alias("rows"))
+        )
+    return reduce(DataFrame.unionByName, parts)
+
+
+# --- supports -------------------------------------------------------------------------------------------
+
+
+def var_column(v: int) -> str:
+    return f"v{v}"
+
+
+def slot_column(k: int) -> str:
+    return f"a{k}"
+
+
+def _slot_constraints(shape: Shape, done: list[int], k: int, head: bool = True) -> list:
+    """Conditions on slot ``k`` once it is bound: atoms with the same variable pair take strictly
+    increasing relations (no repeated atom, one order per set); atom (0, 1) is never the head."""
+    conds = []
+    for j in done:
+        if shape.atoms[j] == shape.atoms[k]:
+            conds.append(F.col(slot_column(min(j, k))) < F.col(slot_column(max(j, k))))
+    if head and shape.atoms[k] == (X, Y):
+        conds.append(F.col(slot_column(k)) != F.col("r"))
+    return conds
+
+
+def _recursivity_ok(shape: Shape, limit: int):
+    """At most ``limit`` occurrences of any relation in the rule (head included)."""
+    slots = ["r"] + [slot_column(k) for k in range(len(shape.atoms))]
+    if len(slots) <= limit:
+        return F.lit(True)
+    conds = []
+    for combo in itertools.combinations(slots, limit + 1):
+        conds.append(reduce(lambda a, b: a & b, [F.col(combo[0]) == F.col(c) for c in combo[1:]]))
+    return ~reduce(lambda a, b: a | b, conds)
+
+
+def _join_atom(bindings: DataFrame, edges: DataFrame, atom: tuple[int, int], k: int, bound: set[int]) -> DataFrame:
+    s, o = atom
+    renamed = edges.select(F.col("rel").alias(slot_column(k)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o)))
+    keys = [var_column(v) for v in (s, o) if v in bound]
+    return bindings.join(renamed, keys)
+
+
+def _needed_later(shape: Shape, order: list[int], position: int) -> set[int]:
+    later = {v for k in order[position + 1 :] for v in shape.atoms[k]}
+    return later | {X, Y}
+
+
+def atom_order(shape: Shape, first: int | None) -> list[int]:
+    """Atom order: closing atoms on the head variables first, then ``first`` (an expanding atom touching
+    x or y), then greedily atoms whose variables are all bound (filters), else any connected atom."""
+    order: list[int] = []
+    bound = {X, Y}
+    remaining = list(range(len(shape.atoms)))
+
+    def take(k):
+        order.append(k)
+        remaining.remove(k)
+        bound.update(shape.atoms[k])
+
+    for k in list(remaining):
+        if set(shape.atoms[k]) <= bound:
+            take(k)
+    if first is not None and first in remaining:
+        take(first)
+    while remaining:
+        closing = [k for k in remaining if set(shape.atoms[k]) <= bound]
+        connected = [k for k in remaining if set(shape.atoms[k]) & bound]
+        take(closing[0] if closing else connected[0])
+    return order
+
+
+def shape_supports(
+    shape: Shape,
+    head_facts: DataFrame,
+    edges: DataFrame,
+    thresholds: DataFrame,
+    singles: DataFrame,
+    starts: dict[int | None, list[int]],
+    params: MiningParams,
+) -> DataFrame:
+    """``r, a0 .. a{n-1}, support`` for every assignment of ``shape`` whose support passes
+    ``thresholds`` (``r, min_count``: the smallest support with head coverage >= min_head_coverage and
+    support >= min_support). ``singles`` (``r, subject, object, a``) lists the one-atom patterns that
+    passed, used to prune atoms touching x or y before they are joined. ``starts`` maps the expanding
+    atom to start from to the head relations that start there (None: the shape has no choice)."""
+    results = []
+    for first, relations in starts.items():
+        if not relations:
+            continue
+        order = atom_order(shape, first)
+        bindings = head_facts.filter(F.col("r").isin(relations))
+        bound = {X, Y}
+        done: list[int] = []
+        for position, k in enumerate(order):
+            atom = shape.atoms[k]
+            bindings = _join_atom(bindings, edges, atom, k, bound)
+            for cond in _slot_constraints(shape, done, k):
+                bindings = bindings.filter(cond)
+            done.append(k)
+            bound |= set(atom)
+            pattern = single_pattern(atom)
+            if pattern is not None:
+                allowed = singles.filter((F.col("subject") == pattern[0]) & (F.col("object") == pattern[1]))
+                bindings = bindings.join(F.broadcast(allowed.select("r", F.col("a").alias(slot_column(k)))), ["r", slot_column(k)], "left_semi")
+            keep = [var_column(v) for v in sorted(_needed_later(shape, order, position) & bound)]
+            slots = [slot_column(j) for j in sorted(done)]
+            dropped = len(keep) < len(bound)
+            bindings = bindings.select("r", *slots, *keep)
+            if dropped:  # joins of distinct rows on distinct edges stay distinct until a variable is dropped
+                bindings = bindings.distinct()
+            if len(done) >= 2 and position < len(order) - 1:
+                prefix = bindings.groupBy("r", *slots).agg(F.countDistinct("v0", "v1").alias("support"))
+                passing = prefix.join(F.broadcast(thresholds), "r").filter(F.col("support") >= F.col("min_count"))
+                bindings = bindings.join(passing.select("r", *slots), ["r", *slots], "left_semi")
+        slots = [slot_column(j) for j in range(len(shape.atoms))]
+        supports = (
+            bindings.filter(_recursivity_ok(shape, params.recursivity_limit))
+            .groupBy("r", *slots)
+            .agg(F.count(F.lit(1)).alias("support"))
+            .join(F.broadcast(thresholds), "r")
+            .filter(F.col("support") >= F.col("min_count"))
+            .select("r", *slots, "support")
+        )
+        results.append(supports)
+    return reduce(DataFrame.unionByName, results)
+
+
+def single_pattern(atom: tuple[int, int]) -> tuple[int, int] | None:
+    """The one-atom pattern an atom of a longer body reduces to, when it touches a head variable and at most
+    one fresh variable (renamed 2): its support as a one-atom rule bounds the longer rule's support."""
+    s, o = atom
+    if {s, o} <= {X, Y}:
+        return atom
+    if s in (X, Y) and o not in (X, Y):
+        return (s, 2)
+    if o in (X, Y) and s not in (X, Y):
+        return (2, o)
+    return None
+
+
+# --- body sizes -----------------------------------------------------------------------------------------
+
+
+def _body_plan(shape: Shape) -> list[int]:
+    """Body join order: an atom on a head variable first, then closing atoms before expanding ones."""
+    start = next(k for k, a in enumerate(shape.atoms) if set(a) & {X, Y})
+    order, bound = [start], set(shape.atoms[start])
+    remaining = [k for k in range(len(shape.atoms)) if k != start]
+    while remaining:
+        closing = [k for k in remaining if set(shape.atoms[k]) <= bound]
+        connected = [k for k in remaining if set(shape.atoms[k]) & bound]
+        k = closing[0] if closing else connected[0]
+        order.append(k)
+        remaining.remove(k)
+        bound |= set(shape.atoms[k])
+    return order
+
+
+def _path_middle(shape: Shape) -> int | None:
+    """The fresh variable two body atoms share, for the two-atom chain shapes x - z - y (else None)."""
+    if len(shape.atoms) != 2:
+        return None
+    shared = set(shape.atoms[0]) & set(shape.atoms[1]) - {X, Y}
+    return next(iter(shared)) if shared else None
+
+
+def path_estimates(shape: Shape, bodies: DataFrame, degrees: DataFrame) -> DataFrame:
+    """For a chain shape and each body ``a0, a1``: ``paths`` = Sum_z d0(z) d1(z) (rows the join on the
+    middle variable z produces) and ``lower_bound`` = max_z d0(z) d1(z), a lower bound of the distinct
+    (x, y) pairs (for one z all pairs are distinct)."""
+    z = _path_middle(shape)
+    sides = []
+    for k, (s, o) in enumerate(shape.atoms):
+        column = "out_deg" if s == z else "in_deg"
+        rels = bodies.select(F.col(slot_column(k)).alias("rel")).distinct()
+        sides.append(
+            degrees.join(F.broadcast(rels), "rel").filter(F.col(column) > 0).select("entity", F.col("rel").alias(slot_column(k)), F.col(column).alias(f"d{k}"))
+        )
+    product = F.col("d0").cast("double") * F.col("d1")
+    return (
+        sides[0]
+        .join(sides[1], "entity")
+        .join(F.broadcast(bodies), [slot_column(0), slot_column(1)], "left_semi")
+        .groupBy(slot_column(0), slot_column(1))
+        .agg(F.sum(product).alias("paths"), F.max(product).alias("lower_bound"))
+    )
+
+
+def body_pairs(shape: Shape, bodies: DataFrame, edges: DataFrame) -> DataFrame:
+    """``a0 .. a{n-1}, v0, v1``: the distinct head-variable pairs satisfying each body in ``bodies``."""
+    order = _body_plan(shape)
+    slots_all = [slot_column(k) for k in range(len(shape.atoms))]
+    first = order[0]
+    s, o = shape.atoms[first]
+    rels = bodies.select(F.col(slot_column(first)).alias("rel")).distinct()
+    bindings = edges.join(F.broadcast(rels), "rel").select(F.col("rel").alias(slot_column(first)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o)))
+    bound, done = {s, o}, [first]
+    for position, k in enumerate(order[1:], start=1):
+        bindings = _join_atom(bindings, edges, shape.atoms[k], k, bound)
+        for cond in _slot_constraints(shape, done, k, head=False):
+            bindings = bindings.filter(cond)
+        done.append(k)
+        bound |= set(shape.atoms[k])
+        slots = [slot_column(j) for j in sorted(done)]
+        allowed = bodies.select(*slots).distinct()
+        keep = [var_column(v) for v in sorted(_needed_later(shape, order, position) & bound)]
+        bindings = bindings.join(F.broadcast(allowed), slots, "left_semi").select(*slots, *keep).distinct()
+    return bindings.select(*slots_all, "v0", "v1").distinct()
+
+
+def affordable_bodies(shape: Shape, candidates: DataFrame, degrees: DataFrame, params: MiningParams) -> DataFrame:
+    """The bodies (``a0, a1``) of a chain shape worth joining: those of a maximal-length rule whose lower
+    bound of distinct pairs exceeds support / min_std_confidence are dropped (the rule cannot be output);
+    fails with :class:`MiningError` when the rest would join more than ``max_body_paths`` rows."""
+    slots = [slot_column(k) for k in range(len(shape.atoms))]
+    bodies = candidates.select(*slots).distinct()
+    estimates = path_estimates(shape, bodies, degrees)
+    if params.min_std_confidence > 0 and shape.length == params.max_atoms:
+        limit = candidates.groupBy(*slots).agg((F.max("support") / F.lit(params.min_std_confidence)).alias("limit"))
+        estimates = estimates.join(limit, slots).filter(F.col("lower_bound") <= F.col("limit"))
+    estimates = estimates.cache()
+    total = estimates.agg(F.sum("paths")).collect()[0][0] or 0
+    if total > params.max_body_paths:
+        worst = estimates.orderBy(F.desc("paths")).limit(5).collect()
+        listed = ", ".join(f"({', '.join(str(r[s]) for s in slots)}): {r['paths']:.3g} paths" for r in worst)
+        raise MiningError(
+            f"body sizes of shape {shape.atoms} need {total:.3g} joined rows (> max_body_paths = "
+            f"{params.max_body_paths}); largest bodies (relation ids) {listed}. Raise min_head_coverage or "
+            f"min_std_confidence, or max_body_paths on a bigger cluster."
+        )
+    return estimates.select(*slots)
+
+
+def body_sizes(shape: Shape, candidates: DataFrame, bodies: DataFrame, edges: DataFrame, domains: DataFrame) -> DataFrame:
+    """``r, a.., body_size, pca_body_size`` for the candidate rules of ``shape`` (``r, a.., support,
+    functional_var``) whose body is in ``bodies`` (``a..``).
+
+    ``domains`` (``r, entity``): for every head relation the subjects (functional variable 0) or objects
+    (1) of its facts; a body pair counts towards the PCA body size when its functional variable's entity
+    is there."""
+    slots = [slot_column(k) for k in range(len(shape.atoms))]
+    per_rule = body_pairs(shape, bodies, edges).join(F.broadcast(candidates), slots)
+    keyed = per_rule.withColumn("entity", F.when(F.col("functional_var") == 0, F.col("v0")).otherwise(F.col("v1")))
+    marked = keyed.join(domains.withColumn("in_domain", F.lit(1)), ["r", "entity"], "left")
+    return marked.groupBy("r", *slots).agg(F.count(F.lit(1)).alias("body_size"), F.count("in_domain").alias("pca_body_size"))
+
+
+def head_domains(edges: DataFrame, profile: DataFrame) -> DataFrame:
+    """``r, entity``: the subjects of r when r's functional variable is x, else its objects."""
+    joined = edges.join(F.broadcast(profile.select("rel", "subject_functional")), "rel")
+    entity = F.when(F.col("subject_functional"), F.col("s")).otherwise(F.col("o"))
+    return joined.select(F.col("rel").alias("r"), entity.alias("entity")).distinct()
+
+
+# --- AMIE acceptance (driver, small data) -------------------------------------------------------------
+
+
+def _sub_bodies(rule: Rule) -> list[tuple[Atom, ...]]:
+    """Proper non-empty subsets of the body that form a valid rule with the same head."""
+    out = []
+    for n in range(1, len(rule.body)):
+        for subset in itertools.combinations(rule.body, n):
+            if _valid(rule.head, subset):
+                out.append(subset)
+    return out
+
+
+def _valid(head: Atom, body: tuple[Atom, ...]) -> bool:
+    try:
+        Rule(head, body)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_perfect(rule: Rule) -> bool:
+    m = rule.metrics
+    return m.get("pca_body_size") is not None and m["pca_body_size"] > 0 and m["support"] == m["pca_body_size"]
+
+
+def _reachable(rule: Rule, closed: dict[str, Rule], memo: dict[tuple, bool]) -> bool:
+    """Some order of adding the body atoms keeps every prefix connected to the head and never passes a
+    closed intermediate rule that is perfect (AMIE does not refine those)."""
+
+    def search(prefix: frozenset) -> bool:
+        if prefix in memo:
+            return memo[prefix]
+        if len(prefix) == len(rule.body):
+            return True
+        ok = False
+        if prefix:
+            sub = tuple(sorted(prefix))
+            if _valid(rule.head, sub):
+                known = closed.get(Rule(rule.head, sub).key())
+                if known is not None and _is_perfect(known):
+                    memo[prefix] = False
+                    return False
+        linked = set(rule.head.variables()) | {v for a in prefix for v in a.variables()}
+        for atom in rule.body:
+            if atom not in prefix and set(atom.variables()) & linked and search(prefix | {atom}):
+                ok = True
+                break
+        memo[prefix] = ok
+        return ok
+
+    return search(frozenset())
+
+
+def amie_selection(candidates: list[Rule], params: MiningParams) -> list[Rule]:
+    """AMIE3's output from the closed candidate rules (metrics attached; every closed rule with support
+    >= the head-coverage threshold must be present), breadth-first by length. A rule is output when it is
+    reachable, std confidence >= min_std_confidence, PCA confidence >= min_pca_confidence, and its PCA
+    confidence is strictly above that of each of its ancestors (AMIE3 ``testConfidenceThresholds``):
+    the closed rules it is refined from (one atom fewer, refined by AMIE: reachable, not perfect, shorter
+    than max_atoms; output or not), and the output rules with the same head and a subset of its body.
+    AMIE3 keeps the parent of the path that first reached a rule; kgbrink counts every parent, so the
+    result does not depend on the order of AMIE's threads (a choice; identical on Family)."""
+    closed = {r.key(): r for r in candidates}
+    reachable = {key: _reachable(rule, closed, {}) for key, rule in closed.items()}
+    kept: dict[str, Rule] = {}
+
+    def pca_of(rule: Rule) -> float | None:
+        m = rule.metrics
+        return m["support"] / m["pca_body_size"] if m.get("pca_body_size") else None
+
+    for rule in sorted(candidates, key=lambda r: (r.length, r.key())):
+        m = rule.metrics
+        if not m.get("body_size") or not m.get("pca_body_size") or not reachable[rule.key()]:
+            continue
+        std, pca = m["support"] / m["body_size"], pca_of(rule)
+        if std < params.min_std_confidence or pca < params.min_pca_confidence:
+            continue
+        ancestors = []
+        for sub in _sub_bodies(rule):
+            key = Rule(rule.head, sub).key()
+            if key in kept:
+                ancestors.append(kept[key])
+            elif len(sub) == len(rule.body) - 1 and key in closed and reachable[key] and not _is_perfect(closed[key]):
+                ancestors.append(closed[key])
+        if any(pca_of(a) is not None and pca <= pca_of(a) for a in ancestors):
+            continue
+        kept[rule.key()] = Rule(rule.head, rule.body, {**m, "std_confidence": std, "pca_confidence": pca})
+    return list(kept.values())
+
+
+# --- orchestration --------------------------------------------------------------------------------------
+
+
+def min_support_count(facts: int, params: MiningParams) -> int:
+    """Smallest support a rule with a head relation of ``facts`` facts needs: AMIE3's
+    ``ceil(min_head_coverage * facts)`` (the same double arithmetic), and ``min_support``. AMIE3 applies
+    its ``-mins`` only when pruning by support instead of head coverage; kgbrink applies both thresholds,
+    and ``min_support`` defaults to 0 so that the default equals AMIE3's head-coverage pruning."""
+    return max(math.ceil(params.min_head_coverage * facts), params.min_support, 1)
+
+
+def _variable_name(v: int) -> str:
+    return HEAD_VARIABLES[v] if v in (X, Y) else FRESH_VARIABLES[v - 2]
+
+
+def _starts(shape: Shape, relations: list[int], survivors: dict, rows: dict) -> dict[int | None, list[int]]:
+    """Per head relation, the expanding atom on x or y to start from: the one whose surviving relations
+    expand to the fewest rows. Relations for which some head-touching atom has no surviving relation are
+    left out (no rule of the shape can pass)."""
+    patterns = {k: single_pattern(a) for k, a in enumerate(shape.atoms)}
+    expanding = [k for k, p in patterns.items() if p is not None and len(set(p) & {X, Y}) == 1]
+    starts: dict[int | None, list[int]] = {}
+    for r in relations:
+        if any(p is not None and not survivors.get((r, p)) for p in patterns.values()):
+            continue
+        if not expanding:
+            starts.setdefault(None, []).append(r)
+            continue
+        best = min(expanding, key=lambda k: (rows.get((r, patterns[k]), 0), k))
+        starts.setdefault(best, []).append(r)
+    return starts
+
+
+@dataclass
+class MiningResult:
+    candidates: list[Rule]
+    rules: list[Rule]
+    counts: dict
+
+
+def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParams) -> MiningResult:
+    """Mine ``triples`` (``h, r, t`` ids; duplicates ignored) with AMIE3's semantics (module docstring).
+    ``relation_names`` maps relation ids to the keys printed in rules."""
+    params.validate()
+    edges = kg_edges(triples).cache()
+    profile_rows = relation_profile(edges).collect()
+    facts = {row["rel"]: row["facts"] for row in profile_rows}
+    subject_functional = {row["rel"]: row["subject_functional"] for row in profile_rows}
+    heads = sorted(r for r, n in facts.items() if n >= params.min_initial_support)
+    counts = {"facts": sum(facts.values()), "relations": len(facts), "head_relations": len(heads)}
+    if not heads:
+        return MiningResult([], [], {**counts, "candidates": 0, "rules": 0})
+    spark = triples.sparkSession
+    thresholds = spark.createDataFrame([(r, min_support_count(facts[r], params)) for r in heads], "r int, min_count long")
+    head_facts = edges.filter(F.col("rel").isin(heads)).select(F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1")).cache()
+    degrees = entity_relation_degrees(edges).cache()
+    single_rows = (
+        single_atom_table(edges, head_facts, degrees)
+        .join(F.broadcast(thresholds), "r")
+        .filter(F.col("support") >= F.col("min_count"))
+        .collect()
+    )
+    survivors: dict = {}
+    rows: dict = {}
+    for row in single_rows:
+        key = (row["r"], (row["subject"], row["object"]))
+        survivors.setdefault(key, []).append(row["a"])
+        rows[key] = rows.get(key, 0) + row["rows"]
+    singles = spark.createDataFrame([(r, p[0], p[1], a) for (r, p), rels in survivors.items() for a in rels], "r int, subject int, object int, a int")
+    singles = singles.cache()
+    domains = head_domains(edges.filter(F.col("rel").isin(heads)), spark.createDataFrame([(r, subject_functional[r]) for r in heads], "rel int, subject_functional boolean")).cache()
+    edge_count = counts["facts"]
+    candidates: list[Rule] = []
+    for shape in body_shapes(params.max_atoms):
+        starts = _starts(shape, heads, survivors, rows)
+        if not starts:
+            continue
+        started = time.perf_counter()
+        slots = [slot_column(k) for k in range(len(shape.atoms))]
+        supported = shape_supports(shape, head_facts, edges, thresholds, singles, starts, params).collect()
+        if not supported:
+            continue
+        found = spark.createDataFrame(
+            [(row["r"], *[row[s] for s in slots], row["support"], 0 if subject_functional[row["r"]] else 1) for row in supported],
+            ", ".join(["r int", *[f"{s} int" for s in slots], "support long", "functional_var int"]),
+        )
+        bodies = found.select(*slots).distinct()
+        if _path_middle(shape) is not None and edge_count**2 > params.max_body_paths:
+            bodies = affordable_bodies(shape, found, degrees, params)
+        sizes = {(row["r"], *[row[s] for s in slots]): row for row in body_sizes(shape, found, bodies, edges, domains).collect()}
+        for row in supported:
+            r = row["r"]
+            size = sizes.get((r, *[row[s] for s in slots]))
+            body = tuple(Atom(relation_names[row[s]], _variable_name(a), _variable_name(b)) for s, (a, b) in zip(slots, shape.atoms))
+            metrics = {
+                "support": row["support"],
+                "head_coverage": row["support"] / facts[r],
+                "body_size": size["body_size"] if size else None,
+                "pca_body_size": size["pca_body_size"] if size else None,
+                "functional_variable": HEAD_VARIABLES[0] if subject_functional[r] else HEAD_VARIABLES[1],
+            }
+            metrics["std_confidence"] = row["support"] / size["body_size"] if size else None
+            metrics["pca_confidence"] = row["support"] / size["pca_body_size"] if size and size["pca_body_size"] else None
+            candidates.append(Rule(Atom(relation_names[r], *HEAD_VARIABLES), body, metrics))
+        LOG.info("shape %s: %d candidate rules, %d with body sizes, %.1f s", shape.atoms, len(supported), len(sizes), time.perf_counter() - started)
+    for frame in (edges, head_facts, degrees, singles, domains):
+        frame.unpersist()
+    unique = {c.key(): c for c in candidates}
+    selected = amie_selection(list(unique.values()), params)
+    counts.update(candidates=len(unique), rules=len(selected))
+    return MiningResult(sorted(unique.values(), key=lambda r: r.key()), sorted(selected, key=lambda r: r.key()), counts)

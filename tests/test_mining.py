@@ -1,0 +1,287 @@
+"""Rule mining and grounding on Spark: hand-computed metrics (both PCA functional variables), an
+independent brute-force miner on seeded random graphs, BRINK Table 1 on the real Family KG, the rules
+table and AMIE3 TSV round trip through the jobs, groundings and their seeded samples."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from kgbrink import grounding, mining
+from kgbrink.rules import Atom, Rule, parse_rule, read_amie_tsv
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# --- a hand-built KG -----------------------------------------------------------------------------------
+# likes: 3 facts, subjects {1, 4}, objects {2, 3, 5}: functionality 2/3 < 3/3 -> functional variable ?b.
+# bornIn: 3 facts, subjects {1, 2, 3}, objects {10, 11}: 1 >= 2/3 -> functional variable ?a.
+HAND = {
+    "likes": [(1, 2), (1, 3), (4, 5)],
+    "knows": [(1, 2), (1, 6), (4, 5), (7, 5), (8, 2)],
+    "bornIn": [(1, 10), (2, 10), (3, 11)],
+    "livesIn": [(1, 10), (2, 12), (5, 10), (6, 11)],
+    "parent": [(21, 22), (22, 23), (22, 24), (25, 26)],
+    "grandparent": [(21, 23), (21, 29)],
+}
+
+
+def _triples(spark, graph: dict[str, list[tuple[int, int]]], relation_ids: dict[str, int]):
+    rows = [(h, relation_ids[r], t) for r, pairs in graph.items() for h, t in pairs]
+    return spark.createDataFrame(rows, "h int, r int, t int")
+
+
+# --- an independent brute-force miner (definitions of BRINK App. B.1, enumerating substitutions) -------
+
+
+def _brute_force(graph: dict[str, list[tuple[int, int]]]) -> dict[str, tuple]:
+    """Every closed rule with at most 3 atoms and support >= 1 over the relations of ``graph``: canonical
+    key -> (support, body size, PCA body size, functional variable), by backtracking over the facts of
+    each body atom (variables ?a ?b ?e may bind the same entity)."""
+    facts = {r: set(p) for r, p in graph.items()}
+    variables = ("?a", "?b", "?e")
+    atoms = [Atom(r, s, o) for r in facts for s in variables for o in variables if s != o]
+
+    def body_pairs(body) -> set:
+        envs = [{}]
+        for atom in body:
+            envs = [
+                {**env, atom.subject: s, atom.object: o}
+                for env in envs
+                for s, o in facts[atom.relation]
+                if env.get(atom.subject, s) == s and env.get(atom.object, o) == o
+            ]
+        return {(env["?a"], env["?b"]) for env in envs}
+
+    out = {}
+    for head_rel in facts:
+        head = Atom(head_rel, "?a", "?b")
+        subjects = {s for s, _ in facts[head_rel]}
+        objects = {o for _, o in facts[head_rel]}
+        functional = "?a" if len(subjects) >= len(objects) else "?b"
+        for n in (1, 2):
+            for body in itertools.combinations(atoms, n):
+                try:
+                    key = Rule(head, body).key()
+                except ValueError:
+                    continue
+                if key in out:
+                    continue
+                pairs = body_pairs(body)
+                support = len(pairs & facts[head_rel])
+                if support:
+                    domain = subjects if functional == "?a" else objects
+                    pca = sum(1 for a, b in pairs if (a if functional == "?a" else b) in domain)
+                    out[key] = (support, len(pairs), pca, functional)
+    return out
+
+
+def _random_graphs(seed: int, count: int) -> dict[str, list[tuple[int, int]]]:
+    """``count`` small random graphs with disjoint relations and entities (so rules never mix them)."""
+    rng = random.Random(seed)
+    graph = {}
+    for g in range(count):
+        ents = [100 * (g + 1) + i for i in range(5)]
+        for r in range(3):
+            pairs = {(rng.choice(ents), rng.choice(ents)) for _ in range(rng.randint(3, 8))}
+            graph[f"g{g}r{r}"] = sorted(pairs)  # self-loops allowed
+    return graph
+
+
+@pytest.fixture(scope="module")
+def small_mined(spark):
+    graph = {**HAND, **_random_graphs(seed=11, count=8)}
+    relation_ids = {r: i for i, r in enumerate(sorted(graph))}
+    params = mining.MiningParams(max_atoms=3, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1)
+    result = mining.mine(_triples(spark, graph, relation_ids), {i: r for r, i in relation_ids.items()}, params)
+    return graph, {c.key(): c for c in result.candidates}, result
+
+
+def _metrics(rule: Rule) -> tuple:
+    m = rule.metrics
+    return (m["support"], m["body_size"], m["pca_body_size"], m["functional_variable"])
+
+
+def test_hand_computed_metrics_with_object_functional_variable(small_mined):
+    _, candidates, _ = small_mined
+    rule = candidates[parse_rule("?a  knows  ?b   => ?a  likes  ?b").key()]
+    # support {(1,2),(4,5)} = 2; body = 5 knows facts; PCA counts pairs whose ?b is an object of likes
+    # ({2, 3, 5}): (1,2), (4,5), (7,5), (8,2) = 4 (with ?a it would be (1,2), (1,6), (4,5) = 3)
+    assert _metrics(rule) == (2, 5, 4, "?b")
+    assert rule.metrics["head_coverage"] == pytest.approx(2 / 3)
+    assert rule.metrics["std_confidence"] == pytest.approx(2 / 5)
+    assert rule.metrics["pca_confidence"] == pytest.approx(2 / 4)
+
+
+def test_hand_computed_metrics_with_subject_functional_variable(small_mined):
+    _, candidates, _ = small_mined
+    rule = candidates[parse_rule("?a  livesIn  ?b   => ?a  bornIn  ?b").key()]
+    # support {(1,10)} = 1; body 4; PCA: ?a among subjects of bornIn {1,2,3}: (1,10), (2,12) = 2
+    # (with ?b among objects {10, 11} it would be 3)
+    assert _metrics(rule) == (1, 4, 2, "?a")
+
+
+def test_hand_computed_composition(small_mined):
+    _, candidates, _ = small_mined
+    rule = candidates[parse_rule("?a  parent  ?e  ?e  parent  ?b   => ?a  grandparent  ?b").key()]
+    # body pairs (21,23), (21,24); support 1; grandparent objects {23, 29}: PCA body 1 (a perfect rule)
+    assert _metrics(rule) == (1, 2, 1, "?b")
+    assert rule.rule_type() == "composition"
+
+
+def test_candidates_equal_an_independent_brute_force_miner(small_mined):
+    graph, candidates, result = small_mined
+    components = [HAND] + [{r: p for r, p in graph.items() if r.startswith(f"g{g}r")} for g in range(8)]
+    expected = {k: v for component in components for k, v in _brute_force(component).items()}
+    got = {key: _metrics(rule) for key, rule in candidates.items()}
+    assert got == expected
+    assert result.counts["candidates"] == len(expected)
+
+
+def test_thresholds_and_initial_support_prune_candidates(spark):
+    relation_ids = {r: i for i, r in enumerate(sorted(HAND))}
+    triples = _triples(spark, HAND, relation_ids)
+    names = {i: r for r, i in relation_ids.items()}
+    strict = mining.mine(triples, names, mining.MiningParams(max_atoms=2, min_head_coverage=0.5, min_initial_support=4))
+    # only relations with >= 4 facts are heads (knows, livesIn, parent); max_atoms 2: one body atom
+    assert {c.head.relation for c in strict.candidates} <= {"knows", "livesIn", "parent"}
+    assert all(c.length == 2 and c.metrics["head_coverage"] >= 0.5 for c in strict.candidates)
+    with pytest.raises(mining.MiningError, match="max_atoms"):
+        mining.mine(triples, names, mining.MiningParams(max_atoms=5))
+    with pytest.raises(mining.MiningError, match="min_head_coverage"):
+        mining.MiningParams(min_head_coverage=1.5).validate()
+
+
+# --- the real Family KG ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def family(spark, config, reference, work_dir):
+    from kgbrink.jobs import ingest, mine
+
+    dataset = str(work_dir / "brink-family")
+    ingest.run(
+        spark,
+        config,
+        ingest.IngestOptions(dataset=dataset, format="delimited", splits={"train": [str(reference / "brink-family" / "facts.tsv")]}, quote='"'),
+    )
+    tsv = work_dir / "family-rules.tsv"
+    summary = mine.run(spark, config, dataset, splits=["train"], tsv=str(tsv))
+    return dataset, summary, tsv
+
+
+def test_family_reproduces_brink_table_1(family):
+    _, summary, tsv = family
+    assert summary.counts["rules"] == 145
+    assert summary.counts["rules_by_type"] == {"symmetry": 0, "inversion": 6, "hierarchy": 0, "composition": 56, "other": 83}
+    rules = read_amie_tsv(tsv)
+    assert len(rules) == 145
+    husband = {r.key(): r for r in rules}[parse_rule("?b  wife_of  ?a   => ?a  husband_of  ?b").key()].metrics
+    assert (husband["support"], husband["body_size"]) == (454, 711)  # husband_of has 717 facts
+    assert husband["head_coverage"] == pytest.approx(454 / 717)
+
+
+def test_family_rules_equal_the_regression_fixture(family):
+    _, _, tsv = family
+    mined = {r.key(): r.metrics for r in read_amie_tsv(tsv)}
+    fixture = {r.key(): r.metrics for r in read_amie_tsv(FIXTURES / "rules" / "brink-family.tsv")}
+    assert mined == fixture
+
+
+def test_rules_table_and_amie_tsv_round_trip_through_the_jobs(spark, config, family, work_dir):
+    from kgbrink.jobs import mine
+    from kgbrink.tables import read_table, table_path
+
+    dataset, summary, _ = family
+    exported = work_dir / "exported.tsv"
+    mine.export_rules(spark, config, dataset, str(exported))
+    imported = table_path(dataset, "rules_imported")
+    mine.import_rules(spark, config, dataset, str(exported), imported)
+    original = read_table(spark, table_path(dataset, "rules"))
+    assert original.count() == 145
+    assertDataFrameEqual(read_table(spark, imported), original)
+    row = original.filter(F.col("rule_type") == "inversion").orderBy("id").first()
+    assert row["head_relation"] in {"husband_of", "wife_of", "father_of", "son_of"}
+    assert len(row["id"]) == 16 and row["length"] == 2
+
+
+def test_import_rules_rejects_relations_the_dataset_lacks(spark, config, family, work_dir):
+    from kgbrink.jobs import mine
+    from kgbrink.tracking import JobFailed
+
+    dataset, _, _ = family
+    bad = work_dir / "unknown.tsv"
+    bad.write_text("Rule\tHead Coverage\tStd Confidence\tPCA Confidence\tPositive Examples\tBody size\tPCA Body size\tFunctional variable\n"
+                   "?a  cousin_of  ?b   => ?a  husband_of  ?b\t0.5\t0.5\t0.5\t1\t2\t2\t?a\n")
+    with pytest.raises(JobFailed, match="cousin_of"):
+        mine.import_rules(spark, config, dataset, str(bad), str(work_dir / "never"))
+
+
+# --- groundings ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def family_kg(spark, family):
+    from kgbrink.jobs.mine import read_rules
+    from kgbrink.tables import read_table, table_path
+
+    dataset, _, _ = family
+    rules = read_rules(spark, table_path(dataset, "rules"))
+    relation_ids = {r["key"]: r["id"] for r in read_table(spark, table_path(dataset, "relations")).collect()}
+    triples = read_table(spark, table_path(dataset, "triples")).select("h", "r", "t").cache()
+    return rules, relation_ids, triples
+
+
+def test_all_groundings_match_support_and_lie_in_the_kg(family_kg):
+    rules, relation_ids, triples = family_kg
+    chosen = [r for r in rules if r.rule_type() == "inversion"][:2] + [r for r in rules if r.rule_type() == "composition"][:2] + [r for r in rules if r.rule_type() == "other"][:2]
+    found = grounding.groundings(chosen, triples, relation_ids).cache()
+    per_rule = {r["rule_id"]: r for r in found.groupBy("rule_id").agg(F.countDistinct("head").alias("heads"), F.count(F.lit(1)).alias("n")).collect()}
+    for rule in chosen:
+        row = per_rule[rule.rule_id()]
+        assert row["heads"] == rule.metrics["support"]  # distinct head triples = support
+        if rule.length == 2:
+            assert row["n"] == rule.metrics["support"]
+    # every head and body triple is a KG triple, and bindings agree with the triples
+    used = found.select(F.explode(F.concat(F.array("head"), F.col("body"))).alias("x")).select("x.h", "x.r", "x.t").distinct()
+    assert used.join(triples, ["h", "r", "t"], "left_anti").count() == 0
+    sample = found.filter(F.size("body") == 2).first()
+    assert sample["head"]["h"] == sample["bindings"]["?a"] and sample["head"]["t"] == sample["bindings"]["?b"]
+
+
+def test_grounding_samples_are_the_smallest_hashes_and_partition_independent(spark, family_kg):
+    rules, relation_ids, triples = family_kg
+    chosen = [r for r in rules if r.rule_type() == "composition"][:3] + [r for r in rules if r.rule_type() == "inversion"][:1]
+    everything = grounding.groundings(chosen, triples, relation_ids, seed=5)
+    smallest = everything.withColumn("k", F.row_number().over(Window.partitionBy("rule_id").orderBy("sample_hash", "head", "body"))).filter("k <= 30").drop("k")
+    one = grounding.groundings(chosen, triples.repartition(1), relation_ids, per_rule=30, seed=5)
+    assertDataFrameEqual(one, smallest)
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    try:
+        many = grounding.groundings(chosen, triples.repartition(5, "t"), relation_ids, per_rule=30, seed=5)
+        assertDataFrameEqual(many, one)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous)
+    assert {r["count"] for r in one.groupBy("rule_id").count().collect()} == {30}
+    other_seed = grounding.groundings(chosen, triples, relation_ids, per_rule=30, seed=6)
+    assert other_seed.join(one, ["rule_id", "head", "body"], "left_anti").count() > 0
+
+
+def test_grounding_excludes_heads_among_their_own_body_and_unknown_relations(spark):
+    # p(1,1) is a self-loop: in ?a p ?e  ?e q ?b => ?a p ?b the grounding a = e = b = 1 has its head p(1,1)
+    # among its body triples; a = 4, e = 5, b = 6 is a proper grounding
+    graph = {"p": [(1, 1), (4, 5), (4, 6)], "q": [(1, 1), (5, 6)]}
+    relation_ids = {"p": 0, "q": 1}
+    rule = parse_rule("?a  p  ?e  ?e  q  ?b   => ?a  p  ?b")
+    found = grounding.groundings([rule], _triples(spark, graph, relation_ids), relation_ids).collect()
+    assert [(r["bindings"]["?a"], r["bindings"]["?e"], r["bindings"]["?b"]) for r in found] == [(4, 5, 6)]
+    with pytest.raises(grounding.GroundingError, match="not in the dataset: r"):
+        grounding.groundings([parse_rule("?a  r  ?b   => ?a  p  ?b")], _triples(spark, graph, relation_ids), relation_ids)
+    with pytest.raises(grounding.GroundingError, match="per_rule"):
+        grounding.groundings([rule], _triples(spark, graph, relation_ids), relation_ids, per_rule=0)
