@@ -11,7 +11,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run test bench bench-score bench-rank reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run test bench bench-score bench-rank bench-mine rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -52,6 +52,14 @@ bench-score: setup
 
 bench-rank: setup
 	$(BIN)/python benchmarks/bench_rank.py --rows 100000000
+
+# Rule mining (max_atoms 3, BRINK thresholds) on the 20M-triple generated KG, beside DuckDB running the same plan.
+bench-mine: setup
+	$(BIN)/python benchmarks/bench_mine.py
+
+# Mine BRINK Family and the PROBE datasets (max_atoms 3 and 4): regression fixtures in tests/fixtures/rules/.
+rule-fixtures: setup
+	$(BIN)/python benchmarks/mine_reference.py --max-atoms 3 4
 
 # Score the PROBE release's rank dumps and compare with the paper's Tables 4 and 5 (240 cells).
 REFERENCE ?= ../shared/reference

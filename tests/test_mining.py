@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -39,12 +40,12 @@ def _triples(spark, graph: dict[str, list[tuple[int, int]]], relation_ids: dict[
 # --- an independent brute-force miner (definitions of BRINK App. B.1, enumerating substitutions) -------
 
 
-def _brute_force(graph: dict[str, list[tuple[int, int]]]) -> dict[str, tuple]:
-    """Every closed rule with at most 3 atoms and support >= 1 over the relations of ``graph``: canonical
-    key -> (support, body size, PCA body size, functional variable), by backtracking over the facts of
-    each body atom (variables ?a ?b ?e may bind the same entity)."""
+def _brute_force(graph: dict[str, list[tuple[int, int]]], max_atoms: int = 3) -> dict[str, tuple]:
+    """Every closed rule with at most ``max_atoms`` atoms (a relation at most 3 times) and support >= 1
+    over the relations of ``graph``: canonical key -> (support, body size, PCA body size, functional
+    variable), by backtracking over the facts of each body atom (variables may bind the same entity)."""
     facts = {r: set(p) for r, p in graph.items()}
-    variables = ("?a", "?b", "?e")
+    variables = ("?a", "?b", "?e", "?f")[: max_atoms]
     atoms = [Atom(r, s, o) for r in facts for s in variables for o in variables if s != o]
 
     def body_pairs(body) -> set:
@@ -64,13 +65,13 @@ def _brute_force(graph: dict[str, list[tuple[int, int]]]) -> dict[str, tuple]:
         subjects = {s for s, _ in facts[head_rel]}
         objects = {o for _, o in facts[head_rel]}
         functional = "?a" if len(subjects) >= len(objects) else "?b"
-        for n in (1, 2):
+        for n in range(1, max_atoms):
             for body in itertools.combinations(atoms, n):
                 try:
                     key = Rule(head, body).key()
                 except ValueError:
                     continue
-                if key in out:
+                if key in out or max(Counter(a.relation for a in (head, *body)).values()) > 3:
                     continue
                 pairs = body_pairs(body)
                 support = len(pairs & facts[head_rel])
@@ -141,6 +142,17 @@ def test_candidates_equal_an_independent_brute_force_miner(small_mined):
     got = {key: _metrics(rule) for key, rule in candidates.items()}
     assert got == expected
     assert result.counts["candidates"] == len(expected)
+
+
+def test_four_atom_rules_equal_the_brute_force_miner(spark):
+    graph = {"p": [(1, 2), (2, 3), (3, 1), (1, 4), (4, 4)], "q": [(2, 1), (3, 2), (1, 3), (4, 2)]}
+    relation_ids = {"p": 0, "q": 1}
+    params = mining.MiningParams(max_atoms=4, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1)
+    result = mining.mine(_triples(spark, graph, relation_ids), {0: "p", 1: "q"}, params)
+    got = {c.key(): _metrics(c) for c in result.candidates}
+    expected = _brute_force(graph, max_atoms=4)
+    assert got == expected
+    assert sum(1 for key in got if parse_rule(key).length == 4) > 50
 
 
 def test_thresholds_and_initial_support_prune_candidates(spark):

@@ -47,6 +47,7 @@ REQUIRED_KEYS = (
     "mining.min_initial_support",
     "mining.recursivity_limit",
     "mining.max_body_paths",
+    "mining.broadcast_edges",
     "grounding.seed",
 )
 

@@ -83,6 +83,7 @@ class MiningParams:
     min_initial_support: int = 100  # -minis
     recursivity_limit: int = 3
     max_body_paths: int = 2_000_000_000
+    broadcast_edges: bool = False  # execution only: ship the edge table to every task instead of shuffling
 
     def validate(self) -> "MiningParams":
         problems = []
@@ -198,15 +199,32 @@ def single_atom_table(edges: DataFrame, head_facts: DataFrame, degrees: DataFram
     support, rows``. Closing patterns (0, 1) and (1, 0) have rows = support."""
     parts = []
     for var, name in ((X, "v0"), (Y, "v1")):
-        joined = head_facts.join(degrees.withColumnRenamed("entity", name), name)
-        for role, column in (("subject", "out_deg"), ("object", "in_deg")):
-            pattern = (var, 2) if role == "subject" else (2, var)
-            parts.append(
-                joined.filter(F.col(column) > 0)
-                .groupBy("r", "rel")
-                .agg(F.count(F.lit(1)).alias("support"), F.sum(column).alias("rows"))
-                .select("r", F.lit(pattern[0]).alias("subject"), F.lit(pattern[1]).alias("object"), F.col("rel").alias("a"), "support", "rows")
+        # one join and one aggregation per head variable gives both roles of the fresh variable
+        # facts are first counted per (r, entity): a hub in a million facts joins its degrees once per
+        # head relation, not once per fact; support = Sum facts [deg > 0], rows = Sum facts * deg
+        per_entity = head_facts.groupBy("r", F.col(name).alias("entity")).agg(F.count(F.lit(1)).alias("facts"))
+        sums = (
+            per_entity.join(degrees, "entity")
+            .groupBy("r", "rel")
+            .agg(
+                F.sum(F.when(F.col("out_deg") > 0, F.col("facts"))).alias("support_out"),
+                F.sum(F.col("facts") * F.col("out_deg")).alias("rows_out"),
+                F.sum(F.when(F.col("in_deg") > 0, F.col("facts"))).alias("support_in"),
+                F.sum(F.col("facts") * F.col("in_deg")).alias("rows_in"),
             )
+            .fillna(0, ["support_out", "support_in"])
+        )
+        roles = F.explode(
+            F.array(
+                F.struct(F.lit(var).alias("subject"), F.lit(2).alias("object"), F.col("support_out").alias("support"), F.col("rows_out").alias("rows")),
+                F.struct(F.lit(2).alias("subject"), F.lit(var).alias("object"), F.col("support_in").alias("support"), F.col("rows_in").alias("rows")),
+            )
+        )
+        parts.append(
+            sums.select("r", F.col("rel").alias("a"), roles.alias("x"))
+            .filter(F.col("x.support") > 0)
+            .select("r", "x.subject", "x.object", "a", "x.support", "x.rows")
+        )
     for pattern, keys in (((X, Y), ("v0", "v1")), ((Y, X), ("v1", "v0"))):
         closing = head_facts.join(
             edges.select(F.col("s").alias(keys[0]), F.col("o").alias(keys[1]), F.col("rel").alias("a")), list(keys)
@@ -253,11 +271,32 @@ def _recursivity_ok(shape: Shape, limit: int):
     return ~reduce(lambda a, b: a | b, conds)
 
 
-def _join_atom(bindings: DataFrame, edges: DataFrame, atom: tuple[int, int], k: int, bound: set[int]) -> DataFrame:
+def _join_atom(
+    bindings: DataFrame,
+    edges: DataFrame,
+    atom: tuple[int, int],
+    k: int,
+    bound: set[int],
+    allowed: DataFrame | None = None,
+    on: list[str] | None = None,
+    attach_first: bool = False,
+    broadcast_edges: bool = False,
+) -> DataFrame:
+    """Join body atom ``k`` to ``bindings`` on its bound variables; ``allowed`` (columns ``on`` + the slot)
+    restricts the atom's relation. ``attach_first`` (for short candidate lists) attaches the allowed
+    relations before joining the edges on (relation, bound variable); otherwise the edges are joined on
+    the bound variables and the result filtered (broadcast semi-join), which keeps the row count at the
+    expansion itself when many relations are allowed. ``broadcast_edges`` ships the edge table to every
+    task instead of shuffling the bindings (one machine, or edges that fit executor memory)."""
     s, o = atom
     renamed = edges.select(F.col("rel").alias(slot_column(k)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o)))
+    if broadcast_edges:
+        renamed = F.broadcast(renamed)
     keys = [var_column(v) for v in (s, o) if v in bound]
-    return bindings.join(renamed, keys)
+    if allowed is not None and attach_first and len(keys) == 1:
+        return bindings.join(F.broadcast(allowed), on).join(renamed, [slot_column(k), *keys])
+    joined = bindings.join(renamed, keys)
+    return joined if allowed is None else joined.join(F.broadcast(allowed), [*on, slot_column(k)], "left_semi")
 
 
 def _needed_later(shape: Shape, order: list[int], position: int) -> set[int]:
@@ -295,33 +334,45 @@ def shape_supports(
     edges: DataFrame,
     thresholds: DataFrame,
     singles: DataFrame,
-    starts: dict[int | None, list[int]],
+    relations: list[int],
     params: MiningParams,
 ) -> DataFrame:
     """``r, a0 .. a{n-1}, support`` for every assignment of ``shape`` whose support passes
     ``thresholds`` (``r, min_count``: the smallest support with head coverage >= min_head_coverage and
-    support >= min_support). ``singles`` (``r, subject, object, a``) lists the one-atom patterns that
-    passed, used to prune atoms touching x or y before they are joined. ``starts`` maps the expanding
-    atom to start from to the head relations that start there (None: the shape has no choice)."""
+    support >= min_support), for the head relations ``relations``. ``singles`` (``r, subject, object,
+    a``) lists the one-atom patterns that passed, used to prune atoms touching x or y as they are joined.
+
+    ``head_facts`` carries each fact's endpoint degrees (``out0, in0, out1, in1``); every fact starts from
+    the expanding atom on x or y whose endpoint has the fewest edges in that role, so a fact between a
+    hub and a rare entity is expanded from the rare one (work Sum over facts of min(d(x), d(y)))."""
+    facts = head_facts.filter(F.col("r").isin(relations))
+    expanding = expanding_head_atoms(shape)
+    if expanding:
+        costs = [_endpoint_degree(shape.atoms[k]) for k in expanding]
+        choice = F.lit(expanding[-1])
+        for k, cost in reversed(list(zip(expanding[:-1], costs[:-1]))):
+            choice = F.when(reduce(lambda a, b: a & b, [cost <= other for other in costs if other is not cost]), F.lit(k)).otherwise(choice)
+        facts = facts.withColumn("_start", choice)
+        groups = [(k, facts.filter(F.col("_start") == k)) for k in expanding]
+    else:
+        groups = [(None, facts)]
     results = []
-    for first, relations in starts.items():
-        if not relations:
-            continue
+    for first, start_facts in groups:
         order = atom_order(shape, first)
-        bindings = head_facts.filter(F.col("r").isin(relations))
+        bindings = start_facts.select("r", "v0", "v1")
         bound = {X, Y}
         done: list[int] = []
         for position, k in enumerate(order):
             atom = shape.atoms[k]
-            bindings = _join_atom(bindings, edges, atom, k, bound)
+            pattern = single_pattern(atom)
+            allowed = None
+            if pattern is not None:
+                allowed = singles.filter((F.col("subject") == pattern[0]) & (F.col("object") == pattern[1])).select("r", F.col("a").alias(slot_column(k)))
+            bindings = _join_atom(bindings, edges, atom, k, bound, allowed, ["r"], broadcast_edges=params.broadcast_edges)
             for cond in _slot_constraints(shape, done, k):
                 bindings = bindings.filter(cond)
             done.append(k)
             bound |= set(atom)
-            pattern = single_pattern(atom)
-            if pattern is not None:
-                allowed = singles.filter((F.col("subject") == pattern[0]) & (F.col("object") == pattern[1]))
-                bindings = bindings.join(F.broadcast(allowed.select("r", F.col("a").alias(slot_column(k)))), ["r", slot_column(k)], "left_semi")
             keep = [var_column(v) for v in sorted(_needed_later(shape, order, position) & bound)]
             slots = [slot_column(j) for j in sorted(done)]
             dropped = len(keep) < len(bound)
@@ -332,17 +383,28 @@ def shape_supports(
                 prefix = bindings.groupBy("r", *slots).agg(F.countDistinct("v0", "v1").alias("support"))
                 passing = prefix.join(F.broadcast(thresholds), "r").filter(F.col("support") >= F.col("min_count"))
                 bindings = bindings.join(passing.select("r", *slots), ["r", *slots], "left_semi")
-        slots = [slot_column(j) for j in range(len(shape.atoms))]
-        supports = (
-            bindings.filter(_recursivity_ok(shape, params.recursivity_limit))
-            .groupBy("r", *slots)
-            .agg(F.count(F.lit(1)).alias("support"))
-            .join(F.broadcast(thresholds), "r")
-            .filter(F.col("support") >= F.col("min_count"))
-            .select("r", *slots, "support")
-        )
-        results.append(supports)
-    return reduce(DataFrame.unionByName, results)
+        results.append(bindings.filter(_recursivity_ok(shape, params.recursivity_limit)))
+    # each fact is in exactly one start group, so the groups' distinct (v0, v1) rows are disjoint
+    slots = [slot_column(j) for j in range(len(shape.atoms))]
+    return (
+        reduce(DataFrame.unionByName, results)
+        .groupBy("r", *slots)
+        .agg(F.count(F.lit(1)).alias("support"))
+        .join(F.broadcast(thresholds), "r")
+        .filter(F.col("support") >= F.col("min_count"))
+        .select("r", *slots, "support")
+    )
+
+
+def expanding_head_atoms(shape: Shape) -> list[int]:
+    """Atoms joining a head variable to a fresh one: the candidates to start the expansion from."""
+    return [k for k, a in enumerate(shape.atoms) if (p := single_pattern(a)) is not None and len(set(p) & {X, Y}) == 1]
+
+
+def _endpoint_degree(atom: tuple[int, int]):
+    """The bound endpoint's degree in the atom's role: out-degree when the head variable is the subject."""
+    s, o = atom
+    return F.col(f"out{s}") if s in (X, Y) else F.col(f"in{o}")
 
 
 def single_pattern(atom: tuple[int, int]) -> tuple[int, int] | None:
@@ -361,7 +423,7 @@ def single_pattern(atom: tuple[int, int]) -> tuple[int, int] | None:
 # --- body sizes -----------------------------------------------------------------------------------------
 
 
-def _body_plan(shape: Shape) -> list[int]:
+def body_atom_order(shape: Shape) -> list[int]:
     """Body join order: an atom on a head variable first, then closing atoms before expanding ones."""
     start = next(k for k, a in enumerate(shape.atoms) if set(a) & {X, Y})
     order, bound = [start], set(shape.atoms[start])
@@ -408,7 +470,7 @@ def path_estimates(shape: Shape, bodies: DataFrame, degrees: DataFrame) -> DataF
 
 def body_pairs(shape: Shape, bodies: DataFrame, edges: DataFrame) -> DataFrame:
     """``a0 .. a{n-1}, v0, v1``: the distinct head-variable pairs satisfying each body in ``bodies``."""
-    order = _body_plan(shape)
+    order = body_atom_order(shape)
     slots_all = [slot_column(k) for k in range(len(shape.atoms))]
     first = order[0]
     s, o = shape.atoms[first]
@@ -416,16 +478,19 @@ def body_pairs(shape: Shape, bodies: DataFrame, edges: DataFrame) -> DataFrame:
     bindings = edges.join(F.broadcast(rels), "rel").select(F.col("rel").alias(slot_column(first)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o)))
     bound, done = {s, o}, [first]
     for position, k in enumerate(order[1:], start=1):
-        bindings = _join_atom(bindings, edges, shape.atoms[k], k, bound)
+        previous = [slot_column(j) for j in sorted(done)]
+        allowed = bodies.select(*previous, slot_column(k)).distinct()
+        bindings = _join_atom(bindings, edges, shape.atoms[k], k, bound, allowed, previous)
         for cond in _slot_constraints(shape, done, k, head=False):
             bindings = bindings.filter(cond)
         done.append(k)
         bound |= set(shape.atoms[k])
         slots = [slot_column(j) for j in sorted(done)]
-        allowed = bodies.select(*slots).distinct()
         keep = [var_column(v) for v in sorted(_needed_later(shape, order, position) & bound)]
-        bindings = bindings.join(F.broadcast(allowed), slots, "left_semi").select(*slots, *keep).distinct()
-    return bindings.select(*slots_all, "v0", "v1").distinct()
+        bindings = bindings.select(*slots, *keep)
+        if len(keep) < len(bound):
+            bindings = bindings.distinct()
+    return bindings.select(*slots_all, "v0", "v1")
 
 
 def affordable_bodies(shape: Shape, candidates: DataFrame, degrees: DataFrame, params: MiningParams) -> DataFrame:
@@ -574,26 +639,15 @@ def min_support_count(facts: int, params: MiningParams) -> int:
     return max(math.ceil(params.min_head_coverage * facts), params.min_support, 1)
 
 
-def _variable_name(v: int) -> str:
+def variable_name(v: int) -> str:
     return HEAD_VARIABLES[v] if v in (X, Y) else FRESH_VARIABLES[v - 2]
 
 
-def _starts(shape: Shape, relations: list[int], survivors: dict, rows: dict) -> dict[int | None, list[int]]:
-    """Per head relation, the expanding atom on x or y to start from: the one whose surviving relations
-    expand to the fewest rows. Relations for which some head-touching atom has no surviving relation are
-    left out (no rule of the shape can pass)."""
-    patterns = {k: single_pattern(a) for k, a in enumerate(shape.atoms)}
-    expanding = [k for k, p in patterns.items() if p is not None and len(set(p) & {X, Y}) == 1]
-    starts: dict[int | None, list[int]] = {}
-    for r in relations:
-        if any(p is not None and not survivors.get((r, p)) for p in patterns.values()):
-            continue
-        if not expanding:
-            starts.setdefault(None, []).append(r)
-            continue
-        best = min(expanding, key=lambda k: (rows.get((r, patterns[k]), 0), k))
-        starts.setdefault(best, []).append(r)
-    return starts
+def shape_head_relations(shape: Shape, relations: list[int], survivors: dict) -> list[int]:
+    """Head relations for which every atom of ``shape`` touching x or y has a surviving relation (else no
+    rule of the shape can pass)."""
+    patterns = [single_pattern(a) for a in shape.atoms]
+    return [r for r in relations if all(p is None or survivors.get((r, p)) for p in patterns)]
 
 
 @dataclass
@@ -607,6 +661,7 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
     """Mine ``triples`` (``h, r, t`` ids; duplicates ignored) with AMIE3's semantics (module docstring).
     ``relation_names`` maps relation ids to the keys printed in rules."""
     params.validate()
+    started_all = time.perf_counter()
     edges = kg_edges(triples).cache()
     profile_rows = relation_profile(edges).collect()
     facts = {row["rel"]: row["facts"] for row in profile_rows}
@@ -617,14 +672,22 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
         return MiningResult([], [], {**counts, "candidates": 0, "rules": 0})
     spark = triples.sparkSession
     thresholds = spark.createDataFrame([(r, min_support_count(facts[r], params)) for r in heads], "r int, min_count long")
-    head_facts = edges.filter(F.col("rel").isin(heads)).select(F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1")).cache()
     degrees = entity_relation_degrees(edges).cache()
+    totals = degrees.groupBy("entity").agg(F.sum("out_deg").alias("out"), F.sum("in_deg").alias("in"))
+    head_facts = (
+        edges.filter(F.col("rel").isin(heads))
+        .select(F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1"))
+        .join(totals.select(F.col("entity").alias("v0"), F.col("out").alias("out0"), F.col("in").alias("in0")), "v0")
+        .join(totals.select(F.col("entity").alias("v1"), F.col("out").alias("out1"), F.col("in").alias("in1")), "v1")
+        .cache()
+    )
     single_rows = (
         single_atom_table(edges, head_facts, degrees)
         .join(F.broadcast(thresholds), "r")
         .filter(F.col("support") >= F.col("min_count"))
         .collect()
     )
+    LOG.info("relation profile, degrees and one-atom supports: %d head relations, %d (relation, atom) pairs pass, %.1f s", len(heads), len(single_rows), time.perf_counter() - started_all)
     survivors: dict = {}
     rows: dict = {}
     for row in single_rows:
@@ -636,27 +699,43 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
     domains = head_domains(edges.filter(F.col("rel").isin(heads)), spark.createDataFrame([(r, subject_functional[r]) for r in heads], "rel int, subject_functional boolean")).cache()
     edge_count = counts["facts"]
     candidates: list[Rule] = []
+    shapes_by_length: dict[int, list[Shape]] = {}
     for shape in body_shapes(params.max_atoms):
-        starts = _starts(shape, heads, survivors, rows)
-        if not starts:
-            continue
+        shapes_by_length.setdefault(shape.length, []).append(shape)
+    for length, shapes in sorted(shapes_by_length.items()):
+        # all shapes of one length in one query (same columns, a shape index): a few Spark jobs per
+        # length instead of a few per shape
         started = time.perf_counter()
-        slots = [slot_column(k) for k in range(len(shape.atoms))]
-        supported = shape_supports(shape, head_facts, edges, thresholds, singles, starts, params).collect()
-        if not supported:
+        slots = [slot_column(k) for k in range(length - 1)]
+        plans = []
+        for index, shape in enumerate(shapes):
+            relations = shape_head_relations(shape, heads, survivors)
+            if relations:
+                plans.append(shape_supports(shape, head_facts, edges, thresholds, singles, relations, params).withColumn("shape", F.lit(index)))
+        if not plans:
             continue
-        found = spark.createDataFrame(
-            [(row["r"], *[row[s] for s in slots], row["support"], 0 if subject_functional[row["r"]] else 1) for row in supported],
-            ", ".join(["r int", *[f"{s} int" for s in slots], "support long", "functional_var int"]),
-        )
-        bodies = found.select(*slots).distinct()
-        if _path_middle(shape) is not None and edge_count**2 > params.max_body_paths:
-            bodies = affordable_bodies(shape, found, degrees, params)
-        sizes = {(row["r"], *[row[s] for s in slots]): row for row in body_sizes(shape, found, bodies, edges, domains).collect()}
+        if params.broadcast_edges:  # one shape at a time: at most a few edge hash tables in memory
+            supported = [row for plan in plans for row in plan.collect()]
+        else:
+            supported = reduce(DataFrame.unionByName, plans).collect()
+        sized = []
+        for index, shape in enumerate(shapes):
+            mine_rows = [row for row in supported if row["shape"] == index]
+            if not mine_rows:
+                continue
+            found = spark.createDataFrame(
+                [(row["r"], *[row[s] for s in slots], row["support"], 0 if subject_functional[row["r"]] else 1) for row in mine_rows],
+                ", ".join(["r int", *[f"{s} int" for s in slots], "support long", "functional_var int"]),
+            )
+            bodies = found.select(*slots).distinct()
+            if _path_middle(shape) is not None and edge_count**2 > params.max_body_paths:
+                bodies = affordable_bodies(shape, found, degrees, params)
+            sized.append(body_sizes(shape, found, bodies, edges, domains).withColumn("shape", F.lit(index)))
+        sizes = {(row["shape"], row["r"], *[row[s] for s in slots]): row for row in reduce(DataFrame.unionByName, sized).collect()}
         for row in supported:
-            r = row["r"]
-            size = sizes.get((r, *[row[s] for s in slots]))
-            body = tuple(Atom(relation_names[row[s]], _variable_name(a), _variable_name(b)) for s, (a, b) in zip(slots, shape.atoms))
+            r, shape = row["r"], shapes[row["shape"]]
+            size = sizes.get((row["shape"], r, *[row[s] for s in slots]))
+            body = tuple(Atom(relation_names[row[s]], variable_name(a), variable_name(b)) for s, (a, b) in zip(slots, shape.atoms))
             metrics = {
                 "support": row["support"],
                 "head_coverage": row["support"] / facts[r],
@@ -667,7 +746,7 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
             metrics["std_confidence"] = row["support"] / size["body_size"] if size else None
             metrics["pca_confidence"] = row["support"] / size["pca_body_size"] if size and size["pca_body_size"] else None
             candidates.append(Rule(Atom(relation_names[r], *HEAD_VARIABLES), body, metrics))
-        LOG.info("shape %s: %d candidate rules, %d with body sizes, %.1f s", shape.atoms, len(supported), len(sizes), time.perf_counter() - started)
+        LOG.info("rules of %d atoms (%d shapes): %d candidates, %d with body sizes, %.1f s", length, len(shapes), len(supported), len(sizes), time.perf_counter() - started)
     for frame in (edges, head_facts, degrees, singles, domains):
         frame.unpersist()
     unique = {c.key(): c for c in candidates}
