@@ -286,13 +286,14 @@ def _join_atom(
     restricts the atom's relation. ``attach_first`` (for short candidate lists) attaches the allowed
     relations before joining the edges on (relation, bound variable); otherwise the edges are joined on
     the bound variables and the result filtered (broadcast semi-join), which keeps the row count at the
-    expansion itself when many relations are allowed. ``broadcast_edges`` ships the edge table to every
-    task instead of shuffling the bindings (one machine, or edges that fit executor memory)."""
+    expansion itself when many relations are allowed. ``broadcast_edges`` makes closing joins probe a
+    broadcast (s, o) hash of the edges instead of shuffling the expanded rows (one machine, or edges that
+    fit executor memory)."""
     s, o = atom
     renamed = edges.select(F.col("rel").alias(slot_column(k)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o)))
-    if broadcast_edges:
-        renamed = F.broadcast(renamed)
     keys = [var_column(v) for v in (s, o) if v in bound]
+    if broadcast_edges and len(keys) == 2:  # closing: probe the expanded rows against an (s, o) hash, no shuffle
+        renamed = F.broadcast(renamed)
     if allowed is not None and attach_first and len(keys) == 1:
         return bindings.join(F.broadcast(allowed), on).join(renamed, [slot_column(k), *keys])
     joined = bindings.join(renamed, keys)
