@@ -94,6 +94,15 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-tracking", action="store_true", help="do not record the run in MLflow")
 
 
+def _rules_command(sub, name: str, help_text: str, rules_help: str) -> argparse.ArgumentParser:
+    """A subcommand on a dataset's rules table: the common options, ``--dataset`` and ``--rules``."""
+    parser = sub.add_parser(name, help=help_text)
+    _common(parser)
+    parser.add_argument("--dataset", help="dataset directory or URI (default: config 'dataset')")
+    parser.add_argument("--rules", help=rules_help)
+    return parser
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kgbrink", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -160,11 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--reference", default=os.environ.get("KGBRINK_REFERENCE", "../shared/reference"), help="the shared reference folder (default: ../shared/reference or $KGBRINK_REFERENCE)")
     repro.add_argument("--out", default=None, help="work and report directory (default: <data_dir>/reproduce-probe)")
 
-    mine = sub.add_parser("mine", help="Horn rules with AMIE3's semantics into <dataset>/rules")
-    _common(mine)
-    mine.add_argument("--dataset")
+    mine = _rules_command(sub, "mine", "Horn rules with AMIE3's semantics into <dataset>/rules", "output Delta table (default: <dataset>/rules)")
     mine.add_argument("--splits", help="comma-separated splits to mine on (default: config mining.splits)")
-    mine.add_argument("--rules", help="output Delta table (default: <dataset>/rules)")
     mine.add_argument("--tsv", help="also write the rules as AMIE3 TSV here")
     mine.add_argument("--max-atoms", type=int, help="atoms per rule counting the head (AMIE -maxad): 2, 3 or 4")
     mine.add_argument("--min-head-coverage", type=float, help="AMIE -minhc")
@@ -173,22 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--min-support", type=int, help="support floor on top of head coverage")
     mine.add_argument("--min-initial-support", type=int, help="AMIE -minis: facts a head relation needs")
 
-    import_rules = sub.add_parser("import-rules", help="an AMIE3 TSV rule file into a rules Delta table")
-    _common(import_rules)
-    import_rules.add_argument("--dataset")
+    import_rules = _rules_command(sub, "import-rules", "an AMIE3 TSV rule file into a rules Delta table", "output Delta table (default: <dataset>/rules)")
     import_rules.add_argument("--tsv", required=True, help="AMIE3 output file")
-    import_rules.add_argument("--rules", help="output Delta table (default: <dataset>/rules)")
 
-    export_rules = sub.add_parser("export-rules", help="a rules Delta table as AMIE3 TSV")
-    _common(export_rules)
-    export_rules.add_argument("--dataset")
-    export_rules.add_argument("--rules", help="rules Delta table (default: <dataset>/rules)")
+    export_rules = _rules_command(sub, "export-rules", "a rules Delta table as AMIE3 TSV", "rules Delta table (default: <dataset>/rules)")
     export_rules.add_argument("--tsv", required=True, help="output file")
 
-    ground = sub.add_parser("ground", help="groundings of a rules table (all, or a seeded sample per rule)")
-    _common(ground)
-    ground.add_argument("--dataset")
-    ground.add_argument("--rules", help="rules Delta table (default: <dataset>/rules)")
+    ground = _rules_command(sub, "ground", "groundings of a rules table (all, or a seeded sample per rule)", "rules Delta table (default: <dataset>/rules)")
     ground.add_argument("--out", help="output Delta table (default: <dataset>/groundings)")
     ground.add_argument("--per-rule", type=int, help="at most this many groundings per rule, by seeded hash (default: all)")
     ground.add_argument("--seed", type=int, help="sampling seed (default: config grounding.seed)")
