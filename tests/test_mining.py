@@ -234,6 +234,18 @@ def test_import_rules_rejects_relations_the_dataset_lacks(spark, config, family,
         mine.import_rules(spark, config, dataset, str(bad), str(work_dir / "never"))
 
 
+def test_bucketed_supports_equal_one_pass(spark, family_kg, work_dir):
+    _, relation_ids, triples = family_kg
+    params = mining.MiningParams(max_atoms=3, min_head_coverage=0.1, min_std_confidence=0.3, min_pca_confidence=0.4, rows_per_batch=100_000)
+    result = mining.mine(triples, {i: r for r, i in relation_ids.items()}, params, str(work_dir / "mine-buckets"))
+    buckets = list((work_dir / "mine-buckets").glob("shape-*/bucket=*"))
+    assert len(buckets) >= 8  # the 4 chain shapes were cut into at least 2 buckets each
+    fixture = {r.key(): r.metrics for r in read_amie_tsv(FIXTURES / "rules" / "brink-family.tsv")}
+    assert {r.key(): (r.metrics["support"], r.metrics["body_size"], r.metrics["pca_body_size"]) for r in result.rules} == {
+        k: (m["support"], m["body_size"], m["pca_body_size"]) for k, m in fixture.items()
+    }
+
+
 # --- groundings ------------------------------------------------------------------------------------------
 
 

@@ -48,6 +48,7 @@ REQUIRED_KEYS = (
     "mining.recursivity_limit",
     "mining.max_body_paths",
     "mining.broadcast_edges",
+    "mining.rows_per_batch",
     "grounding.seed",
 )
 

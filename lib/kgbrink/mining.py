@@ -84,6 +84,7 @@ class MiningParams:
     recursivity_limit: int = 3
     max_body_paths: int = 2_000_000_000
     broadcast_edges: bool = False  # execution only: ship the edge table to every task instead of shuffling
+    rows_per_batch: int = 50_000_000  # execution only: expanded rows per bucket of head facts
 
     def validate(self) -> "MiningParams":
         problems = []
@@ -93,7 +94,7 @@ class MiningParams:
             value = getattr(self, name)
             if not 0 <= value <= 1:
                 problems.append(f"{name} must lie in [0, 1], got {value}")
-        for name in ("min_support", "min_initial_support", "recursivity_limit", "max_body_paths"):
+        for name in ("min_support", "min_initial_support", "recursivity_limit", "max_body_paths", "rows_per_batch"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < (1 if name != "min_support" else 0):
                 problems.append(f"{name} must be a positive integer, got {value!r}")
@@ -337,8 +338,9 @@ def shape_supports(
     singles: DataFrame,
     relations: list[int],
     params: MiningParams,
+    passing: bool = True,
 ) -> DataFrame:
-    """``r, a0 .. a{n-1}, support`` for every assignment of ``shape`` whose support passes
+    """``r, a0 .. a{n-1}, support`` for every assignment of ``shape`` (``passing``: only those) whose support passes
     ``thresholds`` (``r, min_count``: the smallest support with head coverage >= min_head_coverage and
     support >= min_support), for the head relations ``relations``. ``singles`` (``r, subject, object,
     a``) lists the one-atom patterns that passed, used to prune atoms touching x or y as they are joined.
@@ -387,14 +389,49 @@ def shape_supports(
         results.append(bindings.filter(_recursivity_ok(shape, params.recursivity_limit)))
     # each fact is in exactly one start group, so the groups' distinct (v0, v1) rows are disjoint
     slots = [slot_column(j) for j in range(len(shape.atoms))]
-    return (
-        reduce(DataFrame.unionByName, results)
-        .groupBy("r", *slots)
-        .agg(F.count(F.lit(1)).alias("support"))
-        .join(F.broadcast(thresholds), "r")
-        .filter(F.col("support") >= F.col("min_count"))
-        .select("r", *slots, "support")
-    )
+    counts = reduce(DataFrame.unionByName, results).groupBy("r", *slots).agg(F.count(F.lit(1)).alias("support"))
+    return _passing(counts, thresholds, slots) if passing else counts
+
+
+def _passing(counts: DataFrame, thresholds: DataFrame, slots: list[str]) -> DataFrame:
+    return counts.join(F.broadcast(thresholds), "r").filter(F.col("support") >= F.col("min_count")).select("r", *slots, "support")
+
+
+def batched_shape_supports(
+    shape: Shape,
+    head_facts: DataFrame,
+    edges: DataFrame,
+    thresholds: DataFrame,
+    singles: DataFrame,
+    relations: list[int],
+    params: MiningParams,
+    work_dir: str | None,
+) -> DataFrame:
+    """:func:`shape_supports` with bounded memory and disk: when the expansion (Sum over facts of the
+    smaller endpoint degree) exceeds ``rows_per_batch``, the facts are cut into buckets by a hash of the
+    head pair, each bucket's support counts are written under ``work_dir`` (a bucket's facts are its own,
+    so the counts add up), and the sums are thresholded at the end."""
+    expanding = expanding_head_atoms(shape)
+    slots = [slot_column(k) for k in range(len(shape.atoms))]
+    if not expanding or work_dir is None:
+        return shape_supports(shape, head_facts, edges, thresholds, singles, relations, params)
+    costs = [_endpoint_degree(shape.atoms[k]) for k in expanding]
+    cost = F.least(*costs) if len(costs) > 1 else costs[0]
+    facts = head_facts.filter(F.col("r").isin(relations))
+    rows = facts.agg(F.sum(cost)).collect()[0][0] or 0
+    buckets = math.ceil(rows / params.rows_per_batch)
+    if buckets <= 1:
+        return shape_supports(shape, head_facts, edges, thresholds, singles, relations, params)
+    LOG.info("shape %s: about %.3g expanded rows, %d buckets", shape.atoms, rows, buckets)
+    directory = f"{work_dir.rstrip('/')}/shape-" + "-".join(f"{s}{o}" for s, o in shape.atoms)
+    for b in range(buckets):
+        started = time.perf_counter()
+        part = facts.filter(F.pmod(F.xxhash64("v0", "v1"), F.lit(buckets)) == b)
+        counts = shape_supports(shape, part, edges, thresholds, singles, relations, params, passing=False)
+        counts.write.mode("overwrite").parquet(f"{directory}/bucket={b}")
+        LOG.info("shape %s: bucket %d/%d, %.1f s", shape.atoms, b + 1, buckets, time.perf_counter() - started)
+    partials = head_facts.sparkSession.read.parquet(directory).drop("bucket")
+    return _passing(partials.groupBy("r", *slots).agg(F.sum("support").alias("support")), thresholds, slots)
 
 
 def expanding_head_atoms(shape: Shape) -> list[int]:
@@ -658,9 +695,10 @@ class MiningResult:
     counts: dict
 
 
-def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParams) -> MiningResult:
+def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParams, work_dir: str | None = None) -> MiningResult:
     """Mine ``triples`` (``h, r, t`` ids; duplicates ignored) with AMIE3's semantics (module docstring).
-    ``relation_names`` maps relation ids to the keys printed in rules."""
+    ``relation_names`` maps relation ids to the keys printed in rules; ``work_dir`` (a directory or URI)
+    holds the partial support counts of shapes too big for one pass (none without it)."""
     params.validate()
     started_all = time.perf_counter()
     edges = kg_edges(triples).cache()
@@ -712,7 +750,7 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
         for index, shape in enumerate(shapes):
             relations = shape_head_relations(shape, heads, survivors)
             if relations:
-                plans.append(shape_supports(shape, head_facts, edges, thresholds, singles, relations, params).withColumn("shape", F.lit(index)))
+                plans.append(batched_shape_supports(shape, head_facts, edges, thresholds, singles, relations, params, work_dir).withColumn("shape", F.lit(index)))
         if not plans:
             continue
         if params.broadcast_edges:  # one shape at a time: at most a few edge hash tables in memory

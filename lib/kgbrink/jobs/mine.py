@@ -80,7 +80,8 @@ def run(
         raise JobFailed(f"split(s) {', '.join(missing)} not in {triples_path} (has: {', '.join(sorted(known))})", summary)
     with summary.timed("mine"):
         try:
-            result = mining.mine(triples.filter(F.col("split").isin(splits)).select("h", "r", "t"), names, params)
+            work = table_path(dataset, "_work/mine")
+            result = mining.mine(triples.filter(F.col("split").isin(splits)).select("h", "r", "t"), names, params, work)
         except mining.MiningError as e:
             raise JobFailed(str(e), summary) from None
     summary.counts.update(result.counts)
