@@ -31,12 +31,16 @@ Strategy (why this finishes where naive path joins cannot):
    the next join; variables no longer needed are projected away and rows de-duplicated.
 3. Join planning from degree statistics: before any expansion, one aggregation over facts x (entity,
    relation) degrees gives, for every head relation r and every dangling atom touching x or y, the
-   atom's exact support and the exact number of rows its expansion would produce. Dangling atoms below
-   the threshold are pruned before they are expanded, and for every head relation the shape starts from
-   the side (x or y) whose surviving atoms expand to fewer rows. With hub entities this is the difference
-   between Sum(min) and Sum(max) of the two sides: the facts of P31 (instance of) expand from the
-   instance (one class each), never from the class (a million instances). Remaining skew on hub keys is
-   split by Spark's adaptive skew-join handling (``spark.sql.adaptive.skewJoin.enabled``).
+   atom's exact support and the number of rows its expansion would produce (facts are first counted per
+   (relation, entity), so a hub joins its degrees once per head relation). Dangling atoms below the
+   threshold are filtered as they are joined (broadcast semi-join). Per-entity degree totals give every
+   fact's endpoint degrees, and each fact starts from the endpoint with fewer edges in
+   the atom's role, so the work is Sum over facts of min(d(x), d(y)) rather than of d(x) or d(y): the
+   facts of P31 (instance of) expand from the instance (one class), never from the class (a million
+   instances). On the 20M generated KG that is 1.0e9 rows against 9.9e9 from x and 1.9e12 from y.
+   When a shape's expansion exceeds ``rows_per_batch`` its facts are cut into hash buckets of the head
+   pair whose partial support counts are persisted and summed, so memory and shuffle stay bounded;
+   remaining skew on hub keys is split by Spark's adaptive skew-join handling.
 4. Body sizes are computed only for closed rules that passed head-coverage pruning, once per distinct
    body (shared across head relations). Before joining two atoms on a non-head variable z the job
    estimates, per relation pair, the number of paths Sum_z d1(z) d2(z) and the exact lower bound
