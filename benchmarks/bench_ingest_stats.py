@@ -26,11 +26,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import duckdb_peer  # noqa: E402
-
-from kgbrink.config import load_config  # noqa: E402
-from kgbrink.jobs import ingest, stats, synth  # noqa: E402
-from kgbrink.session import spark_session  # noqa: E402
+import duckdb_peer
+from kgbrink.config import load_config
+from kgbrink.jobs import ingest, stats, synth
+from kgbrink.session import spark_session
 
 
 def jvm_peak_rss_mb(spark) -> float:

@@ -36,7 +36,7 @@ PROJECT = HERE.parent
 sys.path.insert(0, str(PROJECT / "lib"))
 sys.path.insert(0, str(HERE))
 
-from kgbrink.rules import parse_rule, read_amie_tsv  # noqa: E402
+from kgbrink.rules import parse_rule, read_amie_tsv
 
 DATA = HERE / "out" / "score"
 OUT = HERE / "out" / "mine"
@@ -104,10 +104,9 @@ def planted_check(rules_tsv: Path, manifest: dict) -> list[dict]:
 def duckdb_worker(dataset: Path, out: Path, threads: int) -> None:
     """Run the DuckDB peer in this process (called as a subprocess so its peak RSS is its own)."""
     import pyarrow.parquet as pq
-
     from duckdb_mine_peer import delta_files, mine
-    from kgbrink.jobs.mine import mining_params
     from kgbrink.config import load_config
+    from kgbrink.jobs.mine import mining_params
     from kgbrink.rules import write_amie_tsv
 
     params = mining_params(load_config(PROJECT / "conf" / "local.yaml"))

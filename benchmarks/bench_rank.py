@@ -215,9 +215,8 @@ def duckdb_ranks(con, data: Path, out: Path, check_duplicates: bool) -> float:
 
 def spark_ranks(spark, data: Path, out: Path, check_duplicates: bool, broadcast_queries: bool) -> float:
     """kgbrink: outcomes once (persisted: one row per query), then ranks and quarantine as Parquet; seconds."""
-    from pyspark import StorageLevel
-
     from kgbrink.ranking import query_outcomes, split_outcomes
+    from pyspark import StorageLevel
 
     start = time.perf_counter()
     scores, known = spark.read.parquet(str(data / "scores")), spark.read.parquet(str(data / "known"))
@@ -263,9 +262,8 @@ def main() -> None:
     parser.add_argument("--keep-data", action="store_true", help="keep the generated data and outputs under --out")
     args = parser.parse_args()
 
-    from bench_ingest_stats import jvm_peak_rss_mb, machine
     import duckdb
-
+    from bench_ingest_stats import jvm_peak_rss_mb, machine
     from kgbrink.config import load_config
     from kgbrink.session import spark_session
 

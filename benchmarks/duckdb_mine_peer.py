@@ -14,9 +14,16 @@ import time
 from pathlib import Path
 
 import duckdb
-
 from kgbrink import mining
-from kgbrink.mining import X, Y, Shape, atom_order, body_shapes, min_support_count, single_pattern
+from kgbrink.mining import (
+    Shape,
+    X,
+    Y,
+    atom_order,
+    body_shapes,
+    min_support_count,
+    single_pattern,
+)
 from kgbrink.rules import HEAD_VARIABLES, Atom, Rule
 
 

@@ -25,9 +25,9 @@ HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
 sys.path.insert(0, str(PROJECT / "lib"))
 
-from kgbrink.config import load_config  # noqa: E402
-from kgbrink.jobs import ingest, mine  # noqa: E402
-from kgbrink.session import spark_session  # noqa: E402
+from kgbrink.config import load_config
+from kgbrink.jobs import ingest, mine
+from kgbrink.session import spark_session
 
 FIXTURES = PROJECT / "tests" / "fixtures" / "rules"
 RESULTS = HERE / "results" / "mine_reference.json"

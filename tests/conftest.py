@@ -11,7 +11,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from kgbrink.config import Config, load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mlflow.tracking import MlflowClient
-
 from kgbrink.cli import main
+from mlflow.tracking import MlflowClient
 
 
 def _conf_args(config) -> list[str]:

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import pytest
-
 from kgbrink.config import ConfigError, load_config, resolve_location
+
 from tests.conftest import PROJECT_ROOT
 
 

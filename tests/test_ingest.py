@@ -7,14 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
-from pyspark.testing import assertDataFrameEqual
-
 from kgbrink import ingest as T
 from kgbrink.cli import main
 from kgbrink.jobs import ingest as job
 from kgbrink.sources import InputError
 from kgbrink.tables import read_table
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
 
 
 def write(path: Path, lines: list[str], compress: bool = False) -> str:

@@ -10,12 +10,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from kgbrink import grounding, mining
+from kgbrink.rules import Atom, Rule, parse_rule, read_amie_tsv
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
-
-from kgbrink import grounding, mining
-from kgbrink.rules import Atom, Rule, parse_rule, read_amie_tsv
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import nbformat
 import yaml
+from kgbrink.jobs import stats
 from nbclient import NotebookClient
 
-from kgbrink.jobs import stats
 from tests.conftest import PROJECT_ROOT
 
 

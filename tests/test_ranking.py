@@ -9,9 +9,8 @@ from collections import defaultdict
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.testing import assertDataFrameEqual
-
 from kgbrink import ranking as R
+from pyspark.testing import assertDataFrameEqual
 
 SCORES = "model string, run string, h int, r int, t int, side string, candidate int, score double"
 KNOWN = "h int, r int, t int"

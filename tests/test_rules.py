@@ -4,9 +4,18 @@ output selection (reachability, thresholds, skyline) on hand-made candidates. No
 from __future__ import annotations
 
 import pytest
-
 from kgbrink.mining import MiningParams, amie_selection, body_shapes, min_support_count
-from kgbrink.rules import Atom, Rule, RuleSyntaxError, amie_tsv_lines, parse_rule, read_amie_tsv, rule_from_row, rule_row, write_amie_tsv
+from kgbrink.rules import (
+    Atom,
+    Rule,
+    RuleSyntaxError,
+    amie_tsv_lines,
+    parse_rule,
+    read_amie_tsv,
+    rule_from_row,
+    rule_row,
+    write_amie_tsv,
+)
 
 
 def test_parse_and_print_amie_syntax():

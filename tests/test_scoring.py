@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from kgbrink import plots, probe_reference
 from kgbrink import scoring as S
 from kgbrink.cli import main
 from kgbrink.jobs import ingest, score
 from kgbrink.tables import read_table
+
 from tests.conftest import PROJECT_ROOT
 
 RANK_SCHEMA = "model string, run string, rank double, num_candidates long"

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from pyspark.testing import assertDataFrameEqual
-
 from kgbrink.session import find_jars, has_jar
+from pyspark.testing import assertDataFrameEqual
 
 
 def test_delta_write_read_and_time_travel(spark, work_dir):

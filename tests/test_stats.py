@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.testing import assertDataFrameEqual
-
 from kgbrink import stats as S
 from kgbrink.jobs import stats as job
 from kgbrink.tables import read_table
+from pyspark.testing import assertDataFrameEqual
+
 from tests.conftest import PROBE_DATASETS
 
 # e0 -r0-> e1, e0 -r0-> e2, e1 -r1-> e2, e2 -r1-> e2 (self-loop), e3 -r0-> e0;  |T| = 5

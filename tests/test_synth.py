@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kgbrink import synth
 from kgbrink.jobs import synth as synth_job
 

@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from kgbrink.config import Config, load_config
 from kgbrink.tracking import JobSummary, record_in_mlflow
@@ -191,7 +191,32 @@ def build_parser() -> argparse.ArgumentParser:
     ground.add_argument("--seed", type=int, help="sampling seed (default: config grounding.seed)")
     ground.add_argument("--splits", help="comma-separated splits of the KG (default: config mining.splits)")
 
-    run = sub.add_parser("run", help="the main job end to end: sample KG -> ingest -> stats")
+    remove = _rules_command(sub, "remove", "sample groundings per rule and remove their heads under BRINK's constraints", "rules Delta table (default: <dataset>/rules)")
+    remove.add_argument("--variant", help="variant name (default: config variant.name)")
+    remove.add_argument("--mode", choices=["maximal", "reference"], help="conflict resolution (default: config variant.removal_mode)")
+    for name, text in (
+        ("verify", "prove every removed triple of a variant still inferable in its incomplete KG"),
+        ("questions", "questions of a variant's removed triples: answers, downsampling, splits, renderings"),
+        ("export", "a variant as plain files (TSV, AMIE3 rules, provenance, questions, data card)"),
+    ):
+        command = sub.add_parser(name, help=text)
+        _common(command)
+        command.add_argument("--dataset", help="dataset directory or URI (default: config 'dataset')")
+        command.add_argument("--variant", help="variant name (default: config variant.name)")
+        if name in ("questions", "export"):
+            command.add_argument("--out", help="output directory of the plain files (default: <dataset>/variants/<variant>/release)")
+    build = _rules_command(sub, "build", "BRINK construction end to end: mine, remove, verify, questions, export, report", "use this rules table instead of mining")
+    build.add_argument("--variant", help="variant name (default: config variant.name)")
+    build.add_argument("--reuse-rules", action="store_true", help="use the dataset's existing rules table instead of mining")
+
+    evaluate = sub.add_parser("evaluate-qa", help="BRINK QA metrics (Hits@Any, P, R, F1, Hits@Hard, HHR, permissive) of predictions")
+    _common(evaluate)
+    evaluate.add_argument("--questions", required=True, action="append", help="question JSON Lines file of a release (repeatable)")
+    evaluate.add_argument("--predictions", required=True, help='JSON Lines: {"id": ..., "prediction": "raw output" or [answers]}')
+    evaluate.add_argument("--scheme", default="private_id", choices=["private_id", "entity_id", "text_label"], help="entity naming of questions and predictions")
+    evaluate.add_argument("--per-question", help="also write per-question scores (JSON Lines) here")
+
+    run = sub.add_parser("run", help="the main job end to end: sample KG -> ingest -> stats -> build")
     _common(run)
     run.add_argument("--dataset")
     run.add_argument("--sample-dir", help="where the generated sample KG goes (default: <data_dir>/sample-kg)")
@@ -327,6 +352,27 @@ def _ground(spark, config: Config, args) -> JobSummary:
     return ground.run(spark, config, dataset, args.rules, args.out, args.per_rule, args.seed, _names(args.splits))
 
 
+def _variant_job(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import variant
+
+    dataset = args.dataset or config.location("dataset")
+    if args.command == "remove":
+        return variant.remove(spark, config, dataset, args.variant, args.rules, args.mode)
+    if args.command == "verify":
+        return variant.verify(spark, config, dataset, args.variant)
+    if args.command == "questions":
+        return variant.make_questions(spark, config, dataset, args.variant, args.out)
+    if args.command == "export":
+        return variant.export(spark, config, dataset, args.variant, args.out)
+    return variant.build(spark, config, dataset, args.variant, args.rules, mine_rules=not args.reuse_rules)
+
+
+def _evaluate_qa(spark, config: Config, args) -> JobSummary:
+    from kgbrink.jobs import evaluate_qa
+
+    return evaluate_qa.run(args.questions, args.predictions, args.scheme, args.per_question)
+
+
 def _run(spark, config: Config, args) -> JobSummary:
     from kgbrink.jobs import pipeline
 
@@ -345,6 +391,12 @@ HANDLERS: dict[str, tuple[Callable, bool]] = {
     "import-rules": (_import_rules, True),
     "export-rules": (_export_rules, True),
     "ground": (_ground, True),
+    "remove": (_variant_job, True),
+    "verify": (_variant_job, True),
+    "questions": (_variant_job, True),
+    "export": (_variant_job, True),
+    "build": (_variant_job, True),
+    "evaluate-qa": (_evaluate_qa, False),
     "run": (_run, True),
 }
 

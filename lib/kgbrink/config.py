@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -39,6 +40,13 @@ REQUIRED_KEYS = (
     "scoring.batch_bytes",
     "scoring.broadcast_tables",
     "mining.splits",
+    "variant.name",
+    "variant.groundings_per_rule",
+    "variant.seed",
+    "variant.removal_mode",
+    "variant.tau",
+    "variant.split_ratios",
+    "variant.templates",
     "mining.max_atoms",
     "mining.min_head_coverage",
     "mining.min_std_confidence",
@@ -96,7 +104,7 @@ class Config:
         """A path-valued setting, resolved (see :func:`resolve_location`)."""
         return resolve_location(self.get(dotted))
 
-    def with_overrides(self, assignments: list[str]) -> "Config":
+    def with_overrides(self, assignments: list[str]) -> Config:
         """Copy with ``a.b.c=value`` assignments applied; values are parsed as YAML scalars."""
         values = copy.deepcopy(self.values)
         for item in assignments:
@@ -115,7 +123,7 @@ class Config:
             node[parts[-1]] = yaml.safe_load(raw)
         return Config(values, self.source, [*self.overrides, *assignments])
 
-    def validate(self) -> "Config":
+    def validate(self) -> Config:
         for key in REQUIRED_KEYS:
             self.get(key)
         for key in ("ingest.max_bad_fraction", "scoring.max_bad_fraction"):

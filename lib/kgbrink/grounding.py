@@ -28,7 +28,18 @@ from functools import reduce
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from kgbrink.mining import X, Y, Shape, atom_order, entity_relation_degrees, kg_edges, single_atom_table, single_pattern, slot_column, var_column
+from kgbrink.mining import (
+    Shape,
+    X,
+    Y,
+    atom_order,
+    entity_relation_degrees,
+    kg_edges,
+    single_atom_table,
+    single_pattern,
+    slot_column,
+    var_column,
+)
 from kgbrink.rules import FRESH_VARIABLES, HEAD_VARIABLES, Rule
 
 HASH_SPAN = 2.0**64

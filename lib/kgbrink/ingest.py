@@ -355,7 +355,7 @@ def split_overlaps(triples: DataFrame) -> DataFrame:
     train/valid and train/test leakage, and every other pair once. Only non-train rows are joined
     (small in every benchmark; AQE turns the join into a broadcast)."""
     order = F.create_map(*[F.lit(x) for kv in (("train", 0), ("valid", 1), ("test", 2)) for x in kv])
-    rank = lambda c: F.coalesce(order[F.col(c)], F.lit(9))  # noqa: E731
+    rank = lambda c: F.coalesce(order[F.col(c)], F.lit(9))
     held_out = triples.filter(F.col("split") != "train").select("h", "r", "t", F.col("split").alias("split_b"))
     every = triples.select("h", "r", "t", F.col("split").alias("split_a"))
     return (

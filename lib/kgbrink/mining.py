@@ -90,7 +90,7 @@ class MiningParams:
     broadcast_edges: bool = False  # execution only: ship the edge table to every task instead of shuffling
     rows_per_batch: int = 50_000_000  # execution only: expanded rows per bucket of head facts
 
-    def validate(self) -> "MiningParams":
+    def validate(self) -> MiningParams:
         problems = []
         if not 2 <= self.max_atoms <= 4:
             problems.append(f"max_atoms must be 2, 3 or 4, got {self.max_atoms}")
@@ -158,7 +158,7 @@ def body_shapes(max_atoms: int) -> list[Shape]:
     variables (2 patterns of length 2, 7 of length 3, 56 of length 4)."""
     shapes = []
     for n in range(1, max_atoms):
-        variables = range(0, 2 + n - 1)
+        variables = range(2 + n - 1)
         pairs = [(s, o) for s in variables for o in variables if s != o]
         seen = set()
         for atoms in itertools.combinations_with_replacement(pairs, n):

@@ -28,9 +28,9 @@ import hashlib
 import itertools
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 HEAD_VARIABLES = ("?a", "?b")
 FRESH_VARIABLES = tuple(f"?{c}" for c in "efghijklmnopqrstuvwxyz")
@@ -104,7 +104,7 @@ class Rule:
         """AMIE3's printing: body atoms, three spaces, ``=>``, one space, the head."""
         return "  ".join(a.text() for a in self.body) + "   => " + self.head.text()
 
-    def canonical(self) -> "Rule":
+    def canonical(self) -> Rule:
         return _canonical(self)
 
     def key(self) -> str:

@@ -11,10 +11,11 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from kgbrink.config import Config, is_uri, resolve_location
 from kgbrink.tables import TableVersion
@@ -122,7 +123,8 @@ def record_in_mlflow(config: Config, summary: JobSummary) -> str:
         for record in summary.results:
             if record.get("value") is not None:
                 cell = "".join(f".{k}={record[k]:g}" for k in ("alpha", "beta") if record.get(k) is not None)
-                metrics[f"{record['model']}.{record['run']}.{record['metric']}{cell}"] = record["value"]
+                prefix = "".join(f"{record[k]}." for k in ("model", "run") if record.get(k) is not None)
+                metrics[f"{prefix}{record['metric']}{cell}"] = record["value"]
         mlflow.log_metrics(
             {_metric_key(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
         )

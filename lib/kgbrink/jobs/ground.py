@@ -13,7 +13,13 @@ from pyspark.sql import functions as F
 from kgbrink import grounding
 from kgbrink.config import Config
 from kgbrink.jobs.mine import read_rules
-from kgbrink.tables import TableVersion, latest_version, read_table, table_path, write_table
+from kgbrink.tables import (
+    TableVersion,
+    latest_version,
+    read_table,
+    table_path,
+    write_table,
+)
 from kgbrink.tracking import JobFailed, JobSummary
 
 

@@ -19,8 +19,23 @@ from pyspark.sql import functions as F
 
 from kgbrink import ingest as T
 from kgbrink.config import Config
-from kgbrink.sources import IngestInputs, InputError, delete_path, probe_inputs, read_lines, require_files, wikidata5m_inputs
-from kgbrink.tables import TableVersion, latest_version, read_table, table_exists, table_path, write_table
+from kgbrink.sources import (
+    IngestInputs,
+    InputError,
+    delete_path,
+    probe_inputs,
+    read_lines,
+    require_files,
+    wikidata5m_inputs,
+)
+from kgbrink.tables import (
+    TableVersion,
+    latest_version,
+    read_table,
+    table_exists,
+    table_path,
+    write_table,
+)
 from kgbrink.tracking import JobSummary
 
 FORMATS = ("wikidata5m", "probe", "delimited", "ntriples")

@@ -14,8 +14,22 @@ from pyspark.sql import functions as F
 
 from kgbrink import mining
 from kgbrink.config import Config
-from kgbrink.rules import RULE_TYPES, Rule, RuleSyntaxError, read_amie_tsv, rule_from_row, rule_row, write_amie_tsv
-from kgbrink.tables import TableVersion, latest_version, read_table, table_path, write_table
+from kgbrink.rules import (
+    RULE_TYPES,
+    Rule,
+    RuleSyntaxError,
+    read_amie_tsv,
+    rule_from_row,
+    rule_row,
+    write_amie_tsv,
+)
+from kgbrink.tables import (
+    TableVersion,
+    latest_version,
+    read_table,
+    table_path,
+    write_table,
+)
 from kgbrink.tracking import JobFailed, JobSummary
 
 RULES_SCHEMA = (

@@ -3,7 +3,8 @@
 1. ``synth``: the sample KG (size and seed from config ``synth.*``) into ``<data_dir>/sample-kg``,
    unless a sample with the same settings is already there;
 2. ``ingest`` it into the dataset (Delta tables);
-3. ``stats`` on the configured splits.
+3. ``stats`` on the configured splits;
+4. ``build``: mine rules, remove, verify, questions, export and report (:mod:`kgbrink.jobs.variant`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from kgbrink.config import Config
-from kgbrink.jobs import ingest, stats, synth
+from kgbrink.jobs import ingest, stats, synth, variant
 from kgbrink.tracking import JobSummary
 
 
@@ -43,9 +44,6 @@ def run(spark: SparkSession, config: Config, dataset: str, sample_dir: str | Non
         steps.append(synth.run(config, str(sample), None, None, None, None, gzip=False))
     steps.append(ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(sample))))
     steps.append(stats.run(spark, config, dataset))
-    for step in steps:
-        summary.counts[step.job] = step.counts
-        summary.timings.update({f"{step.job}.{k}": v for k, v in step.timings.items()})
-        summary.inputs.update({f"{step.job}.{k}": v for k, v in step.inputs.items()})
-        summary.outputs.update({f"{step.job}.{k}": v for k, v in step.outputs.items()})
+    steps.append(variant.build(spark, config, dataset))
+    variant.merge_steps(summary, steps)
     return summary

@@ -20,7 +20,13 @@ from pyspark.sql import functions as F
 from kgbrink import ranking
 from kgbrink.config import Config
 from kgbrink.rankfiles import list_rank_files, with_model_and_run
-from kgbrink.tables import TableVersion, latest_version, read_table, table_path, write_table
+from kgbrink.tables import (
+    TableVersion,
+    latest_version,
+    read_table,
+    table_path,
+    write_table,
+)
 from kgbrink.tracking import JobSummary, fail_past_bad_fraction
 
 

@@ -27,7 +27,14 @@ from kgbrink import rankfiles as RF
 from kgbrink import scoring as S
 from kgbrink.config import Config
 from kgbrink.jobs import stats as stats_job
-from kgbrink.tables import TableVersion, latest_version, read_table, table_exists, table_path, write_table
+from kgbrink.tables import (
+    TableVersion,
+    latest_version,
+    read_table,
+    table_exists,
+    table_path,
+    write_table,
+)
 from kgbrink.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 
 RESULT_SCHEMA = "model string, run string, metric string, alpha double, beta double, value double"

@@ -11,7 +11,13 @@ from pyspark.sql import functions as F
 
 from kgbrink import stats as S
 from kgbrink.config import Config
-from kgbrink.tables import TableVersion, latest_version, read_table, table_path, write_table
+from kgbrink.tables import (
+    TableVersion,
+    latest_version,
+    read_table,
+    table_path,
+    write_table,
+)
 from kgbrink.tracking import JobSummary
 
 STATS_TABLES = ("entity_popularity", "entity_relation_popularity", "relation_statistics", "degree_histogram")

@@ -1,0 +1,94 @@
+"""``kgbrink evaluate-qa``: BRINK's QA metrics (:mod:`kgbrink.qa_metrics`) of model predictions.
+
+Inputs (no Spark needed):
+- questions: a question JSON Lines file of a release (``questions/<scheme>/<split>.jsonl``), or several;
+  each record has ``id``, ``answers`` and ``hard_answer`` named in one labelling scheme;
+- predictions: JSON Lines ``{"id": ..., "prediction": "raw model output" | [answers...]}``, in the same
+  scheme (``--scheme``, which decides how raw outputs are split).
+
+Policies: a question without a prediction line counts as an empty prediction (scored 0; counted as
+``missing_predictions``); a prediction whose id is not a question, a repeated id, a malformed line or a
+record without the needed fields fails the job with ``file:line``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from kgbrink import qa_metrics
+from kgbrink.tracking import JobSummary
+
+
+class QAInputError(ValueError):
+    """A malformed questions or predictions file (message names file and line)."""
+
+
+def _records(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    if not path.is_file():
+        raise QAInputError(f"{path}: no such file")
+    out = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise QAInputError(f"{path}:{number}: not JSON ({e.msg})") from None
+            missing = [k for k in required if not isinstance(record, dict) or k not in record]
+            if missing:
+                raise QAInputError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
+            out.append((number, record))
+    return out
+
+
+def read_questions(paths: list[Path]) -> dict[str, dict]:
+    questions: dict[str, dict] = {}
+    for path in paths:
+        for number, record in _records(path, ("id", "answers", "hard_answer")):
+            if record["id"] in questions:
+                raise QAInputError(f"{path}:{number}: question id {record['id']!r} repeated")
+            if not isinstance(record["answers"], list) or not record["answers"]:
+                raise QAInputError(f"{path}:{number}: answers must be a non-empty list")
+            questions[record["id"]] = record
+    if not questions:
+        raise QAInputError(f"no questions in {', '.join(map(str, paths))}")
+    return questions
+
+
+def read_predictions(path: Path, questions: dict[str, dict]) -> dict[str, str | list]:
+    predictions: dict[str, str | list] = {}
+    for number, record in _records(path, ("id", "prediction")):
+        qid, raw = record["id"], record["prediction"]
+        if qid not in questions:
+            raise QAInputError(f"{path}:{number}: prediction for unknown question id {qid!r}")
+        if qid in predictions:
+            raise QAInputError(f"{path}:{number}: second prediction for question {qid!r}")
+        if raw is None:
+            raw = ""
+        if not isinstance(raw, (str, list)):
+            raise QAInputError(f"{path}:{number}: prediction must be a string or a list of strings")
+        predictions[qid] = raw
+    return predictions
+
+
+def run(question_paths: list[str], predictions_path: str, scheme: str, per_question: str | None = None) -> JobSummary:
+    if scheme not in ("private_id", "entity_id", "text_label"):
+        raise QAInputError(f"--scheme must be private_id, entity_id or text_label, got {scheme!r}")
+    summary = JobSummary("evaluate-qa", params={"questions": ",".join(question_paths), "predictions": predictions_path, "scheme": scheme})
+    with summary.timed("evaluate"):
+        questions = read_questions([Path(p) for p in question_paths])
+        predictions = read_predictions(Path(predictions_path), questions)
+        scored = {qid: qa_metrics.score_question(predictions.get(qid, ""), q["answers"], q["hard_answer"], scheme) for qid, q in sorted(questions.items())}
+        metrics = qa_metrics.aggregate(list(scored.values()))
+    summary.counts.update(questions=len(questions), predictions=len(predictions), missing_predictions=len(questions) - len(predictions))
+    summary.results = [{"metric": k, "value": v} for k, v in metrics.items() if k != "questions"]
+    if per_question:
+        out = Path(per_question)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with out.open("w") as f:
+            for qid, s in scored.items():
+                f.write(json.dumps({"id": qid, **s.__dict__}) + "\n")
+        summary.artifacts.append(str(out))
+    return summary

@@ -1,0 +1,123 @@
+"""The build report and the release's data card (Markdown; PNG plots with matplotlib).
+
+Report contents (issue: BRINK construction, Sec. 5): rule counts by type (BRINK Table 1), triples and
+questions per split of the complete and incomplete KG (Table 3), removed triples per rule type (a triple
+counts once for each type of rule that grounds it), the answer distribution before and after the
+Alg. 1 downsampling (questions per hard-answer entity, largest first), and the verification result.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kgbrink.questions import SCHEMES, SPLITS
+from kgbrink.rules import RULE_TYPES
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(f"{c:,}" if isinstance(c, int) else str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def table1(counts: dict) -> str:
+    rows = [[t, counts["rules_by_type"][t], counts["removed_by_rule_type"][t]] for t in RULE_TYPES]
+    rows.append(["**total**", counts["rules"], counts["removed_triples"]])
+    return _table(["rule type", "rules", "removed triples"], rows)
+
+
+def table3(counts: dict) -> str:
+    q = counts["questions_by_split"]
+    rows = []
+    for kg in ("complete", "incomplete"):
+        triples = sum(counts["triples_by_split"][kg].values())
+        rows.append([kg, triples, *[q[s] for s in SPLITS], sum(q.values())])
+    return _table(["KG", "#triples", *SPLITS, "total questions"], rows)
+
+
+def answer_plot(answer_counts: dict, path: Path) -> Path:
+    """Questions per hard-answer entity (rank on x, log y), before and after downsampling."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for label in ("before", "after"):
+        values = answer_counts.get(label) or []
+        ax.plot(range(1, len(values) + 1), values, label=f"{label} downsampling ({sum(values):,} questions)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("answer entities, most frequent first")
+    ax.set_ylabel("questions with this hard answer")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(target: Path, dataset: str, name: str, settings: dict, counts: dict, answer_counts: dict) -> list[str]:
+    """``report.md`` and ``answers.png`` in ``target``; the written paths."""
+    plot = answer_plot(answer_counts, target / "answers.png")
+    top = {k: (answer_counts.get(k) or [0])[0] for k in ("before", "after")}
+    verified = "not run" if counts["violations"] is None else ("passed: every removed triple has a grounding with its whole body in the incomplete KG" if counts["violations"] == 0 else f"FAILED: {counts['violations']} violation(s)")
+    text = f"""# Build report: variant `{name}` of `{dataset}`
+
+Settings: {settings['per_rule']} groundings per rule, removal `{settings['mode']}`, tau {settings['tau']},
+split {':'.join(f'{r:g}' for r in settings['ratios'])}, seed {settings['seed']}, KG splits {', '.join(settings['splits'])}.
+
+## Rules and removed triples by type (BRINK Table 1)
+
+{table1(counts)}
+
+## Triples and questions (BRINK Table 3)
+
+{table3(counts)}
+
+## Answer distribution (Alg. 1)
+
+Largest number of questions sharing one hard answer: {top['before']:,} before, {top['after']:,} after downsampling.
+
+![questions per answer entity]({plot.name})
+
+## Verification
+
+{verified}.
+"""
+    report = target / "report.md"
+    report.write_text(text)
+    return [str(report), str(plot)]
+
+
+def data_card(dataset: str, name: str, settings: dict, counts: dict, files: list[str]) -> str:
+    """README-style data card of an exported variant."""
+    listing = "\n".join(f"- `{f}`" for f in files)
+    return f"""# BRINK-style variant `{name}` of `{dataset}`
+
+Built by kgbrink: Horn rules mined with AMIE3 semantics, up to {settings['per_rule']} groundings per rule
+sampled by a seeded hash (seed {settings['seed']}), their head triples removed under both constraints of
+BRINK Sec. 3.2 (`{settings['mode']}` selection), every removed triple verified to keep a grounding whose
+whole body is in the incomplete KG, one question per removed triple with its complete answer set,
+downsampled by hard answer (tau {settings['tau']}) and split {':'.join(f'{r:g}' for r in settings['ratios'])}.
+
+## Contents
+
+{table3(counts)}
+
+{table1(counts)}
+
+## Files
+
+- `complete.tsv`, `incomplete.tsv`, `removed.tsv`: `head<TAB>relation<TAB>tail` with the source dump's keys.
+- `rules.tsv`: the rules in AMIE3's output format.
+- `provenance.jsonl`: `{{"triple": [h, r, t], "rule": ..., "rule_id": ..., "body": [[h, r, t], ...]}}`, one line
+  per selected grounding of a removed triple.
+- `questions/<scheme>/<split>.jsonl`: `id, split, question, topic_entity, relation, answers, hard_answer,
+  removed_triple, direction, rule_ids`; schemes {', '.join(SCHEMES)} (BRINK Sec. 5.4).
+- `kg/<scheme>/{{complete,incomplete}}.tsv`: the KGs with entities named by `private_id` or `text_label`
+  (`entity_id` is the top-level files); relations are named by their label in every rendering.
+
+{listing}
+"""

@@ -1,0 +1,114 @@
+"""BRINK's QA metrics (Sec. 4.3, Alg. 3, App. I) on hand-computed cases; `kgbrink evaluate-qa` input errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kgbrink.jobs import evaluate_qa
+from kgbrink.qa_metrics import aggregate, norm, score_question, split_output
+
+
+def test_norm_lowercases_and_drops_pad_punctuation_articles_and_spaces():
+    assert norm("  The  Paris! ") == "paris"
+    assert norm("<pad> London<pad>") == "london"
+    assert norm("An Apple a day") == "apple day"
+    assert norm("Q42.") == "q42"
+    assert norm("the") == ""
+
+
+def test_split_depends_on_whether_names_may_hold_spaces():
+    assert split_output("12, 7 9\n13", "private_id") == ["12", "7", "9", "13"]
+    assert split_output("Barack Obama, Paris;Rome", "text_label") == ["Barack Obama", " Paris", "Rome"]
+    assert split_output(["Barack Obama", "Paris"], "text_label") == ["Barack Obama", "Paris"]
+
+
+def test_one_question_by_hand():
+    # P = {7, 13}, A = {12, 7}: |P & A| = 1
+    s = score_question("7\n13", ["12", "7"], hard_answer="7", scheme="private_id")
+    assert (s.hit, s.precision, s.recall, s.f1, s.hard) == (1.0, 0.5, 0.5, 0.5, 1.0)
+    # three answers, two predicted, the hard one missed: P = {1, 2}, A = {1, 2, 3}
+    s = score_question("1 2", ["1", "2", "3"], hard_answer="3", scheme="entity_id")
+    assert (s.hit, s.precision, s.recall, s.hard) == (1.0, 1.0, pytest.approx(2 / 3), 0.0)
+    assert s.f1 == pytest.approx(2 * 2 / (2 + 3))
+
+
+def test_empty_prediction_scores_zero_everywhere():
+    s = score_question("", ["5"], hard_answer="5", scheme="private_id")
+    assert (s.hit, s.precision, s.recall, s.f1, s.hard) == (0.0, 0.0, 0.0, 0.0, 0.0)
+    assert (s.permissive_hit, s.permissive_precision, s.permissive_recall, s.permissive_f1) == (0.0, 0.0, 0.0, 0.0)
+    assert score_question("<pad> the", ["5"], "5", "private_id").hit == 0.0
+
+
+def test_aggregate_means_and_hhr():
+    scores = [
+        score_question("1", ["1"], "1", "private_id"),  # hit, hard
+        score_question("2", ["1", "2"], "1", "private_id"),  # hit, not hard; precision 1, recall 1/2
+        score_question("9", ["1"], "1", "private_id"),  # miss
+        score_question("", ["1"], "1", "private_id"),  # empty
+    ]
+    got = aggregate(scores)
+    assert got["questions"] == 4
+    assert got["hits_at_any"] == 0.5
+    assert got["hits_at_hard"] == 0.25
+    assert got["hhr"] == 0.5
+    assert got["precision"] == pytest.approx((1 + 1 + 0 + 0) / 4)
+    assert got["recall"] == pytest.approx((1 + 0.5) / 4)
+    assert got["f1"] == pytest.approx((1 + 2 / 3) / 4)
+    assert aggregate([score_question("9", ["1"], "1", "private_id")])["hhr"] is None
+
+
+def test_permissive_substring_variant_counts_negated_answers():
+    # App. I: "not Barack Obama" counts as correct under the permissive metric, not under Sec. 4.3's
+    s = score_question("not Barack Obama", ["Barack Obama"], "Barack Obama", "text_label")
+    assert (s.hit, s.hard) == (0.0, 0.0)
+    assert (s.permissive_hit, s.permissive_precision, s.permissive_recall, s.permissive_f1) == (1.0, 1.0, 1.0, 1.0)
+    # two answers inside one output line: matched 2, one line -> precision capped at 1, recall 2/3
+    s = score_question("Paris and Rome", ["Paris", "Rome", "Oslo"], "Oslo", "text_label")
+    assert (s.permissive_precision, s.permissive_recall) == (1.0, pytest.approx(2 / 3))
+
+
+def _jsonl(path, records):
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    return str(path)
+
+
+def test_evaluate_qa_files_and_missing_predictions(tmp_path):
+    questions = _jsonl(tmp_path / "test.jsonl", [
+        {"id": "q1", "answers": ["1", "2"], "hard_answer": "2"},
+        {"id": "q2", "answers": ["3"], "hard_answer": "3"},
+    ])
+    predictions = _jsonl(tmp_path / "pred.jsonl", [{"id": "q1", "prediction": "2, 5"}])
+    summary = evaluate_qa.run([questions], predictions, "private_id", str(tmp_path / "per.jsonl"))
+    results = {r["metric"]: r["value"] for r in summary.results}
+    assert summary.counts == {"questions": 2, "predictions": 1, "missing_predictions": 1}
+    assert results["hits_at_any"] == 0.5 and results["hits_at_hard"] == 0.5 and results["hhr"] == 1.0
+    assert results["precision"] == 0.25 and results["recall"] == 0.25
+    assert len((tmp_path / "per.jsonl").read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        (['{"id": "q1", "prediction": "1"}', "{oops"], r"pred.jsonl:2: not JSON"),
+        (['{"id": "zz", "prediction": "1"}'], r"pred.jsonl:1: prediction for unknown question id 'zz'"),
+        (['{"id": "q1"}'], r"pred.jsonl:1: missing field\(s\) prediction"),
+        (['{"id": "q1", "prediction": "1"}', '{"id": "q1", "prediction": "2"}'], r"pred.jsonl:2: second prediction"),
+        (['{"id": "q1", "prediction": 7}'], r"pred.jsonl:1: prediction must be a string"),
+    ],
+)
+def test_evaluate_qa_rejects_bad_prediction_lines(tmp_path, lines, message):
+    questions = _jsonl(tmp_path / "q.jsonl", [{"id": "q1", "answers": ["1"], "hard_answer": "1"}])
+    predictions = _jsonl(tmp_path / "pred.jsonl", lines)
+    with pytest.raises(evaluate_qa.QAInputError, match=message):
+        evaluate_qa.run([questions], predictions, "private_id")
+
+
+def test_evaluate_qa_rejects_bad_question_files(tmp_path):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(evaluate_qa.QAInputError, match="no questions"):
+        evaluate_qa.run([str(empty)], str(empty), "private_id")
+    bad = _jsonl(tmp_path / "bad.jsonl", [{"id": "q1", "answers": [], "hard_answer": "1"}])
+    with pytest.raises(evaluate_qa.QAInputError, match=r"bad.jsonl:1: answers must be a non-empty list"):
+        evaluate_qa.run([bad], str(empty), "private_id")
