@@ -11,7 +11,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run test bench bench-score bench-rank bench-mine rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run test bench bench-score bench-rank bench-mine bench-build rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -56,6 +56,10 @@ bench-rank: setup
 # Rule mining (max_atoms 3, BRINK thresholds) on the 20M-triple generated KG, beside DuckDB running the same plan.
 bench-mine: setup
 	$(BIN)/python benchmarks/bench_mine.py
+
+# kgbrink build on BRINK Family and the make-run sample, beside a DuckDB peer of removal and answers.
+bench-build: setup
+	$(BIN)/python benchmarks/bench_build.py --dataset data/datasets/sample
 
 # Mine BRINK Family and the PROBE datasets (max_atoms 3 and 4): regression fixtures in tests/fixtures/rules/.
 rule-fixtures: setup

@@ -43,7 +43,7 @@ def test_reference_mode_drops_every_head_found_in_any_sampled_body(spark):
 
 def test_maximal_mode_extends_the_reference_set(spark):
     # g1 kept (as in reference) excludes g2; g3 conflicts only with the excluded g2, so it is added
-    assert _heads(removal.select_groundings(_groundings(spark, CHAIN), "maximal", seed=3)) == [A, D, H]
+    assert _heads(removal.select_groundings(_groundings(spark, CHAIN), "maximal")) == [A, D, H]
 
 
 def test_groundings_sharing_a_head_do_not_conflict(spark):
@@ -76,7 +76,7 @@ def samples(draw):
 @given(items=samples())
 def test_maximal_selection_is_conflict_free_maximal_and_partition_independent(spark, items):
     sample = _groundings(spark, items)
-    chosen = removal.select_groundings(sample, "maximal", seed=1).collect()
+    chosen = removal.select_groundings(sample, "maximal").collect()
     reference = removal.select_groundings(sample, "reference").collect()
 
     def key(row):
@@ -92,7 +92,7 @@ def test_maximal_selection_is_conflict_free_maximal_and_partition_independent(sp
             assert head in bodies or heads & set(body)
     spark.conf.set("spark.sql.shuffle.partitions", "7")
     try:
-        again = removal.select_groundings(sample.repartition(3), "maximal", seed=1).collect()
+        again = removal.select_groundings(sample.repartition(3), "maximal").collect()
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", "4")
     assert {key(r) for r in again} == picked
@@ -204,12 +204,14 @@ def test_family_build_counts(family_build):
     remove, verify, asked = summary.counts["remove"], summary.counts["verify"], summary.counts["questions"]
     assert remove["rules"] == 145 and remove["sampled_groundings"] == 145 * 30  # every Family rule has >= 30 groundings
     assert remove["complete_triples"] == 17615
-    assert remove["incomplete_triples"] == 17615 - remove["removed_triples"]
-    assert remove["removed_triples"] > remove["reference_removed_triples"] > 0
+    # pinned (deterministic for seed 0; the DuckDB peer in benchmarks/bench_build.py selects the same set):
+    # the published one-pass rule removes 2,034 triples of this sample, the maximal selection 2,518
+    assert (remove["reference_removed_triples"], remove["removed_triples"], remove["selected_groundings"]) == (2034, 2518, 2930)
+    assert remove["incomplete_triples"] == 17615 - 2518
     assert verify["violations"] == 0
-    assert asked["questions_before_downsampling"] == remove["removed_triples"]
-    split = asked["questions_by_split"]
-    assert split["train"] == int(0.8 * asked["questions"] + 0.5) and split["valid"] == int(0.1 * asked["questions"] + 0.5)
+    # one question per removed triple; tau 0.05 caps an answer at 125 questions, and none has that many
+    assert asked["questions_before_downsampling"] == asked["questions"] == 2518
+    assert asked["questions_by_split"] == {"train": 2014, "valid": 252, "test": 252}  # 0.8 * 2518 = 2014.4
 
 
 def test_family_release_files_read_back(family_build):

@@ -16,10 +16,12 @@ Two selections of the same sample:
   graph (g -- g' iff H(g) in B(g') or H(g') in B(g)) by rounds of a Luby-style independent-set
   selection. Every round, an undecided grounding joins S when its priority is below the priorities of
   all its undecided neighbours; neighbours of the newly selected leave. Priority = (conflict degree,
-  ``xxhash64(seed, rule, head, body)``): low-degree groundings first (greedy minimum-degree, which
-  tends to give larger independent sets), ties by the seeded content hash, so the result depends only on
-  the sample and the seed, never on partitioning. It starts from the reference set (itself
-  independent), so it never removes fewer triples than ``reference``.
+  ``sample_hash``, position in the content order): low-degree groundings first (greedy minimum-degree,
+  which tends to give larger independent sets), ties by the grounding's seeded sampling hash, so the
+  result depends only on the sample, never on partitioning. With fixed priorities these rounds select
+  exactly what the sequential greedy pass in priority order selects (the lexicographically first maximal
+  independent set), which is how the DuckDB peer in ``benchmarks/bench_build.py`` checks it. It starts
+  from the reference set (itself independent), so it never removes fewer triples than ``reference``.
 
 Removed triples are the distinct heads of S; the provenance of a removed triple is every selected
 grounding with that head (rule, bindings, body triples).
@@ -60,7 +62,7 @@ def reference_selection(numbered: DataFrame) -> DataFrame:
     return numbered.join(in_bodies, "head", "left_anti").select("gid")
 
 
-def maximal_selection(numbered: DataFrame, seed: int, max_rounds: int = 1000) -> DataFrame:
+def maximal_selection(numbered: DataFrame, max_rounds: int = 1000) -> DataFrame:
     """``gid`` of a maximal conflict-free selection containing :func:`reference_selection` (module
     docstring). Each round is a few joins over the undecided groundings; lineage is cut every round."""
     edges = conflict_edges(numbered)
@@ -68,7 +70,7 @@ def maximal_selection(numbered: DataFrame, seed: int, max_rounds: int = 1000) ->
     degree = undirected.groupBy("a").agg(F.count(F.lit(1)).alias("degree"))
     priority = (
         numbered.join(degree.withColumnRenamed("a", "gid"), "gid", "left")
-        .select("gid", F.coalesce("degree", F.lit(0)).alias("degree"), F.xxhash64(F.lit(seed), F.lit("remove"), "rule_id", "head", "body").alias("tiebreak"))
+        .select("gid", F.coalesce("degree", F.lit(0)).alias("degree"), F.col("sample_hash").alias("tiebreak"))
         .localCheckpoint()
     )
     selected = reference_selection(numbered).localCheckpoint()
@@ -103,12 +105,12 @@ def _drop_neighbours(undecided: DataFrame, chosen: DataFrame, undirected: DataFr
     return undecided.join(neighbours, "gid", "left_anti").localCheckpoint()
 
 
-def select_groundings(sample: DataFrame, mode: str = "maximal", seed: int = 0) -> DataFrame:
+def select_groundings(sample: DataFrame, mode: str = "maximal") -> DataFrame:
     """The selected groundings (all columns of the sample) under ``mode`` (``maximal`` or ``reference``)."""
     if mode not in MODES:
         raise ValueError(f"removal mode must be one of {', '.join(MODES)}, got {mode!r}")
     numbered = numbered_groundings(sample).localCheckpoint()
-    chosen = reference_selection(numbered) if mode == "reference" else maximal_selection(numbered, seed)
+    chosen = reference_selection(numbered) if mode == "reference" else maximal_selection(numbered)
     return numbered.join(chosen, "gid").drop("gid")
 
 

@@ -107,8 +107,8 @@ def remove(spark: SparkSession, config: Config, dataset: str, name: str | None =
         v.write("groundings", sample, f"at most {s['per_rule']} groundings per rule, seed {s['seed']}")
     sample = v.read("groundings")
     with summary.timed("select"):
-        selected = removal.select_groundings(sample, mode, s["seed"]).localCheckpoint()
-        reference_heads = removal.removed_triples(removal.select_groundings(sample, "reference", s["seed"])).count() if mode == "maximal" else None
+        selected = removal.select_groundings(sample, mode).localCheckpoint()
+        reference_heads = removal.removed_triples(removal.select_groundings(sample, "reference")).count() if mode == "maximal" else None
     rule_strings = spark.createDataFrame([(r.rule_id(), r.text()) for r in rules], "rule_id string, rule string")
     provenance = selected.select(F.col("head.h").alias("h"), F.col("head.r").alias("r"), F.col("head.t").alias("t"), "rule_id", "bindings", "body", "sample_hash").join(rule_strings, "rule_id")
     with summary.timed("write"):
