@@ -10,7 +10,7 @@ any ingested dataset with a rules table (``--dataset PATH``, e.g. ``data/dataset
    tracking) under ``/usr/bin/time -v``; per-step timings from its JSON summary.
 2. DuckDB (2 threads), on the same grounding sample (the variant's ``groundings`` table) and complete KG:
    the one-pass reference selection in SQL, the maximal extension as the sequential greedy pass in
-   priority order (conflict degree, sample_hash, content order), which selects exactly what kgbrink's
+   priority order (conflict degree, the stored tie-break ``priority``, content order), which selects exactly what kgbrink's
    Luby-style rounds select; the incomplete KG (anti-join) and the answer sets of kgbrink's questions.
 3. Checks: the same removed triples in both modes, the same incomplete KG size, the same answer sets.
 
@@ -31,8 +31,8 @@ HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_mine import load, time_v  # noqa: E402
-from duckdb_mine_peer import delta_files  # noqa: E402
+from bench_mine import load, time_v
+from duckdb_mine_peer import delta_files
 
 OUT = HERE / "out" / "build"
 RESULTS = HERE / "results" / "build.json"
@@ -68,7 +68,7 @@ def peer(variant: Path, threads: int) -> dict:
     neighbours: dict[int, set[int]] = {}
     for a, b in pairs:
         neighbours.setdefault(a, set()).add(b)
-    order = con.execute("SELECT gid, sample_hash FROM g").fetchall()
+    order = con.execute("SELECT gid, priority FROM g").fetchall()
     chosen, blocked = set(reference), {n for g in reference for n in neighbours.get(g, ())}
     for gid, _ in sorted(order, key=lambda row: (len(neighbours.get(row[0], ())), row[1], row[0])):
         if gid not in chosen and gid not in blocked:

@@ -19,7 +19,7 @@ def test_norm_lowercases_and_drops_pad_punctuation_articles_and_spaces():
 
 def test_split_depends_on_whether_names_may_hold_spaces():
     assert split_output("12, 7 9\n13", "private_id") == ["12", "7", "9", "13"]
-    assert split_output("Barack Obama, Paris;Rome", "text_label") == ["Barack Obama", " Paris", "Rome"]
+    assert split_output("Washington, D.C.\nParis", "text_label") == ["Washington, D.C.", "Paris"]
     assert split_output(["Barack Obama", "Paris"], "text_label") == ["Barack Obama", "Paris"]
 
 
@@ -31,6 +31,17 @@ def test_one_question_by_hand():
     s = score_question("1 2", ["1", "2", "3"], hard_answer="3", scheme="entity_id")
     assert (s.hit, s.precision, s.recall, s.hard) == (1.0, 1.0, pytest.approx(2 / 3), 0.0)
     assert s.f1 == pytest.approx(2 * 2 / (2 + 3))
+
+
+def test_answers_that_normalise_to_nothing_still_match():
+    # a label "The" normalises to "": it is compared as "the" instead of being lost
+    s = score_question("The\nParis", ["The", "Rome"], hard_answer="The", scheme="text_label")
+    assert (s.hit, s.precision, s.recall, s.hard) == (1.0, 0.5, 0.5, 1.0)
+
+
+def test_text_labels_with_commas_survive_the_split():
+    s = score_question("Washington, D.C.", ["Washington, D.C."], "Washington, D.C.", "text_label")
+    assert (s.hit, s.precision, s.recall, s.f1, s.hard) == (1.0, 1.0, 1.0, 1.0, 1.0)
 
 
 def test_empty_prediction_scores_zero_everywhere():
@@ -110,5 +121,5 @@ def test_evaluate_qa_rejects_bad_question_files(tmp_path):
     with pytest.raises(evaluate_qa.QAInputError, match="no questions"):
         evaluate_qa.run([str(empty)], str(empty), "private_id")
     bad = _jsonl(tmp_path / "bad.jsonl", [{"id": "q1", "answers": [], "hard_answer": "1"}])
-    with pytest.raises(evaluate_qa.QAInputError, match=r"bad.jsonl:1: answers must be a non-empty list"):
+    with pytest.raises(evaluate_qa.QAInputError, match=r"bad.jsonl:1: answers must be a list with at least one non-empty string"):
         evaluate_qa.run([bad], str(empty), "private_id")

@@ -47,6 +47,7 @@ REQUIRED_KEYS = (
     "variant.tau",
     "variant.split_ratios",
     "variant.templates",
+    "variant.max_answers",
     "mining.max_atoms",
     "mining.min_head_coverage",
     "mining.min_std_confidence",

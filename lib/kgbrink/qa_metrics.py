@@ -1,12 +1,14 @@
 """QA metrics of BRINK (Sec. 4.3) after the output processing of Alg. 3 (App. E), and the permissive
 substring variants of App. I. Pure Python: a question set is at most tens of thousands of records.
 
-Output processing (Alg. 3): ``split`` then ``norm``. ``split`` cuts a raw output at newlines, commas,
-semicolons and ``|``; for entity schemes whose names contain no spaces (``private_id``, ``entity_id``) also
-at whitespace ("Paris London" is two answers), but not for ``text_label``, where a space is part of a
-name ("Barack Obama"). A prediction given as a JSON list is taken as the list ``P`` (no split).
-``norm`` lower-cases, removes the token ``<pad>``, punctuation, the articles a/an/the and extra
-whitespace; empty results are dropped. P = {norm(p)}, A = {norm(a)}.
+Output processing (Alg. 3): ``split`` then ``norm``. For entity schemes whose names contain no spaces
+or punctuation (``private_id``, ``entity_id``) ``split`` cuts a raw output at newlines, commas,
+semicolons, ``|`` and whitespace ("12, 7 9" is three answers); for ``text_label`` only at newlines, since
+labels hold spaces and commas ("Washington, D.C."). A prediction given as a JSON list is taken as the
+list ``P`` (no split), the unambiguous form for text labels. ``norm`` lower-cases, removes the token
+``<pad>``, punctuation, the articles a/an/the and extra whitespace; empty results are dropped from P.
+A gold answer (or hard answer) that normalises to nothing (a label such as "The") is kept as its
+lower-cased, stripped text instead, so it can still be matched. P = {norm(p)}, A = {norm(a)}.
 
 Per question (Sec. 4.3): hit = [P & A != {}]; precision = |P & A| / |P| (0 when P is empty: an empty
 prediction predicts nothing correct); recall = |P & A| / |A|; F1 = 2 |P & A| / (|P| + |A|);
@@ -46,10 +48,14 @@ def split_output(raw: str | list, scheme: str) -> list[str]:
     """Alg. 3's split of one raw model output into answer strings (module docstring)."""
     if isinstance(raw, list):
         return [str(p) for p in raw]
-    parts = _SEPARATORS.split(raw)
     if scheme in SPACE_FREE_SCHEMES:
-        parts = [word for part in parts for word in part.split()]
-    return parts
+        return [word for part in _SEPARATORS.split(raw) for word in part.split()]
+    return raw.split("\n")
+
+
+def gold_form(answer: str) -> str:
+    """``norm(answer)``, or the lower-cased stripped answer when normalisation leaves nothing."""
+    return norm(answer) or answer.lower().strip()
 
 
 @dataclass(frozen=True)
@@ -68,10 +74,12 @@ class QuestionScore:
 def score_question(raw: str | list, answers: list[str], hard_answer: str, scheme: str) -> QuestionScore:
     """Every per-question term of Sec. 4.3 and App. I for one raw output against its gold answers."""
     raw_parts = split_output(raw, scheme)
-    predicted = {p for p in (norm(x) for x in raw_parts) if p}
-    gold = {a for a in (norm(x) for x in answers) if a}
+    gold = {a for a in (gold_form(x) for x in answers) if a}
     if not gold:
-        raise ValueError(f"question has no non-empty gold answer after normalisation: {answers!r}")
+        raise ValueError(f"question has no non-empty gold answer: {answers!r}")
+    predicted = {p for p in (norm(x) for x in raw_parts) if p}
+    # an output that normalises to nothing counts only where it equals such a kept gold form ("the")
+    predicted |= {x.lower().strip() for x in raw_parts if not norm(x) and x.lower().strip() in gold}
     common = len(predicted & gold)
     joined = norm(" ".join(raw_parts))
     matched = sum(1 for a in gold if a in joined) if joined else 0
@@ -83,7 +91,7 @@ def score_question(raw: str | list, answers: list[str], hard_answer: str, scheme
         precision=common / len(predicted) if predicted else 0.0,
         recall=common / len(gold),
         f1=2 * common / (len(predicted) + len(gold)),
-        hard=float(norm(hard_answer) in predicted),
+        hard=float(gold_form(hard_answer) in predicted),
         permissive_hit=float(matched > 0),
         permissive_precision=p_precision,
         permissive_recall=p_recall,

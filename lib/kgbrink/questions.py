@@ -11,6 +11,8 @@ split and the downsampling depend only on the removed triples, the KG and the se
 - Complete answer set, from the complete KG in the question's direction: topic h -> every t' with
   r(h, t'); topic t -> every h' with r(h', t). (The published code always completes from the grounding's
   head entity, which is wrong when the topic is the tail.)
+- Questions with more than ``variant.max_answers`` answers are dropped (and counted): answer sets of hub
+  topics run to millions of entities and are no question a QA model can be scored on.
 - Downsampling (Alg. 1), by hard answer a: when |Q_a| > tau |Q|, keep the floor(tau |Q|) questions of
   Q_a with the smallest ``xxhash64(seed, "downsample", question id)``; |Q| is the count before
   downsampling. The paper leaves "answer(q)" open for multi-answer questions; the hard answer is the one
@@ -36,9 +38,11 @@ SCHEMES = ("private_id", "entity_id", "text_label")
 SPLITS = ("train", "valid", "test")
 
 
-def question_records(removed: DataFrame, complete: DataFrame, seed: int) -> DataFrame:
-    """``id, h, r, t, direction, topic, hard_answer, answers, rule_ids``: one question per removed triple
-    (``h, r, t, rule_ids``), its answers completed from ``complete`` (``h, r, t``) in its direction."""
+def question_records(removed: DataFrame, complete: DataFrame, seed: int, max_answers: int) -> DataFrame:
+    """``id, h, r, t, direction, topic, hard_answer, answers, n_answers, rule_ids``: one question per
+    removed triple (``h, r, t, rule_ids``), its answers completed from ``complete`` (``h, r, t``) in its
+    direction. ``answers`` is null when there are more than ``max_answers`` of them (a hub topic such as
+    (?, instance of, human)); such questions are counted and left out by the job, never materialised."""
     picked = removed.select(
         F.lower(F.lpad(F.hex(F.xxhash64(F.lit(seed), F.lit("question"), "h", "r", "t")), 16, "0")).alias("id"),
         "h", "r", "t", "rule_ids",
@@ -50,17 +54,13 @@ def question_records(removed: DataFrame, complete: DataFrame, seed: int) -> Data
     facts = complete.select("h", "r", "t").distinct()
     forward = facts.select(F.lit("forward").alias("direction"), F.col("h").alias("topic"), "r", F.col("t").alias("answer"))
     inverse = facts.select(F.lit("inverse").alias("direction"), F.col("t").alias("topic"), "r", F.col("h").alias("answer"))
-    keys = picked.select("direction", "topic", "r").distinct()
-    answers = (
-        forward.unionByName(inverse)
-        .join(keys, ["direction", "topic", "r"], "left_semi")
-        .groupBy("direction", "topic", "r")
-        .agg(F.array_sort(F.collect_list("answer")).alias("answers"))
-    )
-    return picked.join(answers, ["direction", "topic", "r"], "left").select(
-        "id", "h", "r", "t", "direction", "topic", "hard_answer",
-        F.coalesce("answers", F.array("hard_answer")).alias("answers"),
-        "rule_ids",
+    key = ["direction", "topic", "r"]
+    candidates = forward.unionByName(inverse).join(picked.select(*key).distinct(), key, "left_semi")
+    sizes = candidates.groupBy(*key).agg(F.count(F.lit(1)).alias("n_answers"))
+    small = sizes.filter(F.col("n_answers") <= max_answers).select(*key)
+    answers = candidates.join(small, key, "left_semi").groupBy(*key).agg(F.array_sort(F.collect_list("answer")).alias("answers"))
+    return picked.join(sizes, key, "left").join(answers, key, "left").select(
+        "id", "h", "r", "t", "direction", "topic", "hard_answer", "answers", "n_answers", "rule_ids"
     )
 
 

@@ -16,9 +16,9 @@ Two selections of the same sample:
   graph (g -- g' iff H(g) in B(g') or H(g') in B(g)) by rounds of a Luby-style independent-set
   selection. Every round, an undecided grounding joins S when its priority is below the priorities of
   all its undecided neighbours; neighbours of the newly selected leave. Priority = (conflict degree,
-  ``sample_hash``, position in the content order): low-degree groundings first (greedy minimum-degree,
-  which tends to give larger independent sets), ties by the grounding's seeded sampling hash, so the
-  result depends only on the sample, never on partitioning. With fixed priorities these rounds select
+  :func:`selection_priority`, position in the content order): low-degree groundings first (greedy
+  minimum-degree, which tends to give larger independent sets), ties by a hash of the grounding's seeded
+  sampling hash, so the result depends only on the sample, never on partitioning. With fixed priorities these rounds select
   exactly what the sequential greedy pass in priority order selects (the lexicographically first maximal
   independent set), which is how the DuckDB peer in ``benchmarks/bench_build.py`` checks it. It starts
   from the reference set (itself independent), so it never removes fewer triples than ``reference``.
@@ -49,6 +49,13 @@ def numbered_groundings(sample: DataFrame) -> DataFrame:
     return sample.select("rule_id", "head", "body", "bindings", "sample_hash", F.row_number().over(order).alias("gid"))
 
 
+def selection_priority():
+    """The tie-break of the maximal selection: ``xxhash64("remove", sample_hash)``. A hash of the sample
+    hash, not the sample hash itself: a rule's sample is its N *smallest* sample hashes, so raw sample
+    hashes would let rules with many groundings win every tie."""
+    return F.xxhash64(F.lit("remove"), F.col("sample_hash"))
+
+
 def conflict_edges(numbered: DataFrame) -> DataFrame:
     """``a, b``: grounding ``a``'s head is a body triple of grounding ``b`` (a != b), one row per pair."""
     bodies = numbered.select(F.col("gid").alias("b"), F.explode("body").alias("triple"))
@@ -70,7 +77,7 @@ def maximal_selection(numbered: DataFrame, max_rounds: int = 1000) -> DataFrame:
     degree = undirected.groupBy("a").agg(F.count(F.lit(1)).alias("degree"))
     priority = (
         numbered.join(degree.withColumnRenamed("a", "gid"), "gid", "left")
-        .select("gid", F.coalesce("degree", F.lit(0)).alias("degree"), F.col("sample_hash").alias("tiebreak"))
+        .select("gid", F.coalesce("degree", F.lit(0)).alias("degree"), selection_priority().alias("tiebreak"))
         .localCheckpoint()
     )
     selected = reference_selection(numbered).localCheckpoint()
@@ -139,9 +146,12 @@ def verification_violations(provenance: DataFrame, atoms: DataFrame, complete: D
     """``h, r, t, reason``: every way the variant breaks Sec. 3.2; empty when it is sound.
 
     Independent of the selection code: each provenance grounding is re-instantiated from its rule's atoms
-    and its variable bindings (the recorded body triples are not trusted), and a removed triple is proven
+    and its variable bindings (the recorded body triples are not trusted; a variable without a binding
+    fails the atom), and a removed triple is proven
     inferable when one of its groundings re-instantiates to exactly its head with every body atom in the
-    incomplete KG. Also: removed triples come from the complete KG and are absent from the incomplete
+    incomplete KG. This checks the recorded witnesses rather than searching the incomplete KG for new
+    groundings: a witness is a complete proof, and checking it costs one join per rule atom whatever the
+    KG size. Also: removed triples come from the complete KG and are absent from the incomplete
     one, and the incomplete KG is a subset of the complete one.
     """
     binding = F.col("bindings")
@@ -156,7 +166,7 @@ def verification_violations(provenance: DataFrame, atoms: DataFrame, complete: D
     checked = instantiated.join(present, ["ah", "ar", "at"], "left").select(
         "witness", "h", "r", "t",
         F.when(F.col("ar").isNull(), False)
-        .when(F.col("is_head"), (F.col("ah") == F.col("h")) & (F.col("ar") == F.col("r")) & (F.col("at") == F.col("t")))
+        .when(F.col("is_head"), F.coalesce((F.col("ah") == F.col("h")) & (F.col("ar") == F.col("r")) & (F.col("at") == F.col("t")), F.lit(False)))
         .otherwise(F.coalesce("present", F.lit(False)))
         .alias("ok"),
     )

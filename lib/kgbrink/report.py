@@ -58,16 +58,24 @@ def answer_plot(answer_counts: dict, path: Path) -> Path:
     return path
 
 
-def write_report(target: Path, dataset: str, name: str, settings: dict, counts: dict, answer_counts: dict) -> list[str]:
-    """``report.md`` and ``answers.png`` in ``target``; the written paths."""
+def write_report(target: Path, dataset: str, name: str, settings: dict, counts: dict, answer_counts: dict, removal: dict | None = None) -> list[str]:
+    """``report.md`` and ``answers.png`` in ``target``; the written paths. ``removal``: the remove job's
+    counts (compares the selection with the published one-pass rule when given)."""
     plot = answer_plot(answer_counts, target / "answers.png")
     top = {k: (answer_counts.get(k) or [0])[0] for k in ("before", "after")}
     verified = "not run" if counts["violations"] is None else ("passed: every removed triple has a grounding with its whole body in the incomplete KG" if counts["violations"] == 0 else f"FAILED: {counts['violations']} violation(s)")
+    selection = ""
+    if removal and removal.get("reference_removed_triples") is not None:
+        selection = (
+            f"\nSelection: {removal['sampled_groundings']:,} sampled groundings; the `{settings['mode']}` selection removes "
+            f"{removal['removed_triples']:,} triples, the published one-pass rule {removal['reference_removed_triples']:,} "
+            f"on the same sample ({removal['more_than_reference']:+,}).\n"
+        )
     text = f"""# Build report: variant `{name}` of `{dataset}`
 
 Settings: {settings['per_rule']} groundings per rule, removal `{settings['mode']}`, tau {settings['tau']},
 split {':'.join(f'{r:g}' for r in settings['ratios'])}, seed {settings['seed']}, KG splits {', '.join(settings['splits'])}.
-
+{selection}
 ## Rules and removed triples by type (BRINK Table 1)
 
 {table1(counts)}

@@ -49,8 +49,8 @@ def read_questions(paths: list[Path]) -> dict[str, dict]:
         for number, record in _records(path, ("id", "answers", "hard_answer")):
             if record["id"] in questions:
                 raise QAInputError(f"{path}:{number}: question id {record['id']!r} repeated")
-            if not isinstance(record["answers"], list) or not record["answers"]:
-                raise QAInputError(f"{path}:{number}: answers must be a non-empty list")
+            if not isinstance(record["answers"], list) or not any(isinstance(a, str) and a.strip() for a in record["answers"]):
+                raise QAInputError(f"{path}:{number}: answers must be a list with at least one non-empty string")
             questions[record["id"]] = record
     if not questions:
         raise QAInputError(f"no questions in {', '.join(map(str, paths))}")

@@ -43,6 +43,7 @@ class Variant:
     def __init__(self, spark: SparkSession, dataset: str, name: str, summary: JobSummary):
         self.spark, self.dataset, self.name, self.summary = spark, dataset, name, summary
         self.root = variant_dir(dataset, name)
+        self.names: dict[str, DataFrame] = {}
 
     def path(self, table: str) -> str:
         return table_path(self.root, table) if table in VARIANT_TABLES else table_path(self.dataset, table)
@@ -75,6 +76,7 @@ def _settings(config: Config) -> dict:
         "tau": float(config.get("variant.tau")),
         "ratios": tuple(float(x) for x in config.get("variant.split_ratios")),
         "templates": dict(config.get("variant.templates")),
+        "max_answers": int(config.get("variant.max_answers")),
         "splits": sorted(config.get("mining.splits")),
     }
 
@@ -104,7 +106,7 @@ def remove(spark: SparkSession, config: Config, dataset: str, name: str | None =
             sample = grounding.groundings(rules, complete.select("h", "r", "t"), relation_ids, s["per_rule"], s["seed"])
         except grounding.GroundingError as e:
             raise JobFailed(f"{summary.inputs['rules'].path}: {e}", summary) from None
-        v.write("groundings", sample, f"at most {s['per_rule']} groundings per rule, seed {s['seed']}")
+        v.write("groundings", sample.withColumn("priority", removal.selection_priority()), f"at most {s['per_rule']} groundings per rule, seed {s['seed']}")
     sample = v.read("groundings")
     with summary.timed("select"):
         selected = removal.select_groundings(sample, mode).localCheckpoint()
@@ -156,7 +158,9 @@ def make_questions(spark: SparkSession, config: Config, dataset: str, name: str 
     summary = JobSummary("questions", params={"dataset": dataset, "variant": name, "tau": s["tau"], "seed": s["seed"], "split_ratios": ",".join(map(str, s["ratios"]))})
     v = Variant(spark, dataset, name, summary)
     with summary.timed("questions"):
-        records = questions.question_records(v.read("removed"), v.read("complete"), s["seed"]).localCheckpoint()
+        records = questions.question_records(v.read("removed"), v.read("complete"), s["seed"], s["max_answers"]).localCheckpoint()
+        too_many = records.filter(F.col("answers").isNull()).count()
+        records = records.filter(F.col("answers").isNotNull()).localCheckpoint()
         total = records.count()
         if records.select("id").distinct().count() != total:
             raise JobFailed("question ids collide (64-bit hash); change variant.seed", summary)
@@ -164,7 +168,7 @@ def make_questions(spark: SparkSession, config: Config, dataset: str, name: str 
         v.write("questions", kept, f"questions, tau {s['tau']}, seed {s['seed']}")
     kept = v.read("questions")
     per_split = {r["split"]: r["count"] for r in kept.groupBy("split").count().collect()}
-    summary.counts.update(questions_before_downsampling=total, questions=sum(per_split.values()), questions_by_split={k: per_split.get(k, 0) for k in questions.SPLITS})
+    summary.counts.update(dropped_too_many_answers=too_many, questions_before_downsampling=total, questions=sum(per_split.values()), questions_by_split={k: per_split.get(k, 0) for k in questions.SPLITS})
     summary.extra["answer_counts"] = {
         "before": sorted((r["count"] for r in records.groupBy("hard_answer").count().collect()), reverse=True),
         "after": sorted((r["count"] for r in kept.groupBy("hard_answer").count().collect()), reverse=True),
@@ -176,7 +180,10 @@ def make_questions(spark: SparkSession, config: Config, dataset: str, name: str 
 
 
 def _names(v: Variant, scheme: str, seed: int) -> DataFrame:
-    return questions.entity_names(v.read("entities"), scheme, seed)
+    """Entity names of ``scheme``, computed once per job (the private-id permutation sorts all entities)."""
+    if scheme not in v.names:
+        v.names[scheme] = questions.entity_names(v.read("entities"), scheme, seed).localCheckpoint()
+    return v.names[scheme]
 
 
 def write_question_files(v: Variant, kept: DataFrame, s: dict, out: Path | None) -> list[str]:
@@ -303,13 +310,13 @@ def _variant_counts(v: Variant) -> dict:
     }
 
 
-def write_report(spark: SparkSession, config: Config, dataset: str, name: str, answer_counts: dict, out: str | None = None) -> JobSummary:
+def write_report(spark: SparkSession, config: Config, dataset: str, name: str, answer_counts: dict, removal_counts: dict | None = None, out: str | None = None) -> JobSummary:
     """The build report (Markdown + PNG plots) into ``<variant>/report`` (or ``out``)."""
     summary = JobSummary("report", params={"dataset": dataset, "variant": name})
     v = Variant(spark, dataset, name, summary)
     target = Path(out) if out else _local(v.root) / "report"
     counts = _variant_counts(v)
-    summary.artifacts.extend(report.write_report(target, dataset, name, _settings(config), counts, answer_counts))
+    summary.artifacts.extend(report.write_report(target, dataset, name, _settings(config), counts, answer_counts, removal_counts))
     summary.counts.update(counts)
     return summary
 
@@ -324,12 +331,13 @@ def build(spark: SparkSession, config: Config, dataset: str, name: str | None = 
     steps = []
     if rules_path is None and mine_rules:
         steps.append(mine.run(spark, config, dataset))
-    steps.append(remove(spark, config, dataset, name, rules_path))
+    removed = remove(spark, config, dataset, name, rules_path)
+    steps.append(removed)
     steps.append(verify(spark, config, dataset, name))
     q = make_questions(spark, config, dataset, name)
     steps.append(q)
     steps.append(export(spark, config, dataset, name))
-    steps.append(write_report(spark, config, dataset, name, q.extra["answer_counts"]))
+    steps.append(write_report(spark, config, dataset, name, q.extra["answer_counts"], removed.counts))
     merge_steps(summary, steps)
     return summary
 
