@@ -208,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     build = _rules_command(sub, "build", "BRINK construction end to end: mine, remove, verify, questions, export, report", "use this rules table instead of mining")
     build.add_argument("--variant", help="variant name (default: config variant.name)")
     build.add_argument("--reuse-rules", action="store_true", help="use the dataset's existing rules table instead of mining")
+    build.add_argument("--out", help="local directory of the release files and report (default: <dataset>/variants/<variant>/; required for a dataset on s3a://)")
 
     evaluate = sub.add_parser("evaluate-qa", help="BRINK QA metrics (Hits@Any, P, R, F1, Hits@Hard, HHR, permissive) of predictions")
     _common(evaluate)
@@ -364,7 +365,7 @@ def _variant_job(spark, config: Config, args) -> JobSummary:
         return variant.make_questions(spark, config, dataset, args.variant, args.out)
     if args.command == "export":
         return variant.export(spark, config, dataset, args.variant, args.out)
-    return variant.build(spark, config, dataset, args.variant, args.rules, mine_rules=not args.reuse_rules)
+    return variant.build(spark, config, dataset, args.variant, args.rules, mine_rules=not args.reuse_rules, out=args.out)
 
 
 def _evaluate_qa(spark, config: Config, args) -> JobSummary:

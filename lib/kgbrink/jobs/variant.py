@@ -314,16 +314,17 @@ def write_report(spark: SparkSession, config: Config, dataset: str, name: str, a
     """The build report (Markdown + PNG plots) into ``<variant>/report`` (or ``out``)."""
     summary = JobSummary("report", params={"dataset": dataset, "variant": name})
     v = Variant(spark, dataset, name, summary)
-    target = Path(out) if out else _local(v.root) / "report"
+    target = _local(out) if out else _local(v.root) / "report"
     counts = _variant_counts(v)
     summary.artifacts.extend(report.write_report(target, dataset, name, _settings(config), counts, answer_counts, removal_counts))
     summary.counts.update(counts)
     return summary
 
 
-def build(spark: SparkSession, config: Config, dataset: str, name: str | None = None, rules_path: str | None = None, mine_rules: bool = True) -> JobSummary:
+def build(spark: SparkSession, config: Config, dataset: str, name: str | None = None, rules_path: str | None = None, mine_rules: bool = True, out: str | None = None) -> JobSummary:
     """``kgbrink build``: mine (unless ``rules_path`` is given or ``mine_rules`` is off) -> remove (ground)
-    -> verify -> questions -> export -> report."""
+    -> verify -> questions -> export -> report. Plain files go to ``out`` (release files, and the report
+    in ``out/report``) or, for a local dataset, into the variant directory."""
     from kgbrink.jobs import mine
 
     name = name or config.get("variant.name")
@@ -334,10 +335,10 @@ def build(spark: SparkSession, config: Config, dataset: str, name: str | None = 
     removed = remove(spark, config, dataset, name, rules_path)
     steps.append(removed)
     steps.append(verify(spark, config, dataset, name))
-    q = make_questions(spark, config, dataset, name)
+    q = make_questions(spark, config, dataset, name, out)
     steps.append(q)
-    steps.append(export(spark, config, dataset, name))
-    steps.append(write_report(spark, config, dataset, name, q.extra["answer_counts"], removed.counts))
+    steps.append(export(spark, config, dataset, name, out))
+    steps.append(write_report(spark, config, dataset, name, q.extra["answer_counts"], removed.counts, f"{out}/report" if out else None))
     merge_steps(summary, steps)
     return summary
 
