@@ -69,9 +69,10 @@ def reference_selection(numbered: DataFrame) -> DataFrame:
     return numbered.join(in_bodies, "head", "left_anti").select("gid")
 
 
-def maximal_selection(numbered: DataFrame, max_rounds: int = 1000) -> DataFrame:
+def maximal_selection(numbered: DataFrame, reference: DataFrame, max_rounds: int = 1000) -> DataFrame:
     """``gid`` of a maximal conflict-free selection containing :func:`reference_selection` (module
-    docstring). Each round is a few joins over the undecided groundings; lineage is cut every round."""
+    docstring), grown from ``reference`` (:func:`reference_selection` of ``numbered``). Each round is a
+    few joins over the undecided groundings; lineage is cut every round."""
     edges = conflict_edges(numbered)
     undirected = edges.unionByName(edges.select(F.col("b").alias("a"), F.col("a").alias("b"))).distinct().localCheckpoint()
     degree = undirected.groupBy("a").agg(F.count(F.lit(1)).alias("degree"))
@@ -80,7 +81,7 @@ def maximal_selection(numbered: DataFrame, max_rounds: int = 1000) -> DataFrame:
         .select("gid", F.coalesce("degree", F.lit(0)).alias("degree"), selection_priority().alias("tiebreak"))
         .localCheckpoint()
     )
-    selected = reference_selection(numbered).localCheckpoint()
+    selected = reference.localCheckpoint()
     undecided = _drop_neighbours(priority.select("gid").join(selected, "gid", "left_anti"), selected, undirected)
     rounds = 0
     while not undecided.isEmpty():
@@ -116,9 +117,18 @@ def select_groundings(sample: DataFrame, mode: str = "maximal") -> DataFrame:
     """The selected groundings (all columns of the sample) under ``mode`` (``maximal`` or ``reference``)."""
     if mode not in MODES:
         raise ValueError(f"removal mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode == "maximal":
+        return maximal_and_reference(sample)[0]
     numbered = numbered_groundings(sample).localCheckpoint()
-    chosen = reference_selection(numbered) if mode == "reference" else maximal_selection(numbered)
-    return numbered.join(chosen, "gid").drop("gid")
+    return numbered.join(reference_selection(numbered), "gid").drop("gid")
+
+
+def maximal_and_reference(sample: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """The groundings of the maximal selection and of the one-pass reference selection it grows from,
+    sharing one numbering and one reference pass."""
+    numbered = numbered_groundings(sample).localCheckpoint()
+    reference = reference_selection(numbered).localCheckpoint()
+    return numbered.join(maximal_selection(numbered, reference), "gid").drop("gid"), numbered.join(reference, "gid").drop("gid")
 
 
 def removed_triples(selected: DataFrame) -> DataFrame:

@@ -109,8 +109,13 @@ def remove(spark: SparkSession, config: Config, dataset: str, name: str | None =
         v.write("groundings", sample.withColumn("priority", removal.selection_priority()), f"at most {s['per_rule']} groundings per rule, seed {s['seed']}")
     sample = v.read("groundings")
     with summary.timed("select"):
-        selected = removal.select_groundings(sample, mode).localCheckpoint()
-        reference_heads = removal.removed_triples(removal.select_groundings(sample, "reference")).count() if mode == "maximal" else None
+        reference_heads = None
+        if mode == "maximal":
+            selected, reference = removal.maximal_and_reference(sample)
+            reference_heads = removal.removed_triples(reference).count()
+        else:
+            selected = removal.select_groundings(sample, mode)
+        selected = selected.localCheckpoint()
     rule_strings = spark.createDataFrame([(r.rule_id(), r.text()) for r in rules], "rule_id string, rule string")
     provenance = selected.select(F.col("head.h").alias("h"), F.col("head.r").alias("r"), F.col("head.t").alias("t"), "rule_id", "bindings", "body", "sample_hash").join(rule_strings, "rule_id")
     with summary.timed("write"):
@@ -240,16 +245,15 @@ def export(spark: SparkSession, config: Config, dataset: str, name: str | None =
     written = []
     with summary.timed("kg"):
         for table in ("complete", "incomplete", "removed"):
-            triples = v.read(table).select("h", "r", "t").distinct()
-            path = target / f"{table}.tsv"
-            write_single_file(questions.render_triples(triples, keys["entity"], keys["relation"]).orderBy("h", "r", "t"), path, "tsv")
-            written.append(str(path))
-        for scheme in ("private_id", "text_label"):
-            for table in ("complete", "incomplete"):
-                path = target / "kg" / scheme / f"{table}.tsv"
-                triples = v.read(table).select("h", "r", "t").distinct()
-                write_single_file(questions.render_triples(triples, _names(v, scheme, s["seed"]), relations).orderBy("h", "r", "t"), path, "tsv")
+            # one scan and de-duplication per table, rendered by keys and, for the two KGs, by two schemes
+            triples = v.read(table).select("h", "r", "t").distinct().persist()
+            renderings = [(target / f"{table}.tsv", keys["entity"], keys["relation"])]
+            if table != "removed":
+                renderings += [(target / "kg" / scheme / f"{table}.tsv", _names(v, scheme, s["seed"]), relations) for scheme in ("private_id", "text_label")]
+            for path, entity_names, relation_names in renderings:
+                write_single_file(questions.render_triples(triples, entity_names, relation_names).orderBy("h", "r", "t"), path, "tsv")
                 written.append(str(path))
+            triples.unpersist()
     with summary.timed("rules_and_provenance"):
         rules = v.rules()
         write_amie_tsv(rules, target / "rules.tsv")
