@@ -8,14 +8,30 @@ unless they share a fixture.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from kgbrink.config import Config, load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-# The shared reference data sits beside the project (CI and developers); KGBRINK_REFERENCE overrides.
-REFERENCE = Path(os.environ.get("KGBRINK_REFERENCE", PROJECT_ROOT.parent / "shared" / "reference"))
+
+
+def _reference_dir() -> Path:
+    """The shared reference data: $KGBRINK_REFERENCE, else ``shared/reference`` beside the project, else
+    beside the checkout this clone was made from (a CI clone in a scratch directory of a local checkout)."""
+    if "KGBRINK_REFERENCE" in os.environ:
+        return Path(os.environ["KGBRINK_REFERENCE"])
+    beside = PROJECT_ROOT.parent / "shared" / "reference"
+    if beside.is_dir():
+        return beside
+    origin = subprocess.run(["git", "-C", str(PROJECT_ROOT), "remote", "get-url", "origin"], capture_output=True, text=True, check=False).stdout.strip()
+    if origin and Path(origin).is_dir():
+        return Path(origin).resolve().parent / "shared" / "reference"
+    return beside
+
+
+REFERENCE = _reference_dir()
 PROBE_DATASETS = ("umls", "kinship", "family", "wn18rr")
 
 
