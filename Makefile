@@ -11,7 +11,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run test bench bench-score bench-rank bench-mine bench-build rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run test bench bench-score bench-rank bench-mine bench-build bench-chain rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -60,6 +60,11 @@ bench-mine: setup
 # kgbrink build on BRINK Family and the make-run sample, beside a DuckDB peer of removal and answers.
 bench-build: setup
 	$(BIN)/python benchmarks/bench_build.py --dataset data/datasets/sample
+
+# The whole chain (ingest -> stats -> mine -> build) on the 20M-triple generated KG, twice with different
+# partitioning, outputs compared byte for byte (about 70 minutes per run on 2 cores).
+bench-chain: setup
+	$(BIN)/python benchmarks/bench_chain.py --partitions 8:64m 3:16m
 
 # Mine BRINK Family and the PROBE datasets (max_atoms 3 and 4): regression fixtures in tests/fixtures/rules/.
 rule-fixtures: setup

@@ -7,7 +7,7 @@ any ingested dataset with a rules table (``--dataset PATH``, e.g. ``data/dataset
 ``make run``).
 
 1. kgbrink: ``kgbrink build --reuse-rules`` in its own process (conf/local.yaml, ``local[2]``, no
-   tracking) under ``/usr/bin/time -v``; per-step timings from its JSON summary.
+   tracking) with its wall time and peak memory (:func:`harness.measure`); per-step timings from its JSON summary.
 2. DuckDB (2 threads), on the same grounding sample (the variant's ``groundings`` table) and complete KG:
    the one-pass reference selection in SQL, the maximal extension as the sequential greedy pass in
    priority order (conflict degree, the stored tie-break ``priority``, content order), which selects exactly what kgbrink's
@@ -31,8 +31,8 @@ HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from bench_mine import load, time_v
 from duckdb_mine_peer import delta_files
+from harness import load, measure
 
 OUT = HERE / "out" / "build"
 RESULTS = HERE / "results" / "build.json"
@@ -110,7 +110,7 @@ def bench(name: str, dataset: Path, splits: str) -> dict:
     summary_json = OUT / f"build-{name}.json"
     command = [KGBRINK, "build", "--dataset", str(dataset), "--reuse-rules", "--json", str(summary_json), "--no-tracking", "--set", "spark.master=local[2]", "--set", f"mining.splits=[{splits}]"]
     record = {"dataset": str(dataset), "command": " ".join(command), "load_before": load()}
-    record["kgbrink"] = time_v(command, OUT / f"build-{name}.log")
+    record["kgbrink"] = measure(command, OUT / f"build-{name}.log")
     summary = json.loads(summary_json.read_text())
     record["kgbrink"]["timings"] = summary["timings"]
     record["kgbrink"]["counts"] = {k: summary["counts"][k] for k in ("remove", "verify", "questions")}

@@ -6,14 +6,15 @@ Data: the dataset ``benchmarks/out/score/ds`` (``kgbrink synth --triples 2000000
 (train + valid + test), i.e. the whole generated KG, whose planted rules the synth manifest describes
 with their exact support and body size.
 
-1. kgbrink: ``kgbrink mine`` in its own process (conf/local.yaml, ``local[2]``, no tracking) under
-   ``/usr/bin/time -v`` (wall time, peak RSS of the driver JVM and Python).
+1. kgbrink: ``kgbrink mine`` in its own process (conf/local.yaml, ``local[2]``, no tracking) with
+   wall time and the driver JVM's peak resident memory (:func:`harness.measure`).
 2. DuckDB (2 threads, same machine, same run): the same algorithm as SQL over the same triples exported
    to Parquet: one-atom supports and expansion sizes, the side choice per head relation, chain supports
    expanded from the chosen side, body sizes and PCA body sizes of the candidates; AMIE's selection then
    runs on its candidates with the same Python function. Both must give the same rules and metrics.
 3. The planted rules (5: symmetry, inversion, hierarchy, two compositions) must all be output with the
-   manifest's support, body size and std confidence.
+   manifest's support and body size on the whole KG (``kg_support``, ``kg_body_size``: all splits, as
+   mined; ``support`` and ``body_size`` there are train-only).
 
 Results go to ``benchmarks/results/mine.json``; BENCHMARKS.md quotes them.
 
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -36,16 +36,13 @@ PROJECT = HERE.parent
 sys.path.insert(0, str(PROJECT / "lib"))
 sys.path.insert(0, str(HERE))
 
+from harness import load, measure
 from kgbrink.rules import parse_rule, read_amie_tsv
 
 DATA = HERE / "out" / "score"
 OUT = HERE / "out" / "mine"
 RESULTS = HERE / "results" / "mine.json"
 KGBRINK = str(PROJECT / ".venv" / "bin" / "kgbrink")
-
-
-def load() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 def ensure_dataset(triples: int, seed: int) -> Path:
@@ -56,24 +53,6 @@ def ensure_dataset(triples: int, seed: int) -> Path:
     subprocess.run([KGBRINK, "synth", "--out", str(kg), "--triples", str(triples), "--seed", str(seed), "--no-tracking"], check=True)
     subprocess.run([KGBRINK, "ingest", "--dataset", str(dataset), "--format", "wikidata5m", "--input", str(kg), "--no-tracking"], check=True)
     return dataset
-
-
-def time_v_figures(log: Path) -> dict:
-    """Wall seconds and peak RSS (MB) from a ``/usr/bin/time -v`` report at the end of ``log``."""
-    text = log.read_text()
-    wall = re.findall(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)[-1]
-    seconds = sum(float(part) * 60**i for i, part in enumerate(reversed(wall.split(":"))))
-    rss = re.findall(r"Maximum resident set size \(kbytes\): (\d+)", text)
-    return {"seconds": round(seconds, 1), "peak_rss_mb": round(int(rss[-1]) / 1024)}
-
-
-def time_v(command: list[str], log: Path) -> dict:
-    """Run ``command`` under /usr/bin/time -v; its wall seconds and peak RSS (MB)."""
-    with log.open("w") as out:
-        code = subprocess.run(["/usr/bin/time", "-v", *command], stdout=out, stderr=subprocess.STDOUT).returncode
-    if code:
-        raise SystemExit(f"{command[0]} failed ({code}); see {log}")
-    return time_v_figures(log)
 
 
 def planted_check(rules_tsv: Path, manifest: dict) -> list[dict]:
@@ -89,13 +68,13 @@ def planted_check(rules_tsv: Path, manifest: dict) -> list[dict]:
                 "type": planted["type"],
                 "found": rule is not None,
                 "planted_confidence": planted["planted_confidence"],
-                "manifest_support": planted["support"],
-                "manifest_body_size": planted["body_size"],
+                "manifest_support": planted["kg_support"],
+                "manifest_body_size": planted["kg_body_size"],
                 "support": m.get("support"),
                 "body_size": m.get("body_size"),
                 "std_confidence": m.get("std_confidence"),
                 "pca_confidence": m.get("pca_confidence"),
-                "exact": rule is not None and (m["support"], m["body_size"]) == (planted["support"], planted["body_size"]),
+                "exact": rule is not None and (m["support"], m["body_size"]) == (planted["kg_support"], planted["kg_body_size"]),
             }
         )
     return out
@@ -133,18 +112,20 @@ def main() -> None:
     tsv, summary_json = OUT / "rules.tsv", OUT / "mine-2e7.json"
     command = [KGBRINK, "mine", "--dataset", str(dataset), "--rules", str(OUT / "rules"), "--tsv", str(tsv), "--json", str(summary_json), "--no-tracking", "--set", "spark.master=local[2]"]
     record = {"machine": f"{platform.machine()}, 2 cores, 24 GiB, Java 17", "input_triples": manifest["triples"], "kgbrink_command": " ".join(command), "load_before": load()}
+    measured = OUT / "mine-2e7.measure.json"
     if args.reuse_kgbrink:
-        record["kgbrink"] = time_v_figures(OUT / "mine-2e7.log")
-        record["kgbrink_reused_from"] = str(OUT / "mine-2e7.log")
+        record["kgbrink"] = json.loads(measured.read_text())
+        record["kgbrink_reused_from"] = str(measured)
     else:
-        record["kgbrink"] = time_v(command, OUT / "mine-2e7.log")
+        record["kgbrink"] = measure(command, OUT / "mine-2e7.log")
+        measured.write_text(json.dumps(record["kgbrink"]))
     record["load_after"] = load()
     summary = json.loads(summary_json.read_text())
     record["kgbrink"].update(counts=summary["counts"], timings=summary["timings"])
     record["planted"] = planted_check(tsv, manifest)
     if not args.skip_duckdb:
         record["load_before_duckdb"] = load()
-        record["duckdb"] = time_v([sys.executable, __file__, "--duckdb-worker", str(dataset)], OUT / "duckdb.log")
+        record["duckdb"] = measure([sys.executable, __file__, "--duckdb-worker", str(dataset)], OUT / "duckdb.log")
         record["duckdb"].update(json.loads((OUT / "duckdb.json").read_text()))
         spark_rules = {r.key(): r.metrics for r in read_amie_tsv(tsv)}
         duck_rules = {r.key(): r.metrics for r in read_amie_tsv(OUT / "rules-duckdb.tsv")}

@@ -83,3 +83,21 @@ def probe_datasets(spark, config, reference, work_dir) -> dict[str, str]:
         ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="probe", input=str(reference / "probe" / name)))
         out[name] = dataset
     return out
+
+
+@pytest.fixture(scope="session")
+def family(spark, config, reference, work_dir):
+    """BRINK Family ingested and mined with BRINK's thresholds (conf/test.yaml: max_atoms 3, minhc 0.1,
+    minc 0.3, minpca 0.4): ``(dataset, mine summary, AMIE3 TSV of the rules)``. Mined once per session;
+    the rule tests check it and the variant tests build on it."""
+    from kgbrink.jobs import ingest, mine
+
+    dataset = str(work_dir / "brink-family")
+    ingest.run(
+        spark,
+        config,
+        ingest.IngestOptions(dataset=dataset, format="delimited", splits={"train": [str(reference / "brink-family" / "facts.tsv")]}, quote='"'),
+    )
+    tsv = work_dir / "family-rules.tsv"
+    summary = mine.run(spark, config, dataset, splits=["train"], tsv=str(tsv))
+    return dataset, summary, tsv

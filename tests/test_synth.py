@@ -147,6 +147,7 @@ def check_dataset(directory: Path, triples: int, malformed_fraction: float, dupl
         assert 0.6 <= c <= 0.95
         assert abs(rule["std_confidence"] - c) <= rule_tolerance(c, body_size), rule
         support_all, body_all = evaluate_rule(rule["rule"], everything)
+        assert (rule["kg_support"], rule["kg_body_size"]) == (support_all, body_all), rule
         if rule["type"] == "symmetry":  # k two-way pairs of M: support 2k, body M + k, k = round(q M)
             k = support_all // 2
             assert support_all == 2 * k and k == round(c / (2 - c) * (body_all - k))

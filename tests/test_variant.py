@@ -14,7 +14,6 @@ from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-FIXTURES = Path(__file__).parent / "fixtures"
 GROUNDING_SCHEMA = "rule_id string, head struct<h:int,r:int,t:int>, body array<struct<h:int,r:int,t:int>>, bindings map<string,int>, sample_hash long"
 
 
@@ -213,13 +212,13 @@ def test_questions_render_in_three_schemes(spark):
 
 
 @pytest.fixture(scope="module")
-def family_build(spark, config, reference, work_dir):
-    """BRINK Family ingested, BRINK's 145 rules (the regression fixture) imported, then ``kgbrink build``."""
-    from kgbrink.jobs import ingest, mine, variant
+def family_build(spark, config, family):
+    """The complete BRINK build on Family: the rules mined with BRINK's thresholds (session fixture
+    ``family``, 145 rules, equal to the regression fixture), then ``kgbrink build`` (ground, remove with
+    N = 30, verify, questions, export, report)."""
+    from kgbrink.jobs import variant
 
-    dataset = str(work_dir / "family-variant")
-    ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="delimited", splits={"train": [str(reference / "brink-family" / "facts.tsv")]}, quote='"'))
-    mine.import_rules(spark, config, dataset, str(FIXTURES / "rules" / "brink-family.tsv"))
+    dataset = family[0]
     family_config = config.with_overrides(["mining.splits=[train]"])
     summary = variant.build(spark, family_config, dataset, mine_rules=False)
     return dataset, summary, Path(variant.variant_dir(dataset, "brink"))

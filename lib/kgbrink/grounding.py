@@ -142,7 +142,9 @@ def groundings(
     empty = spark.createDataFrame([], "rule_id string, head struct<h:int,r:int,t:int>, body array<struct<h:int,r:int,t:int>>, bindings map<string,int>, sample_hash long")
     if not groups:
         return empty
-    edges = kg_edges(triples)
+    # a sample reads the de-duplicated edges in many passes (degrees, then a count and a sample pass per
+    # pattern); cache them, and drop them once every pattern's sample is cached (sample_smallest)
+    edges = kg_edges(triples) if per_rule is None else kg_edges(triples).persist()
     head_relations = sorted({m[1] for members in groups.values() for m in members})
     head_facts = edges.filter(F.col("rel").isin(head_relations)).select(F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1"))
     rows: dict = {}
@@ -156,12 +158,15 @@ def groundings(
         frame = spark.createDataFrame(members, ", ".join(["rule_id string", "r int", *[f"{s} int" for s in slots]]))
         found = _shaped(pattern_groundings(shape, frame, edges, _start_atom(shape, members, rows)), shape, seed)
         parts.append(found if per_rule is None else sample_smallest(found, per_rule))
+    if per_rule is not None:
+        edges.unpersist()
     return reduce(DataFrame.unionByName, parts)
 
 
 def sample_smallest(found: DataFrame, n: int, widen: float = 1.0) -> DataFrame:
     """The ``n`` rows of each ``rule_id`` with the smallest ``sample_hash`` (ties by head and body), computed
-    with a per-rule hash threshold (module docstring)."""
+    with a per-rule hash threshold (module docstring). The result is cached and already materialised (its
+    per-rule counts are checked), so it no longer reads ``found``'s inputs."""
     counts = {r["rule_id"]: r["count"] for r in found.groupBy("rule_id").count().collect()}
     limits = []
     for rule_id, count in counts.items():

@@ -26,9 +26,11 @@ Strategy (why this finishes where naive path joins cannot):
 2. Supports are computed from the head facts outwards (never from the body): a binding table starts as
    the facts of every head relation and each body atom is joined on the variables already bound, closing
    atoms (both variables bound: an (entity, entity) key join that only filters) before expanding ones.
-   After each step the prefix rule's support, an upper bound of every extension's support (anti-
-   monotone), is counted and assignments below the head-coverage / support threshold are dropped before
-   the next join; variables no longer needed are projected away and rows de-duplicated.
+   When all facts go through one plan (a single start atom, no buckets), after each step the prefix
+   rule's support, an upper bound of every extension's support (anti-monotone), is counted and
+   assignments below the head-coverage / support threshold are dropped before the next join (a count
+   over part of the facts is no bound, so split plans skip it; only 3-atom bodies have such prefixes).
+   Variables no longer needed are projected away and rows de-duplicated.
 3. Join planning from degree statistics: before any expansion, one aggregation over facts x (entity,
    relation) degrees gives, for every head relation r and every dangling atom touching x or y, the
    atom's exact support and the number of rows its expansion would produce (facts are first counted per
@@ -55,6 +57,7 @@ Strategy (why this finishes where naive path joins cannot):
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import math
@@ -310,49 +313,55 @@ def _needed_later(shape: Shape, order: list[int], position: int) -> set[int]:
     return later | {X, Y}
 
 
-def atom_order(shape: Shape, first: int | None) -> list[int]:
-    """Atom order: closing atoms on the head variables first, then ``first`` (an expanding atom touching
-    x or y), then greedily atoms whose variables are all bound (filters), else any connected atom."""
-    order: list[int] = []
-    bound = {X, Y}
-    remaining = list(range(len(shape.atoms)))
-
-    def take(k):
-        order.append(k)
-        remaining.remove(k)
-        bound.update(shape.atoms[k])
-
-    for k in list(remaining):
-        if set(shape.atoms[k]) <= bound:
-            take(k)
-    if first is not None and first in remaining:
-        take(first)
+def _complete_order(shape: Shape, order: list[int], bound: set[int]) -> list[int]:
+    """``order`` extended greedily: next an atom whose variables are all bound (a filter), else any atom
+    connected to the bound variables (``bound`` plus those of the atoms in ``order``)."""
+    order = list(order)
+    bound = bound | {v for k in order for v in shape.atoms[k]}
+    remaining = [k for k in range(len(shape.atoms)) if k not in order]
     while remaining:
         closing = [k for k in remaining if set(shape.atoms[k]) <= bound]
         connected = [k for k in remaining if set(shape.atoms[k]) & bound]
-        take(closing[0] if closing else connected[0])
+        k = closing[0] if closing else connected[0]
+        order.append(k)
+        remaining.remove(k)
+        bound |= set(shape.atoms[k])
     return order
 
 
-def shape_supports(
-    shape: Shape,
-    head_facts: DataFrame,
-    edges: DataFrame,
-    thresholds: DataFrame,
-    singles: DataFrame,
-    relations: list[int],
-    params: MiningParams,
-    passing: bool = True,
-) -> DataFrame:
-    """``r, a0 .. a{n-1}, support`` for every assignment of ``shape`` (``passing``: only those) whose support passes
-    ``thresholds`` (``r, min_count``: the smallest support with head coverage >= min_head_coverage and
-    support >= min_support), for the head relations ``relations``. ``singles`` (``r, subject, object,
-    a``) lists the one-atom patterns that passed, used to prune atoms touching x or y as they are joined.
+def atom_order(shape: Shape, first: int | None) -> list[int]:
+    """Support join order (head facts bound): closing atoms on the head variables first, then ``first``
+    (an expanding atom touching x or y), then :func:`_complete_order`."""
+    order = [k for k, a in enumerate(shape.atoms) if set(a) <= {X, Y}]
+    if first is not None and first not in order:
+        order.append(first)
+    return _complete_order(shape, order, {X, Y})
+
+
+@dataclass(frozen=True)
+class SupportInputs:
+    """What every support computation joins: ``head_facts`` (``r, v0, v1`` with endpoint degrees ``out0,
+    in0, out1, in1``), ``edges``, ``thresholds`` (``r, min_count``: the smallest support with head
+    coverage >= min_head_coverage and support >= min_support), ``singles`` (``r, subject, object, a``: the
+    one-atom patterns that passed, used to prune atoms touching x or y as they are joined)."""
+
+    head_facts: DataFrame
+    edges: DataFrame
+    thresholds: DataFrame
+    singles: DataFrame
+    params: MiningParams
+
+
+def shape_supports(shape: Shape, inputs: SupportInputs, relations: list[int], passing: bool = True) -> DataFrame:
+    """``r, a0 .. a{n-1}, support`` for every assignment of ``shape`` (``passing``: only those) whose
+    support passes ``inputs.thresholds``, for the head relations ``relations`` (``passing`` off: the raw
+    counts, e.g. of one bucket of the head facts).
 
     ``head_facts`` carries each fact's endpoint degrees (``out0, in0, out1, in1``); every fact starts from
     the expanding atom on x or y whose endpoint has the fewest edges in that role, so a fact between a
     hub and a rare entity is expanded from the rare one (work Sum over facts of min(d(x), d(y)))."""
-    facts = head_facts.filter(F.col("r").isin(relations))
+    edges, singles, params = inputs.edges, inputs.singles, inputs.params
+    facts = inputs.head_facts.filter(F.col("r").isin(relations))
     expanding = expanding_head_atoms(shape)
     if expanding:
         costs = [_endpoint_degree(shape.atoms[k]) for k in expanding]
@@ -363,6 +372,9 @@ def shape_supports(
         groups = [(k, facts.filter(F.col("_start") == k)) for k in expanding]
     else:
         groups = [(None, facts)]
+    # a prefix's support counted over part of the facts (one start group, one bucket) is only part of its
+    # support, so the threshold may prune prefixes only when every fact goes through this one plan
+    prune_prefixes = passing and len(groups) == 1
     results = []
     for first, start_facts in groups:
         order = atom_order(shape, first)
@@ -386,31 +398,22 @@ def shape_supports(
             bindings = bindings.select("r", *slots, *keep)
             if dropped:  # joins of distinct rows on distinct edges stay distinct until a variable is dropped
                 bindings = bindings.distinct()
-            if len(done) >= 2 and position < len(order) - 1:
+            if prune_prefixes and len(done) >= 2 and position < len(order) - 1:
                 prefix = bindings.groupBy("r", *slots).agg(F.countDistinct("v0", "v1").alias("support"))
-                passing = prefix.join(F.broadcast(thresholds), "r").filter(F.col("support") >= F.col("min_count"))
-                bindings = bindings.join(passing.select("r", *slots), ["r", *slots], "left_semi")
+                prefix_passing = prefix.join(F.broadcast(inputs.thresholds), "r").filter(F.col("support") >= F.col("min_count"))
+                bindings = bindings.join(prefix_passing.select("r", *slots), ["r", *slots], "left_semi")
         results.append(bindings.filter(_recursivity_ok(shape, params.recursivity_limit)))
     # each fact is in exactly one start group, so the groups' distinct (v0, v1) rows are disjoint
     slots = [slot_column(j) for j in range(len(shape.atoms))]
     counts = reduce(DataFrame.unionByName, results).groupBy("r", *slots).agg(F.count(F.lit(1)).alias("support"))
-    return _passing(counts, thresholds, slots) if passing else counts
+    return _passing(counts, inputs.thresholds, slots) if passing else counts
 
 
 def _passing(counts: DataFrame, thresholds: DataFrame, slots: list[str]) -> DataFrame:
     return counts.join(F.broadcast(thresholds), "r").filter(F.col("support") >= F.col("min_count")).select("r", *slots, "support")
 
 
-def batched_shape_supports(
-    shape: Shape,
-    head_facts: DataFrame,
-    edges: DataFrame,
-    thresholds: DataFrame,
-    singles: DataFrame,
-    relations: list[int],
-    params: MiningParams,
-    work_dir: str | None,
-) -> DataFrame:
+def batched_shape_supports(shape: Shape, inputs: SupportInputs, relations: list[int], work_dir: str | None) -> DataFrame:
     """:func:`shape_supports` with bounded memory and disk: when the expansion (Sum over facts of the
     smaller endpoint degree) exceeds ``rows_per_batch``, the facts are cut into buckets by a hash of the
     head pair, each bucket's support counts are written under ``work_dir`` (a bucket's facts are its own,
@@ -418,24 +421,24 @@ def batched_shape_supports(
     expanding = expanding_head_atoms(shape)
     slots = [slot_column(k) for k in range(len(shape.atoms))]
     if not expanding or work_dir is None:
-        return shape_supports(shape, head_facts, edges, thresholds, singles, relations, params)
+        return shape_supports(shape, inputs, relations)
     costs = [_endpoint_degree(shape.atoms[k]) for k in expanding]
     cost = F.least(*costs) if len(costs) > 1 else costs[0]
-    facts = head_facts.filter(F.col("r").isin(relations))
+    facts = inputs.head_facts.filter(F.col("r").isin(relations))
     rows = facts.agg(F.sum(cost)).collect()[0][0] or 0
-    buckets = math.ceil(rows / params.rows_per_batch)
+    buckets = math.ceil(rows / inputs.params.rows_per_batch)
     if buckets <= 1:
-        return shape_supports(shape, head_facts, edges, thresholds, singles, relations, params)
+        return shape_supports(shape, inputs, relations)
     LOG.info("shape %s: about %.3g expanded rows, %d buckets", shape.atoms, rows, buckets)
     directory = f"{work_dir.rstrip('/')}/shape-" + "-".join(f"{s}{o}" for s, o in shape.atoms)
     for b in range(buckets):
         started = time.perf_counter()
         part = facts.filter(F.pmod(F.xxhash64("v0", "v1"), F.lit(buckets)) == b)
-        counts = shape_supports(shape, part, edges, thresholds, singles, relations, params, passing=False)
+        counts = shape_supports(shape, dataclasses.replace(inputs, head_facts=part), relations, passing=False)
         counts.write.mode("overwrite").parquet(f"{directory}/bucket={b}")
         LOG.info("shape %s: bucket %d/%d, %.1f s", shape.atoms, b + 1, buckets, time.perf_counter() - started)
-    partials = head_facts.sparkSession.read.parquet(directory).drop("bucket")
-    return _passing(partials.groupBy("r", *slots).agg(F.sum("support").alias("support")), thresholds, slots)
+    partials = facts.sparkSession.read.parquet(directory).drop("bucket")
+    return _passing(partials.groupBy("r", *slots).agg(F.sum("support").alias("support")), inputs.thresholds, slots)
 
 
 def expanding_head_atoms(shape: Shape) -> list[int]:
@@ -466,18 +469,8 @@ def single_pattern(atom: tuple[int, int]) -> tuple[int, int] | None:
 
 
 def body_atom_order(shape: Shape) -> list[int]:
-    """Body join order: an atom on a head variable first, then closing atoms before expanding ones."""
-    start = next(k for k, a in enumerate(shape.atoms) if set(a) & {X, Y})
-    order, bound = [start], set(shape.atoms[start])
-    remaining = [k for k in range(len(shape.atoms)) if k != start]
-    while remaining:
-        closing = [k for k in remaining if set(shape.atoms[k]) <= bound]
-        connected = [k for k in remaining if set(shape.atoms[k]) & bound]
-        k = closing[0] if closing else connected[0]
-        order.append(k)
-        remaining.remove(k)
-        bound |= set(shape.atoms[k])
-    return order
+    """Body join order (nothing bound): an atom on a head variable first, then :func:`_complete_order`."""
+    return _complete_order(shape, [next(k for k, a in enumerate(shape.atoms) if set(a) & {X, Y})], set())
 
 
 def _path_middle(shape: Shape) -> int | None:
@@ -692,6 +685,31 @@ def shape_head_relations(shape: Shape, relations: list[int], survivors: dict) ->
     return [r for r in relations if all(p is None or survivors.get((r, p)) for p in patterns)]
 
 
+def support_inputs(edges: DataFrame, degrees: DataFrame, thresholds: DataFrame, heads: list[int], params: MiningParams) -> tuple[SupportInputs, dict]:
+    """The cached :class:`SupportInputs` of the head relations ``heads`` and the one-atom patterns that
+    pass, ``{(r, (subject, object)): [body relations]}`` (:func:`single_atom_table`, driver-side)."""
+    spark = edges.sparkSession
+    totals = degrees.groupBy("entity").agg(F.sum("out_deg").alias("out"), F.sum("in_deg").alias("in"))
+    head_facts = (
+        edges.filter(F.col("rel").isin(heads))
+        .select(F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1"))
+        .join(totals.select(F.col("entity").alias("v0"), F.col("out").alias("out0"), F.col("in").alias("in0")), "v0")
+        .join(totals.select(F.col("entity").alias("v1"), F.col("out").alias("out1"), F.col("in").alias("in1")), "v1")
+        .cache()
+    )
+    single_rows = (
+        single_atom_table(edges, head_facts, degrees)
+        .join(F.broadcast(thresholds), "r")
+        .filter(F.col("support") >= F.col("min_count"))
+        .collect()
+    )
+    survivors: dict = {}
+    for row in single_rows:
+        survivors.setdefault((row["r"], (row["subject"], row["object"])), []).append(row["a"])
+    singles = spark.createDataFrame([(r, p[0], p[1], a) for (r, p), rels in survivors.items() for a in rels], "r int, subject int, object int, a int")
+    return SupportInputs(head_facts, edges, thresholds, singles.cache(), params), survivors
+
+
 @dataclass
 class MiningResult:
     candidates: list[Rule]
@@ -716,29 +734,8 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
     spark = triples.sparkSession
     thresholds = spark.createDataFrame([(r, min_support_count(facts[r], params)) for r in heads], "r int, min_count long")
     degrees = entity_relation_degrees(edges).cache()
-    totals = degrees.groupBy("entity").agg(F.sum("out_deg").alias("out"), F.sum("in_deg").alias("in"))
-    head_facts = (
-        edges.filter(F.col("rel").isin(heads))
-        .select(F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1"))
-        .join(totals.select(F.col("entity").alias("v0"), F.col("out").alias("out0"), F.col("in").alias("in0")), "v0")
-        .join(totals.select(F.col("entity").alias("v1"), F.col("out").alias("out1"), F.col("in").alias("in1")), "v1")
-        .cache()
-    )
-    single_rows = (
-        single_atom_table(edges, head_facts, degrees)
-        .join(F.broadcast(thresholds), "r")
-        .filter(F.col("support") >= F.col("min_count"))
-        .collect()
-    )
-    LOG.info("relation profile, degrees and one-atom supports: %d head relations, %d (relation, atom) pairs pass, %.1f s", len(heads), len(single_rows), time.perf_counter() - started_all)
-    survivors: dict = {}
-    rows: dict = {}
-    for row in single_rows:
-        key = (row["r"], (row["subject"], row["object"]))
-        survivors.setdefault(key, []).append(row["a"])
-        rows[key] = rows.get(key, 0) + row["rows"]
-    singles = spark.createDataFrame([(r, p[0], p[1], a) for (r, p), rels in survivors.items() for a in rels], "r int, subject int, object int, a int")
-    singles = singles.cache()
+    inputs, survivors = support_inputs(edges, degrees, thresholds, heads, params)
+    LOG.info("relation profile, degrees and one-atom supports: %d head relations, %d (relation, atom) pairs pass, %.1f s", len(heads), sum(map(len, survivors.values())), time.perf_counter() - started_all)
     domains = head_domains(edges.filter(F.col("rel").isin(heads)), spark.createDataFrame([(r, subject_functional[r]) for r in heads], "rel int, subject_functional boolean")).cache()
     edge_count = counts["facts"]
     candidates: list[Rule] = []
@@ -754,18 +751,19 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
         for index, shape in enumerate(shapes):
             relations = shape_head_relations(shape, heads, survivors)
             if relations:
-                plans.append(batched_shape_supports(shape, head_facts, edges, thresholds, singles, relations, params, work_dir).withColumn("shape", F.lit(index)))
+                plans.append(batched_shape_supports(shape, inputs, relations, work_dir).withColumn("shape", F.lit(index)))
         if not plans:
             continue
         if params.broadcast_edges:  # one shape at a time: at most a few edge hash tables in memory
             supported = [row for plan in plans for row in plan.collect()]
         else:
             supported = reduce(DataFrame.unionByName, plans).collect()
+        by_shape: dict[int, list] = {}
+        for row in supported:
+            by_shape.setdefault(row["shape"], []).append(row)
         sized = []
-        for index, shape in enumerate(shapes):
-            mine_rows = [row for row in supported if row["shape"] == index]
-            if not mine_rows:
-                continue
+        for index, mine_rows in sorted(by_shape.items()):
+            shape = shapes[index]
             found = spark.createDataFrame(
                 [(row["r"], *[row[s] for s in slots], row["support"], 0 if subject_functional[row["r"]] else 1) for row in mine_rows],
                 ", ".join(["r int", *[f"{s} int" for s in slots], "support long", "functional_var int"]),
@@ -790,7 +788,7 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
             metrics["pca_confidence"] = row["support"] / size["pca_body_size"] if size and size["pca_body_size"] else None
             candidates.append(Rule(Atom(relation_names[r], *HEAD_VARIABLES), body, metrics))
         LOG.info("rules of %d atoms (%d shapes): %d candidates, %d with body sizes, %.1f s", length, len(shapes), len(supported), len(sizes), time.perf_counter() - started)
-    for frame in (edges, head_facts, degrees, singles, domains):
+    for frame in (edges, inputs.head_facts, degrees, inputs.singles, domains):
         frame.unpersist()
     unique = {c.key(): c for c in candidates}
     selected = amie_selection(list(unique.values()), params)

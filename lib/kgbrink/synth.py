@@ -247,7 +247,7 @@ def compose(h1: np.ndarray, t1: np.ndarray, h2: np.ndarray, t2: np.ndarray) -> t
 
 
 def rule_statistics(train: Triples, rule: PlantedRule) -> tuple[int, int]:
-    """(support, body size) of ``rule`` on ``train``, AMIE's standard confidence being support / body size.
+    """(support, body size) of ``rule`` on ``train`` (or any triples), AMIE's standard confidence being support / body size.
 
     Body size = number of distinct (x, z) satisfying the body atoms; support = those for which the head
     atom is a triple: ``r2(x, z)`` for hierarchy and composition, ``r2(z, x)`` for symmetry and inversion.
@@ -554,9 +554,11 @@ def write_dataset(
 
     in_degree = np.bincount(train.t, minlength=kg.entities + 1)
     top_class = int(kg.classes[np.argmax(in_degree[kg.classes])])
+    whole = Triples.concat([kg.splits[split] for split in SPLITS])
     rules = []
     for rule in PLANTED_RULES:
         support, body_size = rule_statistics(train, rule)
+        kg_support, kg_body_size = rule_statistics(whole, rule)
         rules.append(
             {
                 "rule": rule.amie,
@@ -567,6 +569,9 @@ def write_dataset(
                 "support": support,
                 "body_size": body_size,
                 "std_confidence": round(support / body_size, 6),
+                # on all splits: what `kgbrink mine` (mining.splits) and AMIE3 on the whole KG count
+                "kg_support": kg_support,
+                "kg_body_size": kg_body_size,
             }
         )
     manifest = {

@@ -1,0 +1,106 @@
+"""Shared benchmark plumbing: run a command as its own process tree and measure it.
+
+``measure(command, log)`` runs ``command`` with stdout and stderr to ``log`` and returns its wall seconds
+and peak memory. ``/usr/bin/time -v`` is not enough for a Spark job: the driver JVM is a grandchild that
+PySpark never ``wait``s for, so ``time`` reports the Python launcher (~0.5 GB). Instead a sampler reads
+``/proc`` every ``interval`` seconds, finds every descendant of the command, and keeps
+
+- ``peak_rss_mb``: the largest ``VmHWM`` (the kernel's own high-water mark of one process's resident
+  memory, so short peaks between samples are not missed) over all descendants — for a Spark job, the
+  driver JVM;
+- ``peak_tree_rss_mb``: the largest sum of ``VmRSS`` over the tree at one sample (a lower bound of the
+  true peak of the sum);
+- ``peak_process``: the command name of the process with the largest high-water mark.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+
+def load() -> str:
+    """``uptime``: benchmark records note the machine's load average at each timing."""
+    return subprocess.run(
+        ["uptime"], check=False, capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _status_kb(pid: int, field: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        pass
+    return 0
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack.extend(children.get(pid, []))
+    return found
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return "?"
+
+
+def measure(
+    command: list[str], log: Path, interval: float = 1.0, env: dict | None = None
+) -> dict:
+    """Run ``command`` (output to ``log``); wall seconds and peak memory (module docstring). Raises
+    SystemExit naming the log when the command fails."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    peaks = {"hwm": 0, "tree": 0, "name": ""}
+    with log.open("w") as out:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=env
+        )
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.is_set():
+                tree = 0
+                for pid in _descendants(process.pid):
+                    tree += _status_kb(pid, "VmRSS")
+                    hwm = _status_kb(pid, "VmHWM")
+                    if hwm > peaks["hwm"]:
+                        peaks["hwm"], peaks["name"] = hwm, _name(pid)
+                peaks["tree"] = max(peaks["tree"], tree)
+                done.wait(interval)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        code = process.wait()
+        seconds = time.perf_counter() - started
+        done.set()
+        sampler.join()
+    if code:
+        raise SystemExit(f"{command[0]} failed ({code}); see {log}")
+    return {
+        "seconds": round(seconds, 1),
+        "peak_rss_mb": round(peaks["hwm"] / 1024),
+        "peak_tree_rss_mb": round(peaks["tree"] / 1024),
+        "peak_process": peaks["name"],
+    }
