@@ -65,6 +65,12 @@ def _name(pid: int) -> str:
         return "?"
 
 
+def tree_peak_mb(root: int) -> int:
+    """The largest ``VmHWM`` (MB) over ``root`` and its descendants: for a process that started Spark, its
+    driver JVM's peak resident memory so far."""
+    return round(max(_status_kb(pid, "VmHWM") for pid in _descendants(root)) / 1024)
+
+
 def measure(
     command: list[str], log: Path, interval: float = 1.0, env: dict | None = None
 ) -> dict:

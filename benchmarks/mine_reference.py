@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
-import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,7 +23,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
 sys.path.insert(0, str(PROJECT / "lib"))
+sys.path.insert(0, str(HERE))
 
+from harness import load, tree_peak_mb
 from kgbrink.config import load_config
 from kgbrink.jobs import ingest, mine
 from kgbrink.session import spark_session
@@ -73,9 +74,10 @@ def main() -> None:
                 "rules": summary.counts["rules"],
                 "rules_by_type": summary.counts["rules_by_type"],
                 "seconds": seconds,
-                "peak_rss_driver_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-                "machine": f"{platform.machine()}, {subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores",
-                "load": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
+                # the session's driver JVM, a child of this process: its high-water mark since the session began
+                "peak_rss_jvm_so_far_mb": tree_peak_mb(os.getpid()),
+                "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                "load": load(),
                 "command": "benchmarks/mine_reference.py --max-atoms " + " ".join(map(str, args.max_atoms)),
             }
             print(json.dumps(results[f"{name}{suffix}"]), flush=True)
