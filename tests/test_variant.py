@@ -274,6 +274,43 @@ def test_family_release_files_read_back(family_build):
     assert "| complete | 17,615 |" in card
 
 
+def test_single_file_appends_the_ordered_parts(spark, tmp_path):
+    from kgbrink.jobs.variant import write_single_file
+
+    frame = spark.range(1000).select(F.format_string("%04d", "id").alias("a"), F.lit("x\ty").alias("b"))
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")  # 4 range partitions, 4 parts
+    try:
+        write_single_file(frame.repartition(5).orderBy(F.col("a").desc()), tmp_path / "out.tsv", "tsv")
+        write_single_file(frame.filter("a < '0003'").orderBy("a"), tmp_path / "out.jsonl", "json")
+        write_single_file(frame.filter("false").orderBy("a"), tmp_path / "empty.jsonl", "json")
+    finally:
+        spark.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
+    assert (tmp_path / "out.tsv").read_text().splitlines() == [f"{i:04d}\tx y" for i in range(999, -1, -1)]  # TAB in a value -> space
+    assert [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()] == [{"a": f"{i:04d}", "b": "x\ty"} for i in range(3)]
+    assert (tmp_path / "empty.jsonl").read_text() == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl", "out.jsonl", "out.tsv"]  # no parts or partial files left
+
+
+def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark, config, family_build, tmp_path):
+    """``export --out``: the same release files, byte for byte, written with 7 shuffle partitions instead of 4
+    and no adaptive coalescing: every plain file is written in 7 parts appended in order)."""
+    from kgbrink.jobs import variant
+
+    dataset, _, root = family_build
+    out = tmp_path / "release"
+    spark.conf.set("spark.sql.shuffle.partitions", "7")
+    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
+    try:
+        variant.export(spark, config.with_overrides(["mining.splits=[train]"]), dataset, out=str(out))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "4")
+        spark.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
+    release = root / "release"
+    files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
+    assert len(files) == 19 and files == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert [f for f in files if (release / f).read_bytes() != (out / f).read_bytes()] == []
+
+
 def test_family_report(family_build):
     root = family_build[2]
     report = (root / "report" / "report.md").read_text()

@@ -17,6 +17,8 @@ from dataclasses import dataclass, replace
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from kgbrink.frames import with_positions
+
 OK = "ok"
 SKIPPED = "skipped"
 QUARANTINED = "quarantined"
@@ -319,7 +321,7 @@ def assign_ids(codes: DataFrame, existing: DataFrame | None) -> DataFrame:
         known = existing.select(F.col("id").cast("int"), "code")
     new = distinct.join(known, "code", "left_anti")
     start = known.agg(F.coalesce(F.max("id") + 1, F.lit(0)).alias("start"))
-    numbered = new.withColumn("_n", F.row_number().over(Window.orderBy("code")) - 1)
+    numbered = with_positions(new, ["code"], "_n")
     return known.unionByName(
         numbered.crossJoin(F.broadcast(start)).select((F.col("start") + F.col("_n")).cast("int").alias("id"), "code")
     )

@@ -34,6 +34,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from kgbrink.frames import with_positions
+
 SCHEMES = ("private_id", "entity_id", "text_label")
 SPLITS = ("train", "valid", "test")
 
@@ -84,7 +86,7 @@ def assign_splits(questions: DataFrame, seed: int, ratios: tuple[float, float, f
     n = questions.count()
     n_train = int(ratios[0] * n + 0.5)
     n_valid = int(ratios[1] * n + 0.5)
-    ranked = questions.withColumn("_rank", F.row_number().over(Window.orderBy(F.xxhash64(F.lit(seed), F.lit("split"), "id"), "id")))
+    ranked = with_positions(questions, [F.xxhash64(F.lit(seed), F.lit("split"), "id"), "id"], "_rank", start=1)
     split = F.when(F.col("_rank") <= n_train, "train").when(F.col("_rank") <= n_train + n_valid, "valid").otherwise("test")
     return ranked.withColumn("split", split).drop("_rank")
 
@@ -96,8 +98,8 @@ def entity_names(entities: DataFrame, scheme: str, seed: int) -> DataFrame:
     if scheme == "text_label":
         return entities.select("id", F.coalesce(F.nullif(F.trim("label"), F.lit("")), "key").alias("name"))
     if scheme == "private_id":
-        order = Window.orderBy(F.xxhash64(F.lit(seed), F.lit("private"), "key"), "key")
-        return entities.select("id", (F.row_number().over(order) - 1).cast("string").alias("name"))
+        numbered = with_positions(entities.select("id", "key"), [F.xxhash64(F.lit(seed), F.lit("private"), "key"), "key"], "position")
+        return numbered.select("id", F.col("position").cast("string").alias("name"))
     raise ValueError(f"entity labelling scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
 
 

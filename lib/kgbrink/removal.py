@@ -31,9 +31,10 @@ from __future__ import annotations
 
 import logging
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.frames import with_positions
 from kgbrink.rules import Rule
 
 LOG = logging.getLogger(__name__)
@@ -45,8 +46,8 @@ TRIPLE = ("h", "r", "t")
 def numbered_groundings(sample: DataFrame) -> DataFrame:
     """The sample with ``gid``: a dense id in the order (rule_id, sample_hash, head, body), i.e. from the
     content only."""
-    order = Window.orderBy("rule_id", "sample_hash", "head", "body")
-    return sample.select("rule_id", "head", "body", "bindings", "sample_hash", F.row_number().over(order).alias("gid"))
+    columns = sample.select("rule_id", "head", "body", "bindings", "sample_hash")
+    return with_positions(columns, ["rule_id", "sample_hash", "head", "body"], "gid", start=1)
 
 
 def selection_priority():

@@ -284,15 +284,15 @@ def read_amie_tsv(path: str | Path) -> list[Rule]:
             raise RuleSyntaxError(f"{where}: functional variable {functional!r} is not a head variable of the rule")
         if head_coverage > 1 or std > 1 or pca > 1:
             raise RuleSyntaxError(f"{where}: coverage and confidences must lie in [0, 1]")
-        metrics = dict(
-            support=support,
-            head_coverage=head_coverage,
-            std_confidence=std,
-            pca_confidence=pca,
-            body_size=body_size,
-            pca_body_size=pca_body_size,
-            functional_variable=functional,
-        )
+        metrics = {
+            "support": support,
+            "head_coverage": head_coverage,
+            "std_confidence": std,
+            "pca_confidence": pca,
+            "body_size": body_size,
+            "pca_body_size": pca_body_size,
+            "functional_variable": functional,
+        }
         parsed = Rule(rule.head, rule.body, metrics)
         key = parsed.key()
         if key in seen:

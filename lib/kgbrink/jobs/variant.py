@@ -213,22 +213,27 @@ def _local(location: str) -> Path:
 
 def write_single_file(frame: DataFrame, path: Path, fmt: str) -> None:
     """``frame`` (in its order) as one file ``path``: JSON Lines (``json``) or TAB-separated text of its
-    string columns (``tsv``, no quoting: names are free of TABs and newlines)."""
+    string columns (``tsv``, no quoting: names are free of TABs and newlines).
+
+    Written in parallel, one part per partition of the ordered frame (a sorted frame's partitions are
+    consecutive ranges of the order), then the parts are appended in partition order into ``path`` (via a
+    temporary file, so a failed write leaves no partial file): the bytes do not depend on how many
+    partitions there are."""
     parts = path.with_name(path.name + ".parts")
     shutil.rmtree(parts, ignore_errors=True)
-    single = frame.coalesce(1)
     if fmt == "json":
-        single.write.mode("overwrite").option("ignoreNullFields", "false").json(str(parts))
+        frame.write.option("ignoreNullFields", "false").json(str(parts))
     elif fmt == "tsv":
-        single.select(F.concat_ws("\t", *[F.regexp_replace(F.col(c).cast("string"), "[\t\r\n]", " ") for c in frame.columns]).alias("line")).write.mode("overwrite").text(str(parts))
+        frame.select(F.concat_ws("\t", *[F.regexp_replace(F.col(c).cast("string"), "[\t\r\n]", " ") for c in frame.columns]).alias("line")).write.text(str(parts))
     else:
         raise ValueError(f"unknown single-file format {fmt!r}")
-    files = sorted(parts.glob("part-*"))
     path.parent.mkdir(parents=True, exist_ok=True)
-    if files:
-        shutil.move(str(files[0]), path)
-    else:
-        path.write_text("")
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("wb") as out:
+        for part in sorted(parts.glob("part-*"), key=lambda p: int(p.name.split("-")[1])):  # part-00012-<uuid>...
+            with part.open("rb") as chunk:
+                shutil.copyfileobj(chunk, out, 16 << 20)
+    partial.replace(path)
     shutil.rmtree(parts)
 
 

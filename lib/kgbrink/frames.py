@@ -1,0 +1,31 @@
+"""Small composable DataFrame functions shared by the domain steps."""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+_INDEX_BITS = 33  # monotonically_increasing_id() = (partition index << 33) + row index within the partition
+
+
+def with_positions(frame: DataFrame, order: list[str | Column], column: str, start: int = 0) -> DataFrame:
+    """``frame`` plus ``column`` (long): ``start`` + the row's 0-based position in the order ``order``, a
+    dense numbering that depends only on the content. ``order`` must be unique per row (end it with a key),
+    otherwise tied rows are numbered in an arbitrary order.
+
+    Unlike ``row_number()`` over an unpartitioned window, which moves every row into one task, the rows
+    are range-partitioned by ``order`` and sorted within their range; a row's position is the number of
+    rows in the ranges before it (one count per range reaches the driver) plus its index in its range
+    (``monotonically_increasing_id`` taken right after the sort). Runs one job and returns a frame
+    built on a local checkpoint, so the numbering is computed once."""
+    mark = "_kgbrink_mid"
+    numbered = frame.repartitionByRange(*order).sortWithinPartitions(*order).withColumn(mark, F.monotonically_increasing_id()).localCheckpoint()
+    part = F.shiftright(F.col(mark), _INDEX_BITS)
+    counts = sorted((row[0], row[1]) for row in numbered.groupBy(part.alias("part")).count().collect())
+    pairs, offset = [], start
+    for index, count in counts:
+        pairs += [F.lit(index), F.lit(offset).cast("long")]
+        offset += count
+    before = F.create_map(*pairs)[part] if pairs else F.lit(start).cast("long")
+    within = F.col(mark).bitwiseAND(F.lit((1 << _INDEX_BITS) - 1))
+    return numbered.select(*frame.columns, (before + within).alias(column))
