@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from kgbrink.cli import main
 from mlflow.tracking import MlflowClient
@@ -38,7 +39,7 @@ def test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow(spark, config,
     assert stats_run.data.params["input.triples.version"] == "0"
     assert stats_run.data.metrics["count.triples"] == manifest["splits"]["train"]
     artifact = client.download_artifacts(stats["mlflow_run_id"], "summary.json", str(tmp_path))
-    assert json.loads(open(artifact).read())["job"] == "stats"
+    assert json.loads(Path(artifact).read_text())["job"] == "stats"
 
 
 def test_bad_usage_exits_2(capsys):

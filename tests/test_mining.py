@@ -59,10 +59,10 @@ def _brute_force(graph: dict[str, list[tuple[int, int]]], max_atoms: int = 3) ->
         return {(env["?a"], env["?b"]) for env in envs}
 
     out = {}
-    for head_rel in facts:
+    for head_rel, head_facts in facts.items():
         head = Atom(head_rel, "?a", "?b")
-        subjects = {s for s, _ in facts[head_rel]}
-        objects = {o for _, o in facts[head_rel]}
+        subjects = {s for s, _ in head_facts}
+        objects = {o for _, o in head_facts}
         functional = "?a" if len(subjects) >= len(objects) else "?b"
         for n in range(1, max_atoms):
             for body in itertools.combinations(atoms, n):
@@ -73,7 +73,7 @@ def _brute_force(graph: dict[str, list[tuple[int, int]]], max_atoms: int = 3) ->
                 if key in out or max(Counter(a.relation for a in (head, *body)).values()) > 3:
                     continue
                 pairs = body_pairs(body)
-                support = len(pairs & facts[head_rel])
+                support = len(pairs & head_facts)
                 if support:
                     domain = subjects if functional == "?a" else objects
                     pca = sum(1 for a, b in pairs if (a if functional == "?a" else b) in domain)
@@ -207,7 +207,7 @@ def test_rules_table_and_amie_tsv_round_trip_through_the_jobs(spark, config, fam
     from kgbrink.jobs import mine
     from kgbrink.tables import read_table, table_path
 
-    dataset, summary, _ = family
+    dataset, _, _ = family
     exported = work_dir / "exported.tsv"
     mine.export_rules(spark, config, dataset, str(exported))
     imported = table_path(dataset, "rules_imported")

@@ -24,7 +24,7 @@ from kgbrink.tables import read_table
 from tests.conftest import PROJECT_ROOT
 
 RANK_SCHEMA = "model string, run string, rank double, num_candidates long"
-NO_POPULARITY = dict(betas=(0.0,), popularity_groups=0)
+NO_POPULARITY = {"betas": (0.0,), "popularity_groups": 0}
 
 
 def _values(scores: S.Scores, model: str, run: str = "1") -> dict:

@@ -278,17 +278,19 @@ def test_single_file_appends_the_ordered_parts(spark, tmp_path):
     from kgbrink.jobs.variant import write_single_file
 
     frame = spark.range(1000).select(F.format_string("%04d", "id").alias("a"), F.lit("x\ty").alias("b"))
+    out, staging = tmp_path / "release", tmp_path / "staging"
     spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")  # 4 range partitions, 4 parts
     try:
-        write_single_file(frame.repartition(5).orderBy(F.col("a").desc()), tmp_path / "out.tsv", "tsv")
-        write_single_file(frame.filter("a < '0003'").orderBy("a"), tmp_path / "out.jsonl", "json")
-        write_single_file(frame.filter("false").orderBy("a"), tmp_path / "empty.jsonl", "json")
+        write_single_file(frame.repartition(5).orderBy(F.col("a").desc()), out / "out.tsv", "tsv", str(staging / "out.tsv"))
+        write_single_file(frame.filter("a < '0003'").orderBy("a"), out / "q" / "out.jsonl", "json", str(staging / "q" / "out.jsonl"))
+        write_single_file(frame.filter("false").orderBy("a"), out / "empty.jsonl", "json", str(staging / "empty.jsonl"))
     finally:
         spark.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
-    assert (tmp_path / "out.tsv").read_text().splitlines() == [f"{i:04d}\tx y" for i in range(999, -1, -1)]  # TAB in a value -> space
-    assert [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()] == [{"a": f"{i:04d}", "b": "x\ty"} for i in range(3)]
-    assert (tmp_path / "empty.jsonl").read_text() == ""
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.jsonl", "out.jsonl", "out.tsv"]  # no parts or partial files left
+    assert (out / "out.tsv").read_text().splitlines() == [f"{i:04d}\tx y" for i in range(999, -1, -1)]  # TAB in a value -> space
+    assert [json.loads(x) for x in (out / "q" / "out.jsonl").read_text().splitlines()] == [{"a": f"{i:04d}", "b": "x\ty"} for i in range(3)]
+    assert (out / "empty.jsonl").read_text() == ""
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == ["empty.jsonl", "out.tsv", "q/out.jsonl"]  # no partial files
+    assert not [p for p in staging.rglob("*") if p.is_file()]  # parts deleted once merged
 
 
 def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark, config, family_build, tmp_path):

@@ -7,6 +7,7 @@ Paths are local paths or any URI the session's Hadoop file systems can read (``s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -55,6 +56,31 @@ def delete_path(spark: SparkSession, path: str) -> None:
 def file_size(spark: SparkSession, path: str) -> int:
     hpath, fs = _hadoop_path(spark, path)
     return int(fs.getFileStatus(hpath).getLen())
+
+
+def merge_parts(spark: SparkSession, directory: str, target: str) -> int:
+    """Append the ``part-NNNNN-*`` files of ``directory`` (any file system the session reads: local, s3a,
+    ...) in part-number order into the driver-local file ``target``; returns the bytes written. The driver
+    JVM streams the bytes (Hadoop ``IOUtils``), none pass through Python. Writes ``target + ".partial"``
+    and renames it, so a failure leaves no truncated ``target``."""
+    jvm = spark.sparkContext._jvm
+    hpath, fs = _hadoop_path(spark, directory)
+    parts = [s.getPath() for s in fs.listStatus(hpath) if s.getPath().getName().startswith("part-")]
+    parts.sort(key=lambda part: int(part.getName().split("-")[1]))
+    partial = Path(target + ".partial")
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    out = jvm.java.io.FileOutputStream(str(partial))
+    try:
+        for part in parts:
+            stream = fs.open(part)
+            try:
+                jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 24, False)
+            finally:
+                stream.close()
+    finally:
+        out.close()
+    partial.replace(target)
+    return Path(target).stat().st_size
 
 
 def first_existing(spark: SparkSession, candidates: list[str]) -> str | None:

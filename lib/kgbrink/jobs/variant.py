@@ -10,7 +10,6 @@ rule id and string, bindings, body triples), ``questions``, ``violations``; the 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -20,6 +19,7 @@ from kgbrink import grounding, questions, removal, report
 from kgbrink.config import Config, is_uri
 from kgbrink.jobs.mine import read_rules
 from kgbrink.rules import RULE_TYPES, Rule, write_amie_tsv
+from kgbrink.sources import delete_path, merge_parts
 from kgbrink.tables import (
     TableVersion,
     latest_version,
@@ -57,6 +57,11 @@ class Variant:
     def write(self, table: str, frame: DataFrame, description: str) -> TableVersion:
         self.summary.outputs[table] = write_table(frame, self.path(table), description=description)
         return self.summary.outputs[table]
+
+    def staging(self, relative: Path | None = None) -> str:
+        """Where the tasks write the parts of a plain file (``relative``: its path in the release) before
+        the driver merges them; the whole staging area without ``relative``."""
+        return table_path(self.root, "_staging" + (f"/{relative.as_posix()}" if relative else ""))
 
     def relation_ids(self) -> dict[str, int]:
         return {r["key"]: r["id"] for r in self.read("relations").select("id", "key").collect()}
@@ -200,8 +205,9 @@ def write_question_files(v: Variant, kept: DataFrame, s: dict, out: Path | None)
         rendered = questions.render_questions(kept, _names(v, scheme, s["seed"]), relations, s["templates"]).localCheckpoint()
         for split in questions.SPLITS:
             path = out / "questions" / scheme / f"{split}.jsonl"
-            write_single_file(rendered.filter(F.col("split") == split).orderBy("id"), path, "json")
+            write_single_file(rendered.filter(F.col("split") == split).orderBy("id"), path, "json", v.staging(path.relative_to(out)))
             written.append(str(path))
+    delete_path(v.spark, v.staging())
     return written
 
 
@@ -211,30 +217,22 @@ def _local(location: str) -> Path:
     return Path(location)
 
 
-def write_single_file(frame: DataFrame, path: Path, fmt: str) -> None:
-    """``frame`` (in its order) as one file ``path``: JSON Lines (``json``) or TAB-separated text of its
-    string columns (``tsv``, no quoting: names are free of TABs and newlines).
+def write_single_file(frame: DataFrame, path: Path, fmt: str, staging: str) -> None:
+    """``frame`` (in its order) as one driver-local file ``path``: JSON Lines (``json``) or TAB-separated
+    text of its string columns (``tsv``, no quoting: names are free of TABs and newlines).
 
-    Written in parallel, one part per partition of the ordered frame (a sorted frame's partitions are
-    consecutive ranges of the order), then the parts are appended in partition order into ``path`` (via a
-    temporary file, so a failed write leaves no partial file): the bytes do not depend on how many
-    partitions there are."""
-    parts = path.with_name(path.name + ".parts")
-    shutil.rmtree(parts, ignore_errors=True)
+    The tasks write one part per partition of the ordered frame under ``staging`` (a directory beside the
+    variant's tables, so on a cluster the executors write to the dataset's file system, e.g. S3); a sorted
+    frame's partitions are consecutive ranges of its order, and the driver appends the parts in partition
+    order (:func:`kgbrink.sources.merge_parts`). The bytes do not depend on the number of partitions."""
     if fmt == "json":
-        frame.write.option("ignoreNullFields", "false").json(str(parts))
+        frame.write.mode("overwrite").option("ignoreNullFields", "false").json(staging)
     elif fmt == "tsv":
-        frame.select(F.concat_ws("\t", *[F.regexp_replace(F.col(c).cast("string"), "[\t\r\n]", " ") for c in frame.columns]).alias("line")).write.text(str(parts))
+        frame.select(F.concat_ws("\t", *[F.regexp_replace(F.col(c).cast("string"), "[\t\r\n]", " ") for c in frame.columns]).alias("line")).write.mode("overwrite").text(staging)
     else:
         raise ValueError(f"unknown single-file format {fmt!r}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("wb") as out:
-        for part in sorted(parts.glob("part-*"), key=lambda p: int(p.name.split("-")[1])):  # part-00012-<uuid>...
-            with part.open("rb") as chunk:
-                shutil.copyfileobj(chunk, out, 16 << 20)
-    partial.replace(path)
-    shutil.rmtree(parts)
+    merge_parts(frame.sparkSession, staging, str(path))
+    delete_path(frame.sparkSession, staging)
 
 
 def export(spark: SparkSession, config: Config, dataset: str, name: str | None = None, out: str | None = None) -> JobSummary:
@@ -256,7 +254,8 @@ def export(spark: SparkSession, config: Config, dataset: str, name: str | None =
             if table != "removed":
                 renderings += [(target / "kg" / scheme / f"{table}.tsv", _names(v, scheme, s["seed"]), relations) for scheme in ("private_id", "text_label")]
             for path, entity_names, relation_names in renderings:
-                write_single_file(questions.render_triples(triples, entity_names, relation_names).orderBy("h", "r", "t"), path, "tsv")
+                rendered = questions.render_triples(triples, entity_names, relation_names).orderBy("h", "r", "t")
+                write_single_file(rendered, path, "tsv", v.staging(path.relative_to(target)))
                 written.append(str(path))
             triples.unpersist()
     with summary.timed("rules_and_provenance"):
@@ -264,7 +263,7 @@ def export(spark: SparkSession, config: Config, dataset: str, name: str | None =
         write_amie_tsv(rules, target / "rules.tsv")
         written.append(str(target / "rules.tsv"))
         named = _named_provenance(v.read("provenance"), keys["entity"], keys["relation"])
-        write_single_file(named.orderBy("triple", "rule_id", "body"), target / "provenance.jsonl", "json")
+        write_single_file(named.orderBy("triple", "rule_id", "body"), target / "provenance.jsonl", "json", v.staging(Path("provenance.jsonl")))
         written.append(str(target / "provenance.jsonl"))
     with summary.timed("questions"):
         written.extend(write_question_files(v, v.read("questions"), s, target))
