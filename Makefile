@@ -41,7 +41,7 @@ run: setup
 	$(BIN)/kgbrink run --conf conf/local.yaml --json data/run-summary.json
 
 test: setup
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=10 tests
 
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest_stats.py --sizes 2000000 20000000

@@ -154,6 +154,14 @@ def test_four_atom_rules_equal_the_brute_force_miner(spark):
     assert sum(1 for key in got if parse_rule(key).length == 4) > 50
 
 
+def test_lengths_without_any_supported_rule_are_skipped(spark):
+    # one symmetric pair: p(y, x) => p(x, y) holds; every two-atom body through a fresh variable only
+    # reaches pairs (x, x), which are no facts, so no rule of 3 atoms has support
+    params = mining.MiningParams(max_atoms=3, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1)
+    result = mining.mine(_triples(spark, {"p": [(1, 2), (2, 1)]}, {"p": 0}), {0: "p"}, params)
+    assert [c.key() for c in result.candidates] == [parse_rule("?b  p  ?a   => ?a  p  ?b").key()] == [r.key() for r in result.rules]
+
+
 def test_thresholds_and_initial_support_prune_candidates(spark):
     relation_ids = {r: i for i, r in enumerate(sorted(HAND))}
     triples = _triples(spark, HAND, relation_ids)

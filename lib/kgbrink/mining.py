@@ -758,6 +758,8 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
             supported = [row for plan in plans for row in plan.collect()]
         else:
             supported = reduce(DataFrame.unionByName, plans).collect()
+        if not supported:  # no rule of these shapes reaches the support threshold
+            continue
         by_shape: dict[int, list] = {}
         for row in supported:
             by_shape.setdefault(row["shape"], []).append(row)

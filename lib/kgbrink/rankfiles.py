@@ -25,7 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kgbrink.sources import read_lines
+from kgbrink.sources import hadoop_path, read_lines
 
 FORMATS = ("parquet", "csv", "tsv", "jsonl", "probe")
 REQUIRED = ("h", "r", "t", "side", "rank", "num_candidates")
@@ -63,9 +63,7 @@ def format_of(path: str) -> str:
 def list_rank_files(spark: SparkSession, path: str, fmt: str | None) -> list[tuple[str, int, int]]:
     """``(file, size, modification time)`` of the input: a file, a directory (recursively; hidden and
     ``_``-prefixed names skipped; only files of ``fmt`` when given) or a glob. Sorted by path."""
-    jvm = spark.sparkContext._jvm
-    hpath = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    hpath, fs = hadoop_path(spark, path)
     statuses = fs.globStatus(hpath) or []
     files: list[tuple[str, int, int]] = []
     pending = list(statuses)

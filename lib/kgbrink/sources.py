@@ -36,25 +36,26 @@ class IngestInputs:
         self.all_files = [p for paths in self.splits.values() for p in paths]
 
 
-def _hadoop_path(spark: SparkSession, path: str):
+def hadoop_path(spark: SparkSession, path: str):
+    """``(org.apache.hadoop.fs.Path, FileSystem)`` of ``path`` in the session's Hadoop configuration."""
     jvm = spark.sparkContext._jvm
     hpath = jvm.org.apache.hadoop.fs.Path(path)
     return hpath, hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
 
 
 def path_exists(spark: SparkSession, path: str) -> bool:
-    hpath, fs = _hadoop_path(spark, path)
+    hpath, fs = hadoop_path(spark, path)
     return bool(fs.exists(hpath))
 
 
 def delete_path(spark: SparkSession, path: str) -> None:
     """Remove a file or directory tree (a job's staging area); no error if it is not there."""
-    hpath, fs = _hadoop_path(spark, path)
+    hpath, fs = hadoop_path(spark, path)
     fs.delete(hpath, True)
 
 
 def file_size(spark: SparkSession, path: str) -> int:
-    hpath, fs = _hadoop_path(spark, path)
+    hpath, fs = hadoop_path(spark, path)
     return int(fs.getFileStatus(hpath).getLen())
 
 
@@ -64,7 +65,7 @@ def merge_parts(spark: SparkSession, directory: str, target: str) -> int:
     JVM streams the bytes (Hadoop ``IOUtils``), none pass through Python. Writes ``target + ".partial"``
     and renames it, so a failure leaves no truncated ``target``."""
     jvm = spark.sparkContext._jvm
-    hpath, fs = _hadoop_path(spark, directory)
+    hpath, fs = hadoop_path(spark, directory)
     parts = [s.getPath() for s in fs.listStatus(hpath) if s.getPath().getName().startswith("part-")]
     parts.sort(key=lambda part: int(part.getName().split("-")[1]))
     partial = Path(target + ".partial")
