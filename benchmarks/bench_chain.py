@@ -19,7 +19,9 @@ Results go to ``benchmarks/results/chain-<triples>.json`` (written after every r
     .venv/bin/python benchmarks/bench_chain.py [--partitions 8:64m 3:16m] [--triples 20000000]
 
 Runs of other partitionings already in the results file are kept and compared, so the two 70-minute runs
-can be made one at a time (``--partitions 8:64m``, later ``--partitions 3:16m``).
+can be made one at a time (``--partitions 8:64m``, later ``--partitions 3:16m``). ``--reexport SPEC``
+times ``kgbrink export --out`` alone on the dataset of run SPEC (the code as it is now) and compares the
+files with that run's release (key ``reexport`` of the results).
 """
 
 from __future__ import annotations
@@ -118,6 +120,30 @@ def chain(
     return record
 
 
+def reexport(triples: int, spec: str, shuffle_partitions: int) -> dict:
+    """``kgbrink export --out`` again on the dataset of the run ``spec`` (the export step alone, with the
+    code as it is now and ``shuffle_partitions``), its files compared with that run's release."""
+    shuffle, max_bytes = spec.split(":")
+    work = OUT / str(triples) / f"p{shuffle}-{max_bytes}"
+    dataset, out = work / "ds", work / "reexport"
+    shutil.rmtree(out, ignore_errors=True)
+    summary_json = work / "reexport.json"
+    command = [
+        KGBRINK, "export", "--dataset", str(dataset), "--out", str(out), "--json", str(summary_json), "--no-tracking",
+        "--set", "spark.master=local[2]", "--set", f"spark.conf.spark.sql.shuffle.partitions={shuffle_partitions}",
+    ]
+    record = {"command": " ".join(command), "load_before": load()}
+    record.update(measure(command, work / "reexport.log"))
+    record["load_after"] = load()
+    record["timings"] = json.loads(summary_json.read_text())["timings"]
+    release = digests(dataset / "variants" / "brink" / "release", dataset)
+    again = digests(out, dataset)
+    record["files_compared"] = len(release)
+    record["identical_to_the_run"] = release == again
+    record["differing_files"] = sorted(k for k in set(release) | set(again) if release.get(k) != again.get(k))
+    return record
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--triples", type=int, default=20_000_000)
@@ -128,7 +154,20 @@ def main() -> None:
         default=["8:64m", "3:16m"],
         help="SHUFFLE_PARTITIONS:MAX_PARTITION_BYTES per run",
     )
+    parser.add_argument(
+        "--reexport",
+        metavar="SPEC",
+        help="only time `kgbrink export` again on the dataset of the run SPEC (e.g. 3:16m) and compare its files with that run's release",
+    )
+    parser.add_argument("--reexport-partitions", type=int, default=8, help="shuffle partitions of the re-export")
     args = parser.parse_args()
+    results = HERE / "results" / f"chain-{args.triples}.json"
+    if args.reexport:
+        record = json.loads(results.read_text())
+        record.setdefault("reexport", {})[args.reexport] = reexport(args.triples, args.reexport, args.reexport_partitions)
+        results.write_text(json.dumps(record, indent=2) + "\n")
+        print(json.dumps(record["reexport"][args.reexport], indent=2))
+        return
     kg = ensure_kg(args.triples, args.seed)
     record = {
         "machine": f"{platform.machine()}, 2 cores, 24 GiB, Java 17",
@@ -136,7 +175,6 @@ def main() -> None:
         "command": " ".join(["benchmarks/bench_chain.py", *sys.argv[1:]]),
         "runs": {},
     }
-    results = HERE / "results" / f"chain-{args.triples}.json"
     results.parent.mkdir(parents=True, exist_ok=True)
     if results.is_file():  # runs of other partitionings from an earlier invocation stay and are compared
         earlier = json.loads(results.read_text())["runs"]
