@@ -2,9 +2,13 @@
 
 Same semantics and the same plan as :mod:`kgbrink.mining` (so the time ratio compares engines, not
 algorithms): relation profile; one-atom supports and expansion sizes from (entity, relation) degrees;
-the same per-head-relation choice of the side to expand from (``kgbrink.mining._starts``); supports of
-every shape, joining each expanding atom on (relation, bound variable) with its surviving relations only;
-body and PCA body sizes of the candidates; AMIE's selection with ``kgbrink.mining.amie_selection``.
+the same per-fact choice of the side to expand from (start groups by the smaller endpoint degree);
+supports of every shape, joining each expanding atom on (relation, bound variable) with its surviving
+relations only; body and PCA body sizes of the candidates; AMIE's selection with
+``kgbrink.mining.amie_selection``. One difference: the peer computes the body size of every candidate,
+without kgbrink's skip of maximal-length chain bodies whose lower bound of distinct pairs already rules
+them out (``mining.affordable_bodies``); on the 20M KG that makes its body-size joins far larger
+(BENCHMARKS.md).
 """
 
 from __future__ import annotations
