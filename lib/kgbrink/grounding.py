@@ -34,6 +34,7 @@ from kgbrink.mining import (
     Y,
     atom_order,
     entity_relation_degrees,
+    expanding_head_atoms,
     kg_edges,
     single_atom_table,
     single_pattern,
@@ -79,7 +80,7 @@ def rules_by_pattern(rules: list[Rule], relation_ids: dict[str, int]) -> dict[tu
 
 def _start_atom(shape: Shape, members: list[tuple], rows: dict) -> int | None:
     """The expanding atom on x or y whose relations expand to the fewest rows over the group's rules."""
-    expanding = [k for k, a in enumerate(shape.atoms) if (p := single_pattern(a)) is not None and len(set(p) & {X, Y}) == 1]
+    expanding = expanding_head_atoms(shape)
     if not expanding:
         return None
 
