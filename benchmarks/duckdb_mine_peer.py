@@ -2,18 +2,19 @@
 
 Same semantics and the same plan as :mod:`kgbrink.mining` (so the time ratio compares engines, not
 algorithms): relation profile; one-atom supports and expansion sizes from (entity, relation) degrees;
-the same per-fact choice of the side to expand from (start groups by the smaller endpoint degree);
+the same per-fact choice of the side to expand from (start groups by the smaller endpoint degree), in
+the same hash buckets of head facts (``mining.rows_per_batch`` expanded rows each);
 supports of every shape, joining each expanding atom on (relation, bound variable) with its surviving
-relations only; body and PCA body sizes of the candidates; AMIE's selection with
-``kgbrink.mining.amie_selection``. One difference: the peer computes the body size of every candidate,
-without kgbrink's skip of maximal-length chain bodies whose lower bound of distinct pairs already rules
-them out (``mining.affordable_bodies``); on the 20M KG that makes its body-size joins far larger
-(BENCHMARKS.md).
+relations only; the same skip of maximal-length chain bodies whose lower bound of distinct pairs,
+max_z d0(z) d1(z), already exceeds support / min_std_confidence (``mining.affordable_bodies``, applied
+under the same condition: edges² > max_body_paths; such rules get no body size, as in kgbrink); body and
+PCA body sizes of the other candidates; AMIE's selection with ``kgbrink.mining.amie_selection``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -48,13 +49,18 @@ def _var_sql(v: int, where: dict[int, str]) -> str:
     return where[v]
 
 
+def _costs_sql(shape: Shape) -> dict[int, str]:
+    """Per expanding head atom, the bound endpoint's degree in its role (``mining._endpoint_degree``)."""
+    return {k: (f"hf.out{a[0]}" if a[0] in (X, Y) else f"hf.in{a[1]}") for k in mining.expanding_head_atoms(shape) for a in [shape.atoms[k]]}
+
+
 def _start_sql(shape: Shape) -> str | None:
     """The per-fact choice of ``kgbrink.mining.shape_supports``: the expanding head atom whose endpoint
     has the fewest edges in its role (ties: the first)."""
-    expanding = mining.expanding_head_atoms(shape)
+    cost = _costs_sql(shape)
+    expanding = list(cost)
     if not expanding:
         return None
-    cost = {k: (f"hf.out{a[0]}" if a[0] in (X, Y) else f"hf.in{a[1]}") for k in expanding for a in [shape.atoms[k]]}
     whens = []
     for k in expanding[:-1]:
         cond = " AND ".join(f"{cost[k]} <= {cost[j]}" for j in expanding if j != k)
@@ -62,7 +68,18 @@ def _start_sql(shape: Shape) -> str | None:
     return f"CASE {' '.join(whens)} ELSE {expanding[-1]} END"
 
 
-def _supports_sql(shape: Shape, first: int | None, relations: list[int]) -> str:
+def _buckets(con, shape: Shape, relations: list[int], rows_per_batch: int) -> int:
+    """``mining.batched_shape_supports``' bucket count: Sum over facts of the cheapest expansion, per
+    ``rows_per_batch``."""
+    cost = _costs_sql(shape)
+    if not cost or not relations:
+        return 1
+    least = f"least({', '.join(cost.values())})" if len(cost) > 1 else next(iter(cost.values()))
+    rows = con.execute(f"SELECT sum({least}) FROM hf WHERE hf.r IN ({', '.join(map(str, relations))})").fetchone()[0] or 0
+    return max(1, math.ceil(rows / rows_per_batch))
+
+
+def _supports_sql(shape: Shape, first: int | None, relations: list[int], buckets: int = 1, bucket: int = 0) -> str:
     order = atom_order(shape, first)
     where = {X: "hf.v0", Y: "hf.v1"}
     joins, slots, conds = [], {}, []
@@ -86,10 +103,23 @@ def _supports_sql(shape: Shape, first: int | None, relations: list[int]) -> str:
     slot_list = ", ".join(f"{slots[k]} AS a{k}" for k in range(len(shape.atoms)))
     group = ", ".join(slots[k] for k in range(len(shape.atoms)))
     start = _start_sql(shape)
-    where_sql = " AND ".join([f"hf.r IN ({', '.join(map(str, relations))})", *([f"({start}) = {first}"] if first is not None else []), *conds])
+    where_sql = " AND ".join([f"hf.r IN ({', '.join(map(str, relations))})", *([f"({start}) = {first}"] if first is not None else []), *([f"hash(hf.v0, hf.v1) % {buckets} = {bucket}"] if buckets > 1 else []), *conds])
     return (
         f"SELECT hf.r, {slot_list}, count(DISTINCT (hf.v0, hf.v1)) AS support FROM hf {' '.join(joins)} "
         f"WHERE {where_sql} GROUP BY hf.r, {group}"
+    )
+
+
+def _affordable_sql(shape: Shape, min_std_confidence: float) -> str:
+    """The bodies ``a0, a1`` of a maximal-length chain shape kept by ``mining.affordable_bodies``: lower
+    bound max_z d0(z) d1(z) <= max support / min_std_confidence."""
+    z = mining.path_middle(shape)
+    cols = ["out_deg" if s == z else "in_deg" for s, _ in shape.atoms]
+    return (
+        f"WITH b AS (SELECT a0, a1, max(support) / {min_std_confidence} AS lim FROM cand GROUP BY a0, a1), "
+        f"est AS (SELECT b.a0, b.a1, b.lim, max(d0.{cols[0]}::DOUBLE * d1.{cols[1]}) AS lower_bound FROM b "
+        f"JOIN deg d0 ON d0.rel = b.a0 AND d0.{cols[0]} > 0 JOIN deg d1 ON d1.entity = d0.entity AND d1.rel = b.a1 AND d1.{cols[1]} > 0 "
+        f"GROUP BY b.a0, b.a1, b.lim) SELECT a0, a1 FROM est WHERE lower_bound <= lim"
     )
 
 
@@ -125,6 +155,7 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
     con.execute(f"CREATE TABLE e AS SELECT DISTINCT r AS rel, h AS s, t AS o FROM read_parquet([{file_list}])")
     profile = con.execute("SELECT rel, count(*), count(DISTINCT s), count(DISTINCT o) FROM e GROUP BY rel").fetchall()
     facts = {r: n for r, n, _, _ in profile}
+    edge_count = sum(facts.values())
     subject_functional = {r: subs >= objs for r, _, subs, objs in profile}
     heads = sorted(r for r, n in facts.items() if n >= params.min_initial_support)
     min_count = {r: min_support_count(facts[r], params) for r in heads}
@@ -158,20 +189,25 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
         relations = mining.shape_head_relations(shape, heads, survivors)
         n = len(shape.atoms)
         per_rule: dict[tuple, int] = {}
-        for first in mining.expanding_head_atoms(shape) or [None]:
-            if relations:  # start groups partition the facts: their supports add up
-                for row in con.execute(_supports_sql(shape, first, relations)).fetchall():
-                    per_rule[row[:-1]] = per_rule.get(row[:-1], 0) + row[-1]
+        buckets = _buckets(con, shape, relations, params.rows_per_batch)
+        for bucket in range(buckets):
+            for first in mining.expanding_head_atoms(shape) or [None]:
+                if relations:  # buckets and start groups partition the facts: their supports add up
+                    for row in con.execute(_supports_sql(shape, first, relations, buckets, bucket)).fetchall():
+                        per_rule[row[:-1]] = per_rule.get(row[:-1], 0) + row[-1]
         supported = [(*key, support) for key, support in per_rule.items() if support >= min_count[key[0]]]
+        timings[f"shape {shape.atoms}"] = round(time.perf_counter() - t, 1)
         if not supported:
             continue
         con.execute("CREATE OR REPLACE TABLE cand (r INTEGER, " + ", ".join(f"a{k} INTEGER" for k in range(n)) + ", support BIGINT, functional_var INTEGER)")
         con.executemany(f"INSERT INTO cand VALUES ({', '.join('?' * (n + 3))})", [(*row, 0 if subject_functional[row[0]] else 1) for row in supported])
-        con.execute("CREATE OR REPLACE TABLE bodies AS SELECT DISTINCT " + ", ".join(f"a{k}" for k in range(n)) + " FROM cand")
+        skip = mining.path_middle(shape) is not None and edge_count**2 > params.max_body_paths and mining.drops_by_lower_bound(shape, params)
+        bodies = _affordable_sql(shape, params.min_std_confidence) if skip else "SELECT DISTINCT " + ", ".join(f"a{k}" for k in range(n)) + " FROM cand"
+        con.execute(f"CREATE OR REPLACE TABLE bodies AS {bodies}")
         sizes = {tuple(row[: n + 1]): row[n + 1 :] for row in con.execute(_body_sql(shape)).fetchall()}
         for row in supported:
             r, slots, support = row[0], row[1 : n + 1], row[n + 1]
-            body_size, pca_body_size = sizes[(r, *slots)]
+            body_size, pca_body_size = sizes.get((r, *slots), (None, None))
             body = tuple(Atom(relation_names[a], mining.variable_name(s), mining.variable_name(o)) for a, (s, o) in zip(slots, shape.atoms))
             metrics = {
                 "support": support,
@@ -179,11 +215,11 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
                 "body_size": body_size,
                 "pca_body_size": pca_body_size,
                 "functional_variable": HEAD_VARIABLES[0] if subject_functional[r] else HEAD_VARIABLES[1],
-                "std_confidence": support / body_size,
+                "std_confidence": support / body_size if body_size else None,
                 "pca_confidence": support / pca_body_size if pca_body_size else None,
             }
             candidates.append(Rule(Atom(relation_names[r], *HEAD_VARIABLES), body, metrics))
-        timings[f"shape {shape.atoms}"] = round(time.perf_counter() - t, 1)
+        timings[f"shape {shape.atoms}"] = round(time.perf_counter() - t, 1)  # supports and body sizes
     unique = {c.key(): c for c in candidates}
     selected = mining.amie_selection(list(unique.values()), params)
     counts = {"facts": sum(facts.values()), "relations": len(facts), "head_relations": len(heads), "candidates": len(unique), "rules": len(selected)}

@@ -176,6 +176,28 @@ def test_thresholds_and_initial_support_prune_candidates(spark):
         mining.MiningParams(min_head_coverage=1.5).validate()
 
 
+def test_maximal_chain_bodies_ruled_out_by_their_lower_bound_are_not_sized(spark):
+    # body x -A-> z -B-> y: hub z = 100 has 3 A-edges in and 3 B-edges out, so at least 3 * 3 = 9
+    # distinct (x, y) pairs; body x -A-> z -C-> y: 3 * 1 at z = 100 plus 1 * 1 at z = 101, 4 paths,
+    # lower bound 3. Both rules have support 2: with min_std_confidence 0.3 a body needs <= 2 / 0.3 = 6.67.
+    edges = spark.createDataFrame(
+        [(0, x, 100) for x in (1, 2, 3)] + [(1, 100, y) for y in (11, 12, 13)] + [(2, 100, 20), (0, 4, 101), (2, 101, 21)],
+        "rel int, s int, o int",
+    )
+    degrees = mining.entity_relation_degrees(edges)
+    shape = mining.Shape(((0, 2), (2, 1)))
+    candidates = spark.createDataFrame([(5, 0, 1, 2, 1), (5, 0, 2, 2, 1)], "r int, a0 int, a1 int, support long, functional_var int")
+    params = mining.MiningParams(max_atoms=3, min_std_confidence=0.3, max_body_paths=4)
+    assert mining.drops_by_lower_bound(shape, params)
+    assertDataFrameEqual(mining.affordable_bodies(shape, candidates, degrees, params), [(0, 2)], checkRowOrder=False)
+    # without the confidence threshold nothing is dropped: 9 + 4 = 13 paths exceed max_body_paths
+    loose = mining.MiningParams(max_atoms=3, min_std_confidence=0.0, max_body_paths=4)
+    with pytest.raises(mining.MiningError, match=r"need 13 joined rows .*\(0, 1\): 9 paths"):
+        mining.affordable_bodies(shape, candidates, degrees, loose)
+    # a shorter rule's body size is needed to refine it: no drop below max_atoms
+    assert not mining.drops_by_lower_bound(shape, mining.MiningParams(max_atoms=4, min_std_confidence=0.3))
+
+
 # --- the real Family KG ----------------------------------------------------------------------------------
 
 

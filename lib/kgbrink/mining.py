@@ -473,7 +473,7 @@ def body_atom_order(shape: Shape) -> list[int]:
     return _complete_order(shape, [next(k for k, a in enumerate(shape.atoms) if set(a) & {X, Y})], set())
 
 
-def _path_middle(shape: Shape) -> int | None:
+def path_middle(shape: Shape) -> int | None:
     """The fresh variable two body atoms share, for the two-atom chain shapes x - z - y (else None)."""
     if len(shape.atoms) != 2:
         return None
@@ -485,7 +485,7 @@ def path_estimates(shape: Shape, bodies: DataFrame, degrees: DataFrame) -> DataF
     """For a chain shape and each body ``a0, a1``: ``paths`` = Sum_z d0(z) d1(z) (rows the join on the
     middle variable z produces) and ``lower_bound`` = max_z d0(z) d1(z), a lower bound of the distinct
     (x, y) pairs (for one z all pairs are distinct)."""
-    z = _path_middle(shape)
+    z = path_middle(shape)
     sides = []
     for k, (s, o) in enumerate(shape.atoms):
         column = "out_deg" if s == z else "in_deg"
@@ -528,6 +528,12 @@ def body_pairs(shape: Shape, bodies: DataFrame, edges: DataFrame) -> DataFrame:
     return bindings.select(*slots_all, "v0", "v1")
 
 
+def drops_by_lower_bound(shape: Shape, params: MiningParams) -> bool:
+    """Whether :func:`affordable_bodies` drops bodies of ``shape`` by their lower bound: only at the
+    maximal length (a shorter rule's body size is needed to refine it) and with a confidence threshold."""
+    return params.min_std_confidence > 0 and shape.length == params.max_atoms
+
+
 def affordable_bodies(shape: Shape, candidates: DataFrame, degrees: DataFrame, params: MiningParams) -> DataFrame:
     """The bodies (``a0, a1``) of a chain shape worth joining: those of a maximal-length rule whose lower
     bound of distinct pairs exceeds support / min_std_confidence are dropped (the rule cannot be output);
@@ -535,7 +541,7 @@ def affordable_bodies(shape: Shape, candidates: DataFrame, degrees: DataFrame, p
     slots = [slot_column(k) for k in range(len(shape.atoms))]
     bodies = candidates.select(*slots).distinct()
     estimates = path_estimates(shape, bodies, degrees)
-    if params.min_std_confidence > 0 and shape.length == params.max_atoms:
+    if drops_by_lower_bound(shape, params):
         limit = candidates.groupBy(*slots).agg((F.max("support") / F.lit(params.min_std_confidence)).alias("limit"))
         estimates = estimates.join(limit, slots).filter(F.col("lower_bound") <= F.col("limit"))
     estimates = estimates.cache()
@@ -771,7 +777,7 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
                 ", ".join(["r int", *[f"{s} int" for s in slots], "support long", "functional_var int"]),
             )
             bodies = found.select(*slots).distinct()
-            if _path_middle(shape) is not None and edge_count**2 > params.max_body_paths:
+            if path_middle(shape) is not None and edge_count**2 > params.max_body_paths:
                 bodies = affordable_bodies(shape, found, degrees, params)
             sized.append(body_sizes(shape, found, bodies, edges, domains).withColumn("shape", F.lit(index)))
         sizes = {(row["shape"], row["r"], *[row[s] for s in slots]): row for row in reduce(DataFrame.unionByName, sized).collect()}
