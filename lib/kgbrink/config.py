@@ -58,6 +58,7 @@ REQUIRED_KEYS = (
     "mining.max_body_paths",
     "mining.broadcast_edges",
     "mining.rows_per_batch",
+    "mining.adaptive_min_edges",
     "grounding.seed",
 )
 

@@ -42,7 +42,11 @@ Strategy (why this finishes where naive path joins cannot):
    instances). On the 20M generated KG that is 1.0e9 rows against 9.9e9 from x and 1.9e12 from y.
    When a shape's expansion exceeds ``rows_per_batch`` its facts are cut into hash buckets of the head
    pair whose partial support counts are persisted and summed, so memory and shuffle stay bounded;
-   remaining skew on hub keys is split by Spark's adaptive skew-join handling.
+   remaining skew on hub keys is split by Spark's adaptive skew-join handling. On a KG with fewer
+   than ``adaptive_min_edges`` edges the rule queries run without adaptive query execution instead:
+   there the data is tiny and AQE's re-planning of the whole query after every stage dominates (one
+   query per rule length holds hundreds of stages at max_atoms 4; a 9-fact KG mined to 4 atoms took
+   190 s for the 4-atom rules with it and 90 s without).
 4. Body sizes are computed only for closed rules that passed head-coverage pruning, once per distinct
    body (shared across head relations). Before joining two atoms on a non-head variable z the job
    estimates, per relation pair, the number of paths Sum_z d1(z) d2(z) and the exact lower bound
@@ -62,6 +66,7 @@ import itertools
 import logging
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
 
@@ -92,6 +97,7 @@ class MiningParams:
     max_body_paths: int = 2_000_000_000
     broadcast_edges: bool = False  # execution only: ship the edge table to every task instead of shuffling
     rows_per_batch: int = 50_000_000  # execution only: expanded rows per bucket of head facts
+    adaptive_min_edges: int = 1_000_000  # execution only: smaller KGs are mined without adaptive query execution
 
     def validate(self) -> MiningParams:
         problems = []
@@ -101,7 +107,7 @@ class MiningParams:
             value = getattr(self, name)
             if not 0 <= value <= 1:
                 problems.append(f"{name} must lie in [0, 1], got {value}")
-        for name in ("min_support", "min_initial_support", "recursivity_limit", "max_body_paths", "rows_per_batch"):
+        for name in ("min_support", "min_initial_support", "recursivity_limit", "max_body_paths", "rows_per_batch", "adaptive_min_edges"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < (1 if name != "min_support" else 0):
                 problems.append(f"{name} must be a positive integer, got {value!r}")
@@ -723,6 +729,18 @@ class MiningResult:
     counts: dict
 
 
+@contextmanager
+def _adaptive_execution(spark, enabled: bool):
+    """Spark's adaptive query execution on or off for the block, then back to the session's setting."""
+    key = "spark.sql.adaptive.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, str(enabled).lower())
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
+
+
 def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParams, work_dir: str | None = None) -> MiningResult:
     """Mine ``triples`` (``h, r, t`` ids; duplicates ignored) with AMIE3's semantics (module docstring).
     ``relation_names`` maps relation ids to the keys printed in rules; ``work_dir`` (a directory or URI)
@@ -735,70 +753,72 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
     subject_functional = {row["rel"]: row["subject_functional"] for row in profile_rows}
     heads = sorted(r for r, n in facts.items() if n >= params.min_initial_support)
     counts = {"facts": sum(facts.values()), "relations": len(facts), "head_relations": len(heads)}
-    if not heads:
-        return MiningResult([], [], {**counts, "candidates": 0, "rules": 0})
-    spark = triples.sparkSession
-    thresholds = spark.createDataFrame([(r, min_support_count(facts[r], params)) for r in heads], "r int, min_count long")
-    degrees = entity_relation_degrees(edges).cache()
-    inputs, survivors = support_inputs(edges, degrees, thresholds, heads, params)
-    LOG.info("relation profile, degrees and one-atom supports: %d head relations, %d (relation, atom) pairs pass, %.1f s", len(heads), sum(map(len, survivors.values())), time.perf_counter() - started_all)
-    domains = head_domains(edges.filter(F.col("rel").isin(heads)), spark.createDataFrame([(r, subject_functional[r]) for r in heads], "rel int, subject_functional boolean")).cache()
-    edge_count = counts["facts"]
-    candidates: list[Rule] = []
-    shapes_by_length: dict[int, list[Shape]] = {}
-    for shape in body_shapes(params.max_atoms):
-        shapes_by_length.setdefault(shape.length, []).append(shape)
-    for length, shapes in sorted(shapes_by_length.items()):
-        # all shapes of one length in one query (same columns, a shape index): a few Spark jobs per
-        # length instead of a few per shape
-        started = time.perf_counter()
-        slots = [slot_column(k) for k in range(length - 1)]
-        plans = []
-        for index, shape in enumerate(shapes):
-            relations = shape_head_relations(shape, heads, survivors)
-            if relations:
-                plans.append(batched_shape_supports(shape, inputs, relations, work_dir).withColumn("shape", F.lit(index)))
-        if not plans:
-            continue
-        if params.broadcast_edges:  # one shape at a time: at most a few edge hash tables in memory
-            supported = [row for plan in plans for row in plan.collect()]
-        else:
-            supported = reduce(DataFrame.unionByName, plans).collect()
-        if not supported:  # no rule of these shapes reaches the support threshold
-            continue
-        by_shape: dict[int, list] = {}
-        for row in supported:
-            by_shape.setdefault(row["shape"], []).append(row)
-        sized = []
-        for index, mine_rows in sorted(by_shape.items()):
-            shape = shapes[index]
-            found = spark.createDataFrame(
-                [(row["r"], *[row[s] for s in slots], row["support"], 0 if subject_functional[row["r"]] else 1) for row in mine_rows],
-                ", ".join(["r int", *[f"{s} int" for s in slots], "support long", "functional_var int"]),
-            )
-            bodies = found.select(*slots).distinct()
-            if path_middle(shape) is not None and edge_count**2 > params.max_body_paths:
-                bodies = affordable_bodies(shape, found, degrees, params)
-            sized.append(body_sizes(shape, found, bodies, edges, domains).withColumn("shape", F.lit(index)))
-        sizes = {(row["shape"], row["r"], *[row[s] for s in slots]): row for row in reduce(DataFrame.unionByName, sized).collect()}
-        for row in supported:
-            r, shape = row["r"], shapes[row["shape"]]
-            size = sizes.get((row["shape"], r, *[row[s] for s in slots]))
-            body = tuple(Atom(relation_names[row[s]], variable_name(a), variable_name(b)) for s, (a, b) in zip(slots, shape.atoms))
-            metrics = {
-                "support": row["support"],
-                "head_coverage": row["support"] / facts[r],
-                "body_size": size["body_size"] if size else None,
-                "pca_body_size": size["pca_body_size"] if size else None,
-                "functional_variable": HEAD_VARIABLES[0] if subject_functional[r] else HEAD_VARIABLES[1],
-            }
-            metrics["std_confidence"] = row["support"] / size["body_size"] if size else None
-            metrics["pca_confidence"] = row["support"] / size["pca_body_size"] if size and size["pca_body_size"] else None
-            candidates.append(Rule(Atom(relation_names[r], *HEAD_VARIABLES), body, metrics))
-        LOG.info("rules of %d atoms (%d shapes): %d candidates, %d with body sizes, %.1f s", length, len(shapes), len(supported), len(sizes), time.perf_counter() - started)
-    for frame in (edges, inputs.head_facts, degrees, inputs.singles, domains):
-        frame.unpersist()
-    unique = {c.key(): c for c in candidates}
-    selected = amie_selection(list(unique.values()), params)
-    counts.update(candidates=len(unique), rules=len(selected))
-    return MiningResult(sorted(unique.values(), key=lambda r: r.key()), sorted(selected, key=lambda r: r.key()), counts)
+    # small KGs: AQE re-plans the whole (huge) query after every (tiny) stage; see the module docstring
+    with _adaptive_execution(triples.sparkSession, counts["facts"] >= params.adaptive_min_edges):
+        if not heads:
+            return MiningResult([], [], {**counts, "candidates": 0, "rules": 0})
+        spark = triples.sparkSession
+        thresholds = spark.createDataFrame([(r, min_support_count(facts[r], params)) for r in heads], "r int, min_count long")
+        degrees = entity_relation_degrees(edges).cache()
+        inputs, survivors = support_inputs(edges, degrees, thresholds, heads, params)
+        LOG.info("relation profile, degrees and one-atom supports: %d head relations, %d (relation, atom) pairs pass, %.1f s", len(heads), sum(map(len, survivors.values())), time.perf_counter() - started_all)
+        domains = head_domains(edges.filter(F.col("rel").isin(heads)), spark.createDataFrame([(r, subject_functional[r]) for r in heads], "rel int, subject_functional boolean")).cache()
+        edge_count = counts["facts"]
+        candidates: list[Rule] = []
+        shapes_by_length: dict[int, list[Shape]] = {}
+        for shape in body_shapes(params.max_atoms):
+            shapes_by_length.setdefault(shape.length, []).append(shape)
+        for length, shapes in sorted(shapes_by_length.items()):
+            # all shapes of one length in one query (same columns, a shape index): a few Spark jobs per
+            # length instead of a few per shape
+            started = time.perf_counter()
+            slots = [slot_column(k) for k in range(length - 1)]
+            plans = []
+            for index, shape in enumerate(shapes):
+                relations = shape_head_relations(shape, heads, survivors)
+                if relations:
+                    plans.append(batched_shape_supports(shape, inputs, relations, work_dir).withColumn("shape", F.lit(index)))
+            if not plans:
+                continue
+            if params.broadcast_edges:  # one shape at a time: at most a few edge hash tables in memory
+                supported = [row for plan in plans for row in plan.collect()]
+            else:
+                supported = reduce(DataFrame.unionByName, plans).collect()
+            if not supported:  # no rule of these shapes reaches the support threshold
+                continue
+            by_shape: dict[int, list] = {}
+            for row in supported:
+                by_shape.setdefault(row["shape"], []).append(row)
+            sized = []
+            for index, mine_rows in sorted(by_shape.items()):
+                shape = shapes[index]
+                found = spark.createDataFrame(
+                    [(row["r"], *[row[s] for s in slots], row["support"], 0 if subject_functional[row["r"]] else 1) for row in mine_rows],
+                    ", ".join(["r int", *[f"{s} int" for s in slots], "support long", "functional_var int"]),
+                )
+                bodies = found.select(*slots).distinct()
+                if path_middle(shape) is not None and edge_count**2 > params.max_body_paths:
+                    bodies = affordable_bodies(shape, found, degrees, params)
+                sized.append(body_sizes(shape, found, bodies, edges, domains).withColumn("shape", F.lit(index)))
+            sizes = {(row["shape"], row["r"], *[row[s] for s in slots]): row for row in reduce(DataFrame.unionByName, sized).collect()}
+            for row in supported:
+                r, shape = row["r"], shapes[row["shape"]]
+                size = sizes.get((row["shape"], r, *[row[s] for s in slots]))
+                body = tuple(Atom(relation_names[row[s]], variable_name(a), variable_name(b)) for s, (a, b) in zip(slots, shape.atoms))
+                metrics = {
+                    "support": row["support"],
+                    "head_coverage": row["support"] / facts[r],
+                    "body_size": size["body_size"] if size else None,
+                    "pca_body_size": size["pca_body_size"] if size else None,
+                    "functional_variable": HEAD_VARIABLES[0] if subject_functional[r] else HEAD_VARIABLES[1],
+                }
+                metrics["std_confidence"] = row["support"] / size["body_size"] if size else None
+                metrics["pca_confidence"] = row["support"] / size["pca_body_size"] if size and size["pca_body_size"] else None
+                candidates.append(Rule(Atom(relation_names[r], *HEAD_VARIABLES), body, metrics))
+            LOG.info("rules of %d atoms (%d shapes): %d candidates, %d with body sizes, %.1f s", length, len(shapes), len(supported), len(sizes), time.perf_counter() - started)
+        for frame in (edges, inputs.head_facts, degrees, inputs.singles, domains):
+            frame.unpersist()
+        unique = {c.key(): c for c in candidates}
+        selected = amie_selection(list(unique.values()), params)
+        counts.update(candidates=len(unique), rules=len(selected))
+        return MiningResult(sorted(unique.values(), key=lambda r: r.key()), sorted(selected, key=lambda r: r.key()), counts)
