@@ -3,12 +3,13 @@
 Same semantics and the same plan as :mod:`kgbrink.mining` (so the time ratio compares engines, not
 algorithms): relation profile; one-atom supports and expansion sizes from (entity, relation) degrees;
 the same per-fact choice of the side to expand from (start groups by the smaller endpoint degree), in
-the same hash buckets of head facts (``mining.rows_per_batch`` expanded rows each);
+as many hash buckets of head facts (``mining.rows_per_batch`` expanded rows each; DuckDB's hash);
 supports of every shape, joining each expanding atom on (relation, bound variable) with its surviving
 relations only; the same skip of maximal-length chain bodies whose lower bound of distinct pairs,
 max_z d0(z) d1(z), already exceeds support / min_std_confidence (``mining.affordable_bodies``, applied
 under the same condition: edges² > max_body_paths; such rules get no body size, as in kgbrink); body and
-PCA body sizes of the other candidates; AMIE's selection with ``kgbrink.mining.amie_selection``.
+PCA body sizes of the other candidates (without kgbrink's ``max_body_paths`` failure); AMIE's selection
+with ``kgbrink.mining.amie_selection``.
 """
 
 from __future__ import annotations

@@ -177,25 +177,26 @@ def test_thresholds_and_initial_support_prune_candidates(spark):
 
 
 def test_maximal_chain_bodies_ruled_out_by_their_lower_bound_are_not_sized(spark):
-    # body x -A-> z -B-> y: hub z = 100 has 3 A-edges in and 3 B-edges out, so at least 3 * 3 = 9
-    # distinct (x, y) pairs; body x -A-> z -C-> y: 3 * 1 at z = 100 plus 1 * 1 at z = 101, 4 paths,
-    # lower bound 3. Both rules have support 2: with min_std_confidence 0.3 a body needs <= 2 / 0.3 = 6.67.
-    edges = spark.createDataFrame(
-        [(0, x, 100) for x in (1, 2, 3)] + [(1, 100, y) for y in (11, 12, 13)] + [(2, 100, 20), (0, 4, 101), (2, 101, 21)],
-        "rel int, s int, o int",
-    )
+    # body x -A-> z -B-> y: 3 * 3 paths through z = 100, 1 * 1 through 102: 10 paths, at least
+    # max_z = 9 distinct (x, y) pairs; body x -A-> z -C-> y: 3 * 1 through 100, 3 * 2 through 101: 9
+    # paths, lower bound 6. Both rules have support 3: with min_std_confidence 0.5 a body may have at
+    # most 3 / 0.5 = 6 pairs, so only A-C is kept (by the max, not the sum or the min; 6 <= 6 kept).
+    a = [(0, x, 100) for x in (1, 2, 3)] + [(0, x, 101) for x in (4, 5, 6)] + [(0, 7, 102)]
+    b = [(1, 100, y) for y in (11, 12, 13)] + [(1, 102, 14)]
+    c = [(2, 100, 20), (2, 101, 21), (2, 101, 22)]
+    edges = spark.createDataFrame(a + b + c, "rel int, s int, o int")
     degrees = mining.entity_relation_degrees(edges)
     shape = mining.Shape(((0, 2), (2, 1)))
-    candidates = spark.createDataFrame([(5, 0, 1, 2, 1), (5, 0, 2, 2, 1)], "r int, a0 int, a1 int, support long, functional_var int")
-    params = mining.MiningParams(max_atoms=3, min_std_confidence=0.3, max_body_paths=4)
+    candidates = spark.createDataFrame([(5, 0, 1, 3, 1), (5, 0, 2, 3, 1)], "r int, a0 int, a1 int, support long, functional_var int")
+    params = mining.MiningParams(max_atoms=3, min_std_confidence=0.5, max_body_paths=9)
     assert mining.drops_by_lower_bound(shape, params)
     assertDataFrameEqual(mining.affordable_bodies(shape, candidates, degrees, params), [(0, 2)], checkRowOrder=False)
-    # without the confidence threshold nothing is dropped: 9 + 4 = 13 paths exceed max_body_paths
-    loose = mining.MiningParams(max_atoms=3, min_std_confidence=0.0, max_body_paths=4)
-    with pytest.raises(mining.MiningError, match=r"need 13 joined rows .*\(0, 1\): 9 paths"):
+    # without the confidence threshold nothing is dropped: 10 + 9 = 19 paths exceed max_body_paths
+    loose = mining.MiningParams(max_atoms=3, min_std_confidence=0.0, max_body_paths=9)
+    with pytest.raises(mining.MiningError, match=r"need 19 joined rows .*\(0, 1\): 10 paths, \(0, 2\): 9 paths"):
         mining.affordable_bodies(shape, candidates, degrees, loose)
     # a shorter rule's body size is needed to refine it: no drop below max_atoms
-    assert not mining.drops_by_lower_bound(shape, mining.MiningParams(max_atoms=4, min_std_confidence=0.3))
+    assert not mining.drops_by_lower_bound(shape, mining.MiningParams(max_atoms=4, min_std_confidence=0.5))
 
 
 # --- the real Family KG ----------------------------------------------------------------------------------
