@@ -225,3 +225,35 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
     selected = mining.amie_selection(list(unique.values()), params)
     counts = {"facts": sum(facts.values()), "relations": len(facts), "head_relations": len(heads), "candidates": len(unique), "rules": len(selected)}
     return mining.MiningResult(sorted(unique.values(), key=lambda r: r.key()), sorted(selected, key=lambda r: r.key()), counts), timings
+
+
+def main() -> None:
+    """Mine one ingested dataset with the peer: ``duckdb_mine_peer.py DATASET [--max-atoms N] [--tsv OUT]``
+    (thresholds from conf/local.yaml); prints counts, seconds and the slowest shapes as JSON."""
+    import argparse
+    import dataclasses
+
+    import pyarrow.parquet as pq
+    from kgbrink.config import load_config
+    from kgbrink.jobs.mine import mining_params
+    from kgbrink.rules import write_amie_tsv
+
+    parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    parser.add_argument("dataset", type=Path)
+    parser.add_argument("--max-atoms", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--tsv", type=Path)
+    args = parser.parse_args()
+    project = Path(__file__).resolve().parent.parent
+    params = dataclasses.replace(mining_params(load_config(project / "conf" / "local.yaml")), max_atoms=args.max_atoms).validate()
+    names = {r["id"]: r["key"] for r in pq.read_table(delta_files(args.dataset / "relations")).to_pylist()}
+    started = time.perf_counter()
+    result, timings = mine(delta_files(args.dataset / "triples"), names, params, args.threads)
+    if args.tsv:
+        write_amie_tsv(result.rules, args.tsv)
+    slowest = dict(sorted(timings.items(), key=lambda kv: -kv[1])[:5])
+    print(json.dumps({"dataset": str(args.dataset), "max_atoms": args.max_atoms, "counts": result.counts, "seconds": round(time.perf_counter() - started, 1), "slowest": slowest}))
+
+
+if __name__ == "__main__":
+    main()
