@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -196,7 +197,8 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
                 if relations:  # buckets and start groups partition the facts: their supports add up
                     for row in con.execute(_supports_sql(shape, first, relations, buckets, bucket)).fetchall():
                         per_rule[row[:-1]] = per_rule.get(row[:-1], 0) + row[-1]
-        supported = [(*key, support) for key, support in per_rule.items() if support >= min_count[key[0]]]
+        # AMIE's recursivity limit: no relation more than recursivity_limit times, head included
+        supported = [(*key, support) for key, support in per_rule.items() if support >= min_count[key[0]] and max(Counter(key).values()) <= params.recursivity_limit]
         timings[f"shape {shape.atoms}"] = round(time.perf_counter() - t, 1)
         if not supported:
             continue

@@ -4,7 +4,7 @@ times and rule counts.
 KGs: BRINK Family (``../shared/reference/brink-family/facts.tsv``) and the PROBE datasets umls, kinship,
 family, wn18rr (train + valid + test). Each is ingested into ``benchmarks/out/mine/<name>`` and mined with
 ``-minhc 0.1 -minc 0.3 -minpca 0.4`` at each ``--max-atoms``; the rules of every run go to
-``tests/fixtures/rules/<name>[-maxad4].tsv`` (AMIE3 format; the test suite compares Family's against a
+``tests/fixtures/rules/<name>[-maxad4].tsv`` (AMIE3 format, gzipped above 1 MB; the test suite compares Family's against a
 fresh mining run) and the figures to ``benchmarks/results/mine_reference.json``.
 
     .venv/bin/python benchmarks/mine_reference.py --max-atoms 3 4
@@ -13,6 +13,7 @@ fresh mining run) and the figures to ``benchmarks/results/mine_reference.json``.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import platform
@@ -63,6 +64,9 @@ def main() -> None:
             started = time.perf_counter()
             summary = mine.run(spark, config, dataset, splits=splits, out=f"{dataset}/rules{suffix}", tsv=str(tsv), overrides={**BRINK, "max_atoms": max_atoms})
             seconds = round(time.perf_counter() - started, 1)
+            if tsv.stat().st_size > 1 << 20:  # big rule sets are kept gzipped (read_amie_tsv reads .gz)
+                Path(f"{tsv}.gz").write_bytes(gzip.compress(tsv.read_bytes(), mtime=0))
+                tsv.unlink()
             results[f"{name}{suffix}"] = {
                 "dataset": name,
                 "max_atoms": max_atoms,

@@ -3,6 +3,8 @@ output selection (reachability, thresholds, skyline) on hand-made candidates. No
 
 from __future__ import annotations
 
+import gzip
+
 import pytest
 from kgbrink.mining import MiningParams, amie_selection, body_shapes, min_support_count
 from kgbrink.rules import (
@@ -160,6 +162,9 @@ def test_export_import_round_trip_and_table_rows(tmp_path):
     write_amie_tsv(rules, out)
     again = read_amie_tsv(out)
     assert [r.key() for r in again] == [r.key() for r in rules]
+    packed = tmp_path / "out.tsv.gz"
+    packed.write_bytes(gzip.compress(out.read_bytes()))
+    assert [(r.key(), r.metrics) for r in read_amie_tsv(packed)] == [(r.key(), r.metrics) for r in rules]
     assert [r.metrics for r in again] == [r.metrics for r in rules]
     assert amie_tsv_lines(again) == amie_tsv_lines(rules)
     rows = [rule_row(r) for r in rules]

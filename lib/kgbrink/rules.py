@@ -24,6 +24,7 @@ Choice checked against BRINK Table 1 on Family: it gives 6 inversion, 56 composi
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import itertools
 import math
@@ -246,9 +247,11 @@ def _count(value: str, column: str, where: str) -> int:
 def read_amie_tsv(path: str | Path) -> list[Rule]:
     """Rules from an AMIE3 output file: lines before the header (AMIE's log) and after the table (``Mining
     done in ...``, timings) are skipped; every line between header and the first blank line must be a rule
-    row, else the error names the file and line. Duplicate rules (same canonical form) are an error."""
+    row, else the error names the file and line. Duplicate rules (same canonical form) are an error. A
+    ``.gz`` file is read decompressed."""
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
+    data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    lines = data.decode("utf-8").splitlines()
     header_at, fields = None, None
     for i, line in enumerate(lines):
         names = [_COLUMN_ALIASES.get(re.sub(r"[\s._]", "", c.lower())) for c in line.split("\t")]
