@@ -180,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--min-initial-support", type=int, help="AMIE -minis: facts a head relation needs")
 
     import_rules = _rules_command(sub, "import-rules", "an AMIE3 TSV rule file into a rules Delta table", "output Delta table (default: <dataset>/rules)")
-    import_rules.add_argument("--tsv", required=True, help="AMIE3 output file")
+    import_rules.add_argument("--tsv", required=True, help="AMIE3 output file (plain or .gz)")
 
     export_rules = _rules_command(sub, "export-rules", "a rules Delta table as AMIE3 TSV", "rules Delta table (default: <dataset>/rules)")
     export_rules.add_argument("--tsv", required=True, help="output file")
