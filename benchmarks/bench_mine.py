@@ -82,16 +82,14 @@ def planted_check(rules_tsv: Path, manifest: dict) -> list[dict]:
 
 def duckdb_worker(dataset: Path, out: Path, threads: int) -> None:
     """Run the DuckDB peer in this process (called as a subprocess so its peak RSS is its own)."""
-    import pyarrow.parquet as pq
-    from duckdb_mine_peer import delta_files, mine
+    from duckdb_mine_peer import mine_dataset
     from kgbrink.config import load_config
     from kgbrink.jobs.mine import mining_params
     from kgbrink.rules import write_amie_tsv
 
     params = mining_params(load_config(PROJECT / "conf" / "local.yaml"))
-    names = {r["id"]: r["key"] for r in pq.read_table(delta_files(dataset / "relations")).to_pylist()}
     started = time.perf_counter()
-    result, timings = mine(delta_files(dataset / "triples"), names, params, threads)
+    result, timings = mine_dataset(dataset, params, threads)
     write_amie_tsv(result.rules, out / "rules-duckdb.tsv")
     (out / "duckdb.json").write_text(json.dumps({"seconds": round(time.perf_counter() - started, 1), "counts": result.counts, "timings": timings}))
 

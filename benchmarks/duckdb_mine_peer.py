@@ -204,7 +204,7 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
             continue
         con.execute("CREATE OR REPLACE TABLE cand (r INTEGER, " + ", ".join(f"a{k} INTEGER" for k in range(n)) + ", support BIGINT, functional_var INTEGER)")
         con.executemany(f"INSERT INTO cand VALUES ({', '.join('?' * (n + 3))})", [(*row, 0 if subject_functional[row[0]] else 1) for row in supported])
-        skip = mining.path_middle(shape) is not None and edge_count**2 > params.max_body_paths and mining.drops_by_lower_bound(shape, params)
+        skip = mining.estimates_bodies(shape, edge_count, params) and mining.drops_by_lower_bound(shape, params)
         bodies = _affordable_sql(shape, params.min_std_confidence) if skip else "SELECT DISTINCT " + ", ".join(f"a{k}" for k in range(n)) + " FROM cand"
         con.execute(f"CREATE OR REPLACE TABLE bodies AS {bodies}")
         sizes = {tuple(row[: n + 1]): row[n + 1 :] for row in con.execute(_body_sql(shape)).fetchall()}
@@ -229,13 +229,20 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
     return mining.MiningResult(sorted(unique.values(), key=lambda r: r.key()), sorted(selected, key=lambda r: r.key()), counts), timings
 
 
+def mine_dataset(dataset: Path, params: mining.MiningParams, threads: int) -> tuple[mining.MiningResult, dict]:
+    """:func:`mine` on an ingested kgbrink dataset (its Delta ``triples`` and ``relations`` tables)."""
+    import pyarrow.parquet as pq
+
+    names = {r["id"]: r["key"] for r in pq.read_table(delta_files(dataset / "relations")).to_pylist()}
+    return mine(delta_files(dataset / "triples"), names, params, threads)
+
+
 def main() -> None:
     """Mine one ingested dataset with the peer: ``duckdb_mine_peer.py DATASET [--max-atoms N] [--tsv OUT]``
     (thresholds from conf/local.yaml); prints counts, seconds and the slowest shapes as JSON."""
     import argparse
     import dataclasses
 
-    import pyarrow.parquet as pq
     from kgbrink.config import load_config
     from kgbrink.jobs.mine import mining_params
     from kgbrink.rules import write_amie_tsv
@@ -248,9 +255,8 @@ def main() -> None:
     args = parser.parse_args()
     project = Path(__file__).resolve().parent.parent
     params = dataclasses.replace(mining_params(load_config(project / "conf" / "local.yaml")), max_atoms=args.max_atoms).validate()
-    names = {r["id"]: r["key"] for r in pq.read_table(delta_files(args.dataset / "relations")).to_pylist()}
     started = time.perf_counter()
-    result, timings = mine(delta_files(args.dataset / "triples"), names, params, args.threads)
+    result, timings = mine_dataset(args.dataset, params, args.threads)
     if args.tsv:
         write_amie_tsv(result.rules, args.tsv)
     slowest = dict(sorted(timings.items(), key=lambda kv: -kv[1])[:5])

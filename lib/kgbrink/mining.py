@@ -534,6 +534,12 @@ def body_pairs(shape: Shape, bodies: DataFrame, edges: DataFrame) -> DataFrame:
     return bindings.select(*slots_all, "v0", "v1")
 
 
+def estimates_bodies(shape: Shape, edge_count: int, params: MiningParams) -> bool:
+    """Whether the bodies of ``shape`` go through :func:`affordable_bodies` before their sizes are joined:
+    two-atom chains, on a KG whose edges could make more than ``max_body_paths`` paths."""
+    return path_middle(shape) is not None and edge_count**2 > params.max_body_paths
+
+
 def drops_by_lower_bound(shape: Shape, params: MiningParams) -> bool:
     """Whether :func:`affordable_bodies` drops bodies of ``shape`` by their lower bound: only at the
     maximal length (a shorter rule's body size is needed to refine it) and with a confidence threshold."""
@@ -797,7 +803,7 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
                     ", ".join(["r int", *[f"{s} int" for s in slots], "support long", "functional_var int"]),
                 )
                 bodies = found.select(*slots).distinct()
-                if path_middle(shape) is not None and edge_count**2 > params.max_body_paths:
+                if estimates_bodies(shape, edge_count, params):
                     bodies = affordable_bodies(shape, found, degrees, params)
                 sized.append(body_sizes(shape, found, bodies, edges, domains).withColumn("shape", F.lit(index)))
             sizes = {(row["shape"], row["r"], *[row[s] for s in slots]): row for row in reduce(DataFrame.unionByName, sized).collect()}
