@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from kgbrink import plots, probe_reference
+from kgbrink import rankfiles as RF
 from kgbrink import scoring as S
 from kgbrink.cli import main
 from kgbrink.jobs import ingest, score
@@ -171,6 +172,20 @@ def small_dataset(spark, config, tmp_path_factory) -> str:
 
 def _hand_spec(**kw) -> S.MetricSpec:
     return S.MetricSpec(**{"alphas": (1.0,), "betas": (0.0, 1.0), "hits": (1, 3), "p_values": (), "popularity_groups": 2, **kw})
+
+
+def test_side_spellings_are_normalised_and_others_quarantined(spark):
+    raw = spark.createDataFrame(
+        [("m", "1", 0, 0, 1, side, 1.0, 3) for side in ("head", "tail", "h", " T ", "HEAD", "Tail", "t", "left", "")],
+        "model string, run string, h int, r int, t int, side string, rank double, num_candidates long",
+    )
+    empty = spark.createDataFrame([], "id int, key string")
+    checked = RF.validate_ranks(raw, empty, empty, "id", n_entities=2, n_relations=1)
+    assert [(r["side"], r["reason"]) for r in checked.collect()] == [
+        *[("head", None), ("tail", None), ("head", None), ("tail", None), ("head", None), ("tail", None), ("tail", None)],
+        (None, "bad_side"),
+        (None, "missing_field"),
+    ]
 
 
 def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_path):

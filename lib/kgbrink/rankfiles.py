@@ -43,7 +43,30 @@ RANK_NOT_HALF_INTEGER = "rank_not_half_integer"
 UNKNOWN_ENTITY = "unknown_entity"
 UNKNOWN_RELATION = "unknown_relation"
 
-SIDES = {"head": "head", "h": "head", "tail": "tail", "t": "tail"}
+HEAD, TAIL = "head", "tail"
+SIDES = {HEAD: HEAD, "h": HEAD, TAIL: TAIL, "t": TAIL}
+# validate_ranks's checks in order: a bad row's ``check`` is the index of its first failing check here
+CHECK_REASONS = (
+    MALFORMED_RECORD,
+    *[MISSING_FIELD] * len(REQUIRED),
+    BAD_NUMBER,
+    BAD_SIDE,
+    BAD_NUM_CANDIDATES,
+    RANK_BELOW_ONE,
+    RANK_ABOVE_CANDIDATES,
+    RANK_NOT_HALF_INTEGER,
+    UNKNOWN_ENTITY,
+    UNKNOWN_ENTITY,
+    UNKNOWN_RELATION,
+)
+
+
+def reason_of(check: Column) -> Column:
+    """The quarantine reason of a :func:`validate_ranks` ``check`` code (null for a good row)."""
+    reason = F.lit(None).cast("string")
+    for index, code in enumerate(CHECK_REASONS):
+        reason = F.when(check == index, F.lit(code)).otherwise(reason)
+    return reason
 _ID = r"^[0-9]{1,9}$"
 
 
@@ -224,7 +247,8 @@ def validate_ranks(
     n_relations: int | None = None,
     broadcast: bool = True,
 ) -> DataFrame:
-    """Typed rank rows with ``reason``/``detail`` (null on good rows).
+    """Typed rank rows with ``check`` (int index into :data:`CHECK_REASONS`), ``reason`` and ``detail``
+    (all null on good rows).
 
     ``id_kind`` ``id``: h, r, t are the dataset's integer ids, checked against the dense id ranges
     [0, n_entities) and [0, n_relations) (no join); ``key``: they are keys (e.g. Q42), mapped through
@@ -255,9 +279,11 @@ def validate_ranks(
 
     rank = F.col("rank").try_cast("double") if isinstance(schema["rank"], T.StringType) else F.col("rank").cast("double")
     n_text = F.col("num_candidates").try_cast("double") if isinstance(schema["num_candidates"], T.StringType) else F.col("num_candidates").cast("double")
-    side = F.lower(F.trim(F.col("side").cast("string")))
+    raw_side = F.col("side").cast("string")
     side_map = F.create_map(*[F.lit(x) for pair in SIDES.items() for x in pair])
-    frame = frame.withColumns({"_rank": rank, "_n": n_text, "_side": side_map[side]})
+    # exact "head"/"tail" first: lower() and trim() copy the string, the map lookup compares it 4 times
+    side = F.when(raw_side == HEAD, F.lit(HEAD)).when(raw_side == TAIL, F.lit(TAIL)).otherwise(side_map[F.lower(F.trim(raw_side))])
+    frame = frame.withColumns({"_rank": rank, "_n": n_text, "_side": side})
 
     def blank(c: str) -> Column:
         return F.col(c).isNull() | (F.trim(F.col(c).cast("string")) == "") if isinstance(schema[c], T.StringType) else F.col(c).isNull()
@@ -265,27 +291,27 @@ def validate_ranks(
     missing = [(blank(c), c) for c in REQUIRED]
     malformed = F.col("_malformed") if "_malformed" in frame.columns else F.lit(False)
     finite = ~F.isnan("_rank") & ~F.isnan("_n") & (F.abs("_rank") < F.lit(float("inf"))) & (F.abs("_n") < F.lit(float("inf")))
-    checks: list[tuple[Column, str, Column]] = [(malformed, MALFORMED_RECORD, F.lit("the record does not have the expected fields"))]
-    checks += [(cond, MISSING_FIELD, F.lit(f"field '{c}' is empty or absent")) for cond, c in missing]
+    # (condition, detail), in the order of CHECK_REASONS
+    checks: list[tuple[Column, Column]] = [(malformed, F.lit("the record does not have the expected fields"))]
+    checks += [(cond, F.lit(f"field '{c}' is empty or absent")) for cond, c in missing]
     checks += [
-        (F.col("_rank").isNull() | F.col("_n").isNull() | ~finite, BAD_NUMBER, F.format_string("rank '%s' or num_candidates '%s' is not a finite number", F.col("rank").cast("string"), F.col("num_candidates").cast("string"))),
-        (F.col("_side").isNull(), BAD_SIDE, F.format_string("side '%s' is not head/h or tail/t", F.col("side").cast("string"))),
-        ((F.col("_n") < 1) | (F.col("_n") != F.floor("_n")), BAD_NUM_CANDIDATES, F.format_string("num_candidates %s is not an integer >= 1", F.col("_n").cast("string"))),
-        (F.col("_rank") < 1, RANK_BELOW_ONE, F.format_string("rank %s < 1", F.col("_rank").cast("string"))),
-        (F.col("_rank") > F.col("_n"), RANK_ABOVE_CANDIDATES, F.format_string("rank %s > num_candidates %s", F.col("_rank").cast("string"), F.col("_n").cast("long").cast("string"))),
-        (F.col("_rank") * 2 != F.floor(F.col("_rank") * 2), RANK_NOT_HALF_INTEGER, F.format_string("rank %s is not a multiple of 0.5 (a tie-averaged rank)", F.col("_rank").cast("string"))),
-        (F.coalesce(~known_h, F.lit(True)), UNKNOWN_ENTITY, F.format_string("head '%s' is not an entity of the dataset", F.col("h").cast("string"))),
-        (F.coalesce(~known_t, F.lit(True)), UNKNOWN_ENTITY, F.format_string("tail '%s' is not an entity of the dataset", F.col("t").cast("string"))),
-        (F.coalesce(~known_r, F.lit(True)), UNKNOWN_RELATION, F.format_string("relation '%s' is not a relation of the dataset", F.col("r").cast("string"))),
+        (F.col("_rank").isNull() | F.col("_n").isNull() | ~finite, F.format_string("rank '%s' or num_candidates '%s' is not a finite number", F.col("rank").cast("string"), F.col("num_candidates").cast("string"))),
+        (F.col("_side").isNull(), F.format_string("side '%s' is not head/h or tail/t", F.col("side").cast("string"))),
+        ((F.col("_n") < 1) | (F.col("_n") != F.floor("_n")), F.format_string("num_candidates %s is not an integer >= 1", F.col("_n").cast("string"))),
+        (F.col("_rank") < 1, F.format_string("rank %s < 1", F.col("_rank").cast("string"))),
+        (F.col("_rank") > F.col("_n"), F.format_string("rank %s > num_candidates %s", F.col("_rank").cast("string"), F.col("_n").cast("long").cast("string"))),
+        (F.col("_rank") * 2 != F.floor(F.col("_rank") * 2), F.format_string("rank %s is not a multiple of 0.5 (a tie-averaged rank)", F.col("_rank").cast("string"))),
+        (F.coalesce(~known_h, F.lit(True)), F.format_string("head '%s' is not an entity of the dataset", F.col("h").cast("string"))),
+        (F.coalesce(~known_t, F.lit(True)), F.format_string("tail '%s' is not an entity of the dataset", F.col("t").cast("string"))),
+        (F.coalesce(~known_r, F.lit(True)), F.format_string("relation '%s' is not a relation of the dataset", F.col("r").cast("string"))),
     ]
-    reason: Column = F.lit(None).cast("int")
-    for index, (cond, _, _) in reversed(list(enumerate(checks))):
-        reason = F.when(cond, F.lit(index).cast("int")).otherwise(reason)
-    frame = frame.withColumn("_check", reason)
-    detail = reason = F.lit(None).cast("string")
-    for index, (_, code, text) in enumerate(checks):
-        detail = F.when(F.col("_check") == index, text).otherwise(detail)
-        reason = F.when(F.col("_check") == index, F.lit(code)).otherwise(reason)
+    check: Column = F.lit(None).cast("int")
+    for index, (cond, _) in reversed(list(enumerate(checks))):
+        check = F.when(cond, F.lit(index).cast("int")).otherwise(check)
+    frame = frame.withColumn("check", check)
+    detail = F.lit(None).cast("string")
+    for index, (_, text) in enumerate(checks):
+        detail = F.when(F.col("check") == index, text).otherwise(detail)
     provenance = [c for c in ("split", "source_file", "block_start", "row_id", "line_number", "line", "_skip") if c in frame.columns]
     return frame.select(
         "model",
@@ -296,7 +322,8 @@ def validate_ranks(
         F.col("_side").alias("side"),
         F.col("_rank").alias("rank"),
         F.col("_n").cast("long").alias("num_candidates"),
-        reason.alias("reason"),
+        "check",
+        reason_of(F.col("check")).alias("reason"),
         detail.alias("detail"),
         *provenance,
     )

@@ -144,15 +144,15 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, extra_keys: tuple[str, ...] =
 
     ``ranks`` has ``model, run, rank double, num_candidates long`` and, when ``spec.needs_popularity``,
     ``delta_e, delta_re`` (see :func:`with_target_popularity`); otherwise those keys are null. With
-    ``reason`` among ``extra_keys`` (validated rows, see :func:`kgbrink.rankfiles.validate_ranks`), rows
-    with a reason are only counted (``n``), so one scan also tallies the quarantine by reason.
+    ``check`` among ``extra_keys`` (validated rows, see :func:`kgbrink.rankfiles.validate_ranks`), rows
+    with a check code are only counted (``n``), so one scan also tallies the quarantine by reason.
     Columns: ``n, rank2`` (sum 2r), ``reciprocal`` (sum 1/r, fixed point), ``candidates_minus_one``
     (sum N - 1), ``wmr_hi, wmr_lo`` (sum (N - 1) round(ln r 2^24), split in 32-bit halves),
     ``hits`` (per K), ``probe`` (sum f* per alpha, fixed point), ``pmrr`` (sum r^-p per p, fixed point).
     """
     rank, n = F.col("rank"), F.col("num_candidates")
-    if "reason" in extra_keys:
-        rank, n = F.when(F.col("reason").isNull(), rank), F.when(F.col("reason").isNull(), n)
+    if "check" in extra_keys:
+        rank, n = F.when(F.col("check").isNull(), rank), F.when(F.col("check").isNull(), n)
     frame = ranks.select(
         "model",
         "run",
