@@ -177,7 +177,8 @@ def worker_spark(task: dict) -> dict:
     out["warmup"] = run(task["warmup"], GRID, 1 << 40)
     out["grid"] = run(task["ranks"], GRID, 1 << 40)
     out["one_cell"] = run(task["ranks"], ONE_CELL, 1 << 40)
-    out["grid_4_batches"] = run(task["ranks"], GRID, task["batch_bytes_4"])
+    if task["batch_bytes_4"]:
+        out["grid_4_batches"] = run(task["ranks"], GRID, task["batch_bytes_4"])
     shutil.rmtree(Path(dataset) / "scores", ignore_errors=True)
     if task["diagnostics"]:
         out["diagnostics"] = diagnostics(spark, task["ranks"], dataset)
@@ -565,13 +566,14 @@ def bench(rows: int, args, prep: dict) -> dict:
     generate(OUT / "ranks-warmup", 1_000_000, prep, args.seed + 1)
     files = sorted(str(p) for p in ranks_dir.glob("*.parquet"))
     sizes = [Path(f).stat().st_size for f in files]
-    batch_bytes_4 = max(max(sizes), int(sum(sizes) / 4 * 1.01))  # ~4 batches of whole files (sizes vary a little)
+    batch_bytes_4 = 0 if args.skip_batched else max(max(sizes), int(sum(sizes) / 4 * 1.01))  # ~4 batches of whole files (sizes vary a little)
     base = {"conf": args.conf, "overrides": args.set, "dataset": str(OUT / "ds"), "stats_parquet": str(OUT / "stats-parquet")}
     print(f"   {len(files)} files, {gen['bytes'] / 1e9:.2f} GB; kgbrink ...", flush=True)
     spark = run_worker("spark", {**base, "ranks": str(ranks_dir), "warmup": str(OUT / "ranks-warmup"), "batch_bytes_4": batch_bytes_4,
                                  "diagnostics": not args.no_diagnostics})
     cores = spark["cores"]
-    print(f"   kgbrink grid {spark['grid']['seconds']} s, one cell {spark['one_cell']['seconds']} s, 4 batches {spark['grid_4_batches']['seconds']} s; DuckDB ...", flush=True)
+    batched = spark.get("grid_4_batches")
+    print(f"   kgbrink grid {spark['grid']['seconds']} s, one cell {spark['one_cell']['seconds']} s, 4 batches {batched and batched['seconds']} s; DuckDB ...", flush=True)
     duck = run_worker("duckdb", {**base, "files": files, "threads": cores})
     print(f"   DuckDB grid {duck['grid']['seconds']} s, one cell {duck['one_cell']['seconds']} s; numpy ...", flush=True)
     single = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -579,9 +581,9 @@ def bench(rows: int, args, prep: dict) -> dict:
     print(f"   numpy grid {npy['grid']['seconds']} s, one cell {npy['one_cell']['seconds']} s", flush=True)
 
     problems = []
-    for label, part in (("kgbrink grid", spark["grid"]), ("kgbrink one cell", spark["one_cell"]), ("kgbrink 4 batches", spark["grid_4_batches"]),
+    for label, part in (("kgbrink grid", spark["grid"]), ("kgbrink one cell", spark["one_cell"]), ("kgbrink 4 batches", batched),
                         ("duckdb grid", duck["grid"]), ("duckdb one cell", duck["one_cell"]), ("numpy grid", npy["grid"]), ("numpy one cell", npy["one_cell"])):
-        if part["rows"] != rows:
+        if part and part["rows"] != rows:
             problems.append(f"{label}: {part['rows']} rows, expected {rows}")
     agreement = {
         "kgbrink_grid_vs_duckdb": compare(spark["grid"]["results"], duck["grid"]["results"]),
@@ -590,11 +592,12 @@ def bench(rows: int, args, prep: dict) -> dict:
         "kgbrink_one_cell_vs_duckdb": compare(spark["one_cell"]["results"], duck["one_cell"]["results"]),
         "kgbrink_one_cell_vs_numpy": compare(spark["one_cell"]["results"], npy["one_cell"]["results"]),
         "kgbrink_grid_vs_one_cell": compare(spark["one_cell"]["results"], spark["grid"]["results"]),
-        "kgbrink_4_batches_vs_1_batch": compare(spark["grid"]["results"], spark["grid_4_batches"]["results"]),
     }
+    if batched:
+        agreement["kgbrink_4_batches_vs_1_batch"] = compare(spark["grid"]["results"], batched["results"])
     for name, diffs in agreement.items():
         problems += check(name, diffs)
-    if spark["grid"]["results"] != spark["grid_4_batches"]["results"]:
+    if batched and spark["grid"]["results"] != batched["results"]:
         problems.append("kgbrink: 4 batches differ from 1 batch")
     eps = {"kgbrink": spark["grid"]["eps"], "duckdb": duck["grid"]["eps"], "numpy": npy["grid"]["eps"]}
     k_eps = eps["kgbrink"][0]
@@ -612,7 +615,7 @@ def bench(rows: int, args, prep: dict) -> dict:
         "generation_seconds": gen.get("generation_seconds"),
         "kgbrink": {"spark_startup_seconds": spark["spark_startup_seconds"], "spark_conf": spark["spark_conf"], "warmup_1e6_rows": figures(spark["warmup"], cores) | {"rows": 1_000_000},
                     "grid": figures(spark["grid"], cores), "one_cell": figures(spark["one_cell"], cores),
-                    "grid_4_batches": figures(spark["grid_4_batches"], cores) | {"batch_bytes": batch_bytes_4},
+                    "grid_4_batches": figures(batched, cores) | {"batch_bytes": batch_bytes_4} if batched else "not run (--skip-batched)",
                     "diagnostics_untimed_parts": spark.get("diagnostics"),
                     "jvm_peak_rss_mb": spark["jvm_peak_rss_mb"], "worker_process_seconds": spark["process_seconds"]},
         "duckdb": {"version": duck["duckdb"], "threads": duck["threads"], "grid": figures(duck["grid"], cores), "one_cell": figures(duck["one_cell"], cores),
@@ -623,7 +626,7 @@ def bench(rows: int, args, prep: dict) -> dict:
             "kgbrink_over_duckdb_one_cell_per_core": round(spark["one_cell"]["seconds"] / duck["one_cell"]["seconds"], 2),
             "kgbrink_over_duckdb_grid_per_core": round(spark["grid"]["seconds"] / duck["grid"]["seconds"], 2),
             "kgbrink_grid_over_one_cell": round(spark["grid"]["seconds"] / spark["one_cell"]["seconds"], 2),
-            "kgbrink_4_batches_over_1_batch": round(spark["grid_4_batches"]["seconds"] / spark["grid"]["seconds"], 2),
+            "kgbrink_4_batches_over_1_batch": round(batched["seconds"] / spark["grid"]["seconds"], 2) if batched else None,
             "duckdb_grid_over_one_cell": round(duck["grid"]["seconds"] / duck["one_cell"]["seconds"], 2),
             "kgbrink_per_core_over_numpy_grid": round(spark["grid"]["seconds"] * cores / npy["grid"]["seconds"], 2),
             "kgbrink_per_core_over_numpy_one_cell": round(spark["one_cell"]["seconds"] * cores / npy["one_cell"]["seconds"], 2),
@@ -643,7 +646,8 @@ def markdown(results: dict) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["runs"]:
         k, d, n = r["kgbrink"], r["duckdb"], r["numpy"]
-        lines.append(f"| {r['rows']:,} | {r['files']} ({r['bytes'] / 1e9:.1f}) | {k['grid']['seconds']:.1f} | {k['grid_4_batches']['seconds']:.1f} | {k['one_cell']['seconds']:.1f} "
+        batched = k["grid_4_batches"]["seconds"] if isinstance(k["grid_4_batches"], dict) else float("nan")
+        lines.append(f"| {r['rows']:,} | {r['files']} ({r['bytes'] / 1e9:.1f}) | {k['grid']['seconds']:.1f} | {batched:.1f} | {k['one_cell']['seconds']:.1f} "
                      f"| {d['grid']['seconds']:.1f} | {d['one_cell']['seconds']:.1f} | {n['grid']['seconds']:.1f} | {n['one_cell']['seconds']:.1f} "
                      f"| {r['ratios']['kgbrink_over_duckdb_one_cell_per_core']}x | {r['ratios']['kgbrink_grid_over_one_cell']}x |")
     lines += ["", "| rows | rows/s/core: kgbrink grid | kgbrink 1 cell | DuckDB grid | DuckDB 1 cell | numpy grid | numpy 1 cell |", "|---|---|---|---|---|---|---|"]
@@ -663,6 +667,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=None, metavar="KEY=VALUE", help="config overrides (default: spark.master=local[2])")
     parser.add_argument("--numpy-in-memory-rows", type=int, default=250_000_000, help="above this, numpy works file by file")
     parser.add_argument("--no-diagnostics", action="store_true", help="skip the Spark break-down runs (scan, join, sums alone)")
+    parser.add_argument("--skip-batched", action="store_true", help="skip the ~4-batch grid run (the 1-batch grid and one cell only)")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
