@@ -18,7 +18,9 @@ Then, in one run on the same files, each engine in its own process (so peak RSS 
      no popularity groups, release eps) in one batch, the one-cell spec (alpha 0.5, beta 0, Hits@10:
      no statistics join), and the full grid again in ~4 batches;
   2. DuckDB (threads = Spark's cores) over the same Parquet files and the exported statistics: the same
-     grid (statistics join, eps sub-query, 25 weighted sums, MR/MRR/Hits/AMRI/WMR sums) and the one cell;
+     grid (statistics join, eps sub-query, 25 weighted sums, MR/MRR/Hits/AMRI/WMR sums) and the one cell
+     (plain: no checks, one global sum), then the one cell with kgbrink's per-row work (the validity checks
+     of ``validate_ranks`` and sums per (model, run));
   3. numpy on in-memory arrays, single core (BLAS pinned to 1 thread): rank, num_candidates, delta(e),
      delta(r|e) loaded first (the statistics lookup done by DuckDB, untimed), then the grid with each
      logarithm computed once per row (ln r, ln N, ln(eps_e + de) + ln(eps_r + dre)), and the one cell.
@@ -272,6 +274,20 @@ def duckdb_one_cell_sql(files: list[str]) -> str:
           FROM (SELECT rank, num_candidates AS n, ln(rank) AS lr, ln(num_candidates) AS ln_n FROM read_parquet({sql_list(files)})))"""
 
 
+def duckdb_one_cell_checked_sql(files: list[str], n_entities: int, n_relations: int) -> str:
+    """The one cell with kgbrink's per-row work: the validity checks of ``validate_ranks`` (ids in range,
+    side, finite numbers, 1 <= rank <= num_candidates, rank a multiple of 0.5) and sums per (model, run)."""
+    ok = f"""model IS NOT NULL AND run IS NOT NULL AND side IN ('head', 'tail') AND h BETWEEN 0 AND {n_entities - 1}
+             AND t BETWEEN 0 AND {n_entities - 1} AND r BETWEEN 0 AND {n_relations - 1} AND isfinite(rank) AND num_candidates >= 1
+             AND rank >= 1 AND rank <= num_candidates AND rank * 2 = floor(rank * 2)"""
+    return f"""
+    SELECT model, run, {", ".join(_classic_sql(ONE_CELL["hits"]))}, sum(c) AS s_0_0
+    FROM (SELECT model, run, rank, n, lr, {_probe_sql(0.5)} AS c
+          FROM (SELECT model, run, rank, num_candidates AS n, ln(rank) AS lr, ln(num_candidates) AS ln_n
+                FROM read_parquet({sql_list(files)}) WHERE {ok}))
+    GROUP BY model, run"""
+
+
 def _metrics(sums: dict, spec: dict) -> dict:
     """The sums of a peer -> the same keys as :func:`_results` (kgbrink's metric names)."""
     sums = {k: v if v is None else float(v) for k, v in sums.items()}
@@ -299,6 +315,10 @@ def worker_duckdb(task: dict) -> dict:
         (row, names), timing = timed(lambda sql=sql: _fetch_one(con, sql))
         sums = dict(zip(names, row))
         out[name] = {**timing, "rows": int(sums["n"]), "eps": [sums.get("eps_e"), sums.get("eps_r")], "results": _metrics(sums, spec)}
+    sql = duckdb_one_cell_checked_sql(task["files"], task["entities"], task["relations"])
+    (row, names), timing = timed(lambda: _fetch_one(con, sql))
+    sums = {k: v for k, v in zip(names, row) if k not in ("model", "run")}  # one (model, run) in the generated files
+    out["one_cell_checked"] = {**timing, "rows": int(sums["n"]), "eps": [None, None], "results": _metrics(sums, ONE_CELL)}
     out["peak_rss_mb"] = peak_rss_mb()
     return out
 
@@ -574,7 +594,7 @@ def bench(rows: int, args, prep: dict) -> dict:
     cores = spark["cores"]
     batched = spark.get("grid_4_batches")
     print(f"   kgbrink grid {spark['grid']['seconds']} s, one cell {spark['one_cell']['seconds']} s, 4 batches {batched and batched['seconds']} s; DuckDB ...", flush=True)
-    duck = run_worker("duckdb", {**base, "files": files, "threads": cores})
+    duck = run_worker("duckdb", {**base, "files": files, "threads": cores, "entities": prep["entities"], "relations": prep["relations"]})
     print(f"   DuckDB grid {duck['grid']['seconds']} s, one cell {duck['one_cell']['seconds']} s; numpy ...", flush=True)
     single = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     npy = run_worker("numpy", {**base, "files": files, "rows": rows, "in_memory_rows": args.numpy_in_memory_rows}, env=single)
@@ -582,7 +602,7 @@ def bench(rows: int, args, prep: dict) -> dict:
 
     problems = []
     for label, part in (("kgbrink grid", spark["grid"]), ("kgbrink one cell", spark["one_cell"]), ("kgbrink 4 batches", batched),
-                        ("duckdb grid", duck["grid"]), ("duckdb one cell", duck["one_cell"]), ("numpy grid", npy["grid"]), ("numpy one cell", npy["one_cell"])):
+                        ("duckdb grid", duck["grid"]), ("duckdb one cell", duck["one_cell"]), ("duckdb one cell checked", duck["one_cell_checked"]), ("numpy grid", npy["grid"]), ("numpy one cell", npy["one_cell"])):
         if part and part["rows"] != rows:
             problems.append(f"{label}: {part['rows']} rows, expected {rows}")
     agreement = {
@@ -590,6 +610,7 @@ def bench(rows: int, args, prep: dict) -> dict:
         "kgbrink_grid_vs_numpy": compare(spark["grid"]["results"], npy["grid"]["results"]),
         "duckdb_grid_vs_numpy": compare(duck["grid"]["results"], npy["grid"]["results"]),
         "kgbrink_one_cell_vs_duckdb": compare(spark["one_cell"]["results"], duck["one_cell"]["results"]),
+        "kgbrink_one_cell_vs_duckdb_checked": compare(spark["one_cell"]["results"], duck["one_cell_checked"]["results"]),
         "kgbrink_one_cell_vs_numpy": compare(spark["one_cell"]["results"], npy["one_cell"]["results"]),
         "kgbrink_grid_vs_one_cell": compare(spark["one_cell"]["results"], spark["grid"]["results"]),
     }
@@ -619,11 +640,12 @@ def bench(rows: int, args, prep: dict) -> dict:
                     "diagnostics_untimed_parts": spark.get("diagnostics"),
                     "jvm_peak_rss_mb": spark["jvm_peak_rss_mb"], "worker_process_seconds": spark["process_seconds"]},
         "duckdb": {"version": duck["duckdb"], "threads": duck["threads"], "grid": figures(duck["grid"], cores), "one_cell": figures(duck["one_cell"], cores),
-                   "peak_rss_mb": duck["peak_rss_mb"]},
+                   "one_cell_checked_grouped": figures(duck["one_cell_checked"], cores), "peak_rss_mb": duck["peak_rss_mb"]},
         "numpy": {"mode": npy["mode"], "load_seconds_untimed": npy["load_seconds"], "grid": figures(npy["grid"], 1), "one_cell": figures(npy["one_cell"], 1),
                   "peak_rss_mb": npy["peak_rss_mb"]},
         "ratios": {
             "kgbrink_over_duckdb_one_cell_per_core": round(spark["one_cell"]["seconds"] / duck["one_cell"]["seconds"], 2),
+            "kgbrink_over_duckdb_one_cell_checked_grouped_per_core": round(spark["one_cell"]["seconds"] / duck["one_cell_checked"]["seconds"], 2),
             "kgbrink_over_duckdb_grid_per_core": round(spark["grid"]["seconds"] / duck["grid"]["seconds"], 2),
             "kgbrink_grid_over_one_cell": round(spark["grid"]["seconds"] / spark["one_cell"]["seconds"], 2),
             "kgbrink_4_batches_over_1_batch": round(batched["seconds"] / spark["grid"]["seconds"], 2) if batched else None,
