@@ -11,7 +11,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run test bench bench-score bench-rank bench-mine bench-build bench-chain rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run test bench bench-score bench-score-1e9 bench-rank bench-mine bench-build bench-chain rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -49,6 +49,10 @@ bench: setup
 # Scoring (PROBE grid + classic metrics) and filtered ranking, each beside DuckDB (and numpy) in the same run.
 bench-score: setup
 	$(BIN)/python benchmarks/bench_score.py --set spark.master=local[2] --set spark.conf.spark.driver.memory=8g
+
+# 1e9 rank rows (12.8 GB of Parquet under benchmarks/out/score): the grid in one batch and the one cell, no break-down runs.
+bench-score-1e9: setup
+	$(BIN)/python benchmarks/bench_score.py --rows 1000000000 --skip-batched --no-diagnostics
 
 bench-rank: setup
 	$(BIN)/python benchmarks/bench_rank.py --rows 100000000

@@ -26,7 +26,7 @@ Then, in one run on the same files, each engine in its own process (so peak RSS 
      logarithm computed once per row (ln r, ln N, ln(eps_e + de) + ln(eps_r + dre)), and the one cell.
      Above ``--numpy-in-memory-rows`` the arrays are loaded file by file and only the computation is
      timed (two passes: eps, then the sums).
-It checks that all agree (PROBE cells and MRR to 1e-9, Hits exactly, the 4-batch run equal to the
+It checks that all agree (PROBE cells and MRR to 1e-9, to 1e-8 against DuckDB's in-order double sums, Hits exactly, the 4-batch run equal to the
 1-batch run), records seconds, rows/s/core, the ratios, peak RSS and the machine load (``uptime``)
 at each timing, and merges the result for that size into benchmarks/results/score.json (with a linear
 extrapolation t = a + b * rows to 1e9 rows once two sizes are there).
@@ -62,7 +62,9 @@ ONE_CELL = {"alphas": (0.5,), "betas": (0.0,), "hits": (10,)}
 GRID = {"alphas": ALPHAS, "betas": BETAS, "hits": HITS}
 ROWS_PER_FILE = 25_000_000
 CHUNK = 1 << 21  # rows generated and written at a time (two 1M-row row groups)
-TOL = 1e-9
+TOL = 1e-9  # kgbrink (exact fixed-point sums) against numpy (pairwise double sums): 4e-12 at 1e9 rows
+# DuckDB sums doubles in order, so its error grows with the row count: 1.26e-9 on a PROBE cell at 1e9 rows
+TOL_DUCKDB = 1e-8
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -552,8 +554,8 @@ def compare(reference: dict, other: dict) -> dict:
 
 
 def check(name: str, diffs: dict) -> list[str]:
-    bad = [f"{name}: {fam} differs by {d:.3g}" for fam, d in diffs.items() if (fam in ("probe", "mrr", "amri") and d > TOL) or (fam == "hits" and d > 1e-15)]
-    return bad
+    tol = TOL_DUCKDB if "duckdb" in name else TOL
+    return [f"{name}: {fam} differs by {d:.3g}" for fam, d in diffs.items() if (fam in ("probe", "mrr", "amri") and d > tol) or (fam == "hits" and d > 1e-15)]
 
 
 def per_core(rows: int, seconds: float, cores: int) -> float:

@@ -67,6 +67,8 @@ def reason_of(check: Column) -> Column:
     for index, code in enumerate(CHECK_REASONS):
         reason = F.when(check == index, F.lit(code)).otherwise(reason)
     return reason
+
+
 _ID = r"^[0-9]{1,9}$"
 
 
