@@ -269,25 +269,23 @@ def duckdb_grid_sql(files: list[str], stats: str) -> str:
     FROM terms"""
 
 
-def duckdb_one_cell_sql(files: list[str]) -> str:
-    return f"""
-    SELECT {", ".join(_classic_sql(ONE_CELL["hits"]))}, sum(c) AS s_0_0
-    FROM (SELECT rank, n, lr, {_probe_sql(0.5)} AS c
-          FROM (SELECT rank, num_candidates AS n, ln(rank) AS lr, ln(num_candidates) AS ln_n FROM read_parquet({sql_list(files)})))"""
-
-
-def duckdb_one_cell_checked_sql(files: list[str], n_entities: int, n_relations: int) -> str:
-    """The one cell with kgbrink's per-row work: the validity checks of ``validate_ranks`` (ids in range,
-    side, finite numbers, 1 <= rank <= num_candidates, rank a multiple of 0.5) and sums per (model, run)."""
-    ok = f"""model IS NOT NULL AND run IS NOT NULL AND side IN ('head', 'tail') AND h BETWEEN 0 AND {n_entities - 1}
+def duckdb_one_cell_sql(files: list[str], checked_ids: tuple[int, int] | None = None) -> str:
+    """The one cell. Plain: no checks, one global sum. With ``checked_ids`` = (entities, relations): kgbrink's
+    per-row work, the validity checks of ``validate_ranks`` (ids in range, side, finite numbers,
+    1 <= rank <= num_candidates, rank a multiple of 0.5) and sums per (model, run)."""
+    keys, where, group = "", "", ""
+    if checked_ids:
+        n_entities, n_relations = checked_ids
+        keys, group = "model, run, ", "GROUP BY model, run"
+        where = f"""WHERE model IS NOT NULL AND run IS NOT NULL AND side IN ('head', 'tail') AND h BETWEEN 0 AND {n_entities - 1}
              AND t BETWEEN 0 AND {n_entities - 1} AND r BETWEEN 0 AND {n_relations - 1} AND isfinite(rank) AND num_candidates >= 1
              AND rank >= 1 AND rank <= num_candidates AND rank * 2 = floor(rank * 2)"""
     return f"""
-    SELECT model, run, {", ".join(_classic_sql(ONE_CELL["hits"]))}, sum(c) AS s_0_0
-    FROM (SELECT model, run, rank, n, lr, {_probe_sql(0.5)} AS c
-          FROM (SELECT model, run, rank, num_candidates AS n, ln(rank) AS lr, ln(num_candidates) AS ln_n
-                FROM read_parquet({sql_list(files)}) WHERE {ok}))
-    GROUP BY model, run"""
+    SELECT {keys}{", ".join(_classic_sql(ONE_CELL["hits"]))}, sum(c) AS s_0_0
+    FROM (SELECT {keys}rank, n, lr, {_probe_sql(0.5)} AS c
+          FROM (SELECT {keys}rank, num_candidates AS n, ln(rank) AS lr, ln(num_candidates) AS ln_n
+                FROM read_parquet({sql_list(files)}) {where}))
+    {group}"""
 
 
 def _metrics(sums: dict, spec: dict) -> dict:
@@ -313,14 +311,15 @@ def _fetch_one(con, sql: str) -> tuple[tuple, list[str]]:
 def worker_duckdb(task: dict) -> dict:
     con = _duck(task["threads"])
     out = {"threads": task["threads"], "duckdb": __import__("duckdb").__version__}
-    for name, sql, spec in (("grid", duckdb_grid_sql(task["files"], task["stats_parquet"]), GRID), ("one_cell", duckdb_one_cell_sql(task["files"]), ONE_CELL)):
+    queries = (
+        ("grid", duckdb_grid_sql(task["files"], task["stats_parquet"]), GRID),
+        ("one_cell", duckdb_one_cell_sql(task["files"]), ONE_CELL),
+        ("one_cell_checked", duckdb_one_cell_sql(task["files"], (task["entities"], task["relations"])), ONE_CELL),
+    )
+    for name, sql, spec in queries:
         (row, names), timing = timed(lambda sql=sql: _fetch_one(con, sql))
-        sums = dict(zip(names, row))
+        sums = {k: v for k, v in zip(names, row) if k not in ("model", "run")}  # one (model, run) in the generated files
         out[name] = {**timing, "rows": int(sums["n"]), "eps": [sums.get("eps_e"), sums.get("eps_r")], "results": _metrics(sums, spec)}
-    sql = duckdb_one_cell_checked_sql(task["files"], task["entities"], task["relations"])
-    (row, names), timing = timed(lambda: _fetch_one(con, sql))
-    sums = {k: v for k, v in zip(names, row) if k not in ("model", "run")}  # one (model, run) in the generated files
-    out["one_cell_checked"] = {**timing, "rows": int(sums["n"]), "eps": [None, None], "results": _metrics(sums, ONE_CELL)}
     out["peak_rss_mb"] = peak_rss_mb()
     return out
 

@@ -47,11 +47,12 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.rankfiles import HEAD
+
 UNIT_SCALE = 2**32  # fixed point for values in [0, 1]
 LOG_SCALE = 2**24  # fixed point for ln r (ln r <= 22 for r < 4e9)
 LOW_BITS = 2**32
 
-HEAD, TAIL = "head", "tail"
 GROUP_KEYS = ("model", "run", "delta_e", "delta_re")
 
 

@@ -158,8 +158,8 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
             rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
             if popularity is not None:
                 rows = S.with_target_popularity(rows, *popularity, broadcast=broadcast)
-            sums = S.group_sums(rows, spec, extra_keys=("check",))
-            sums = sums.select(F.lit(batch_id).alias("batch_id"), *S.GROUP_KEYS, RF.reason_of(F.col("check")).alias("reason"), *[c for c in sums.columns if c not in (*S.GROUP_KEYS, "check")]).cache()
+            sums = S.group_sums(rows, spec, extra_keys=("check",)).withColumn("check", RF.reason_of(F.col("check"))).withColumnRenamed("check", "reason")
+            sums = sums.select(F.lit(batch_id).alias("batch_id"), "*").cache()
             tally = {r["reason"]: int(r["n"]) for r in sums.groupBy("reason").agg(F.sum("n").alias("n")).collect()}
             bad = sum(n for reason, n in tally.items() if reason is not None)
             if bad:
