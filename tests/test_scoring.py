@@ -21,6 +21,7 @@ from kgbrink import scoring as S
 from kgbrink.cli import main
 from kgbrink.jobs import ingest, score
 from kgbrink.tables import read_table
+from pyspark.testing import assertDataFrameEqual
 
 from tests.conftest import PROJECT_ROOT
 
@@ -118,6 +119,20 @@ def test_results_do_not_depend_on_partitioning(spark):
     assert one.results == many.results and one.groups == many.groups
 
 
+def test_rows_with_a_check_code_are_counted_not_scored(spark):
+    # rank 1 of N = 1 on a bad row would score f* = 1 if its nulled N fell through to the N = 1 branch
+    ranks = spark.createDataFrame(
+        [("m", "1", 1.0, 4, None), ("m", "1", 2.0, 4, None), ("m", "1", 1.0, 1, 3), ("bad", "1", 1.0, 1, 7)],
+        f"{RANK_SCHEMA}, check int",
+    )
+    sums = S.group_sums(ranks, S.MetricSpec(alphas=(1.0, 0.0), hits=(1,), p_values=(), **NO_POPULARITY))
+    # f*(1, 1) = 1, f*(2, 1) = (1/2 - 1/4) / (1 - 1/4) = 1/3; f*(1, 0) = 1, f*(2, 0) = 1 - ln 2 / ln 4 = 1/2 (times 2^32, rounded)
+    assertDataFrameEqual(
+        sums.select("model", "n", "quarantined", "rank2", "candidates_minus_one", "hits", "probe"),
+        [("m", 2, 1, 6, 6, [1], [2**32 + 1431655765, 2**32 + 2**31]), ("bad", 0, 1, None, None, [None], [None, None])],
+    )
+
+
 def test_spec_rejects_bad_parameters():
     with pytest.raises(ValueError, match="betas"):
         S.MetricSpec(betas=(-0.2,))
@@ -196,6 +211,8 @@ def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_pat
         score.run(spark, config, strict)
     summary = score.run(spark, config.with_overrides(["scoring.max_bad_fraction=0.9"]), strict)
     assert summary.counts["scored"] == 4 and summary.counts["quarantined"] == 9
+    assert summary.counts["quarantined_by_reason"] == {"unknown_entity": 1, "bad_side": 1, "rank_below_one": 1, "rank_above_num_candidates": 1, "rank_not_half_integer": 1,
+                                                       "bad_number": 1, "unknown_relation": 1, "malformed_record": 1, "missing_field": 1}
     assert summary.counts["batches_skipped"] == 1  # the failed run had finished its only batch
     quarantine = read_table(spark, summary.outputs["quarantine"].path).orderBy("line_number").collect()
     assert [(q["line_number"], q["reason"]) for q in quarantine] == [(6 + i, reason) for i, (_, reason) in enumerate(BAD)]
@@ -211,6 +228,56 @@ def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_pat
     assert [g["queries"] for g in summary.extra["groups"]] == [2, 2]
     stored = read_table(spark, summary.outputs["results"].path)
     assert stored.filter("metric = 'probe' and run = 'mean'").count() == 2
+
+
+def _write_rank_parquet(path: Path, rows: list[tuple], columns: tuple[str, ...] = ("model", "run", "h", "r", "t", "side", "rank", "num_candidates")) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    types = {"model": pa.string(), "run": pa.string(), "h": pa.int32(), "r": pa.int32(), "t": pa.int32(), "side": pa.string(), "rank": pa.float64(), "num_candidates": pa.int64()}
+    pq.write_table(pa.table({c: pa.array([row[i] for row in rows], types[c]) for i, c in enumerate(columns)}), path, row_group_size=2)
+
+
+def test_parquet_footers_prove_nulls_ranges_and_constants(spark, tmp_path):
+    _write_rank_parquet(tmp_path / "a.parquet", [("m", "1", 0, 0, 1, "tail", 1.0, 4), ("m", "1", 3, 1, 1, "head", 2.0, 4), ("m", "1", 2, 1, 1, "tail", 1.0, 4)])
+    _write_rank_parquet(tmp_path / "b.parquet", [("m", 5, 0, 1, "head", 1.5, 3), ("m", None, 1, 1, "tail", 1.0, 3)], ("model", "h", "r", "t", "side", "rank", "num_candidates"))
+    facts = RF.parquet_facts(spark, RF.list_rank_files(spark, str(tmp_path), "parquet"))
+    # h has a null in b's second row group; b has no run column; rank is floating point (no range)
+    assert facts.no_nulls == {"model", "r", "t", "side", "rank", "num_candidates"}
+    assert facts.ranges == {"model": ("m", "m"), "h": (0, 5), "r": (0, 1), "t": (1, 1), "side": ("head", "tail"), "num_candidates": (3, 4)}
+    assert facts.constant("model") == "m" and facts.constant("run") is None and facts.constant("side") is None
+    assert facts.within("r", 0, 1) and not facts.within("r", 1, 1) and not facts.within("h", 0, 9) and not facts.within("model", 0, 9)
+    (tmp_path / "c.parquet").write_bytes(b"not parquet")
+    with pytest.raises(RF.RankFileError, match=r"c\.parquet: not a Parquet file"):
+        RF.parquet_facts(spark, RF.list_rank_files(spark, str(tmp_path / "c.parquet"), "parquet"))
+
+
+def test_checks_the_footers_prove_are_not_run_row_by_row(spark):
+    raw = spark.createDataFrame([("m", "1", 7, 0, 1, "tail", 1.0, 4)], "model string, run string, h int, r int, t int, side string, rank double, num_candidates long")
+    empty = spark.createDataFrame([], "id int, key string")
+    lying = RF.ParquetFacts(frozenset({"h", "r", "t"}), {"h": (0, 4), "r": (0, 1), "t": (0, 4)})
+    assert RF.validate_ranks(raw, empty, empty, "id", 5, 2).first()["reason"] == "unknown_entity"
+    assert RF.validate_ranks(raw, empty, empty, "id", 5, 2, facts=lying).first()["reason"] is None
+
+
+def test_score_job_on_parquet_with_and_without_footer_facts(spark, config, small_dataset, tmp_path):
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    _write_rank_parquet(ranks / "part-0.parquet", [("P", "1", 0, 0, 1, "tail", 1.0, 4), ("P", "1", 2, 1, 3, "head", 2.0, 4)])
+    # the dataset has 5 entities (ids 0-4): h = 5 is unknown, a null t is a missing field
+    _write_rank_parquet(ranks / "part-1.parquet", [("P", "1", 4, 1, 0, "tail", 1.5, 3), ("P", "1", 5, 0, 1, "tail", 1.0, 4), ("P", "1", 1, 0, None, "tail", 1.0, 4)])
+    spec = S.MetricSpec(alphas=(1.0,), hits=(1,), p_values=(), **NO_POPULARITY)
+    runs = {}
+    for trust in ("true", "false"):
+        cfg = config.with_overrides(["scoring.max_bad_fraction=0.5", f"scoring.parquet_statistics={trust}"])
+        runs[trust] = score.run(spark, cfg, score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, fmt="parquet", id_kind="id", spec=spec))
+    on, off = runs["true"], runs["false"]
+    assert on.counts["scored"] == 3 and on.counts["quarantined_by_reason"] == {"unknown_entity": 1, "missing_field": 1}
+    assert on.results == off.results and on.counts["quarantined_by_reason"] == off.counts["quarantined_by_reason"]
+    v = _values(S.Scores(on.results), "P")
+    assert v[("mr", None, None)] == 1.5 and v[("mrr", None, None)] == pytest.approx((1 + 1 / 2 + 1 / 1.5) / 3, abs=1e-9) and v[("hits@1", None, None)] == pytest.approx(1 / 3)
+    quarantine = read_table(spark, on.outputs["quarantine"].path).orderBy("line_number").collect()
+    assert [(Path(q["source_file"]).name, q["line_number"], q["reason"]) for q in quarantine] == [("part-1.parquet", 2, "unknown_entity"), ("part-1.parquet", 3, "missing_field")]
 
 
 def test_cli_score_contract(spark, config, small_dataset, tmp_path, capsys):

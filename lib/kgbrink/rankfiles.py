@@ -19,7 +19,8 @@ dataset's ``entities.dict`` / ``relations.dict`` and whose |E_i| = (number of en
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -116,6 +117,79 @@ def _matches(file: str, fmt: str) -> bool:
 
 
 @dataclass(frozen=True)
+class ParquetFacts:
+    """What the footers of a batch's Parquet files prove about every row, from the column statistics
+    (trusted as Spark's own row-group filtering trusts them): ``no_nulls``, the columns present in every
+    file with a null count of 0 in every row group; ``ranges``, column -> (min, max) over all row groups,
+    for integer and string columns with statistics in every row group of every file (not floating point:
+    min/max skip NaN)."""
+
+    no_nulls: frozenset[str] = frozenset()
+    ranges: dict[str, tuple] = field(default_factory=dict)
+
+    def constant(self, column: str):
+        """The one value every row has in ``column``, or None."""
+        low, high = self.ranges.get(column, (None, None))
+        return low if column in self.no_nulls and low is not None and low == high else None
+
+    def within(self, column: str, low: int, high: int) -> bool:
+        """Whether every row has an integer ``column`` in [low, high]."""
+        lo, hi = self.ranges.get(column, (None, None))
+        return column in self.no_nulls and isinstance(lo, int) and low <= lo and hi <= high
+
+
+_FACT_TYPES = ("INT32", "INT64", "BYTE_ARRAY")
+
+
+def parquet_facts(spark: SparkSession, files: list[tuple[str, int, int]]) -> ParquetFacts:
+    """:class:`ParquetFacts` of ``(file, size, mtime)`` Parquet files (no data page is read)."""
+    per_file = [_footer_facts(spark, file, size) for file, size, _ in files]
+    no_nulls = frozenset.intersection(*(nulls for nulls, _ in per_file))
+    common = set.intersection(*(set(ranges) for _, ranges in per_file))
+    ranges = {
+        c: (min(r[c][0] for _, r in per_file), max(r[c][1] for _, r in per_file))
+        for c in common
+        if len({type(r[c][0]) for _, r in per_file}) == 1
+    }
+    return ParquetFacts(no_nulls, ranges)
+
+
+def _footer_facts(spark: SparkSession, file: str, size: int) -> tuple[frozenset[str], dict[str, tuple]]:
+    """One file's columns without nulls and (min, max) per column, from its footer: read through the
+    session's Hadoop file system (any URI Spark reads), parsed by pyarrow."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    hpath, fs = hadoop_path(spark, file)
+    stream = fs.open(hpath)
+    try:
+        stream.seek(max(size - 8, 0))
+        tail = bytes(stream.readNBytes(8))
+        length = struct.unpack("<i", tail[:4])[0] if len(tail) == 8 else -1
+        if tail[4:] != b"PAR1" or not 0 < length <= size - 12:
+            raise RankFileError(f"{file}: not a Parquet file (no footer)")
+        stream.seek(size - 8 - length)
+        footer = bytes(stream.readNBytes(length))
+    finally:
+        stream.close()
+    meta = pq.read_metadata(pa.BufferReader(b"PAR1" + footer + tail))
+    columns = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
+    no_nulls, bounded, ranges = set(columns), set(columns), {}
+    for i in range(meta.num_row_groups):
+        group = meta.row_group(i)
+        for name, j in columns.items():
+            stats = group.column(j).statistics
+            if stats is None or not stats.has_null_count or stats.null_count:
+                no_nulls.discard(name)
+            if stats is None or not stats.has_min_max or stats.physical_type not in _FACT_TYPES:
+                bounded.discard(name)
+            elif name in bounded:
+                lo, hi = ranges.get(name, (stats.min, stats.max))
+                ranges[name] = (min(lo, stats.min), max(hi, stats.max))
+    return frozenset(no_nulls), {c: ranges[c] for c in bounded if c in ranges}
+
+
+@dataclass(frozen=True)
 class ReadOptions:
     """How to read: ``fmt`` (None: from the file names), ``model``/``run`` for files without those
     columns (default: the file name stem and ``1``), ``n_entities`` (PROBE dumps: |E| of the dataset)."""
@@ -126,8 +200,10 @@ class ReadOptions:
     n_entities: int | None = None
 
 
-def read_ranks(spark: SparkSession, files: list[str], opts: ReadOptions) -> DataFrame:
-    """Rank rows of ``files`` (all of one format) with provenance columns; see the module docstring."""
+def read_ranks(spark: SparkSession, files: list[str], opts: ReadOptions, facts: ParquetFacts | None = None) -> DataFrame:
+    """Rank rows of ``files`` (all of one format) with provenance columns; see the module docstring.
+    ``model``/``run`` that ``facts`` (see :func:`parquet_facts`) prove constant become literals, so the
+    scan neither reads nor groups by them."""
     fmt = opts.fmt or format_of(files[0])
     if fmt not in FORMATS:
         raise RankFileError(f"unknown rank file format '{fmt}' (one of {', '.join(FORMATS)})")
@@ -137,7 +213,9 @@ def read_ranks(spark: SparkSession, files: list[str], opts: ReadOptions) -> Data
         frame = _read_probe(spark, files, opts.n_entities)
     else:
         frame = _read_text(spark, files, fmt)
-    return with_model_and_run(frame, F.col("source_file"), opts.model, opts.run)
+    frame = with_model_and_run(frame, F.col("source_file"), opts.model, opts.run)
+    constants = {c: F.lit(str(v)) for c in OPTIONAL if facts and (v := facts.constant(c)) is not None}
+    return frame.withColumns(constants)
 
 
 def with_model_and_run(frame: DataFrame, source_file: Column, model: str | None, run: str | None) -> DataFrame:
@@ -248,6 +326,7 @@ def validate_ranks(
     n_entities: int | None = None,
     n_relations: int | None = None,
     broadcast: bool = True,
+    facts: ParquetFacts | None = None,
 ) -> DataFrame:
     """Typed rank rows with ``check`` (int index into :data:`CHECK_REASONS`), ``reason`` and ``detail``
     (all null on good rows).
@@ -256,15 +335,18 @@ def validate_ranks(
     [0, n_entities) and [0, n_relations) (no join); ``key``: they are keys (e.g. Q42), mapped through
     ``entities``/``relations`` (``id, key``). The first failing check gives the reason, in this order:
     malformed record, missing field, bad number, bad side, num_candidates < 1 or not integral, rank < 1,
-    rank > num_candidates, rank not a multiple of 0.5, unknown entity, unknown relation.
+    rank > num_candidates, rank not a multiple of 0.5, unknown entity, unknown relation. An integer id
+    column that ``facts`` (see :func:`parquet_facts`) prove non-null and within its id range in every row
+    is not checked row by row, so the scan need not read it.
     """
     schema = {f.name: f.dataType for f in raw.schema.fields}
     frame = raw
+    proven: set[str] = set()
     if id_kind == "id":
         frame = frame.withColumns({f"_{c}": _integral(F.col(c), schema[c]) for c in ("h", "r", "t")})
-        known_h = F.col("_h") < F.lit(n_entities)
-        known_t = F.col("_t") < F.lit(n_entities)
-        known_r = F.col("_r") < F.lit(n_relations)
+        limits = {"h": n_entities, "r": n_relations, "t": n_entities}
+        proven = {c for c, n in limits.items() if facts and n and facts.within(c, 0, n - 1)}
+        known_h, known_r, known_t = (F.lit(True) if c in proven else F.col(f"_{c}") < F.lit(n) for c, n in limits.items())
     elif id_kind == "key":
         ents = entities.select(F.col("key").alias("_k"), F.col("id").alias("_id"))
         rels = relations.select(F.col("key").alias("_r_key"), F.col("id").alias("_r"))
@@ -290,7 +372,7 @@ def validate_ranks(
     def blank(c: str) -> Column:
         return F.col(c).isNull() | (F.trim(F.col(c).cast("string")) == "") if isinstance(schema[c], T.StringType) else F.col(c).isNull()
 
-    missing = [(blank(c), c) for c in REQUIRED]
+    missing = [(F.lit(False) if c in proven else blank(c), c) for c in REQUIRED]
     malformed = F.col("_malformed") if "_malformed" in frame.columns else F.lit(False)
     finite = ~F.isnan("_rank") & ~F.isnan("_n") & (F.abs("_rank") < F.lit(float("inf"))) & (F.abs("_n") < F.lit(float("inf")))
     # (condition, detail), in the order of CHECK_REASONS

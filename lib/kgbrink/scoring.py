@@ -131,38 +131,43 @@ def _power(log_x: Column, exponent: float) -> Column:
 
 
 def probe_transform(log_rank: Column, log_n: Column, n: Column, alpha: float) -> Column:
-    """f*(r, alpha) of Eq. 2 from ln r and ln N; the alpha -> 0 limit 1 - ln r / ln N; 1 when N = 1."""
+    """f*(r, alpha) of Eq. 2 from ln r and ln N; the alpha -> 0 limit 1 - ln r / ln N; 1 when N = 1; null
+    when N is null (a row :func:`group_sums` must not count)."""
     if alpha == 0:
         value = F.lit(1.0) - log_rank / log_n
     else:
         n_term = _power(log_n, -alpha)
         value = (_power(log_rank, -alpha) - n_term) / (F.lit(1.0) - n_term)
-    return F.when(n > 1, value).otherwise(F.lit(1.0))
+    return F.when(n > 1, value).when(n == 1, F.lit(1.0))
 
 
-def group_sums(ranks: DataFrame, spec: MetricSpec, extra_keys: tuple[str, ...] = ()) -> DataFrame:
-    """Exact integer sums per ``(model, run, delta_e, delta_re, *extra_keys)`` over rank rows.
+def group_sums(ranks: DataFrame, spec: MetricSpec) -> DataFrame:
+    """Exact integer sums per ``(model, run, delta_e, delta_re)`` over rank rows.
 
     ``ranks`` has ``model, run, rank double, num_candidates long`` and, when ``spec.needs_popularity``,
-    ``delta_e, delta_re`` (see :func:`with_target_popularity`); otherwise those keys are null. With
-    ``check`` among ``extra_keys`` (validated rows, see :func:`kgbrink.rankfiles.validate_ranks`), rows
-    with a check code are only counted (``n``), so one scan also tallies the quarantine by reason.
-    Columns: ``n, rank2`` (sum 2r), ``reciprocal`` (sum 1/r, fixed point), ``candidates_minus_one``
-    (sum N - 1), ``wmr_hi, wmr_lo`` (sum (N - 1) round(ln r 2^24), split in 32-bit halves),
-    ``hits`` (per K), ``probe`` (sum f* per alpha, fixed point), ``pmrr`` (sum r^-p per p, fixed point).
+    ``delta_e, delta_re`` (see :func:`with_target_popularity`); otherwise those keys are null. Rows with a
+    ``check`` code (validated rows, see :func:`kgbrink.rankfiles.validate_ranks`) add nothing to the sums
+    and are only counted (``quarantined``; a group of only such rows has ``n`` = 0), so one scan scores the
+    good rows and tells whether there are bad ones without grouping by the reason (the per-reason tally
+    is the quarantine table's).
+    Columns: ``n`` (good rows), ``quarantined``, ``rank2`` (sum 2r), ``reciprocal`` (sum 1/r, fixed point),
+    ``candidates_minus_one`` (sum N - 1), ``wmr_hi, wmr_lo`` (sum (N - 1) round(ln r 2^24), split in 32-bit
+    halves), ``hits`` (per K), ``probe`` (sum f* per alpha, fixed point), ``pmrr`` (sum r^-p per p, fixed
+    point).
     """
     rank, n = F.col("rank"), F.col("num_candidates")
-    if "check" in extra_keys:
+    checked = "check" in ranks.columns
+    if checked:  # null rank and N on bad rows: every sum below skips them (nulls propagate, sum ignores them)
         rank, n = F.when(F.col("check").isNull(), rank), F.when(F.col("check").isNull(), n)
     frame = ranks.select(
         "model",
         "run",
-        *extra_keys,
         *(
             (F.col("delta_e"), F.col("delta_re"))
             if spec.needs_popularity
             else (F.lit(None).cast("double").alias("delta_e"), F.lit(None).cast("double").alias("delta_re"))
         ),
+        F.col("check") if checked else F.lit(None).cast("int").alias("check"),
         rank.alias("rank"),
         n.alias("num_candidates"),
         F.log(rank).alias("_lr"),
@@ -172,7 +177,8 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, extra_keys: tuple[str, ...] =
     rank, n = F.col("rank"), F.col("num_candidates")
     wmr_term = (n - 1) * _fixed(lr, LOG_SCALE)
     aggregates = [
-        F.count(F.lit(1)).alias("n"),
+        F.count(rank).alias("n"),
+        F.count("check").alias("quarantined"),
         F.sum((rank * 2).cast("long")).alias("rank2"),
         F.sum(_fixed(F.lit(1.0) / rank)).alias("reciprocal"),
         F.sum(n - 1).alias("candidates_minus_one"),
@@ -182,7 +188,7 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, extra_keys: tuple[str, ...] =
         F.array(*[F.sum(_fixed(probe_transform(lr, ln, n, a))) for a in spec.alphas]).alias("probe"),
         F.array(*[F.sum(_fixed(_power(lr, -p))) for p in spec.p_values] or [F.lit(0).cast("long")]).alias("pmrr"),
     ]
-    return frame.groupBy(*GROUP_KEYS, *extra_keys).agg(*aggregates)
+    return frame.groupBy(*GROUP_KEYS).agg(*aggregates)
 
 
 SUM_COLUMNS = ("n", "rank2", "reciprocal", "candidates_minus_one", "wmr_hi", "wmr_lo")

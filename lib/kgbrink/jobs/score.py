@@ -1,10 +1,11 @@
 """``kgbrink score``: PROBE and the classic rank metrics of rank files, in resumable batches.
 
 The input files are cut into batches (whole files, up to ``scoring.batch_bytes`` each, in path order).
-Each batch is one scan (:func:`kgbrink.scoring.group_sums`) whose exact integer group sums are written to
-``<work>/partials`` with the batch id (Delta ``replaceWhere``, so a re-run of a batch replaces its rows,
-never adds to them), then its quarantined rows to ``<work>/quarantine``, then a row to ``<work>/batches``
-marking it done. ``<work>`` = ``<dataset>/scores/<fingerprint>``, the fingerprint being a hash of the
+Each batch is one scan (:func:`kgbrink.scoring.group_sums`) giving exact integer group sums of its good
+rows and the count of its bad ones. When there are bad rows, they are written to ``<work>/quarantine``
+(file, line, reason; this table is also the per-reason tally); then the sums go to ``<work>/partials``
+and a row to ``<work>/batches`` marking the batch done, each with the batch id (Delta ``replaceWhere``,
+so a re-run of a batch replaces its rows, never adds to them). ``<work>`` = ``<dataset>/scores/<fingerprint>``, the fingerprint being a hash of the
 input files (path, size, modification time), the options, the metric spec and the pinned table
 versions: a killed run started again with the same arguments skips the finished batches and recomputes
 only the rest. The final metrics come from the sum of all batches' partials (exact, so the result is
@@ -153,25 +154,28 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
             if batch_id in done:
                 skipped += 1
                 continue
-            raw = RF.read_ranks(spark, [f for f, _, _ in batch], read_opts)
-            checked = RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast)
+            facts = RF.parquet_facts(spark, batch) if fmt == "parquet" and config.get("scoring.parquet_statistics") else None
+            raw = RF.read_ranks(spark, [f for f, _, _ in batch], read_opts, facts)
+            checked = RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
             rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
             if popularity is not None:
                 rows = S.with_target_popularity(rows, *popularity, broadcast=broadcast)
-            sums = S.group_sums(rows, spec, extra_keys=("check",)).withColumn("check", RF.reason_of(F.col("check"))).withColumnRenamed("check", "reason")
-            sums = sums.select(F.lit(batch_id).alias("batch_id"), "*").cache()
-            tally = {r["reason"]: int(r["n"]) for r in sums.groupBy("reason").agg(F.sum("n").alias("n")).collect()}
-            bad = sum(n for reason, n in tally.items() if reason is not None)
+            sums = S.group_sums(rows, spec).cache()
+            totals = sums.agg(F.sum("n").alias("n"), F.sum("quarantined").alias("quarantined")).first()
+            scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
             if bad:
                 _replace_batch(_quarantine(checked, batch_id), paths["quarantine"], batch_id)
-            _replace_batch(sums, paths["partials"], batch_id)
+            _replace_batch(sums.filter(F.col("n") > 0).drop("quarantined").select(F.lit(batch_id).alias("batch_id"), "*"), paths["partials"], batch_id)
             sums.unpersist()
-            record = {"batch_id": batch_id, "files": json.dumps([f for f, _, _ in batch]), "rows": sum(tally.values()), "quarantined": bad}
+            record = {"batch_id": batch_id, "files": json.dumps([f for f, _, _ in batch]), "rows": scored_rows + bad, "quarantined": bad}
             _replace_batch(spark.createDataFrame([record], "batch_id string, files string, rows long, quarantined long"), paths["batches"], batch_id)
     batch_ids = [f"{i:06d}-{_digest(b)}" for i, b in enumerate(batches)]
     partials = read_table(spark, paths["partials"]).filter(F.col("batch_id").isin(batch_ids))
-    by_reason = {r["reason"]: int(r["n"]) for r in partials.groupBy("reason").agg(F.sum("n").alias("n")).collect()}
-    scored = by_reason.pop(None, 0)
+    scored = int(partials.agg(F.sum("n")).first()[0] or 0)
+    by_reason: dict[str, int] = {}
+    if table_exists(spark, paths["quarantine"]):
+        bad_rows = read_table(spark, paths["quarantine"]).filter(F.col("batch_id").isin(batch_ids))
+        by_reason = {r["reason"]: int(r["count"]) for r in bad_rows.groupBy("reason").count().collect()}
     quarantined = sum(by_reason.values())
     summary.counts.update(rank_files=len(files), batches=len(batches), batches_skipped=skipped, rows=scored + quarantined, scored=scored, quarantined=quarantined, quarantined_by_reason=by_reason)
     if quarantined:
@@ -181,7 +185,7 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
         raise ScoreError(f"{opts.ranks}: no rank rows", summary)
     fail_past_bad_fraction(summary, by_reason, scored + quarantined, limit, "scoring.max_bad_fraction", "rank rows", paths["quarantine"])
     with summary.timed("finish"):
-        merged = S.merge_group_sums(partials.filter(F.col("reason").isNull()), spec).toPandas()
+        merged = S.merge_group_sums(partials, spec).toPandas()
         scores = S.finish(merged, spec)
     summary.results = scores.results
     summary.extra["groups"] = scores.groups
