@@ -127,10 +127,10 @@ class ParquetFacts:
     no_nulls: frozenset[str] = frozenset()
     ranges: dict[str, tuple] = field(default_factory=dict)
 
-    def constant(self, column: str):
-        """The one value every row has in ``column``, or None."""
+    def constant(self, column: str) -> str | int | None:
+        """The one value every row has in a string or integer ``column``, or None."""
         low, high = self.ranges.get(column, (None, None))
-        return low if column in self.no_nulls and low is not None and low == high else None
+        return low if column in self.no_nulls and isinstance(low, (str, int)) and low == high else None
 
     def within(self, column: str, low: int, high: int) -> bool:
         """Whether every row has an integer ``column`` in [low, high]."""

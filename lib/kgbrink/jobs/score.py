@@ -5,11 +5,16 @@ Each batch is one scan (:func:`kgbrink.scoring.group_sums`) giving exact integer
 rows and the count of its bad ones. When there are bad rows, they are written to ``<work>/quarantine``
 (file, line, reason; this table is also the per-reason tally); then the sums go to ``<work>/partials``
 and a row to ``<work>/batches`` marking the batch done, each with the batch id (Delta ``replaceWhere``,
-so a re-run of a batch replaces its rows, never adds to them). ``<work>`` = ``<dataset>/scores/<fingerprint>``, the fingerprint being a hash of the
-input files (path, size, modification time), the options, the metric spec and the pinned table
-versions: a killed run started again with the same arguments skips the finished batches and recomputes
-only the rest. The final metrics come from the sum of all batches' partials (exact, so the result is
-the same whatever the batching) and are written to ``<work>/results`` and ``<work>/groups``.
+so a re-run of a batch replaces its rows, never adds to them). ``<work>`` is
+``<dataset>/scores/<fingerprint>``, the fingerprint being a hash of the input files (path, size,
+modification time), the options, the metric spec and the pinned table versions: a killed run started
+again with the same arguments skips the finished batches and recomputes only the rest. The final
+metrics come from the sum of all batches' partials (exact, so the result is the same whatever the
+batching) and are written to ``<work>/results`` and ``<work>/groups``.
+
+Parquet batches first read their files' footers (:func:`kgbrink.rankfiles.parquet_facts`): checks the
+column statistics prove can never fail are not run row by row, and a one-valued ``model``/``run`` becomes
+a constant (``scoring.parquet_statistics``).
 """
 
 from __future__ import annotations
