@@ -125,12 +125,17 @@ def test_rows_with_a_check_code_are_counted_not_scored(spark):
         [("m", "1", 1.0, 4, None), ("m", "1", 2.0, 4, None), ("m", "1", 1.0, 1, 3), ("bad", "1", 1.0, 1, 7)],
         f"{RANK_SCHEMA}, check int",
     )
-    sums = S.group_sums(ranks, S.MetricSpec(alphas=(1.0, 0.0), hits=(1,), p_values=(), **NO_POPULARITY))
+    spec = S.MetricSpec(alphas=(1.0, 0.0), hits=(1,), p_values=(), **NO_POPULARITY)
+    sums = S.group_sums(ranks, spec)
     # f*(1, 1) = 1, f*(2, 1) = (1/2 - 1/4) / (1 - 1/4) = 1/3; f*(1, 0) = 1, f*(2, 0) = 1 - ln 2 / ln 4 = 1/2 (times 2^32, rounded)
     assertDataFrameEqual(
         sums.select("model", "n", "quarantined", "rank2", "candidates_minus_one", "hits", "probe"),
         [("m", 2, 1, 6, 6, [1], [2**32 + 1431655765, 2**32 + 2**31]), ("bad", 0, 1, None, None, [None], [None, None])],
     )
+    # one known (model, run): one global aggregate, same sums; no rows: one row of n = 0
+    one_model = ranks.filter("model = 'm'")
+    assertDataFrameEqual(S.group_sums(one_model, spec, {"model": "m", "run": "1"}), S.group_sums(one_model, spec))
+    assert S.group_sums(one_model.limit(0), spec, {"model": "m", "run": "1"}).collect()[0]["n"] == 0
 
 
 def test_spec_rejects_bad_parameters():

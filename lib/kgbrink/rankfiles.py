@@ -127,10 +127,14 @@ class ParquetFacts:
     no_nulls: frozenset[str] = frozenset()
     ranges: dict[str, tuple] = field(default_factory=dict)
 
-    def constant(self, column: str) -> str | int | None:
-        """The one value every row has in a string or integer ``column``, or None."""
+    def constant(self, column: str) -> str | None:
+        """The one value every row has in a string or integer ``column``, as a string, or None."""
         low, high = self.ranges.get(column, (None, None))
-        return low if column in self.no_nulls and isinstance(low, (str, int)) and low == high else None
+        return str(low) if column in self.no_nulls and isinstance(low, (str, int)) and low == high else None
+
+    def constants(self, columns: tuple[str, ...]) -> dict[str, str]:
+        """Column -> its one value, for those of ``columns`` that have one."""
+        return {c: v for c in columns if (v := self.constant(c)) is not None}
 
     def within(self, column: str, low: int, high: int) -> bool:
         """Whether every row has an integer ``column`` in [low, high]."""
@@ -200,10 +204,8 @@ class ReadOptions:
     n_entities: int | None = None
 
 
-def read_ranks(spark: SparkSession, files: list[str], opts: ReadOptions, facts: ParquetFacts | None = None) -> DataFrame:
-    """Rank rows of ``files`` (all of one format) with provenance columns; see the module docstring.
-    ``model``/``run`` that ``facts`` (see :func:`parquet_facts`) prove constant become literals, so the
-    scan neither reads nor groups by them."""
+def read_ranks(spark: SparkSession, files: list[str], opts: ReadOptions) -> DataFrame:
+    """Rank rows of ``files`` (all of one format) with provenance columns; see the module docstring."""
     fmt = opts.fmt or format_of(files[0])
     if fmt not in FORMATS:
         raise RankFileError(f"unknown rank file format '{fmt}' (one of {', '.join(FORMATS)})")
@@ -213,9 +215,7 @@ def read_ranks(spark: SparkSession, files: list[str], opts: ReadOptions, facts: 
         frame = _read_probe(spark, files, opts.n_entities)
     else:
         frame = _read_text(spark, files, fmt)
-    frame = with_model_and_run(frame, F.col("source_file"), opts.model, opts.run)
-    constants = {c: F.lit(str(v)) for c in OPTIONAL if facts and (v := facts.constant(c)) is not None}
-    return frame.withColumns(constants)
+    return with_model_and_run(frame, F.col("source_file"), opts.model, opts.run)
 
 
 def with_model_and_run(frame: DataFrame, source_file: Column, model: str | None, run: str | None) -> DataFrame:

@@ -160,12 +160,12 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
                 skipped += 1
                 continue
             facts = RF.parquet_facts(spark, batch) if fmt == "parquet" and config.get("scoring.parquet_statistics") else None
-            raw = RF.read_ranks(spark, [f for f, _, _ in batch], read_opts, facts)
+            raw = RF.read_ranks(spark, [f for f, _, _ in batch], read_opts)
             checked = RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
             rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
             if popularity is not None:
                 rows = S.with_target_popularity(rows, *popularity, broadcast=broadcast)
-            sums = S.group_sums(rows, spec).cache()
+            sums = S.group_sums(rows, spec, facts.constants(RF.OPTIONAL) if facts else None).cache()
             totals = sums.agg(F.sum("n").alias("n"), F.sum("quarantined").alias("quarantined")).first()
             scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
             if bad:
