@@ -46,29 +46,6 @@ UNKNOWN_RELATION = "unknown_relation"
 
 HEAD, TAIL = "head", "tail"
 SIDES = {HEAD: HEAD, "h": HEAD, TAIL: TAIL, "t": TAIL}
-# validate_ranks's checks in order: a bad row's ``check`` is the index of its first failing check here
-CHECK_REASONS = (
-    MALFORMED_RECORD,
-    *[MISSING_FIELD] * len(REQUIRED),
-    BAD_NUMBER,
-    BAD_SIDE,
-    BAD_NUM_CANDIDATES,
-    RANK_BELOW_ONE,
-    RANK_ABOVE_CANDIDATES,
-    RANK_NOT_HALF_INTEGER,
-    UNKNOWN_ENTITY,
-    UNKNOWN_ENTITY,
-    UNKNOWN_RELATION,
-)
-
-
-def reason_of(check: Column) -> Column:
-    """The quarantine reason of a :func:`validate_ranks` ``check`` code (null for a good row)."""
-    reason = F.lit(None).cast("string")
-    for index, code in enumerate(CHECK_REASONS):
-        reason = F.when(check == index, F.lit(code)).otherwise(reason)
-    return reason
-
 
 _ID = r"^[0-9]{1,9}$"
 
@@ -328,7 +305,7 @@ def validate_ranks(
     broadcast: bool = True,
     facts: ParquetFacts | None = None,
 ) -> DataFrame:
-    """Typed rank rows with ``check`` (int index into :data:`CHECK_REASONS`), ``reason`` and ``detail``
+    """Typed rank rows with ``check`` (int index of the first failing check), ``reason`` and ``detail``
     (all null on good rows).
 
     ``id_kind`` ``id``: h, r, t are the dataset's integer ids, checked against the dense id ranges
@@ -375,26 +352,27 @@ def validate_ranks(
     missing = [(F.lit(False) if c in proven else blank(c), c) for c in REQUIRED]
     malformed = F.col("_malformed") if "_malformed" in frame.columns else F.lit(False)
     finite = ~F.isnan("_rank") & ~F.isnan("_n") & (F.abs("_rank") < F.lit(float("inf"))) & (F.abs("_n") < F.lit(float("inf")))
-    # (condition, detail), in the order of CHECK_REASONS
-    checks: list[tuple[Column, Column]] = [(malformed, F.lit("the record does not have the expected fields"))]
-    checks += [(cond, F.lit(f"field '{c}' is empty or absent")) for cond, c in missing]
+    # (condition, reason, detail), in order: a bad row's ``check`` is the index of its first failing check
+    checks: list[tuple[Column, str, Column]] = [(malformed, MALFORMED_RECORD, F.lit("the record does not have the expected fields"))]
+    checks += [(cond, MISSING_FIELD, F.lit(f"field '{c}' is empty or absent")) for cond, c in missing]
     checks += [
-        (F.col("_rank").isNull() | F.col("_n").isNull() | ~finite, F.format_string("rank '%s' or num_candidates '%s' is not a finite number", F.col("rank").cast("string"), F.col("num_candidates").cast("string"))),
-        (F.col("_side").isNull(), F.format_string("side '%s' is not head/h or tail/t", F.col("side").cast("string"))),
-        ((F.col("_n") < 1) | (F.col("_n") != F.floor("_n")), F.format_string("num_candidates %s is not an integer >= 1", F.col("_n").cast("string"))),
-        (F.col("_rank") < 1, F.format_string("rank %s < 1", F.col("_rank").cast("string"))),
-        (F.col("_rank") > F.col("_n"), F.format_string("rank %s > num_candidates %s", F.col("_rank").cast("string"), F.col("_n").cast("long").cast("string"))),
-        (F.col("_rank") * 2 != F.floor(F.col("_rank") * 2), F.format_string("rank %s is not a multiple of 0.5 (a tie-averaged rank)", F.col("_rank").cast("string"))),
-        (F.coalesce(~known_h, F.lit(True)), F.format_string("head '%s' is not an entity of the dataset", F.col("h").cast("string"))),
-        (F.coalesce(~known_t, F.lit(True)), F.format_string("tail '%s' is not an entity of the dataset", F.col("t").cast("string"))),
-        (F.coalesce(~known_r, F.lit(True)), F.format_string("relation '%s' is not a relation of the dataset", F.col("r").cast("string"))),
+        (F.col("_rank").isNull() | F.col("_n").isNull() | ~finite, BAD_NUMBER, F.format_string("rank '%s' or num_candidates '%s' is not a finite number", F.col("rank").cast("string"), F.col("num_candidates").cast("string"))),
+        (F.col("_side").isNull(), BAD_SIDE, F.format_string("side '%s' is not head/h or tail/t", F.col("side").cast("string"))),
+        ((F.col("_n") < 1) | (F.col("_n") != F.floor("_n")), BAD_NUM_CANDIDATES, F.format_string("num_candidates %s is not an integer >= 1", F.col("_n").cast("string"))),
+        (F.col("_rank") < 1, RANK_BELOW_ONE, F.format_string("rank %s < 1", F.col("_rank").cast("string"))),
+        (F.col("_rank") > F.col("_n"), RANK_ABOVE_CANDIDATES, F.format_string("rank %s > num_candidates %s", F.col("_rank").cast("string"), F.col("_n").cast("long").cast("string"))),
+        (F.col("_rank") * 2 != F.floor(F.col("_rank") * 2), RANK_NOT_HALF_INTEGER, F.format_string("rank %s is not a multiple of 0.5 (a tie-averaged rank)", F.col("_rank").cast("string"))),
+        (F.coalesce(~known_h, F.lit(True)), UNKNOWN_ENTITY, F.format_string("head '%s' is not an entity of the dataset", F.col("h").cast("string"))),
+        (F.coalesce(~known_t, F.lit(True)), UNKNOWN_ENTITY, F.format_string("tail '%s' is not an entity of the dataset", F.col("t").cast("string"))),
+        (F.coalesce(~known_r, F.lit(True)), UNKNOWN_RELATION, F.format_string("relation '%s' is not a relation of the dataset", F.col("r").cast("string"))),
     ]
     check: Column = F.lit(None).cast("int")
-    for index, (cond, _) in reversed(list(enumerate(checks))):
+    for index, (cond, _, _) in reversed(list(enumerate(checks))):
         check = F.when(cond, F.lit(index).cast("int")).otherwise(check)
     frame = frame.withColumn("check", check)
-    detail = F.lit(None).cast("string")
-    for index, (_, text) in enumerate(checks):
+    reason, detail = F.lit(None).cast("string"), F.lit(None).cast("string")
+    for index, (_, code, text) in enumerate(checks):
+        reason = F.when(F.col("check") == index, F.lit(code)).otherwise(reason)
         detail = F.when(F.col("check") == index, text).otherwise(detail)
     provenance = [c for c in ("split", "source_file", "block_start", "row_id", "line_number", "line", "_skip") if c in frame.columns]
     return frame.select(
@@ -407,7 +385,7 @@ def validate_ranks(
         F.col("_rank").alias("rank"),
         F.col("_n").cast("long").alias("num_candidates"),
         "check",
-        reason_of(F.col("check")).alias("reason"),
+        reason.alias("reason"),
         detail.alias("detail"),
         *provenance,
     )

@@ -165,7 +165,7 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
     keys = [k for k in GROUP_KEYS if k not in fixed]
     frame = ranks.select(
         *keys,
-        F.col("check") if checked else F.lit(None).cast("int").alias("check"),
+        *(["check"] if checked else []),
         rank.alias("rank"),
         n.alias("num_candidates"),
         F.log(rank).alias("_lr"),
@@ -176,7 +176,7 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
     wmr_term = (n - 1) * _fixed(lr, LOG_SCALE)
     aggregates = [
         F.count(rank).alias("n"),
-        F.count("check").alias("quarantined"),
+        (F.count("check") if checked else F.lit(0).cast("long")).alias("quarantined"),
         F.sum((rank * 2).cast("long")).alias("rank2"),
         F.sum(_fixed(F.lit(1.0) / rank)).alias("reciprocal"),
         F.sum(n - 1).alias("candidates_minus_one"),
