@@ -16,7 +16,8 @@ Then, in one run on the same files, each engine in its own process (so peak RSS 
      ``<dataset>/scores`` deleted before every timed run so nothing is resumed): an untimed warm-up on 1M
      rows, then the full grid (alphas 1,0.5,0,-0.5,-1 x betas 0,0.2,0.4,0.6,0.8, Hits@1,3,10, no p-MRR,
      no popularity groups, release eps) in one batch, the one-cell spec (alpha 0.5, beta 0, Hits@10:
-     no statistics join), and the full grid again in ~4 batches;
+     no statistics join), one weighted cell (alpha 0.5, beta 0.4, Hits@10: the grid's statistics join for
+     one cell), and the full grid again in ~4 batches;
   2. DuckDB (threads = Spark's cores) over the same Parquet files and the exported statistics: the same
      grid (statistics join, eps sub-query, 25 weighted sums, MR/MRR/Hits/AMRI/WMR sums) and the one cell
      (plain: no checks, one global sum), then the one cell with kgbrink's per-row work (the validity checks
@@ -59,6 +60,8 @@ ALPHAS = (1.0, 0.5, 0.0, -0.5, -1.0)
 BETAS = (0.0, 0.2, 0.4, 0.6, 0.8)
 HITS = (1, 3, 10)
 ONE_CELL = {"alphas": (0.5,), "betas": (0.0,), "hits": (10,)}
+# one popularity-weighted cell: the same statistics join as the grid, so grid / this = the cost of 25 cells over 1
+ONE_WEIGHTED_CELL = {"alphas": (0.5,), "betas": (0.4,), "hits": (10,)}
 GRID = {"alphas": ALPHAS, "betas": BETAS, "hits": HITS}
 ROWS_PER_FILE = 25_000_000
 CHUNK = 1 << 21  # rows generated and written at a time (two 1M-row row groups)
@@ -181,6 +184,7 @@ def worker_spark(task: dict) -> dict:
     out["warmup"] = run(task["warmup"], GRID, 1 << 40)
     out["grid"] = run(task["ranks"], GRID, 1 << 40)
     out["one_cell"] = run(task["ranks"], ONE_CELL, 1 << 40)
+    out["one_weighted_cell"] = run(task["ranks"], ONE_WEIGHTED_CELL, 1 << 40)
     if task["batch_bytes_4"]:
         out["grid_4_batches"] = run(task["ranks"], GRID, task["batch_bytes_4"])
     shutil.rmtree(Path(dataset) / "scores", ignore_errors=True)
@@ -205,11 +209,11 @@ def diagnostics(spark, ranks: str, dataset: str) -> dict:
     raw = spark.read.parquet(ranks)
     stats = f"{dataset}/stats/train"
     popularity = (read_table(spark, f"{stats}/entity_popularity"), read_table(spark, f"{stats}/entity_relation_popularity"))
-    joined = S.with_target_popularity(raw, *popularity, broadcast=True)
+    joined = S.with_target_degrees(raw, *popularity, broadcast=True)
     steps = {
         "scan_sum_rank_and_num_candidates": lambda: raw.agg(F.sum("rank"), F.sum("num_candidates")).collect(),
         "one_cell_group_sums_no_validation": lambda: S.group_sums(raw, spec(ONE_CELL)).collect(),
-        "statistics_join_only": lambda: joined.agg(F.sum("delta_e"), F.sum("delta_re")).collect(),
+        "statistics_join_only": lambda: joined.agg(F.sum("entity_degree"), F.sum("relation_degree")).collect(),
         "grid_group_sums_on_joined_rows_no_validation": lambda: S.group_sums(joined, spec(GRID)).collect(),
     }
     return {name: timed(fn)[1] for name, fn in steps.items()}
@@ -594,7 +598,7 @@ def bench(rows: int, args, prep: dict) -> dict:
                                  "diagnostics": not args.no_diagnostics})
     cores = spark["cores"]
     batched = spark.get("grid_4_batches")
-    print(f"   kgbrink grid {spark['grid']['seconds']} s, one cell {spark['one_cell']['seconds']} s, 4 batches {batched and batched['seconds']} s; DuckDB ...", flush=True)
+    print(f"   kgbrink grid {spark['grid']['seconds']} s, one cell {spark['one_cell']['seconds']} s, one weighted cell {spark['one_weighted_cell']['seconds']} s, 4 batches {batched and batched['seconds']} s; DuckDB ...", flush=True)
     duck = run_worker("duckdb", {**base, "files": files, "threads": cores, "entities": prep["entities"], "relations": prep["relations"]})
     print(f"   DuckDB grid {duck['grid']['seconds']} s, one cell {duck['one_cell']['seconds']} s; numpy ...", flush=True)
     single = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -602,7 +606,7 @@ def bench(rows: int, args, prep: dict) -> dict:
     print(f"   numpy grid {npy['grid']['seconds']} s, one cell {npy['one_cell']['seconds']} s", flush=True)
 
     problems = []
-    for label, part in (("kgbrink grid", spark["grid"]), ("kgbrink one cell", spark["one_cell"]), ("kgbrink 4 batches", batched),
+    for label, part in (("kgbrink grid", spark["grid"]), ("kgbrink one cell", spark["one_cell"]), ("kgbrink one weighted cell", spark["one_weighted_cell"]), ("kgbrink 4 batches", batched),
                         ("duckdb grid", duck["grid"]), ("duckdb one cell", duck["one_cell"]), ("duckdb one cell checked", duck["one_cell_checked"]), ("numpy grid", npy["grid"]), ("numpy one cell", npy["one_cell"])):
         if part and part["rows"] != rows:
             problems.append(f"{label}: {part['rows']} rows, expected {rows}")
@@ -614,6 +618,7 @@ def bench(rows: int, args, prep: dict) -> dict:
         "kgbrink_one_cell_vs_duckdb_checked": compare(spark["one_cell"]["results"], duck["one_cell_checked"]["results"]),
         "kgbrink_one_cell_vs_numpy": compare(spark["one_cell"]["results"], npy["one_cell"]["results"]),
         "kgbrink_grid_vs_one_cell": compare(spark["one_cell"]["results"], spark["grid"]["results"]),
+        "kgbrink_grid_vs_one_weighted_cell": compare(spark["one_weighted_cell"]["results"], spark["grid"]["results"]),
     }
     if batched:
         agreement["kgbrink_4_batches_vs_1_batch"] = compare(spark["grid"]["results"], batched["results"])
@@ -636,7 +641,7 @@ def bench(rows: int, args, prep: dict) -> dict:
         "bytes": gen["bytes"],
         "generation_seconds": gen.get("generation_seconds"),
         "kgbrink": {"spark_startup_seconds": spark["spark_startup_seconds"], "spark_conf": spark["spark_conf"], "warmup_1e6_rows": figures(spark["warmup"], cores) | {"rows": 1_000_000},
-                    "grid": figures(spark["grid"], cores), "one_cell": figures(spark["one_cell"], cores),
+                    "grid": figures(spark["grid"], cores), "one_cell": figures(spark["one_cell"], cores), "one_weighted_cell": figures(spark["one_weighted_cell"], cores),
                     "grid_4_batches": figures(batched, cores) | {"batch_bytes": batch_bytes_4} if batched else "not run (--skip-batched)",
                     "diagnostics_untimed_parts": spark.get("diagnostics"),
                     "jvm_peak_rss_mb": spark["jvm_peak_rss_mb"], "worker_process_seconds": spark["process_seconds"]},
@@ -649,6 +654,7 @@ def bench(rows: int, args, prep: dict) -> dict:
             "kgbrink_over_duckdb_one_cell_checked_grouped_per_core": round(spark["one_cell"]["seconds"] / duck["one_cell_checked"]["seconds"], 2),
             "kgbrink_over_duckdb_grid_per_core": round(spark["grid"]["seconds"] / duck["grid"]["seconds"], 2),
             "kgbrink_grid_over_one_cell": round(spark["grid"]["seconds"] / spark["one_cell"]["seconds"], 2),
+            "kgbrink_grid_over_one_weighted_cell": round(spark["grid"]["seconds"] / spark["one_weighted_cell"]["seconds"], 2),
             "kgbrink_4_batches_over_1_batch": round(batched["seconds"] / spark["grid"]["seconds"], 2) if batched else None,
             "duckdb_grid_over_one_cell": round(duck["grid"]["seconds"] / duck["one_cell"]["seconds"], 2),
             "kgbrink_per_core_over_numpy_grid": round(spark["grid"]["seconds"] * cores / npy["grid"]["seconds"], 2),
@@ -658,21 +664,23 @@ def bench(rows: int, args, prep: dict) -> dict:
                     "kgbrink_grid_at_most_5x_one_cell": spark["grid"]["seconds"] <= 5 * spark["one_cell"]["seconds"]},
         "eps": eps,
         "agreement_max_abs_diff": agreement,
-        "values": {"kgbrink_grid": spark["grid"]["results"], "kgbrink_one_cell": spark["one_cell"]["results"]},
+        "values": {"kgbrink_grid": spark["grid"]["results"], "kgbrink_one_cell": spark["one_cell"]["results"], "kgbrink_one_weighted_cell": spark["one_weighted_cell"]["results"]},
         "problems": problems,
     }
     return run
 
 
 def markdown(results: dict) -> str:
-    lines = ["| rows | files (GB) | kgbrink grid s | grid, 4 batches s | kgbrink 1 cell s | DuckDB grid s | DuckDB 1 cell s | numpy grid s | numpy 1 cell s | 1 cell kgbrink/DuckDB | kgbrink grid/1 cell |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [("| rows | files (GB) | kgbrink grid s | grid, 4 batches s | kgbrink 1 cell s | kgbrink 1 weighted cell s | DuckDB grid s | DuckDB 1 cell s | numpy grid s "
+              "| numpy 1 cell s | 1 cell kgbrink/DuckDB | kgbrink grid/1 cell | kgbrink grid/1 weighted cell |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results["runs"]:
         k, d, n = r["kgbrink"], r["duckdb"], r["numpy"]
         batched = k["grid_4_batches"]["seconds"] if isinstance(k["grid_4_batches"], dict) else float("nan")
-        lines.append(f"| {r['rows']:,} | {r['files']} ({r['bytes'] / 1e9:.1f}) | {k['grid']['seconds']:.1f} | {batched:.1f} | {k['one_cell']['seconds']:.1f} "
+        weighted = k.get("one_weighted_cell", {}).get("seconds", float("nan"))
+        lines.append(f"| {r['rows']:,} | {r['files']} ({r['bytes'] / 1e9:.1f}) | {k['grid']['seconds']:.1f} | {batched:.1f} | {k['one_cell']['seconds']:.1f} | {weighted:.1f} "
                      f"| {d['grid']['seconds']:.1f} | {d['one_cell']['seconds']:.1f} | {n['grid']['seconds']:.1f} | {n['one_cell']['seconds']:.1f} "
-                     f"| {r['ratios']['kgbrink_over_duckdb_one_cell_per_core']}x | {r['ratios']['kgbrink_grid_over_one_cell']}x |")
+                     f"| {r['ratios']['kgbrink_over_duckdb_one_cell_per_core']}x | {r['ratios']['kgbrink_grid_over_one_cell']}x | {r['ratios'].get('kgbrink_grid_over_one_weighted_cell', '-')}x |")
     lines += ["", "| rows | rows/s/core: kgbrink grid | kgbrink 1 cell | DuckDB grid | DuckDB 1 cell | numpy grid | numpy 1 cell |", "|---|---|---|---|---|---|---|"]
     for r in results["runs"]:
         k, d, n = r["kgbrink"], r["duckdb"], r["numpy"]

@@ -21,6 +21,7 @@ from kgbrink import scoring as S
 from kgbrink.cli import main
 from kgbrink.jobs import ingest, score
 from kgbrink.tables import read_table
+from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from tests.conftest import PROJECT_ROOT
@@ -78,26 +79,50 @@ def test_single_candidate_scores_the_optimum_and_amri_is_undefined(spark):
     assert v[("amri", None, None)] is None and v[("wmr", None, None)] is None
 
 
-POP_SCHEMA = "model string, run string, rank double, num_candidates long, delta_e double, delta_re double"
+POP_SCHEMA = "model string, run string, rank double, num_candidates long, entity_degree long, relation_degree long"
 
 
 def test_probe_weights_eps_and_unseen_targets_by_hand(spark):
-    # (rank, N, delta(e), delta(r|e)); the last query's target has no statistics (delta 0)
-    rows = [("m", "1", 1.0, 10, 0.5, 0.5), ("m", "1", 2.5, 10, 0.1, 0.25), ("m", "1", 10.0, 10, 0.0, 0.0)]
+    # (rank, N, d(e), d(e=>r)) with 2|T| = 40: delta(e), delta(r|e) = (0.5, 0.5), (0.1, 0.25); the last
+    # query's target has no statistics (delta 0)
+    rows = [("m", "1", 1.0, 10, 20, 10), ("m", "1", 2.5, 10, 4, 1), ("m", "1", 10.0, 10, 0, 0)]
     frame = spark.createDataFrame(rows, POP_SCHEMA)
-    release = S.score_ranks(frame, S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), p_values=(), popularity_groups=0))
+    release = S.score_ranks(frame, S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), p_values=(), popularity_groups=0), total=40)
     # eps_e = 0.1, eps_r = 0.25: w = 1/(0.6*0.75) = 20/9, 1/(0.2*0.5) = 10, 1/(0.1*0.25) = 40; f* = 1, 1/3, 0
     assert _values(release, "m")[("probe", 1.0, 1.0)] == pytest.approx(5 / 47, abs=1e-9)
     assert _values(release, "m")[("probe", 1.0, 0.0)] == pytest.approx(4 / 9, abs=1e-9)
     assert release.eps[("m", "1")] == (0.1, 0.25)
-    constant = S.score_ranks(frame, S.MetricSpec(alphas=(1.0,), betas=(1.0,), p_values=(), eps=0.5, popularity_groups=0))
+    constant = S.score_ranks(frame, S.MetricSpec(alphas=(1.0,), betas=(1.0,), p_values=(), eps=0.5, popularity_groups=0), total=40)
     # w = 1, 1/(0.6*0.75) = 20/9, 1/(0.5*0.5) = 4
     assert _values(constant, "m")[("probe", 1.0, 1.0)] == pytest.approx(47 / 195, abs=1e-9)
 
 
+def test_target_degrees_and_their_deltas_by_hand(spark):
+    from kgbrink import stats
+
+    # train: (0 r0 1), (0 r0 2), (1 r1 2); 2|T| = 6; d(0) = 2, d(1) = 2, d(2) = 2; entity 3 has no statistics
+    triples = spark.createDataFrame([(0, 0, 1), (0, 0, 2), (1, 1, 2)], "h int, r int, t int")
+    entities = stats.entity_popularity(triples)
+    pairs = stats.entity_relation_popularity(stats.entity_relation_counts(triples), entities)
+    ranks = spark.createDataFrame(
+        [(0, 0, 1, "head"), (0, 0, 1, "tail"), (1, 0, 2, "tail"), (0, 1, 1, "head"), (3, 0, 1, "head")], "h int, r int, t int, side string"
+    )
+    degrees = S.with_target_degrees(ranks, entities, pairs, broadcast=True)
+    # missing entity 0 with r0: d = 2, d(e=>r) = 2; 1 with r0: 2, 1; 2 with r0: 2, 1; 0 with r1: never -> 2, 0; 3: 0, 0
+    expected = [(0, 0, 1, "head", 2, 2), (0, 0, 1, "tail", 2, 1), (1, 0, 2, "tail", 2, 1), (0, 1, 1, "head", 2, 0), (3, 0, 1, "head", 0, 0)]
+    assertDataFrameEqual(degrees, spark.createDataFrame(expected, "h int, r int, t int, side string, entity_degree long, relation_degree long"))
+    assert S.total_degree(entities) == 6
+    deltas = S.with_deltas(spark.createDataFrame([(2, 2), (2, 1), (2, 0), (0, 0)], "entity_degree long, relation_degree long"), 6)
+    assert [tuple(r) for r in deltas.collect()] == [(2, 2, 1 / 3, 1.0), (2, 1, 1 / 3, 0.5), (2, 0, 1 / 3, 0.0), (0, 0, 0.0, 0.0)]
+    # bit-identical to the statistics tables' own deltas (the same double divisions)
+    joined = S.with_deltas(pairs, 6).join(entities.select("entity", "delta"), "entity")
+    assert joined.count() == 5 and joined.filter((F.col("delta_e") != F.col("delta")) | (F.col("delta_re") != F.col("delta_rel_given_entity"))).count() == 0
+
+
 def test_popularity_groups_split_queries_from_most_to_least_popular(spark):
-    rows = [("m", "1", 1.0, 4, 0.2, 0.5), ("m", "1", 2.0, 4, 0.3, 1.0), ("m", "1", 3.0, 5, 0.0, 0.0), ("m", "1", 1.5, 3, 0.4, 0.5)]
-    scores = S.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=2))
+    # 2|T| = 10: delta(e), delta(r|e) = (0.2, 0.5), (0.3, 1.0), (0, 0), (0.4, 0.5)
+    rows = [("m", "1", 1.0, 4, 2, 1), ("m", "1", 2.0, 4, 3, 3), ("m", "1", 3.0, 5, 0, 0), ("m", "1", 1.5, 3, 4, 2)]
+    scores = S.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=2), total=10)
     # popularity (eps_e + de)(eps_r + dre) with eps 0.2 / 0.5: 0.4, 0.75, 0.1, 0.6 -> groups {q2, q4}, {q1, q3}
     groups = {g["group"]: g for g in scores.groups}
     assert groups[1]["queries"] == 2 and groups[1]["mr"] == 1.75 and groups[1]["mrr"] == pytest.approx((1 / 2 + 2 / 3) / 2, abs=1e-9)
@@ -110,12 +135,13 @@ def test_results_do_not_depend_on_partitioning(spark):
 
     rng = np.random.default_rng(3)
     n = rng.integers(2, 5000, 4000)
-    rows = [("m", str(i % 3), float(np.floor(rng.uniform(1, k)) + 0.5 * (i % 2)) if k > 2 else 1.0, int(k), float(rng.choice([0, 0.1, 0.2, 0.3])), float(rng.choice([0, 0.5, 1.0])))
-            for i, k in enumerate(n)]
+    degrees = rng.integers(0, 4, len(n))
+    rows = [("m", str(i % 3), float(np.floor(rng.uniform(1, k)) + 0.5 * (i % 2)) if k > 2 else 1.0, int(k), int(d), int(rng.integers(0, d + 1)))
+            for i, (k, d) in enumerate(zip(n, degrees))]
     frame = spark.createDataFrame(rows, POP_SCHEMA)
     spec = S.MetricSpec()
-    one = S.score_ranks(frame.coalesce(1), spec)
-    many = S.score_ranks(frame.repartition(7, "delta_e"), spec)
+    one = S.score_ranks(frame.coalesce(1), spec, total=10)
+    many = S.score_ranks(frame.repartition(7, "entity_degree"), spec, total=10)
     assert one.results == many.results and one.groups == many.groups
 
 

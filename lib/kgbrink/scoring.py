@@ -4,12 +4,17 @@ A rank row is one query: ``model, run, h, r, t, side, rank, num_candidates`` (fi
 rank of the true entity among |E_i| = ``num_candidates`` candidates; Sec. 5.1 "Evaluation protocol").
 
 One scan computes everything. Each row contributes to integer sums grouped by
-``(model, run, delta_e, delta_re)`` where delta_e = delta(e) and delta_re = delta(r|e) of the query's
-MISSING entity e (Eq. 3; ``h`` for a head query, ``t`` for a tail query). A query's PROBE weight depends on
+``(model, run, entity_degree, relation_degree)``: d(e) and d(e=>r) of the query's MISSING entity e on the
+statistics' splits (Eq. 3; ``h`` for a head query, ``t`` for a tail query), from which delta(e) =
+d(e) / (2|T|) and delta(r|e) = d(e=>r) / d(e) follow per group (:func:`with_deltas`; the same double
+divisions as :mod:`kgbrink.stats`, so bit-identical to its tables). A query's PROBE weight depends on
 nothing else, so every (alpha, beta) cell, the release's epsilon (smallest non-zero delta over the
 scored queries) and the popularity groups of Fig. 11 follow exactly from these group sums on the
 driver: the alpha-dependent part is summed per row, the beta-dependent part per group. Per row the
-logarithms ln r and ln |E_i| are computed once; each alpha costs two ``exp`` (none for alpha = 0).
+logarithms ln r and ln |E_i| are computed once, and each alpha costs two ``exp`` (r^-alpha and
+|E_i|^-alpha, none for alpha = 0), computed once in a projection before the aggregate. Grouping by
+integer degrees rather than by the double deltas spares Spark the per-row normalisation of floating-point
+keys.
 
 Sums are exact integers (fixed point: values in [0, 1] times 2^32, ln r times 2^24, 2r, |E_i| - 1), so
 the result does not depend on partitioning or task order. Limits: at most ~2e9 queries per group and
@@ -53,7 +58,11 @@ UNIT_SCALE = 2**32  # fixed point for values in [0, 1]
 LOG_SCALE = 2**24  # fixed point for ln r (ln r <= 22 for r < 4e9)
 LOW_BITS = 2**32
 
-GROUP_KEYS = ("model", "run", "delta_e", "delta_re")
+GROUP_KEYS = ("model", "run", "entity_degree", "relation_degree")
+# Version of the partial sums' layout, part of a score run's fingerprint: a run never resumes from
+# partials of another layout (2: grouped by degrees instead of deltas).
+SUMS_FORMAT = 2
+KEY_TYPES = {"model": "string", "run": "string", "entity_degree": "long", "relation_degree": "long"}
 
 
 @dataclass(frozen=True)
@@ -98,25 +107,52 @@ class MetricSpec:
         }
 
 
-def with_target_popularity(ranks: DataFrame, entity_popularity: DataFrame, entity_relation_popularity: DataFrame, broadcast: bool) -> DataFrame:
-    """Adds ``delta_e`` = delta(e) and ``delta_re`` = delta(r|e) of the missing entity e (0 without statistics).
+def pair_key(entity: Column, relation: Column) -> Column:
+    """(entity, relation) ids packed in one long, entity * 2^32 + relation (ids are ints >= 0): a broadcast
+    join on one long key probes Spark's long-keyed hash map instead of hashing and byte-comparing a
+    two-column key row."""
+    return entity.cast("long") * F.lit(1 << 32) + relation.cast("long")
+
+
+def with_target_degrees(ranks: DataFrame, entity_popularity: DataFrame, entity_relation_popularity: DataFrame, broadcast: bool) -> DataFrame:
+    """Adds ``entity_degree`` = d(e) and ``relation_degree`` = d(e=>r) of the missing entity e (0 without
+    statistics: e never occurs on the statistics' splits, or never with relation r).
 
     ``ranks`` has int ``h, r, t`` and ``side`` in {head, tail}; the statistics tables are those of
     :mod:`kgbrink.stats`."""
-    entities = entity_popularity.select(F.col("entity").alias("_target"), F.col("delta").alias("_de"))
-    pairs = entity_relation_popularity.select(
-        F.col("entity").alias("_target"), F.col("relation").alias("r"), F.col("delta_rel_given_entity").alias("_dre")
-    )
+    entities = entity_popularity.select(F.col("entity").alias("_target"), F.col("degree").alias("_d"))
+    pairs = entity_relation_popularity.select(pair_key(F.col("entity"), F.col("relation")).alias("_pair"), F.col("relation_degree").alias("_dr"))
     if broadcast:
         entities, pairs = F.broadcast(entities), F.broadcast(pairs)
     target = F.when(F.col("side") == HEAD, F.col("h")).otherwise(F.col("t"))
     return (
         ranks.withColumn("_target", target)
+        .withColumn("_pair", pair_key(F.col("_target"), F.col("r")))
         .join(entities, "_target", "left")
-        .join(pairs, ["_target", "r"], "left")
-        .withColumn("delta_e", F.coalesce("_de", F.lit(0.0)))
-        .withColumn("delta_re", F.coalesce("_dre", F.lit(0.0)))
-        .drop("_target", "_de", "_dre")
+        .join(pairs, "_pair", "left")
+        .withColumn("entity_degree", F.coalesce("_d", F.lit(0).cast("long")))
+        .withColumn("relation_degree", F.coalesce("_dr", F.lit(0).cast("long")))
+        .drop("_target", "_pair", "_d", "_dr")
+    )
+
+
+def total_degree(entity_popularity: DataFrame) -> int:
+    """2|T| = sum of d(e) over the statistics' entities (every triple counts once for its head and once for
+    its tail): the denominator of delta(e)."""
+    return int(entity_popularity.agg(F.sum("degree")).first()[0] or 0)
+
+
+def with_deltas(sums: DataFrame, total: int | None) -> DataFrame:
+    """Adds ``delta_e`` = d(e) / (2|T|) and ``delta_re`` = d(e=>r) / d(e) (Sec. 3.3) to group sums keyed by
+    degrees (:func:`group_sums`); ``total`` = 2|T| (:func:`total_degree`). Both are 0 for a target without
+    statistics (d(e) = 0, also when the statistics are empty, ``total`` 0), and null when the sums carry no
+    degrees (no popularity needed, ``total`` None)."""
+    degree, relation_degree = F.col("entity_degree"), F.col("relation_degree")
+    if total is None:
+        return sums.withColumns({"delta_e": F.lit(None).cast("double"), "delta_re": F.lit(None).cast("double")})
+    zero = F.lit(0.0)
+    return sums.withColumns(
+        {"delta_e": F.when(degree > 0, degree / F.lit(total)).otherwise(zero), "delta_re": F.when(degree > 0, relation_degree / degree).otherwise(zero)}
     )
 
 
@@ -130,22 +166,24 @@ def _power(log_x: Column, exponent: float) -> Column:
     return F.lit(1.0) if exponent == 0 else F.exp(F.lit(float(exponent)) * log_x)
 
 
-def probe_transform(log_rank: Column, log_n: Column, n: Column, alpha: float) -> Column:
-    """f*(r, alpha) of Eq. 2 from ln r and ln N; the alpha -> 0 limit 1 - ln r / ln N; 1 when N = 1; null
-    when N is null (a row :func:`group_sums` must not count)."""
+def probe_transform(log_rank: Column, log_n: Column, n: Column, alpha: float, rank_term: Column | None = None, n_term: Column | None = None) -> Column:
+    """f*(r, alpha) of Eq. 2 from ln r and ln N (or from r^-alpha and N^-alpha already computed:
+    ``rank_term``, ``n_term``); the alpha -> 0 limit 1 - ln r / ln N; 1 when N = 1; null when N is null
+    (a row :func:`group_sums` must not count)."""
     if alpha == 0:
         value = F.lit(1.0) - log_rank / log_n
     else:
-        n_term = _power(log_n, -alpha)
-        value = (_power(log_rank, -alpha) - n_term) / (F.lit(1.0) - n_term)
+        rank_term = _power(log_rank, -alpha) if rank_term is None else rank_term
+        n_term = _power(log_n, -alpha) if n_term is None else n_term
+        value = (rank_term - n_term) / (F.lit(1.0) - n_term)
     return F.when(n > 1, value).when(n == 1, F.lit(1.0))
 
 
 def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | None = None) -> DataFrame:
-    """Exact integer sums per ``(model, run, delta_e, delta_re)`` over rank rows.
+    """Exact integer sums per ``(model, run, entity_degree, relation_degree)`` over rank rows.
 
     ``ranks`` has ``model, run, rank double, num_candidates long`` and, when ``spec.needs_popularity``,
-    ``delta_e, delta_re`` (see :func:`with_target_popularity`); otherwise those keys are null. Rows with a
+    ``entity_degree, relation_degree`` (see :func:`with_target_degrees`); otherwise those keys are null. Rows with a
     ``check`` code (validated rows, see :func:`kgbrink.rankfiles.validate_ranks`) add nothing to the sums
     and are only counted (``quarantined``; a group of only such rows has ``n`` = 0), so one scan scores the
     good rows and tells whether there are bad ones without grouping by the reason (the per-reason tally
@@ -161,7 +199,7 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
     checked = "check" in ranks.columns
     if checked:  # null rank and N on bad rows: every sum below skips them (nulls propagate, sum ignores them)
         rank, n = F.when(F.col("check").isNull(), rank), F.when(F.col("check").isNull(), n)
-    fixed = {**(constants or {}), **({} if spec.needs_popularity else {"delta_e": None, "delta_re": None})}
+    fixed = {**(constants or {}), **({} if spec.needs_popularity else {"entity_degree": None, "relation_degree": None})}
     keys = [k for k in GROUP_KEYS if k not in fixed]
     frame = ranks.select(
         *keys,
@@ -172,6 +210,10 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
         F.log(n.cast("double")).alias("_ln"),
     )
     lr, ln = F.col("_lr"), F.col("_ln")
+    # r^-alpha and N^-alpha once per row: inside the aggregate's null-guarded branches Spark evaluates a
+    # repeated N^-alpha twice (12 exp per row for the default grid instead of 8)
+    powers = {i: (f"_rank_power{i}", f"_n_power{i}") for i, a in enumerate(spec.alphas) if a != 0}
+    frame = frame.withColumns({name: _power(log, -spec.alphas[i]) for i, names in powers.items() for name, log in zip(names, (lr, ln))})
     rank, n = F.col("rank"), F.col("num_candidates")
     wmr_term = (n - 1) * _fixed(lr, LOG_SCALE)
     aggregates = [
@@ -183,12 +225,11 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
         F.sum(F.shiftright(wmr_term, 32)).alias("wmr_hi"),
         F.sum(wmr_term.bitwiseAND(F.lit(LOW_BITS - 1))).alias("wmr_lo"),
         F.array(*[F.sum((rank <= k).cast("long")) for k in spec.hits] or [F.lit(0).cast("long")]).alias("hits"),
-        F.array(*[F.sum(_fixed(probe_transform(lr, ln, n, a))) for a in spec.alphas]).alias("probe"),
+        F.array(*[F.sum(_fixed(probe_transform(lr, ln, n, a, *(F.col(c) for c in powers.get(i, ()))))) for i, a in enumerate(spec.alphas)]).alias("probe"),
         F.array(*[F.sum(_fixed(_power(lr, -p))) for p in spec.p_values] or [F.lit(0).cast("long")]).alias("pmrr"),
     ]
     sums = frame.groupBy(*keys).agg(*aggregates) if keys else frame.agg(*aggregates)
-    key_types = {"model": "string", "run": "string", "delta_e": "double", "delta_re": "double"}
-    return sums.select(*[F.lit(fixed[k]).cast(key_types[k]).alias(k) if k in fixed else k for k in GROUP_KEYS], *[a for a in sums.columns if a not in GROUP_KEYS])
+    return sums.select(*[F.lit(fixed[k]).cast(KEY_TYPES[k]).alias(k) if k in fixed else k for k in GROUP_KEYS], *[a for a in sums.columns if a not in GROUP_KEYS])
 
 
 SUM_COLUMNS = ("n", "rank2", "reciprocal", "candidates_minus_one", "wmr_hi", "wmr_lo")
@@ -226,7 +267,8 @@ def _exact(values: np.ndarray, scale: int = 1) -> float:
 
 
 def finish(sums: pd.DataFrame, spec: MetricSpec) -> Scores:
-    """Metric values from merged group sums (pandas, one row per group; see :func:`group_sums`).
+    """Metric values from merged group sums with their deltas (pandas, one row per group; see
+    :func:`group_sums`, :func:`with_deltas`).
 
     Per (model, run): eps (release rule or constant), weights per group, every (alpha, beta) PROBE
     cell, the classic metrics, and ``spec.popularity_groups`` popularity groups: queries ordered from
@@ -333,6 +375,7 @@ def min_max_by_cell(results: pd.DataFrame, metric: str = "probe") -> pd.DataFram
     return cells.sort_values(["model", "beta", "alpha"], ascending=[True, True, False]).reset_index(drop=True)
 
 
-def score_ranks(ranks: DataFrame, spec: MetricSpec) -> Scores:
-    """All metrics of valid rank rows held in one DataFrame (no batching; see ``kgbrink.jobs.score``)."""
-    return finish(group_sums(ranks, spec).toPandas(), spec)
+def score_ranks(ranks: DataFrame, spec: MetricSpec, total: int | None = None) -> Scores:
+    """All metrics of valid rank rows held in one DataFrame (no batching; see ``kgbrink.jobs.score``);
+    ``total`` = 2|T| when the rows carry degrees (:func:`with_deltas`)."""
+    return finish(with_deltas(group_sums(ranks, spec), total).toPandas(), spec)

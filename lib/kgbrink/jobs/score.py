@@ -132,7 +132,7 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
     relations = read_table(spark, summary.inputs["relations"].path, summary.inputs["relations"].version).select("id", "key")
     n_entities, n_relations = entities.count(), relations.count()
     broadcast = bool(config.get("scoring.broadcast_tables"))
-    popularity = None
+    popularity, total = None, None
     if spec.needs_popularity:
         stats_dir = stats_job.stats_dir(ds, splits)
         if not table_exists(spark, f"{stats_dir}/entity_relation_popularity"):
@@ -142,9 +142,10 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
             path = f"{stats_dir}/{name}"
             summary.inputs[name] = TableVersion(path, latest_version(spark, path))
         popularity = tuple(read_table(spark, summary.inputs[n].path, summary.inputs[n].version) for n in ("entity_popularity", "entity_relation_popularity"))
+        total = S.total_degree(popularity[0])
 
     fingerprint = _digest(
-        {"files": files, "format": fmt, "ids": id_kind, "model": opts.model, "run": opts.run, "spec": spec.as_params(), "inputs": {k: v.as_dict() for k, v in summary.inputs.items()}}
+        {"sums": S.SUMS_FORMAT, "files": files, "format": fmt, "ids": id_kind, "model": opts.model, "run": opts.run, "spec": spec.as_params(), "inputs": {k: v.as_dict() for k, v in summary.inputs.items()}}
     )
     work = table_path(ds, f"scores/{fingerprint}")
     paths = {name: f"{work}/{name}" for name in ("partials", "quarantine", "batches", "results", "groups")}
@@ -164,7 +165,7 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
             checked = RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
             rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
             if popularity is not None:
-                rows = S.with_target_popularity(rows, *popularity, broadcast=broadcast)
+                rows = S.with_target_degrees(rows, *popularity, broadcast=broadcast)
             sums = S.group_sums(rows, spec, facts.constants(RF.OPTIONAL) if facts else None).cache()
             totals = sums.agg(F.sum("n").alias("n"), F.sum("quarantined").alias("quarantined")).first()
             scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
@@ -190,7 +191,7 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
         raise ScoreError(f"{opts.ranks}: no rank rows", summary)
     fail_past_bad_fraction(summary, by_reason, scored + quarantined, limit, "scoring.max_bad_fraction", "rank rows", paths["quarantine"])
     with summary.timed("finish"):
-        merged = S.merge_group_sums(partials, spec).toPandas()
+        merged = S.with_deltas(S.merge_group_sums(partials, spec), total).toPandas()
         scores = S.finish(merged, spec)
     summary.results = scores.results
     summary.extra["groups"] = scores.groups
