@@ -97,7 +97,8 @@ def test_probe_weights_eps_and_unseen_targets_by_hand(spark):
     assert _values(constant, "m")[("probe", 1.0, 1.0)] == pytest.approx(47 / 195, abs=1e-9)
 
 
-def test_target_degrees_and_their_deltas_by_hand(spark):
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_target_degrees_and_their_deltas_by_hand(spark, broadcast):
     from kgbrink import stats
 
     # train: (0 r0 1), (0 r0 2), (1 r1 2); 2|T| = 6; d(0) = 2, d(1) = 2, d(2) = 2; entity 3 has no statistics
@@ -107,7 +108,7 @@ def test_target_degrees_and_their_deltas_by_hand(spark):
     ranks = spark.createDataFrame(
         [(0, 0, 1, "head"), (0, 0, 1, "tail"), (1, 0, 2, "tail"), (0, 1, 1, "head"), (3, 0, 1, "head")], "h int, r int, t int, side string"
     )
-    degrees = S.with_target_degrees(ranks, entities, pairs, broadcast=True)
+    degrees = S.with_target_degrees(ranks, entities, pairs, broadcast=broadcast)
     # missing entity 0 with r0: d = 2, d(e=>r) = 2; 1 with r0: 2, 1; 2 with r0: 2, 1; 0 with r1: never -> 2, 0; 3: 0, 0
     expected = [(0, 0, 1, "head", 2, 2), (0, 0, 1, "tail", 2, 1), (1, 0, 2, "tail", 2, 1), (0, 1, 1, "head", 2, 0), (3, 0, 1, "head", 0, 0)]
     assertDataFrameEqual(degrees, spark.createDataFrame(expected, "h int, r int, t int, side string, entity_degree long, relation_degree long"))
