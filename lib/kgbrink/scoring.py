@@ -166,16 +166,11 @@ def _power(log_x: Column, exponent: float) -> Column:
     return F.lit(1.0) if exponent == 0 else F.exp(F.lit(float(exponent)) * log_x)
 
 
-def probe_transform(log_rank: Column, log_n: Column, n: Column, alpha: float, rank_term: Column | None = None, n_term: Column | None = None) -> Column:
-    """f*(r, alpha) of Eq. 2 from ln r and ln N (or from r^-alpha and N^-alpha already computed:
-    ``rank_term``, ``n_term``); the alpha -> 0 limit 1 - ln r / ln N; 1 when N = 1; null when N is null
-    (a row :func:`group_sums` must not count)."""
-    if alpha == 0:
-        value = F.lit(1.0) - log_rank / log_n
-    else:
-        rank_term = _power(log_rank, -alpha) if rank_term is None else rank_term
-        n_term = _power(log_n, -alpha) if n_term is None else n_term
-        value = (rank_term - n_term) / (F.lit(1.0) - n_term)
+def probe_transform(rank_term: Column, n_term: Column, log_rank: Column, log_n: Column, n: Column, alpha: float) -> Column:
+    """f*(r, alpha) of Eq. 2 from r^-alpha and N^-alpha (``rank_term``, ``n_term``, computed once per row by
+    :func:`group_sums`); the alpha -> 0 limit 1 - ln r / ln N from the logarithms; 1 when N = 1; null when N
+    is null (a row :func:`group_sums` must not count)."""
+    value = F.lit(1.0) - log_rank / log_n if alpha == 0 else (rank_term - n_term) / (F.lit(1.0) - n_term)
     return F.when(n > 1, value).when(n == 1, F.lit(1.0))
 
 
@@ -212,8 +207,7 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
     lr, ln = F.col("_lr"), F.col("_ln")
     # r^-alpha and N^-alpha once per row: inside the aggregate's null-guarded branches Spark evaluates a
     # repeated N^-alpha twice (12 exp per row for the default grid instead of 8)
-    powers = {i: (f"_rank_power{i}", f"_n_power{i}") for i, a in enumerate(spec.alphas) if a != 0}
-    frame = frame.withColumns({name: _power(log, -spec.alphas[i]) for i, names in powers.items() for name, log in zip(names, (lr, ln))})
+    frame = frame.withColumns({f"_{x}_power{i}": _power(log, -a) for i, a in enumerate(spec.alphas) for x, log in (("rank", lr), ("n", ln))})
     rank, n = F.col("rank"), F.col("num_candidates")
     wmr_term = (n - 1) * _fixed(lr, LOG_SCALE)
     aggregates = [
@@ -225,7 +219,7 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
         F.sum(F.shiftright(wmr_term, 32)).alias("wmr_hi"),
         F.sum(wmr_term.bitwiseAND(F.lit(LOW_BITS - 1))).alias("wmr_lo"),
         F.array(*[F.sum((rank <= k).cast("long")) for k in spec.hits] or [F.lit(0).cast("long")]).alias("hits"),
-        F.array(*[F.sum(_fixed(probe_transform(lr, ln, n, a, *(F.col(c) for c in powers.get(i, ()))))) for i, a in enumerate(spec.alphas)]).alias("probe"),
+        F.array(*[F.sum(_fixed(probe_transform(F.col(f"_rank_power{i}"), F.col(f"_n_power{i}"), lr, ln, n, a))) for i, a in enumerate(spec.alphas)]).alias("probe"),
         F.array(*[F.sum(_fixed(_power(lr, -p))) for p in spec.p_values] or [F.lit(0).cast("long")]).alias("pmrr"),
     ]
     sums = frame.groupBy(*keys).agg(*aggregates) if keys else frame.agg(*aggregates)
