@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import shutil
 import sys
@@ -27,23 +25,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import duckdb_peer
+from harness import jvm_peak_rss_mb, machine
 from kgbrink.config import load_config
 from kgbrink.jobs import ingest, stats, synth
 from kgbrink.session import spark_session
-
-
-def jvm_peak_rss_mb(spark) -> float:
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
 
 
 def main() -> None:
@@ -92,7 +77,7 @@ def main() -> None:
         }
         results["runs"].append(run)
         print(json.dumps(run), flush=True)
-    results["spark_driver_peak_rss_mb"] = round(jvm_peak_rss_mb(spark), 1)
+    results["spark_driver_peak_rss_mb"] = jvm_peak_rss_mb(spark)
     results["python_process_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "ingest_stats.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -10,11 +10,12 @@ Generates (seeded, numpy + pyarrow, chunked: memory stays bounded, one Parquet f
     candidate row in a million gets a NaN / +inf / -inf score.
   * ``known/``: the known triples: every test triple (once per query, so with duplicates), 0-10 known
     answers per query among its candidates (filtered away), and ``--background`` random triples.
-then, in one run, times
+then, in one run, each engine in its own process (one after the other, so each has the machine's memory:
+a stopped SparkSession keeps its driver JVM's heap, and at 1e9 rows JVM and DuckDB together exceed 24 GiB), times
   1. kgbrink: a SparkSession from the project's factory (``--conf``, ``--set key=value`` overrides; start-up
      timed separately), ``query_outcomes`` over the Parquet files, written once as Parquet and split into
      ``ranks`` and ``quarantine`` Parquet outputs;
-  2. DuckDB (same thread count) doing the same computation in SQL over the same files, writing the same
+  2. DuckDB (same thread count, ``--duckdb-memory-limit``) doing the same computation in SQL over the same files, writing the same
      two outputs;
 verifies that both give identical ranks (exact doubles) and quarantine rows, and writes
 benchmarks/results/rank.json (printed as a Markdown row for BENCHMARKS.md).
@@ -36,9 +37,11 @@ import sys
 import time
 from pathlib import Path
 
+import harness
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from harness import jvm_peak_rss_mb, machine
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -244,6 +247,45 @@ def compare(con, spark_out: Path, duck_out: Path) -> dict:
             "rank_rows_differing": rank_diff, "quarantine_rows_differing": quarantine_diff}
 
 
+# --------------------------------------------------------------------------------------------- workers
+
+
+def worker_spark(task: dict) -> dict:
+    """kgbrink's side, in its own process: session start-up, then each variant timed."""
+    from kgbrink.config import load_config
+    from kgbrink.session import spark_session
+
+    t0 = time.perf_counter()
+    spark = spark_session(load_config(task["conf"], task["overrides"]))
+    out = {"spark_startup_seconds": round(time.perf_counter() - t0, 2), "cores": spark.sparkContext.defaultParallelism, "seconds": {}}
+    for variant in task["variants"]:
+        out["seconds"][variant] = spark_ranks(spark, Path(task["data"]), Path(task["work"]) / f"spark-{variant}", variant == "check_duplicates", task["broadcast_queries"])
+        print(f"spark {variant}: {out['seconds'][variant]:.1f} s", flush=True)
+    out["driver_peak_rss_mb"] = jvm_peak_rss_mb(spark)
+    spark.stop()
+    return out
+
+
+def worker_duckdb(task: dict) -> dict:
+    """DuckDB's side, in its own process (after the Spark worker has exited): each variant timed and compared."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute(f"SET threads = {task['cores']}; SET memory_limit = '{task['memory_limit']}'; SET preserve_insertion_order = false")
+    out = {"seconds": {}, "checks": {}}
+    work = Path(task["work"])
+    for variant in task["variants"]:
+        out["seconds"][variant] = duckdb_ranks(con, Path(task["data"]), work / f"duckdb-{variant}", variant == "check_duplicates")
+        print(f"duckdb {variant}: {out['seconds'][variant]:.1f} s", flush=True)
+        out["checks"][variant] = compare(con, work / f"spark-{variant}", work / f"duckdb-{variant}")
+    con.close()
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return out
+
+
+WORKERS = {"spark": worker_spark, "duckdb": worker_duckdb}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=10_000_000, help="candidate-score rows (rounded to whole queries)")
@@ -258,14 +300,16 @@ def main() -> None:
     parser.add_argument("--out", default=str(HERE / "out"))
     parser.add_argument("--shuffle-plan", action="store_true", help="broadcast_queries=False (the plan for very many queries)")
     parser.add_argument("--skip-unchecked", action="store_true", help="only the default (duplicate-checked) variant")
+    parser.add_argument("--duckdb-memory-limit", default="16GB")
     parser.add_argument("--results", default=str(HERE / "results" / "rank.json"), help="where the JSON results go")
     parser.add_argument("--keep-data", action="store_true", help="keep the generated data and outputs under --out")
+    parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
+    parser.add_argument("--task", help=argparse.SUPPRESS)
+    parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
-
-    import duckdb
-    from bench_ingest_stats import jvm_peak_rss_mb, machine
-    from kgbrink.config import load_config
-    from kgbrink.session import spark_session
+    if args.worker:
+        harness.serve_worker(WORKERS, args.worker, args.task, args.result)
+        return
 
     work = Path(args.out) / f"rank-{args.rows}"
     data = work / "data"
@@ -276,25 +320,15 @@ def main() -> None:
     results["generate_seconds"] = round(time.perf_counter() - t0, 2)
     print(json.dumps(results["data"]), f"generated in {results['generate_seconds']} s", flush=True)
 
-    config = load_config(args.conf, args.set)
-    t0 = time.perf_counter()
-    spark = spark_session(config)
-    results["spark_startup_seconds"] = round(time.perf_counter() - t0, 2)
-    cores = spark.sparkContext.defaultParallelism
-    rows = results["data"]["rows"]
-    results["cores"] = cores
     variants = ("check_duplicates",) if args.skip_unchecked else ("check_duplicates", "no_duplicate_check")
-    spark_seconds = {v: spark_ranks(spark, data, work / f"spark-{v}", v == "check_duplicates", not args.shuffle_plan) for v in variants}
-    # Spark is stopped before DuckDB starts: at 1e9 rows a resident 12 GB driver and DuckDB's 16 GB do not fit in 24 GiB
-    results["spark_driver_peak_rss_mb"] = round(jvm_peak_rss_mb(spark), 1)
-    spark.stop()
-    con = duckdb.connect()
-    con.execute(f"SET threads = {cores}; SET memory_limit = '16GB'; SET preserve_insertion_order = false")
-    results["runs"] = []
+    task = {"data": str(data), "work": str(work), "variants": variants}
+    spark = harness.run_worker(Path(__file__), "spark", {**task, "conf": args.conf, "overrides": args.set, "broadcast_queries": not args.shuffle_plan}, work / "tasks")
+    duck = harness.run_worker(Path(__file__), "duckdb", {**task, "cores": spark["cores"], "memory_limit": args.duckdb_memory_limit}, work / "tasks")
+    cores, rows = spark["cores"], results["data"]["rows"]
+    results.update({"cores": cores, "spark_startup_seconds": spark["spark_startup_seconds"], "spark_driver_peak_rss_mb": spark["driver_peak_rss_mb"],
+                    "duckdb_process_peak_rss_mb": duck["peak_rss_mb"], "runs": []})
     for variant in variants:
-        spark_s = spark_seconds[variant]
-        duck_s = duckdb_ranks(con, data, work / f"duckdb-{variant}", variant == "check_duplicates")
-        check = compare(con, work / f"spark-{variant}", work / f"duckdb-{variant}")
+        spark_s, duck_s, check = spark["seconds"][variant], duck["seconds"][variant], duck["checks"][variant]
         run = {
             "variant": variant,
             "rows": rows,
@@ -307,20 +341,19 @@ def main() -> None:
         }
         results["runs"].append(run)
         print(json.dumps(run), flush=True)
-        if not run["identical"]:
-            raise SystemExit(f"Spark and DuckDB disagree: {run}")
     results["load_average_at_end"] = os.getloadavg()[0]  # this VM is shared: > cores means another load competed
-    results["python_process_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    con.close()
     if not args.keep_data:
         shutil.rmtree(work, ignore_errors=True)
     Path(args.results).parent.mkdir(parents=True, exist_ok=True)
     Path(args.results).write_text(json.dumps(results, indent=2) + "\n")
-    print("\n" + json.dumps({k: results[k] for k in ("machine", "spark_startup_seconds", "spark_driver_peak_rss_mb", "python_process_peak_rss_mb")}))
+    print("\n" + json.dumps({k: results[k] for k in ("machine", "spark_startup_seconds", "spark_driver_peak_rss_mb", "duckdb_process_peak_rss_mb")}))
     print("| rows | variant | Spark s | DuckDB s | ratio | Spark rows/s/core | DuckDB rows/s/core |\n|---|---|---|---|---|---|---|")
     for r in results["runs"]:
         cells = [f"{r['rows']:,}", r["variant"], r["spark_seconds"], r["duckdb_seconds"], f"{r['ratio']}x", *(f"{v:,}" for v in r["rows_per_s_per_core"].values())]
         print("| " + " | ".join(map(str, cells)) + " |")
+    disagreeing = [r["variant"] for r in results["runs"] if not r["identical"]]
+    if disagreeing:
+        raise SystemExit(f"Spark and DuckDB disagree on {disagreeing}; see {args.results}")
 
 
 if __name__ == "__main__":

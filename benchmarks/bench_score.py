@@ -42,14 +42,15 @@ import argparse
 import json
 import math
 import os
-import platform
 import resource
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
+import harness
+from harness import jvm_peak_rss_mb, load, machine
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -71,18 +72,8 @@ TOL_DUCKDB = 1e-8
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def load() -> str:
-    return subprocess.run(["uptime"], check=False, capture_output=True, text=True).stdout.strip()
-
-
 def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
 
 
 def sql_list(paths: list[str]) -> str:
@@ -105,14 +96,6 @@ def _spark(task: dict):
     start = time.perf_counter()
     spark = spark_session(config)
     return config, spark, round(time.perf_counter() - start, 2)
-
-
-def _jvm_peak_rss_mb(spark) -> float:
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
 
 
 def worker_prepare(task: dict) -> dict:
@@ -190,7 +173,7 @@ def worker_spark(task: dict) -> dict:
     shutil.rmtree(Path(dataset) / "scores", ignore_errors=True)
     if task["diagnostics"]:
         out["diagnostics"] = diagnostics(spark, task["ranks"], dataset)
-    out["jvm_peak_rss_mb"] = _jvm_peak_rss_mb(spark)
+    out["jvm_peak_rss_mb"] = jvm_peak_rss_mb(spark)
     spark.stop()
     return out
 
@@ -480,20 +463,7 @@ WORKERS = {"prepare": worker_prepare, "spark": worker_spark, "duckdb": worker_du
 
 
 def run_worker(kind: str, task: dict, env: dict | None = None) -> dict:
-    """Runs one engine in a child process (its own peak RSS); the task and the answer go through JSON files."""
-    work = OUT / "tasks"
-    work.mkdir(parents=True, exist_ok=True)
-    task_file, result_file = work / f"{kind}-task.json", work / f"{kind}-result.json"
-    task_file.write_text(json.dumps(task))
-    result_file.unlink(missing_ok=True)
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, __file__, "--worker", kind, "--task", str(task_file), "--result", str(result_file)],
-                          check=False, cwd=PROJECT, env={**os.environ, **(env or {})})
-    if proc.returncode != 0:
-        raise SystemExit(f"{kind} worker failed (exit {proc.returncode})")
-    result = json.loads(result_file.read_text())
-    result["process_seconds"] = round(time.perf_counter() - start, 1)
-    return result
+    return harness.run_worker(Path(__file__), kind, task, OUT / "tasks", env)
 
 
 # -------------------------------------------------------------------------------------- generation
@@ -704,8 +674,7 @@ def main() -> None:
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        result = WORKERS[args.worker](json.loads(Path(args.task).read_text()))
-        Path(args.result).write_text(json.dumps(result))
+        harness.serve_worker(WORKERS, args.worker, args.task, args.result)
         return
     args.set = args.set if args.set is not None else ["spark.master=local[2]"]
     os.chdir(PROJECT)

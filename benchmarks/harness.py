@@ -11,12 +11,20 @@ PySpark never ``wait``s for, so ``time`` reports the Python launcher (~0.5 GB). 
 - ``peak_tree_rss_mb``: the largest sum of ``VmRSS`` over the tree at one sample (a lower bound of the
   true peak of the sum);
 - ``peak_process``: the command name of the process with the largest high-water mark.
+
+``run_worker(script, kind, task, work)`` runs one engine of a side-by-side benchmark in a child process
+(``script --worker kind``), so that each engine has the machine's memory to itself and its own peak RSS:
+a stopped SparkSession does not give its driver JVM's heap back, and at 1e9 rows a resident 13 GB JVM
+beside DuckDB's 16 GB does not fit in 24 GiB. ``serve_worker`` is the child's side.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -27,6 +35,42 @@ def load() -> str:
     return subprocess.run(
         ["uptime"], check=False, capture_output=True, text=True
     ).stdout.strip()
+
+
+def machine() -> str:
+    """Cores, CPU model, RAM and kernel, for the benchmark records."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
+
+
+def jvm_peak_rss_mb(spark) -> float:
+    """The driver JVM's peak resident memory so far (its ``VmHWM``), MB."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    return round(_status_kb(pid, "VmHWM") / 1024, 1)
+
+
+def run_worker(script: Path, kind: str, task: dict, work: Path, env: dict | None = None) -> dict:
+    """Run ``script --worker kind`` in a child process (module docstring); the task and the answer go
+    through JSON files under ``work``. Raises SystemExit when the child fails."""
+    work.mkdir(parents=True, exist_ok=True)
+    task_file, result_file = work / f"{kind}-task.json", work / f"{kind}-result.json"
+    task_file.write_text(json.dumps(task))
+    result_file.unlink(missing_ok=True)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(script), "--worker", kind, "--task", str(task_file), "--result", str(result_file)],
+                          check=False, env={**os.environ, **(env or {})})
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} worker of {Path(script).name} failed (exit {proc.returncode})")
+    result = json.loads(result_file.read_text())
+    result["process_seconds"] = round(time.perf_counter() - start, 1)
+    return result
+
+
+def serve_worker(workers: dict, kind: str, task: str, result: str) -> None:
+    """The child's side of :func:`run_worker`: run ``workers[kind]`` on the task file, write its answer."""
+    answer = workers[kind](json.loads(Path(task).read_text()))
+    Path(result).write_text(json.dumps(answer))
 
 
 def _status_kb(pid: int, field: str) -> int:
