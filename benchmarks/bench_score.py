@@ -692,6 +692,7 @@ def main() -> None:
     for rows in args.rows:
         run = bench(rows, args, prep)
         run["date"] = time.strftime("%Y-%m-%d %H:%M")
+        run["machine"] = machine()  # the VM's CPU type changes between sessions
         run["command"] = results["command"]
         results["runs"] = sorted([r for r in results["runs"] if r["rows"] != rows] + [run], key=lambda r: r["rows"])
         results["extrapolation_1e9"] = extrapolate(results["runs"])
