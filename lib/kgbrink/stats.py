@@ -29,21 +29,20 @@ def _occurrences(triples: DataFrame) -> DataFrame:
     return as_head.unionByName(as_tail)
 
 
-def _sums(frame: DataFrame, *keys: str) -> DataFrame:
-    return frame.groupBy(*keys).agg(
+def entity_relation_counts(triples: DataFrame) -> DataFrame:
+    """``entity, relation, out_degree, in_degree, self_loops`` from ``triples(h, r, t)``: the one
+    aggregation over the 2|T| occurrences; every other table is derived from it."""
+    return _occurrences(triples).groupBy("entity", "relation").agg(
         F.sum("o").cast("long").alias("out_degree"), F.sum("i").cast("long").alias("in_degree"), F.sum("l").cast("long").alias("self_loops")
     )
 
 
-def entity_relation_counts(triples: DataFrame) -> DataFrame:
-    """``entity, relation, out_degree, in_degree, self_loops`` from ``triples(h, r, t)``."""
-    return _sums(_occurrences(triples), "entity", "relation")
-
-
-def entity_popularity(triples: DataFrame) -> DataFrame:
-    """Per entity: ``degree`` d(e), ``in_degree``, ``out_degree``, ``self_loops`` and ``delta`` = d(e) / (2|T|)."""
-    per_entity = _sums(_occurrences(triples), "entity")
-    total = triples.agg(F.count(F.lit(1)).alias("_triples"))
+def entity_popularity(counts: DataFrame) -> DataFrame:
+    """Per entity: ``degree`` d(e), ``in_degree``, ``out_degree``, ``self_loops`` and ``delta`` = d(e) / (2|T|),
+    summed from :func:`entity_relation_counts` (d(e) = sum_r out + in; |T| = sum of ``out_degree``, one per
+    triple), so the 2|T| occurrences are aggregated once, not once per table (as DuckDB's peer does)."""
+    per_entity = counts.groupBy("entity").agg(*(F.sum(c).alias(c) for c in ("out_degree", "in_degree", "self_loops")))
+    total = counts.agg(F.sum("out_degree").alias("_triples"))
     degree = F.col("out_degree") + F.col("in_degree")
     return per_entity.crossJoin(F.broadcast(total)).select(
         "entity", degree.alias("degree"), "in_degree", "out_degree", "self_loops", (degree / (2 * F.col("_triples"))).alias("delta")
