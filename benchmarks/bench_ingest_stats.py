@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(args.conf)
     out = Path(args.out)
-    results = {"machine": machine(), "command": " ".join(["python", *sys.argv]), "runs": []}
+    results = {"machine": machine(), "command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d %H:%M"), "runs": []}
 
     start = time.perf_counter()
     spark = spark_session(config)
