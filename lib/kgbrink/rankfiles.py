@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import struct
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -122,9 +123,16 @@ class ParquetFacts:
 _FACT_TYPES = ("INT32", "INT64", "BYTE_ARRAY")
 
 
+# footers read at a time: each read is a few round trips to the file system (~2.6 ms per file on local
+# disk through py4j; tens of ms per file on S3), so they overlap in threads
+FOOTER_READERS = 16
+
+
 def parquet_facts(spark: SparkSession, files: list[tuple[str, int, int]]) -> ParquetFacts:
-    """:class:`ParquetFacts` of ``(file, size, mtime)`` Parquet files (no data page is read)."""
-    per_file = [_footer_facts(spark, file, size) for file, size, _ in files]
+    """:class:`ParquetFacts` of ``(file, size, mtime)`` Parquet files (no data page is read), their
+    footers read ``FOOTER_READERS`` at a time; the facts do not depend on the order."""
+    with ThreadPoolExecutor(max_workers=FOOTER_READERS) as pool:
+        per_file = list(pool.map(lambda f: _footer_facts(spark, f[0], f[1]), files))
     no_nulls = frozenset.intersection(*(nulls for nulls, _ in per_file))
     common = set.intersection(*(set(ranges) for _, ranges in per_file))
     ranges = {
