@@ -271,10 +271,16 @@ def _write_rank_parquet(path: Path, rows: list[tuple], columns: tuple[str, ...] 
     pq.write_table(pa.table({c: pa.array([row[i] for row in rows], types[c]) for i, c in enumerate(columns)}), path, row_group_size=2)
 
 
-def test_parquet_footers_prove_nulls_ranges_and_constants(spark, tmp_path):
+@pytest.mark.parametrize("through_hadoop", [False, True])
+def test_parquet_footers_prove_nulls_ranges_and_constants(spark, tmp_path, through_hadoop):
+    def listed(path):
+        # listed files are file: URIs, read by Python; the same files as plain paths go through Hadoop's file system
+        files = RF.list_rank_files(spark, str(path), "parquet")
+        return [(f.removeprefix("file:"), size, mtime) for f, size, mtime in files] if through_hadoop else files
+
     _write_rank_parquet(tmp_path / "a.parquet", [("m", "1", 0, 0, 1, "tail", 1.0, 4), ("m", "1", 3, 1, 1, "head", 2.0, 4), ("m", "1", 2, 1, 1, "tail", 1.0, 4)])
     _write_rank_parquet(tmp_path / "b.parquet", [("m", 5, 0, 1, "head", 1.5, 3), ("m", None, 1, 1, "tail", 1.0, 3)], ("model", "h", "r", "t", "side", "rank", "num_candidates"))
-    facts = RF.parquet_facts(spark, RF.list_rank_files(spark, str(tmp_path), "parquet"))
+    facts = RF.parquet_facts(spark, listed(tmp_path))
     # h has a null in b's second row group; b has no run column; rank is floating point (no range)
     assert facts.no_nulls == {"model", "r", "t", "side", "rank", "num_candidates"}
     assert facts.ranges == {"model": ("m", "m"), "h": (0, 5), "r": (0, 1), "t": (1, 1), "side": ("head", "tail"), "num_candidates": (3, 4)}
@@ -282,7 +288,7 @@ def test_parquet_footers_prove_nulls_ranges_and_constants(spark, tmp_path):
     assert facts.within("r", 0, 1) and not facts.within("r", 1, 1) and not facts.within("h", 0, 9) and not facts.within("model", 0, 9)
     (tmp_path / "c.parquet").write_bytes(b"not parquet")
     with pytest.raises(RF.RankFileError, match=r"c\.parquet: not a Parquet file"):
-        RF.parquet_facts(spark, RF.list_rank_files(spark, str(tmp_path / "c.parquet"), "parquet"))
+        RF.parquet_facts(spark, listed(tmp_path / "c.parquet"))
 
 
 def test_checks_the_footers_prove_are_not_run_row_by_row(spark):

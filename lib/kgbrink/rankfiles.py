@@ -22,6 +22,7 @@ import re
 import struct
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -123,8 +124,8 @@ class ParquetFacts:
 _FACT_TYPES = ("INT32", "INT64", "BYTE_ARRAY")
 
 
-# footers read at a time: each read is a few round trips to the file system (~2.6 ms per file on local
-# disk through py4j; tens of ms per file on S3), so they overlap in threads
+# footers read at a time: through Hadoop's file system each read is a few py4j calls (~2.6 ms per file on
+# local disk) and, on an object store, network round trips, so they overlap in threads
 FOOTER_READERS = 16
 
 
@@ -143,22 +144,39 @@ def parquet_facts(spark: SparkSession, files: list[tuple[str, int, int]]) -> Par
     return ParquetFacts(no_nulls, ranges)
 
 
+class _HadoopStream:
+    """A Hadoop input stream with the ``seek`` / ``read`` / ``close`` of a Python binary file."""
+
+    def __init__(self, spark: SparkSession, file: str):
+        hpath, fs = hadoop_path(spark, file)
+        self.stream = fs.open(hpath)
+
+    def seek(self, position: int) -> None:
+        self.stream.seek(position)
+
+    def read(self, n: int) -> bytes:
+        return bytes(self.stream.readNBytes(n))
+
+    def close(self) -> None:
+        self.stream.close()
+
+
 def _footer_facts(spark: SparkSession, file: str, size: int) -> tuple[frozenset[str], dict[str, tuple]]:
-    """One file's columns without nulls and (min, max) per column, from its footer: read through the
-    session's Hadoop file system (any URI Spark reads), parsed by pyarrow."""
+    """One file's columns without nulls and (min, max) per column, from its footer, parsed by pyarrow. A
+    ``file:`` URI is read by Python directly (2,000 footers: 0.6 s against 3.6 s through py4j); any other
+    path through the session's Hadoop file system (any URI Spark reads, with the session's credentials)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    hpath, fs = hadoop_path(spark, file)
-    stream = fs.open(hpath)
+    stream = open(unquote(urlparse(file).path), "rb") if file.startswith("file:") else _HadoopStream(spark, file)  # noqa: SIM115 (closed below)
     try:
         stream.seek(max(size - 8, 0))
-        tail = bytes(stream.readNBytes(8))
+        tail = stream.read(8)
         length = struct.unpack("<i", tail[:4])[0] if len(tail) == 8 else -1
         if tail[4:] != b"PAR1" or not 0 < length <= size - 12:
             raise RankFileError(f"{file}: not a Parquet file (no footer)")
         stream.seek(size - 8 - length)
-        footer = bytes(stream.readNBytes(length))
+        footer = stream.read(length)
     finally:
         stream.close()
     meta = pq.read_metadata(pa.BufferReader(b"PAR1" + footer + tail))
