@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import sys
 import time
@@ -25,7 +24,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import duckdb_peer
-from harness import jvm_peak_rss_mb, machine
+from harness import jvm_peak_rss_mb, machine, process_peak_rss_mb
 from kgbrink.config import load_config
 from kgbrink.jobs import ingest, stats, synth
 from kgbrink.session import spark_session
@@ -78,7 +77,7 @@ def main() -> None:
         results["runs"].append(run)
         print(json.dumps(run), flush=True)
     results["spark_driver_peak_rss_mb"] = jvm_peak_rss_mb(spark)
-    results["python_process_peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    results["python_process_peak_rss_mb"] = process_peak_rss_mb()
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "ingest_stats.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nmachine: {results['machine']}; Spark start-up {results['spark_startup_seconds']} s; "

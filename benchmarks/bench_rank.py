@@ -31,7 +31,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import shutil
 import sys
 import time
@@ -41,7 +40,7 @@ import harness
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from harness import jvm_peak_rss_mb, machine
+from harness import jvm_peak_rss_mb, machine, process_peak_rss_mb
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -279,7 +278,7 @@ def worker_duckdb(task: dict) -> dict:
         print(f"duckdb {variant}: {out['seconds'][variant]:.1f} s", flush=True)
         out["checks"][variant] = compare(con, work / f"spark-{variant}", work / f"duckdb-{variant}")
     con.close()
-    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    out["peak_rss_mb"] = process_peak_rss_mb()
     return out
 
 

@@ -42,7 +42,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import shutil
 import sys
 import time
@@ -50,7 +49,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import harness
-from harness import jvm_peak_rss_mb, load, machine
+from harness import jvm_peak_rss_mb, load, machine, process_peak_rss_mb
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -72,10 +71,6 @@ TOL_DUCKDB = 1e-8
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def peak_rss_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
 def sql_list(paths: list[str]) -> str:
     return "[" + ", ".join(f"'{p}'" for p in paths) + "]"
 
@@ -307,7 +302,7 @@ def worker_duckdb(task: dict) -> dict:
         (row, names), timing = timed(lambda sql=sql: _fetch_one(con, sql))
         sums = {k: v for k, v in zip(names, row) if k not in ("model", "run")}  # one (model, run) in the generated files
         out[name] = {**timing, "rows": int(sums["n"]), "eps": [sums.get("eps_e"), sums.get("eps_r")], "results": _metrics(sums, spec)}
-    out["peak_rss_mb"] = peak_rss_mb()
+    out["peak_rss_mb"] = process_peak_rss_mb()
     return out
 
 
@@ -455,7 +450,7 @@ def worker_numpy(task: dict) -> dict:
             acc = accs[name]
             out[name] = {"seconds": round(seconds[name], 3), "load_before": loads[name][0], "load_after": loads[name][1], "rows": acc["n"],
                          "eps": [acc.get("eps_e"), acc.get("eps_r")], "results": _metrics(acc, spec)}
-    out["peak_rss_mb"] = peak_rss_mb()
+    out["peak_rss_mb"] = process_peak_rss_mb()
     return out
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import struct
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
@@ -168,8 +169,8 @@ def _footer_facts(spark: SparkSession, file: str, size: int) -> tuple[frozenset[
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    stream = open(unquote(urlparse(file).path), "rb") if file.startswith("file:") else _HadoopStream(spark, file)  # noqa: SIM115 (closed below)
-    try:
+    local = file.startswith("file:")
+    with open(unquote(urlparse(file).path), "rb") if local else closing(_HadoopStream(spark, file)) as stream:
         stream.seek(max(size - 8, 0))
         tail = stream.read(8)
         length = struct.unpack("<i", tail[:4])[0] if len(tail) == 8 else -1
@@ -177,8 +178,6 @@ def _footer_facts(spark: SparkSession, file: str, size: int) -> tuple[frozenset[
             raise RankFileError(f"{file}: not a Parquet file (no footer)")
         stream.seek(size - 8 - length)
         footer = stream.read(length)
-    finally:
-        stream.close()
     meta = pq.read_metadata(pa.BufferReader(b"PAR1" + footer + tail))
     columns = {meta.schema.column(j).path: j for j in range(meta.num_columns)}
     no_nulls, bounded, ranges = set(columns), set(columns), {}
