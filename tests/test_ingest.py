@@ -10,7 +10,7 @@ import pytest
 from kgbrink import ingest as T
 from kgbrink.cli import main
 from kgbrink.jobs import ingest as job
-from kgbrink.sources import InputError
+from kgbrink.sources import InputError, given_path, reported_path
 from kgbrink.tables import read_table
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -233,6 +233,19 @@ def test_missing_and_empty_inputs_are_named(spark, config, tmp_path):
         job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [gz_no_lines]}))
     with pytest.raises(InputError, match="no wikidata5m_transductive_train.txt"):
         job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(tmp_path)))
+
+
+def test_reported_and_given_paths_spell_a_file_alike():
+    # Spark reports files as URL-encoded URIs; users give plain paths
+    assert reported_path("file:/data/my%20dump%25+1.txt") == given_path("/data/my dump%+1.txt") == "/data/my dump%+1.txt"
+    assert reported_path("file:///data/x.txt") == given_path("file:///data/x.txt") == "/data/x.txt"
+    assert reported_path("s3a://bucket/a%20b.txt") == given_path("s3a://bucket/a b.txt") == "s3a://bucket/a b.txt"
+
+
+def test_file_names_that_need_url_encoding_are_read(spark, config, tmp_path):
+    path = write(tmp_path / "my dump %+1" / "train 1.txt", GOOD)
+    summary = job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [path]}))
+    assert summary.counts["kept"] == len(GOOD)
 
 
 def test_probe_dictionaries_fix_ids_and_quarantine_unknown_keys(spark, config, tmp_path):

@@ -23,13 +23,12 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlparse
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kgbrink.sources import hadoop_path, read_lines
+from kgbrink.sources import hadoop_path, read_lines, reported_path
 
 FORMATS = ("parquet", "csv", "tsv", "jsonl", "probe")
 REQUIRED = ("h", "r", "t", "side", "rank", "num_candidates")
@@ -170,7 +169,7 @@ def _footer_facts(spark: SparkSession, file: str, size: int) -> tuple[frozenset[
     import pyarrow.parquet as pq
 
     local = file.startswith("file:")
-    with open(unquote(urlparse(file).path), "rb") if local else closing(_HadoopStream(spark, file)) as stream:
+    with open(reported_path(file), "rb") if local else closing(_HadoopStream(spark, file)) as stream:
         stream.seek(max(size - 8, 0))
         tail = stream.read(8)
         length = struct.unpack("<i", tail[:4])[0] if len(tail) == 8 else -1

@@ -6,8 +6,10 @@ Paths are local paths or any URI the session's Hadoop file systems can read (``s
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -41,6 +43,21 @@ def hadoop_path(spark: SparkSession, path: str):
     jvm = spark.sparkContext._jvm
     hpath = jvm.org.apache.hadoop.fs.Path(path)
     return hpath, hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+
+
+def reported_path(uri: str) -> str:
+    """A file as Spark and Hadoop report it (``_metadata.file_path``, listings: a URL-encoded URI such as
+    ``file:/data/my%20dump.txt``) spelled as users give paths: a ``file:`` URI as its decoded local path,
+    any other URI decoded (``s3a://bucket/my dump.txt``). Compare with :func:`given_path`."""
+    return unquote(urlparse(uri).path) if uri.startswith("file:") else unquote(uri)
+
+
+def given_path(path: str) -> str:
+    """A path as a user gives it (not URL-encoded), spelled as :func:`reported_path` spells files: a local
+    path made absolute, a ``file:`` URI as its local path, any other URI unchanged."""
+    if path.startswith("file:"):
+        return urlparse(path).path
+    return path if "://" in path else os.path.abspath(path)
 
 
 def path_exists(spark: SparkSession, path: str) -> bool:

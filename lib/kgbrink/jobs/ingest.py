@@ -8,7 +8,6 @@ replaces ``triples`` with the new dump as a new Delta version.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -23,8 +22,10 @@ from kgbrink.sources import (
     IngestInputs,
     InputError,
     delete_path,
+    given_path,
     probe_inputs,
     read_lines,
+    reported_path,
     require_files,
     wikidata5m_inputs,
 )
@@ -167,16 +168,6 @@ def _parsed_aliases(spark: SparkSession, path: str | None, key_pattern: str, sou
     return T.parse_aliases(read_lines(spark, {source: [path]}), key_pattern)
 
 
-def _normalise(path: str) -> str:
-    """Compare local paths and file: URIs alike (Spark reports ``file:/abs/path``)."""
-    path = str(path)
-    if path.startswith("file:"):
-        path = "/" + path[len("file:"):].lstrip("/")
-    elif "://" not in path:
-        path = os.path.abspath(path)
-    return path
-
-
 def _with_codes(dictionary: DataFrame | None, codec: T.KeyCodec) -> DataFrame | None:
     """A ``key``-keyed dictionary with the ``code`` its keys travel as (None stays None)."""
     return dictionary.withColumn("code", codec.code(F.col("key"))) if dictionary is not None else None
@@ -261,8 +252,8 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
 
 
 def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts) -> JobSummary:
-    seen_files = {_normalise(row["source_file"]) for row in counts}
-    unread = [p for p in inputs.all_files if _normalise(p) not in seen_files]
+    seen_files = {reported_path(row["source_file"]) for row in counts}
+    unread = [p for p in inputs.all_files if given_path(p) not in seen_files]
     if unread:
         raise InputError(f"input file has no lines: {', '.join(unread)}")
     triple_splits = list(inputs.splits)
