@@ -54,6 +54,13 @@ def test_entity_relation_popularity_by_hand(hand_counts, broadcast):
     )
 
 
+def test_entity_popularity_reuses_the_counts_partitioning(hand_triples):
+    # The occurrences are shuffled once, by entity; the roll-up to entities adds no shuffle by entity.
+    plan = S.entity_popularity(S.entity_relation_counts(hand_triples))._jdf.queryExecution().executedPlan().toString()
+    added = [line for line in plan.splitlines() if "Exchange hashpartitioning" in line and "REPARTITION_BY_COL" not in line]
+    assert "Exchange hashpartitioning(entity" in plan and not added, plan
+
+
 def test_relation_statistics_by_hand(hand_counts):
     # r0: facts 3, subjects {0, 3}, objects {0, 1, 2};  r1: facts 2, subjects {1, 2}, objects {2}
     assertDataFrameEqual(S.relation_statistics(hand_counts), [(0, 3, 2, 3, 2 / 3, 1.0), (1, 2, 2, 1, 1.0, 0.5)])

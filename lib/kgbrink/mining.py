@@ -66,7 +66,6 @@ import itertools
 import logging
 import math
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import reduce
 
@@ -74,6 +73,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.rules import FRESH_VARIABLES, HEAD_VARIABLES, Atom, Rule
+from kgbrink.session import session_setting
 
 X, Y = 0, 1
 LOG = logging.getLogger(__name__)
@@ -735,18 +735,6 @@ class MiningResult:
     counts: dict
 
 
-@contextmanager
-def _adaptive_execution(spark, enabled: bool):
-    """Spark's adaptive query execution on or off for the block, then back to the session's setting."""
-    key = "spark.sql.adaptive.enabled"
-    before = spark.conf.get(key)
-    spark.conf.set(key, str(enabled).lower())
-    try:
-        yield
-    finally:
-        spark.conf.set(key, before)
-
-
 def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParams, work_dir: str | None = None) -> MiningResult:
     """Mine ``triples`` (``h, r, t`` ids; duplicates ignored) with AMIE3's semantics (module docstring).
     ``relation_names`` maps relation ids to the keys printed in rules; ``work_dir`` (a directory or URI)
@@ -760,7 +748,7 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
     heads = sorted(r for r, n in facts.items() if n >= params.min_initial_support)
     counts = {"facts": sum(facts.values()), "relations": len(facts), "head_relations": len(heads)}
     # small KGs: AQE re-plans the whole (huge) query after every (tiny) stage; see the module docstring
-    with _adaptive_execution(triples.sparkSession, counts["facts"] >= params.adaptive_min_edges):
+    with session_setting(triples.sparkSession, "spark.sql.adaptive.enabled", str(counts["facts"] >= params.adaptive_min_edges).lower()):
         if not heads:
             return MiningResult([], [], {**counts, "candidates": 0, "rules": 0})
         spark = triples.sparkSession

@@ -31,8 +31,12 @@ def _occurrences(triples: DataFrame) -> DataFrame:
 
 def entity_relation_counts(triples: DataFrame) -> DataFrame:
     """``entity, relation, out_degree, in_degree, self_loops`` from ``triples(h, r, t)``: the one
-    aggregation over the 2|T| occurrences; every other table is derived from it."""
-    return _occurrences(triples).groupBy("entity", "relation").agg(
+    aggregation over the 2|T| occurrences; every other table is derived from it.
+
+    The occurrences are shuffled once, by entity alone, and aggregated within their partition: the result
+    is hash-partitioned by entity, so :func:`entity_popularity` rolls it up without another shuffle. (A
+    map-side partial aggregation would barely help: 40M occurrences make 23M pairs on the 20M-triple KG.)"""
+    return _occurrences(triples).repartition("entity").groupBy("entity", "relation").agg(
         F.sum("o").cast("long").alias("out_degree"), F.sum("i").cast("long").alias("in_degree"), F.sum("l").cast("long").alias("self_loops")
     )
 
