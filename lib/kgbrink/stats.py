@@ -35,7 +35,8 @@ def entity_relation_counts(triples: DataFrame) -> DataFrame:
 
     The occurrences are shuffled once, by entity alone, and aggregated within their partition: the result
     is hash-partitioned by entity, so :func:`entity_popularity` rolls it up without another shuffle. (A
-    map-side partial aggregation would barely help: 40M occurrences make 23M pairs on the 20M-triple KG.)"""
+    map-side partial aggregation would barely help: 40M occurrences make 23M pairs on the 20M-triple KG.)
+    The price is that a hub's occurrences all go to one task: 1.1M rows for the top class at 20M triples."""
     return _occurrences(triples).repartition("entity").groupBy("entity", "relation").agg(
         F.sum("o").cast("long").alias("out_degree"), F.sum("i").cast("long").alias("in_degree"), F.sum("l").cast("long").alias("self_loops")
     )
