@@ -46,7 +46,6 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 import harness
 from harness import jvm_peak_rss_mb, load, machine, process_peak_rss_mb
@@ -477,7 +476,9 @@ def generate(out_dir: Path, rows: int, prep: dict, seed: int) -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     start = time.perf_counter()
-    table = pa.concat_tables([pq.ParquetFile(unquote(urlparse(f).path)).read(columns=["h", "r", "t"]) for f in prep["triples_files"]])
+    from kgbrink.sources import reported_path
+
+    table = pa.concat_tables([pq.ParquetFile(reported_path(f)).read(columns=["h", "r", "t"]) for f in prep["triples_files"]])
     h, r, t = (table[c].to_numpy().astype(np.int32) for c in ("h", "r", "t"))
     del table
     n_entities = prep["entities"]

@@ -58,11 +58,12 @@ def run(spark: SparkSession, config: Config, dataset: str, splits: list[str] | N
             summary.outputs["entity_relation_popularity"] = write_table(pairs, f"{out}/entity_relation_popularity", description=note)
         with summary.timed("relation_statistics_and_histogram"):
             summary.outputs["relation_statistics"] = write_table(S.relation_statistics(counts), f"{out}/relation_statistics", description=note)
+            relations = read_table(spark, f"{out}/relation_statistics", version=summary.outputs["relation_statistics"].version)
             summary.outputs["degree_histogram"] = write_table(S.degree_histogram(entities), f"{out}/degree_histogram", description=note)
     finally:
         counts.unpersist()
     summary.counts.update(
-        triples=int(entities.agg(F.sum("out_degree")).collect()[0][0] or 0),
+        triples=int(relations.agg(F.sum("facts")).collect()[0][0] or 0),
         entities_with_triples=summary.outputs["entity_popularity"].rows,
         entity_relation_pairs=summary.outputs["entity_relation_popularity"].rows,
         relations=summary.outputs["relation_statistics"].rows,
