@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kgbrink.frames import with_positions
+from kgbrink.session import session_setting
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -29,10 +30,7 @@ def test_positions_of_an_empty_frame(spark):
 @given(keys=st.lists(st.integers(-1000, 1000), unique=True, max_size=60), partitions=st.integers(1, 6), shuffle=st.integers(1, 9))
 def test_positions_are_ranks_whatever_the_partitioning(spark, keys, partitions, shuffle):
     frame = spark.createDataFrame([(k,) for k in keys], "key int").repartition(partitions)
-    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle))
-    try:
+    with session_setting(spark, "spark.sql.shuffle.partitions", str(shuffle)):
         got = {r["key"]: r["position"] for r in with_positions(frame, [F.xxhash64("key"), "key"], "position").collect()}
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
     hashes = {r["key"]: r["h"] for r in spark.createDataFrame([(k,) for k in keys], "key int").select("key", F.xxhash64("key").alias("h")).collect()}
     assert got == {k: i for i, k in enumerate(sorted(keys, key=lambda k: (hashes[k], k)))}

@@ -10,6 +10,7 @@ import pytest
 from kgbrink import ingest as T
 from kgbrink.cli import main
 from kgbrink.jobs import ingest as job
+from kgbrink.session import session_setting
 from kgbrink.sources import InputError, given_path, reported_path
 from kgbrink.tables import read_table
 from pyspark.sql import functions as F
@@ -167,11 +168,8 @@ def test_accounting_and_exact_line_numbers_across_blocks_and_gzip(spark, config,
     write(d / "wikidata5m_transductive_train.txt", train)
     write(d / "wikidata5m_transductive_valid.txt.gz", valid, compress=True)
     write(d / "wikidata5m_entity.txt", ["Q1\tfirst\tone", "Q2\tsecond", "Q99999\tunused", "Q1\tzz repeated"])
-    spark.conf.set("spark.sql.files.maxPartitionBytes", "1024")
-    try:
+    with session_setting(spark, "spark.sql.files.maxPartitionBytes", "1024"):
         summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.01"]), job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(d)))
-    finally:
-        spark.conf.unset("spark.sql.files.maxPartitionBytes")
     c = summary.counts
     assert c["lines_per_split"] == {"train": 2004, "valid": 3}
     assert c["quarantined_by_reason"] == {"wrong_field_count": 3, "empty_field": 1, "bad_entity_key": 1}
@@ -277,13 +275,8 @@ def test_output_is_identical_whatever_the_partitioning(spark, config, tmp_path):
     path = write(tmp_path / "train.txt", lines)
     tables = []
     for n, block in ((1, "128m"), (7, "2k")):
-        spark.conf.set("spark.sql.shuffle.partitions", str(n))
-        spark.conf.set("spark.sql.files.maxPartitionBytes", block)
-        try:
+        with session_setting(spark, "spark.sql.shuffle.partitions", str(n)), session_setting(spark, "spark.sql.files.maxPartitionBytes", block):
             job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / f"ds{n}"), splits={"train": [path]}))
-        finally:
-            spark.conf.unset("spark.sql.files.maxPartitionBytes")
-            spark.conf.set("spark.sql.shuffle.partitions", config.get("spark.conf")["spark.sql.shuffle.partitions"])
         tables.append({name: sorted(map(tuple, read_table(spark, str(tmp_path / f"ds{n}" / name)).collect())) for name in ("entities", "relations", "triples")})
     assert tables[0] == tables[1]
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from kgbrink import grounding, mining
 from kgbrink.rules import Atom, Rule, parse_rule, read_amie_tsv
+from kgbrink.session import session_setting
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -353,13 +354,9 @@ def test_grounding_samples_are_the_smallest_hashes_and_partition_independent(spa
     smallest = everything.withColumn("k", F.row_number().over(Window.partitionBy("rule_id").orderBy("sample_hash", "head", "body"))).filter("k <= 30").drop("k")
     one = grounding.groundings(chosen, triples.repartition(1), relation_ids, per_rule=30, seed=5)
     assertDataFrameEqual(one, smallest)
-    previous = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", "7")
-    try:
+    with session_setting(spark, "spark.sql.shuffle.partitions", "7"):
         many = grounding.groundings(chosen, triples.repartition(5, "t"), relation_ids, per_rule=30, seed=5)
         assertDataFrameEqual(many, one)
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", previous)
     assert {r["count"] for r in one.groupBy("rule_id").count().collect()} == {30}
     other_seed = grounding.groundings(chosen, triples, relation_ids, per_rule=30, seed=6)
     assert other_seed.join(one, ["rule_id", "head", "body"], "left_anti").count() > 0

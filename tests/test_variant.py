@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kgbrink import questions, removal
+from kgbrink.session import session_setting
 from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -90,11 +91,8 @@ def test_maximal_selection_is_conflict_free_maximal_and_partition_independent(sp
     for k, (rule, head, body) in enumerate(items):  # maximal: every grounding left out conflicts with a chosen one
         if (rule, k) not in picked:
             assert head in bodies or heads & set(body)
-    spark.conf.set("spark.sql.shuffle.partitions", "7")
-    try:
+    with session_setting(spark, "spark.sql.shuffle.partitions", "7"):
         again = removal.select_groundings(sample.repartition(3), "maximal").collect()
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
     assert {key(r) for r in again} == picked
 
 
@@ -157,12 +155,9 @@ def test_question_records_downsampling_and_private_ids_ignore_partitioning(spark
         return questions.assign_splits(questions.downsample(records, 0.05, 5), 5), questions.entity_names(entities, "private_id", 5)
 
     first = run()
-    spark.conf.set("spark.sql.shuffle.partitions", "7")
-    try:
+    with session_setting(spark, "spark.sql.shuffle.partitions", "7"):
         complete, removed, entities = complete.repartition(5), removed.repartition(3), entities.repartition(6)
         second = run()
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
     assert first[0].count() < 50  # tau 0.05 of 50 questions: answers capped at 2
     assertDataFrameEqual(second[0], first[0])
     assertDataFrameEqual(second[1], first[1])
@@ -279,13 +274,10 @@ def test_single_file_appends_the_ordered_parts(spark, tmp_path):
 
     frame = spark.range(1000).select(F.format_string("%04d", "id").alias("a"), F.lit("x\ty").alias("b"))
     out, staging = tmp_path / "release", tmp_path / "staging"
-    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")  # 4 range partitions, 4 parts
-    try:
+    with session_setting(spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"):  # 4 range partitions, 4 parts
         write_single_file(frame.repartition(5).orderBy(F.col("a").desc()), out / "out.tsv", "tsv", str(staging / "out.tsv"))
         write_single_file(frame.filter("a < '0003'").orderBy("a"), out / "q" / "out.jsonl", "json", str(staging / "q" / "out.jsonl"))
         write_single_file(frame.filter("false").orderBy("a"), out / "empty.jsonl", "json", str(staging / "empty.jsonl"))
-    finally:
-        spark.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
     assert (out / "out.tsv").read_text().splitlines() == [f"{i:04d}\tx y" for i in range(999, -1, -1)]  # TAB in a value -> space
     assert [json.loads(x) for x in (out / "q" / "out.jsonl").read_text().splitlines()] == [{"a": f"{i:04d}", "b": "x\ty"} for i in range(3)]
     assert (out / "empty.jsonl").read_text() == ""
@@ -300,13 +292,8 @@ def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark
 
     dataset, _, root = family_build
     out = tmp_path / "release"
-    spark.conf.set("spark.sql.shuffle.partitions", "7")
-    spark.conf.set("spark.sql.adaptive.coalescePartitions.enabled", "false")
-    try:
+    with session_setting(spark, "spark.sql.shuffle.partitions", "7"), session_setting(spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"):
         variant.export(spark, config.with_overrides(["mining.splits=[train]"]), dataset, out=str(out))
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", "4")
-        spark.conf.unset("spark.sql.adaptive.coalescePartitions.enabled")
     release = root / "release"
     files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
     assert len(files) == 19 and files == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
