@@ -154,11 +154,11 @@ def test_question_records_downsampling_and_private_ids_ignore_partitioning(spark
         records = questions.question_records(removed, complete, 5, 1000)
         return questions.assign_splits(questions.downsample(records, 0.05, 5), 5), questions.entity_names(entities, "private_id", 5)
 
-    first = run()
-    with session_setting(spark, "spark.sql.shuffle.partitions", "7"):
+    first = [frame.collect() for frame in run()]
+    with session_setting(spark, "spark.sql.shuffle.partitions", "7"):  # planned and run with 7 partitions
         complete, removed, entities = complete.repartition(5), removed.repartition(3), entities.repartition(6)
-        second = run()
-    assert first[0].count() < 50  # tau 0.05 of 50 questions: answers capped at 2
+        second = [frame.collect() for frame in run()]
+    assert len(first[0]) < 50  # tau 0.05 of 50 questions: answers capped at 2
     assertDataFrameEqual(second[0], first[0])
     assertDataFrameEqual(second[1], first[1])
 
