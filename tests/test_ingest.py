@@ -246,6 +246,28 @@ def test_file_names_that_need_url_encoding_are_read(spark, config, tmp_path):
     assert summary.counts["kept"] == len(GOOD)
 
 
+def test_ingest_and_stats_through_a_hadoop_uri_that_is_not_local(spark, config, tmp_path):
+    # viewfs:// (bundled with Hadoop) stands in for s3a://: inputs listed, read, quarantined and the Delta
+    # tables written and read back through a Hadoop file system URI, never through local paths
+    from kgbrink.jobs import stats
+
+    lake = tmp_path / "lake"
+    write(lake / "in" / "wikidata5m_transductive_train.txt", [*GOOD, "Q1\tP1"])
+    write(lake / "in" / "wikidata5m_transductive_test.txt.gz", ["Q2\tP2\tQ3"], compress=True)
+    write(lake / "in" / "wikidata5m_entity.txt", ["Q1\tone", "Q3\tthree"])
+    spark.sparkContext._jsc.hadoopConfiguration().set("fs.viewfs.mounttable.kgtest.link./lake", lake.as_uri())
+    dataset = "viewfs://kgtest/lake/ds"
+    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"]), job.IngestOptions(dataset=dataset, input="viewfs://kgtest/lake/in"))
+    assert (summary.counts["kept_per_split"], summary.counts["quarantined"], summary.counts["entities"]) == ({"train": 4, "test": 1}, 1, 3)
+    assert {name: out.path for name, out in summary.outputs.items()} == {name: f"{dataset}/{name}" for name in ("quarantine", "entities", "relations", "triples")}
+    quarantine = read_table(spark, f"{dataset}/quarantine").collect()
+    assert [(q["source_file"], q["line_number"], q["reason"]) for q in quarantine] == [("viewfs://kgtest/lake/in/wikidata5m_transductive_train.txt", 5, "wrong_field_count")]
+    assert sorted((r["key"], r["label"]) for r in read_table(spark, f"{dataset}/entities").collect()) == [("Q1", "one"), ("Q2", None), ("Q3", "three")]
+    popularity = stats.run(spark, config, dataset)
+    assert popularity.counts == {"triples": 4, "entities_with_triples": 3, "entity_relation_pairs": 5, "relations": 2}
+    assert (lake / "ds" / "stats" / "train" / "entity_popularity" / "_delta_log").is_dir()
+
+
 def test_probe_dictionaries_fix_ids_and_quarantine_unknown_keys(spark, config, tmp_path):
     d = tmp_path / "probe"
     write(d / "entities.dict", ["0\talice", "1\tbob", "2\tcarol"])

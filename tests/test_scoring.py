@@ -236,6 +236,15 @@ def test_side_spellings_are_normalised_and_others_quarantined(spark):
     ]
 
 
+def test_model_and_run_from_file_names_that_need_url_encoding(spark, tmp_path):
+    # Spark reports "my model+v2 %1.tsv" as ".../my%20model+v2%20%251.tsv"; the model is named as the user named the file
+    (tmp_path / "my model+v2 %1.tsv").write_text("h\tr\tt\tside\trank\tnum_candidates\na\tr0\tb\ttail\t1\t4\n")
+    (tmp_path / "Tuck ER+1__run %2.json").write_text('[[[0,1,2],"h",1.0,0.5,0.01,3]]')
+    delimited = RF.read_ranks(spark, [str(tmp_path / "my model+v2 %1.tsv")], RF.ReadOptions()).filter(~F.col("_skip"))  # not the header
+    probe = RF.read_ranks(spark, [str(tmp_path / "Tuck ER+1__run %2.json")], RF.ReadOptions(fmt="probe", n_entities=10))
+    assert [(r["model"], r["run"]) for r in delimited.select("model", "run").union(probe.select("model", "run")).collect()] == [("my model+v2 %1", "1"), ("Tuck ER+1", "run %2")]
+
+
 def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_path):
     ranks = tmp_path / "ranks.csv"
     ranks.write_text("h,r,t,side,rank,num_candidates\n" + "\n".join(GOOD + [line for line, _ in BAD]) + "\n")

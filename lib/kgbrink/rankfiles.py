@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kgbrink.sources import hadoop_path, read_lines, reported_path
+from kgbrink.sources import decoded_uri, hadoop_path, read_lines, reported_path
 
 FORMATS = ("parquet", "csv", "tsv", "jsonl", "probe")
 REQUIRED = ("h", "r", "t", "side", "rank", "num_candidates")
@@ -221,8 +221,8 @@ def read_ranks(spark: SparkSession, files: list[str], opts: ReadOptions) -> Data
 
 def with_model_and_run(frame: DataFrame, source_file: Column, model: str | None, run: str | None) -> DataFrame:
     """``model`` / ``run`` as strings: the file's column where present and not null, else ``model``
-    (default: the file name without extensions) and ``run`` (default ``1``)."""
-    stem = F.regexp_extract(source_file, r"([^/]+?)(\.[A-Za-z0-9]+)*(\.gz)?$", 1)
+    (default: the file name without extensions, URL-decoded as users spell it) and ``run`` (default ``1``)."""
+    stem = F.regexp_extract(decoded_uri(source_file), r"([^/]+?)(\.[A-Za-z0-9]+)*(\.gz)?$", 1)
     defaults = {"model": F.lit(model) if model else stem, "run": F.lit(run or "1")}
     return frame.withColumns({c: F.coalesce(F.col(c).cast("string"), defaults[c]) if c in frame.columns else defaults[c] for c in OPTIONAL})
 
@@ -291,15 +291,16 @@ def _read_probe(spark: SparkSession, files: list[str], n_entities: int | None) -
     records = whole.select("source_file", F.posexplode(F.from_json("value", "array<array<string>>")).alias("_pos", "_rec"))
     triple = F.from_json(F.get("_rec", 0), "array<string>")
     dump_name = r"([^/]+?)__(.+?)\.json(\.gz)?$"
-    name = F.regexp_extract("source_file", dump_name, 0)
+    file_name = decoded_uri(F.col("source_file"))
+    name = F.regexp_extract(file_name, dump_name, 0)
     well_formed = (F.size("_rec") == 6) & (F.size(triple) == 3)
     filtered = F.get("_rec", 5).try_cast("long")
     return records.select(
         "source_file",
         (F.col("_pos") + 1).alias("line_number"),
         F.to_json("_rec").alias("line"),
-        F.when(name != "", F.regexp_extract("source_file", dump_name, 1)).alias("model"),
-        F.when(name != "", F.regexp_extract("source_file", dump_name, 2)).alias("run"),
+        F.when(name != "", F.regexp_extract(file_name, dump_name, 1)).alias("model"),
+        F.when(name != "", F.regexp_extract(file_name, dump_name, 2)).alias("run"),
         F.get(triple, 0).alias("h"),
         F.get(triple, 1).alias("r"),
         F.get(triple, 2).alias("t"),

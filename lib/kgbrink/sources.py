@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 SPLIT_ORDER = ("train", "valid", "test")
@@ -50,6 +50,12 @@ def reported_path(uri: str) -> str:
     ``file:/data/my%20dump.txt``) spelled as users give paths: a ``file:`` URI as its decoded local path,
     any other URI decoded (``s3a://bucket/my dump.txt``). Compare with :func:`given_path`."""
     return unquote(urlparse(uri).path) if uri.startswith("file:") else unquote(uri)
+
+
+def decoded_uri(uri: Column) -> Column:
+    """The column form of :func:`reported_path`'s decoding: ``%XX`` escapes decoded, ``+`` kept (Spark's
+    ``url_decode`` is form decoding, which would turn ``+`` into a space)."""
+    return F.url_decode(F.regexp_replace(uri, r"\+", "%2B"))
 
 
 def given_path(path: str) -> str:
