@@ -5,8 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 JARS := .cache/jars
 M2 := .cache/m2
-MVN := mvn -B -q -Dmaven.repo.local=$(abspath $(M2)) -f infra/jvm/pom.xml
-# Extra jar profiles for `make jars`, e.g. JAR_PROFILES=s3 for conf/cluster.yaml (686 MB AWS SDK bundle).
+# Maven: the one on PATH, else Apache Maven fetched once from Maven Central into .cache/maven (checksum pinned).
+MAVEN_VERSION := 3.9.11
+MAVEN_SHA512 := bcfe4fe305c962ace56ac7b5fc7a08b87d5abd8b7e89027ab251069faebee516b0ded8961445d6d91ec1985dfe30f8153268843c89aa392733d1a3ec956c9978
+MAVEN_HOME := .cache/maven/apache-maven-$(MAVEN_VERSION)
+MVN_BIN ?= $(or $(shell command -v mvn 2>/dev/null),$(MAVEN_HOME)/bin/mvn)
+MVN := $(MVN_BIN) -B -q -Dmaven.repo.local=$(abspath $(M2)) -f infra/jvm/pom.xml
+# Extra jar profiles for `make jars`, e.g. JAR_PROFILES=s3 for conf/cluster.yaml (686 MB AWS SDK bundle);
+# each goes to .cache/jars/<profile>/ without the jars .cache/jars/core/ already has.
 JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
@@ -22,20 +28,30 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
 	touch $@
 
+$(MAVEN_HOME)/bin/mvn:
+	mkdir -p .cache/maven
+	$(PYTHON) -c 'import hashlib, sys, urllib.request; data = urllib.request.urlopen(sys.argv[1]).read(); \
+	  assert hashlib.sha512(data).hexdigest() == sys.argv[2], "checksum mismatch: " + sys.argv[1]; open(sys.argv[3], "wb").write(data)' \
+	  https://repo1.maven.org/maven2/org/apache/maven/apache-maven/$(MAVEN_VERSION)/apache-maven-$(MAVEN_VERSION)-bin.tar.gz \
+	  $(MAVEN_SHA512) .cache/maven/maven.tar.gz
+	tar -xzf .cache/maven/maven.tar.gz -C .cache/maven && rm .cache/maven/maven.tar.gz
+	touch $@
+
 # Delta is required; GraphFrames is resolved when the repository has it (see README, "GraphFrames").
-jars: $(JARS)/core/.resolved
-$(JARS)/core/.resolved: infra/jvm/pom.xml
+jars: $(JARS)/core/.resolved $(foreach p,$(JAR_PROFILES),$(JARS)/$(p)/.resolved)
+$(JARS)/core/.resolved: infra/jvm/pom.xml | $(MVN_BIN)
 	rm -rf $(JARS)/core && mkdir -p $(JARS)/core
 	$(MVN) dependency:copy-dependencies -DoutputDirectory=$(abspath $(JARS)/core)
-	rm -rf $(JARS)/graphframes && mkdir -p $(JARS)/graphframes
-	$(MVN) -Pgraphframes dependency:copy-dependencies -DoutputDirectory=$(abspath $(JARS)/graphframes.tmp) \
-	  -DexcludeGroupIds=io.delta,io.unitycatalog,javax.annotation,org.apache.spark,org.scala-lang,org.slf4j \
-	  && mv $(JARS)/graphframes.tmp/*.jar $(JARS)/graphframes/ \
-	  || echo "WARNING: GraphFrames jars could not be resolved from the Maven repository; GraphFrames is unavailable (README, 'GraphFrames')." >&2
-	rm -rf $(JARS)/graphframes.tmp
-	$(foreach p,$(JAR_PROFILES),rm -rf $(JARS)/$(p) && $(MVN) -P$(p) dependency:copy-dependencies \
-	  -DoutputDirectory=$(abspath $(JARS)/$(p)) -DexcludeGroupIds=io.delta,io.unitycatalog,javax.annotation,org.apache.spark,org.scala-lang,org.slf4j;)
 	touch $@
+	rm -rf $(JARS)/graphframes
+	$(MAKE) --no-print-directory $(JARS)/graphframes/.resolved \
+	  || echo "WARNING: GraphFrames jars could not be resolved from the Maven repository; GraphFrames is unavailable (README, 'GraphFrames')." >&2
+
+# A profile's jars minus those core already has (the pom's exclusions apply to every profile alike).
+$(JARS)/%/.resolved: $(JARS)/core/.resolved | $(MVN_BIN)
+	rm -rf $(JARS)/$*.tmp && $(MVN) -P$* dependency:copy-dependencies -DoutputDirectory=$(abspath $(JARS)/$*.tmp)
+	for jar in $(JARS)/$*.tmp/*.jar; do if [ -e $(JARS)/core/$$(basename $$jar) ]; then rm $$jar; fi; done
+	rm -rf $(JARS)/$* && mv $(JARS)/$*.tmp $(JARS)/$* && touch $@
 
 run: setup
 	$(BIN)/kgbrink run --conf conf/local.yaml --json data/run-summary.json
