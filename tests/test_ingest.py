@@ -143,6 +143,20 @@ def test_assign_ids_keeps_existing_ids_and_numbers_new_keys_in_code_order(spark)
     assertDataFrameEqual(T.assign_ids(numeric, None), [(0, 4), (1, 30), (2, 1000)])
 
 
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_encode_triples_collapses_only_repeats_and_fails_on_a_code_without_id(spark, broadcast):
+    good = spark.createDataFrame(
+        [("train", 1, 7, 2), ("train", 1, 7, 2), ("test", 1, 7, 2), ("train", 2, 8, 1)], "split string, h_code long, r_code long, t_code long"
+    )
+    entities = spark.createDataFrame([(0, 2), (1, 1)], "id int, code long")
+    relations = spark.createDataFrame([(0, 8), (1, 7)], "id int, code long")
+    assertDataFrameEqual(T.encode_triples(good, entities, relations, broadcast), [(1, 1, 0, "train"), (1, 1, 0, "test"), (0, 0, 1, "train")])
+    with pytest.raises(Exception, match=r"internal: field [ht] \(key code 2\) has no id in the entities dictionary"):
+        T.encode_triples(good, entities.filter("code != 2"), relations, broadcast).collect()
+    with pytest.raises(Exception, match=r"internal: field r \(key code 8\) has no id in the relations dictionary"):
+        T.encode_triples(good, entities, relations.filter("code != 8"), broadcast).collect()
+
+
 def test_prefixed_integer_codec_round_trips(spark):
     codec = T.KeyCodec("Q")
     frame = spark.createDataFrame([("Q1",), ("Q42",), ("Q9007199254740993",)], "key string")
@@ -174,7 +188,7 @@ def test_accounting_and_exact_line_numbers_across_blocks_and_gzip(spark, config,
     assert c["lines_per_split"] == {"train": 2004, "valid": 3}
     assert c["quarantined_by_reason"] == {"wrong_field_count": 3, "empty_field": 1, "bad_entity_key": 1}
     assert c["duplicates_per_split"] == {"train": 5, "valid": 0}
-    assert c["alias_lines"] == {"entity_aliases": 4} and c["duplicate_alias_lines"] == {"entities": 1}
+    assert c["alias_lines"] == {"entity_aliases": 4} and c["duplicate_alias_lines"] == {"entities": 1} and c["unused_alias_lines"] == {"entities": 1}
     assert c["kept_per_split"] == {"train": 1995, "valid": 2}
     # nothing is lost: every input line is kept, a duplicate or quarantined
     assert c["lines"] == c["kept"] + c["duplicates"] + c["quarantined"] + c["skipped"] == 2007

@@ -341,15 +341,17 @@ def with_labels(dictionary: DataFrame, codec: KeyCodec, labels: DataFrame | None
 
 def encode_triples(good: DataFrame, entities: DataFrame, relations: DataFrame, broadcast: bool) -> DataFrame:
     """Distinct ``(h, r, t, split)`` ids for ``good(split, h_code, r_code, t_code)`` given the
-    ``(id, code)`` dictionaries; exact repeats within a split collapse."""
+    ``(id, code)`` dictionaries; exact repeats within a split collapse, and nothing else removes a row:
+    a code missing from its dictionary fails the job (the dictionaries are built from these codes, so it
+    would be a bug) instead of an inner join dropping the line, which the job would count as a duplicate."""
     hint = F.broadcast if broadcast else (lambda df: df)
-    encoded = (
-        good.select("split", "h_code", "r_code", "t_code")
-        .join(hint(entities.select(F.col("id").alias("h"), F.col("code").alias("h_code"))), "h_code")
-        .join(hint(relations.select(F.col("id").alias("r"), F.col("code").alias("r_code"))), "r_code")
-        .join(hint(entities.select(F.col("id").alias("t"), F.col("code").alias("t_code"))), "t_code")
-    )
-    return encoded.select("h", "r", "t", "split").distinct()
+    encoded = good.select("split", "h_code", "r_code", "t_code")
+    ids = []
+    for role, dictionary, name in (("h", entities, "entities"), ("r", relations, "relations"), ("t", entities, "entities")):
+        encoded = encoded.join(hint(dictionary.select(F.col("id").alias(role), F.col("code").alias(f"{role}_code"))), f"{role}_code", "left")
+        missing = F.format_string(f"internal: field {role} (key code %s) has no id in the {name} dictionary", F.col(f"{role}_code"))
+        ids.append(F.when(F.col(role).isNull(), F.raise_error(missing)).otherwise(F.col(role)).alias(role))
+    return encoded.select(*ids, "split").distinct()
 
 
 def split_overlaps(triples: DataFrame) -> DataFrame:

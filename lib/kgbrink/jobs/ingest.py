@@ -295,10 +295,11 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
         )
 
     good = triples_state.filter(F.col("status") == T.OK)
+    broadcast = bool(config.get("ingest.broadcast_dictionaries"))
     previous_rows = {name: frame.count() if frame is not None else None for name, frame in previous.items()}
     with summary.timed("dictionaries"):
         dictionaries = {}
-        duplicate_alias_lines = {}
+        duplicate_alias_lines, unused_alias_lines = {}, {}
         for name, roles, seed, codec in (
             ("entities", ("h", "t"), ids_seed[0] if ids_seed else None, fmt.entity_codec),
             ("relations", ("r",), ids_seed[1] if ids_seed else None, fmt.relation_codec),
@@ -311,7 +312,12 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
             labels = None
             if label_lines is not None:
                 labels = T.alias_labels(label_lines, "code").persist(StorageLevel.MEMORY_AND_DISK)
-                duplicate_alias_lines[name] = labels.agg(F.sum(F.col("lines") - 1)).collect()[0][0] or 0
+                # alias lines that label no key: repeats of a labelled key, and keys without an id (in no triple)
+                has_id = ids.select("code", F.lit(True).alias("_has_id"))
+                usage = labels.join(F.broadcast(has_id) if broadcast else has_id, "code", "left").agg(
+                    F.sum(F.col("lines") - 1).alias("repeats"), F.sum(F.when(F.col("_has_id").isNull(), F.col("lines"))).alias("without_id")
+                ).collect()[0]
+                duplicate_alias_lines[name], unused_alias_lines[name] = usage["repeats"] or 0, usage["without_id"] or 0
             table = T.with_labels(ids, codec, labels, _with_codes(previous[name], codec))
             summary.outputs[name] = write_table(table, paths[name], description=f"ingest {opts.format}")
             if labels is not None:
@@ -321,7 +327,7 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
         new_keys = {name: summary.outputs[name].rows - (previous_rows[name] or 0) for name in ("entities", "relations")}
 
     with summary.timed("encode_and_write_triples"):
-        triples = T.encode_triples(good, dictionaries["entities"], dictionaries["relations"], bool(config.get("ingest.broadcast_dictionaries")))
+        triples = T.encode_triples(good, dictionaries["entities"], dictionaries["relations"], broadcast)
         summary.outputs["triples"] = write_table(triples, paths["triples"], partition_by=["split"], description=f"ingest {opts.format}")
 
     with summary.timed("verify_counts"):
@@ -335,6 +341,7 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
         duplicates=sum(duplicates.values()),
         duplicates_per_split=duplicates,
         duplicate_alias_lines=duplicate_alias_lines,
+        unused_alias_lines=unused_alias_lines,
         split_overlaps=overlaps,
         entities=summary.outputs["entities"].rows,
         relations=summary.outputs["relations"].rows,
