@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
-from kgbrink.session import find_jars, has_jar
+from kgbrink.config import ConfigError
+from kgbrink.session import DELTA_SETTINGS, find_jars, has_jar, require_driver_class
 from pyspark.testing import assertDataFrameEqual
+
+from tests.conftest import PROJECT_ROOT
 
 
 def test_delta_write_read_and_time_travel(spark, work_dir):
@@ -38,3 +46,25 @@ def test_graphframes_connected_components(spark):
     components = GraphFrame(vertices, edges).connectedComponents(algorithm="graphframes")
     groups = sorted(sorted(r["ids"]) for r in components.groupBy("component").agg({"id": "collect_list"}).withColumnRenamed("collect_list(id)", "ids").collect())
     assert groups == [[0, 1, 2], [3, 4], [5]]
+
+
+def test_a_driver_jvm_without_the_jars_is_named(spark):
+    with pytest.raises(ConfigError, match=r"cannot load io\.delta\.NoSuchClass: .* pass them: --jars a\.jar,b\.jar"):
+        require_driver_class(spark, "io.delta.NoSuchClass", ["a.jar", "b.jar"])
+    require_driver_class(spark, DELTA_SETTINGS["spark.sql.extensions"], [])
+
+
+def test_spark_submit_in_client_mode_with_the_jars_as_the_readme_says(config, tmp_path):
+    # spark-submit starts the driver JVM before the factory runs, so the jars go on its command line
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import sys\nfrom kgbrink.config import load_config\nfrom kgbrink.session import spark_session\n"
+        f"spark = spark_session(load_config({config.source!r}, ['spark.master=null']))\n"
+        "spark.range(3).write.format('delta').save(sys.argv[1])\n"
+        "print('rows', spark.read.format('delta').option('versionAsOf', 0).load(sys.argv[1]).count())\n"
+    )
+    jars = ",".join(find_jars(config.get("spark.jars_dirs")))
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(PROJECT_ROOT / "lib")}
+    submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--deploy-mode", "client", "--driver-memory", "1g"]
+    done = subprocess.run([*submit, "--jars", jars, str(script), str(tmp_path / "table")], check=False, capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=300)
+    assert done.returncode == 0 and "rows 3" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]

@@ -66,9 +66,24 @@ def spark_session(config: Config) -> SparkSession:
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    require_driver_class(spark, DELTA_SETTINGS["spark.sql.extensions"], jars)
     spark.sparkContext.setLogLevel("WARN")
     spark.sparkContext.setCheckpointDir(resolve_location(config.get("spark.checkpoint_dir")))
     return spark
+
+
+def require_driver_class(spark: SparkSession, class_name: str, jars: list[str]) -> None:
+    """Fail clearly when the driver JVM cannot load ``class_name``. A driver JVM started before this
+    factory ran (``spark-submit``, a notebook kernel with a session) ignores ``spark.jars`` for its own
+    classpath, and Delta would only fail at the first table read."""
+    jvm = spark.sparkContext._jvm
+    try:
+        jvm.java.lang.Class.forName(class_name, False, jvm.java.lang.Thread.currentThread().getContextClassLoader())
+    except Exception as exc:
+        raise ConfigError(
+            f"the driver JVM cannot load {class_name}: it was started without the project's jars (under spark-submit, "
+            f"pass them: --jars {','.join(jars) or '<the jars of spark.jars_dirs>'})"
+        ) from exc
 
 
 def _spark_value(value) -> str:
