@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
-from kgbrink.cli import main
+from kgbrink.cli import build_parser, main
 from mlflow.tracking import MlflowClient
+
+from tests.conftest import PROJECT_ROOT
 
 
 def _conf_args(config) -> list[str]:
@@ -48,3 +51,11 @@ def test_bad_usage_exits_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["ingest", "--format", "csv"])
     assert exc.value.code == 2
+
+
+def test_every_subcommand_has_a_spark_submit_entry_point():
+    # jobs/<name>.py (jobs/run_pipeline.py for `run`) passes its arguments to that subcommand
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in sub.choices:
+        entry = PROJECT_ROOT / "jobs" / ("run_pipeline.py" if command == "run" else command.replace("-", "_") + ".py")
+        assert entry.is_file() and f'main(["{command}", *sys.argv[1:]])' in entry.read_text(), entry
