@@ -256,8 +256,10 @@ def test_reported_and_given_paths_spell_a_file_alike():
 
 def test_file_names_that_need_url_encoding_are_read(spark, config, tmp_path):
     path = write(tmp_path / "my dump %+1" / "train 1.txt", GOOD)
+    (tmp_path / "ds" / "_staging" / "another-run").mkdir(parents=True)  # a concurrent run's scratch space stays
     summary = job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [path]}))
     assert summary.counts["kept"] == len(GOOD)
+    assert [p.name for p in (tmp_path / "ds" / "_staging").iterdir()] == ["another-run"]
 
 
 def test_ingest_and_stats_through_a_hadoop_uri_that_is_not_local(spark, config, tmp_path):
@@ -280,6 +282,7 @@ def test_ingest_and_stats_through_a_hadoop_uri_that_is_not_local(spark, config, 
     popularity = stats.run(spark, config, dataset)
     assert popularity.counts == {"triples": 4, "entities_with_triples": 3, "entity_relation_pairs": 5, "relations": 2}
     assert (lake / "ds" / "stats" / "train" / "entity_popularity" / "_delta_log").is_dir()
+    assert not (lake / "ds" / "_staging").exists()  # the run's scratch space, and its empty parent, are gone
 
 
 def test_probe_dictionaries_fix_ids_and_quarantine_unknown_keys(spark, config, tmp_path):

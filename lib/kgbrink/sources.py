@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -75,6 +76,17 @@ def delete_path(spark: SparkSession, path: str) -> None:
     """Remove a file or directory tree (a job's staging area); no error if it is not there."""
     hpath, fs = hadoop_path(spark, path)
     fs.delete(hpath, True)
+
+
+def delete_if_empty(spark: SparkSession, path: str) -> None:
+    """Remove the directory ``path`` when nothing is in it (a scratch parent once its last run is done). A
+    non-recursive delete, so a run that has just created its own subdirectory keeps it."""
+    hpath, fs = hadoop_path(spark, path)
+    if fs.exists(hpath) and fs.getFileStatus(hpath).isDirectory() and not fs.listStatus(hpath):
+        try:
+            fs.delete(hpath, False)
+        except Py4JJavaError:  # not empty any more: another run's scratch space
+            pass
 
 
 def file_size(spark: SparkSession, path: str) -> int:

@@ -21,6 +21,7 @@ from kgbrink.config import Config
 from kgbrink.sources import (
     IngestInputs,
     InputError,
+    delete_if_empty,
     delete_path,
     given_path,
     probe_inputs,
@@ -249,6 +250,7 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
         return _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts)
     finally:
         delete_path(spark, staging)
+        delete_if_empty(spark, table_path(ds, "_staging"))
 
 
 def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts) -> JobSummary:
