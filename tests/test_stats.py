@@ -108,6 +108,9 @@ def test_stats_job_uses_only_the_chosen_splits(spark, config, tmp_path):
     assert both.counts["triples"] == 3 and both.outputs["entity_popularity"].path.endswith("stats/train+valid/entity_popularity")
     with pytest.raises(ValueError, match="split\\(s\\) tset not in"):
         job.run(spark, config, dataset, ["tset"])
+    # a later ingest makes triples version 1; the statistics still name the version 0 they were computed from
+    ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, splits={"train": [str(valid)]}))
+    assert (job.triples_version(spark, dataset, ["train"]), job.triples_version(spark, dataset, ["train", "valid"])) == (0, 0)
 
 
 def _rank_records(path):

@@ -47,6 +47,11 @@ def latest_version(spark: SparkSession, path: str) -> int:
     return DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
 
 
+def table_description(spark: SparkSession, path: str) -> str | None:
+    """The ``description`` :func:`write_table` gave the table's latest version (Delta's ``userMetadata``)."""
+    return DeltaTable.forPath(spark, path).history(1).collect()[0]["userMetadata"]
+
+
 def write_table(
     df: DataFrame,
     path: str,
