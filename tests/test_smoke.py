@@ -64,7 +64,7 @@ def test_spark_submit_in_client_mode_with_the_jars_as_the_readme_says(config, tm
         "print('rows', spark.read.format('delta').option('versionAsOf', 0).load(sys.argv[1]).count())\n"
     )
     jars = ",".join(find_jars(config.get("spark.jars_dirs")))
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(PROJECT_ROOT / "lib")}
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}  # kgbrink is installed in the venv
     submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--deploy-mode", "client", "--driver-memory", "1g"]
     done = subprocess.run([*submit, "--jars", jars, str(script), str(tmp_path / "table")], check=False, capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=300)
     assert done.returncode == 0 and "rows 3" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]

@@ -82,7 +82,7 @@ def delete_if_empty(spark: SparkSession, path: str) -> None:
     """Remove the directory ``path`` when nothing is in it (a scratch parent once its last run is done). A
     non-recursive delete, so a run that has just created its own subdirectory keeps it."""
     hpath, fs = hadoop_path(spark, path)
-    if fs.exists(hpath) and fs.getFileStatus(hpath).isDirectory() and not fs.listStatus(hpath):
+    if fs.exists(hpath) and not fs.listStatus(hpath):  # a file lists itself, so only an empty directory passes
         try:
             fs.delete(hpath, False)
         except Py4JJavaError:  # not empty any more: another run's scratch space

@@ -43,13 +43,17 @@ def read_table(spark: SparkSession, path: str, version: int | None = None) -> Da
     return reader.load(path)
 
 
+def _latest_commit(spark: SparkSession, path: str):
+    return DeltaTable.forPath(spark, path).history(1).collect()[0]
+
+
 def latest_version(spark: SparkSession, path: str) -> int:
-    return DeltaTable.forPath(spark, path).history(1).collect()[0]["version"]
+    return _latest_commit(spark, path)["version"]
 
 
 def table_description(spark: SparkSession, path: str) -> str | None:
     """The ``description`` :func:`write_table` gave the table's latest version (Delta's ``userMetadata``)."""
-    return DeltaTable.forPath(spark, path).history(1).collect()[0]["userMetadata"]
+    return _latest_commit(spark, path)["userMetadata"]
 
 
 def write_table(
