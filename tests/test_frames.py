@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kgbrink.frames import with_positions
+import pytest
+from kgbrink.frames import distinct_packed, with_positions
 from kgbrink.session import session_setting
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -34,3 +35,28 @@ def test_positions_are_ranks_whatever_the_partitioning(spark, keys, partitions, 
         got = {r["key"]: r["position"] for r in with_positions(frame, [F.xxhash64("key"), "key"], "position").collect()}
     hashes = {r["key"]: r["h"] for r in spark.createDataFrame([(k,) for k in keys], "key int").select("key", F.xxhash64("key").alias("h")).collect()}
     assert got == {k: i for i, k in enumerate(sorted(keys, key=lambda k: (hashes[k], k)))}
+
+
+def test_distinct_packed_drops_repeats_packed_or_not(spark):
+    frame = spark.createDataFrame([(1, 5, 3), (1, 5, 3), (0, 5, 3), (1, 4, 3), (1, 5, 2)], "a int, b int, c int")
+    expected = [(1, 5, 3), (0, 5, 3), (1, 4, 3), (1, 5, 2)]
+    assertDataFrameEqual(distinct_packed(frame, {"a": 1, "b": 3, "c": 2}, 4), expected)  # 6 bits: one long
+    assertDataFrameEqual(distinct_packed(frame, {"a": 1, "b": 31, "c": 32}, 4), expected)  # 64 bits: as columns
+    # a value wider than its width (or negative) fails instead of colliding with another row
+    with pytest.raises(Exception, match=r"internal: column b = 5 does not fit 2 bits"):
+        distinct_packed(frame, {"a": 1, "b": 2, "c": 2}, 4).collect()
+    with pytest.raises(Exception, match=r"internal: column a = -1 does not fit 1 bits"):
+        distinct_packed(spark.createDataFrame([(-1, 0, 0)], "a int, b int, c int"), {"a": 1, "b": 1, "c": 1}, 2).collect()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2**20 - 1), st.integers(0, 7)), max_size=80),
+    partitions=st.integers(1, 5),
+    wide=st.booleans(),
+)
+def test_distinct_packed_is_the_set_of_rows(spark, rows, partitions, wide):
+    frame = spark.createDataFrame(rows + rows[: len(rows) // 2], "a int, b int, c int").repartition(3)
+    bits = {"a": 2, "b": 40 if wide else 20, "c": 30 if wide else 3}
+    got = sorted(tuple(r) for r in distinct_packed(frame, bits, partitions).collect())
+    assert got == sorted(set(rows))

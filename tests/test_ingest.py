@@ -150,11 +150,15 @@ def test_encode_triples_collapses_only_repeats_and_fails_on_a_code_without_id(sp
     )
     entities = spark.createDataFrame([(0, 2), (1, 1)], "id int, code long")
     relations = spark.createDataFrame([(0, 8), (1, 7)], "id int, code long")
-    assertDataFrameEqual(T.encode_triples(good, entities, relations, broadcast), [(1, 1, 0, "train"), (1, 1, 0, "test"), (0, 0, 1, "train")])
+    encode = lambda ents, rels: T.encode_triples(good, ents, rels, broadcast, ["train", "valid", "test"], (2, 2), 3)
+    assertDataFrameEqual(encode(entities, relations), [(1, 1, 0, "train"), (1, 1, 0, "test"), (0, 0, 1, "train")])
     with pytest.raises(Exception, match=r"internal: field [ht] \(key code 2\) has no id in the entities dictionary"):
-        T.encode_triples(good, entities.filter("code != 2"), relations, broadcast).collect()
+        encode(entities.filter("code != 2"), relations).collect()
     with pytest.raises(Exception, match=r"internal: field r \(key code 8\) has no id in the relations dictionary"):
-        T.encode_triples(good, entities, relations.filter("code != 8"), broadcast).collect()
+        encode(entities, relations.filter("code != 8")).collect()
+    # an id beyond the sizes the job passed would corrupt the packed key: it fails instead
+    with pytest.raises(Exception, match=r"internal: column h = 2 does not fit 1 bits"):
+        T.encode_triples(good, entities.withColumn("id", F.col("id") + 1), relations, broadcast, ["train", "test"], (2, 2), 3).collect()
 
 
 def test_prefixed_integer_codec_round_trips(spark):

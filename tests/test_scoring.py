@@ -103,7 +103,7 @@ def test_target_degrees_and_their_deltas_by_hand(spark, broadcast):
 
     # train: (0 r0 1), (0 r0 2), (1 r1 2); 2|T| = 6; d(0) = 2, d(1) = 2, d(2) = 2; entity 3 has no statistics
     triples = spark.createDataFrame([(0, 0, 1), (0, 0, 2), (1, 1, 2)], "h int, r int, t int")
-    counts = stats.entity_relation_counts(triples)
+    counts = stats.entity_relation_counts(triples, 4)
     entities = stats.entity_popularity(counts)
     pairs = stats.entity_relation_popularity(counts, entities)
     ranks = spark.createDataFrame(

@@ -27,7 +27,7 @@ def hand_triples(spark):
 
 @pytest.fixture(scope="module")
 def hand_counts(hand_triples):
-    return S.entity_relation_counts(hand_triples).cache()
+    return S.entity_relation_counts(hand_triples, 3).cache()
 
 
 def test_entity_popularity_by_hand(hand_counts):
@@ -56,9 +56,16 @@ def test_entity_relation_popularity_by_hand(hand_counts, broadcast):
 
 def test_entity_popularity_reuses_the_counts_partitioning(hand_triples):
     # The occurrences are shuffled once, by entity; the roll-up to entities adds no shuffle by entity.
-    plan = S.entity_popularity(S.entity_relation_counts(hand_triples))._jdf.queryExecution().executedPlan().toString()
-    added = [line for line in plan.splitlines() if "Exchange hashpartitioning" in line and "REPARTITION_BY_COL" not in line]
+    plan = S.entity_popularity(S.entity_relation_counts(hand_triples, 3))._jdf.queryExecution().executedPlan().toString()
+    added = [line for line in plan.splitlines() if "Exchange hashpartitioning" in line and "REPARTITION_BY_NUM" not in line]
     assert "Exchange hashpartitioning(entity" in plan and not added, plan
+
+
+def test_count_partitions_grow_with_the_occurrences():
+    assert S.count_partitions(20_000_000, 8) == 32  # 40M occurrences / 1.25M per task
+    assert S.count_partitions(20_000_001, 8) == 33
+    assert S.count_partitions(1_000, 8) == 8  # never fewer than the session's shuffle partitions
+    assert S.count_partitions(20_000_000, 200) == 200
 
 
 def test_relation_statistics_by_hand(hand_counts):
@@ -77,7 +84,7 @@ triple_lists = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2), st.integ
 @given(triples=triple_lists)
 def test_popularity_invariants(spark, triples):
     frame = spark.createDataFrame(triples, "h int, r int, t int")
-    counts = S.entity_relation_counts(frame).cache()
+    counts = S.entity_relation_counts(frame, 5).cache()
     entities = S.entity_popularity(counts).toPandas()
     pairs = S.entity_relation_popularity(counts, S.entity_popularity(counts)).toPandas()
     relations = S.relation_statistics(counts).toPandas()

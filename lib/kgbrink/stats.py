@@ -29,15 +29,27 @@ def _occurrences(triples: DataFrame) -> DataFrame:
     return as_head.unionByName(as_tail)
 
 
-def entity_relation_counts(triples: DataFrame) -> DataFrame:
+# Occurrences per aggregation task of entity_relation_counts: 32 tasks for the 40M occurrences of the
+# 20M-triple KG, whose hash tables (about 0.7M pairs each) are 9% faster to fill than 8 tasks' (BENCHMARKS.md).
+OCCURRENCES_PER_COUNT_TASK = 1_250_000
+
+
+def count_partitions(triples: int, shuffle_partitions: int) -> int:
+    """Tasks for :func:`entity_relation_counts` over ``triples`` triples: at least the session's shuffle
+    partitions, more when the 2|T| occurrences exceed ``OCCURRENCES_PER_COUNT_TASK`` per task."""
+    return max(shuffle_partitions, -(-2 * triples // OCCURRENCES_PER_COUNT_TASK))
+
+
+def entity_relation_counts(triples: DataFrame, partitions: int) -> DataFrame:
     """``entity, relation, out_degree, in_degree, self_loops`` from ``triples(h, r, t)``: the one
     aggregation over the 2|T| occurrences; every other table is derived from it.
 
-    The occurrences are shuffled once, by entity alone, and aggregated within their partition: the result
-    is hash-partitioned by entity, so :func:`entity_popularity` rolls it up without another shuffle. (A
-    map-side partial aggregation would barely help: 40M occurrences make 23M pairs on the 20M-triple KG.)
-    The price is that a hub's occurrences all go to one task: 1.1M rows for the top class at 20M triples."""
-    return _occurrences(triples).repartition("entity").groupBy("entity", "relation").agg(
+    The occurrences are shuffled once, by entity alone, into ``partitions`` tasks and aggregated within
+    their partition: the result is hash-partitioned by entity, so :func:`entity_popularity` rolls it up
+    without another shuffle. (A map-side partial aggregation would barely help: 40M occurrences make 23M
+    pairs on the 20M-triple KG.) The price is that a hub's occurrences all go to one task: 1.1M rows for
+    the top class at 20M triples."""
+    return _occurrences(triples).repartition(partitions, "entity").groupBy("entity", "relation").agg(
         F.sum("o").cast("long").alias("out_degree"), F.sum("i").cast("long").alias("in_degree"), F.sum("l").cast("long").alias("self_loops")
     )
 

@@ -329,7 +329,12 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
         new_keys = {name: summary.outputs[name].rows - (previous_rows[name] or 0) for name in ("entities", "relations")}
 
     with summary.timed("encode_and_write_triples"):
-        triples = T.encode_triples(good, dictionaries["entities"], dictionaries["relations"], broadcast)
+        sizes = (summary.outputs["entities"].rows, summary.outputs["relations"].rows)
+        shuffle_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        partitions = max(shuffle_partitions, -(-sum(tally["ok"].values()) // T.ROWS_PER_DEDUPLICATION_TASK))
+        triples = T.encode_triples(good, dictionaries["entities"], dictionaries["relations"], broadcast, triple_splits, sizes, partitions)
+        # The small de-duplication tasks' output is written by as many tasks as any other shuffle makes.
+        triples = triples.coalesce(shuffle_partitions)
         summary.outputs["triples"] = write_table(triples, paths["triples"], partition_by=["split"], description=f"ingest {opts.format}")
 
     with summary.timed("verify_counts"):
