@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 import pytest
-from kgbrink.frames import distinct_packed, with_positions
+from kgbrink.frames import distinct_packed, tasks_for, with_positions
 from kgbrink.session import session_setting
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -60,3 +60,10 @@ def test_distinct_packed_is_the_set_of_rows(spark, rows, partitions, wide):
     bits = {"a": 2, "b": 40 if wide else 20, "c": 30 if wide else 3}
     got = sorted(tuple(r) for r in distinct_packed(frame, bits, partitions).collect())
     assert got == sorted(set(rows))
+
+
+def test_tasks_for_rows():
+    assert tasks_for(20_000_000, 200_000, 8) == 100
+    assert tasks_for(20_000_001, 200_000, 8) == 101  # a partial task counts
+    assert tasks_for(1_000, 200_000, 8) == 8  # never fewer than the session's shuffle partitions
+    assert tasks_for(20_000_000, 625_000, 200) == 200

@@ -61,13 +61,6 @@ def test_entity_popularity_reuses_the_counts_partitioning(hand_triples):
     assert "Exchange hashpartitioning(entity" in plan and not added, plan
 
 
-def test_count_partitions_grow_with_the_occurrences():
-    assert S.count_partitions(20_000_000, 8) == 32  # 40M occurrences / 1.25M per task
-    assert S.count_partitions(20_000_001, 8) == 33
-    assert S.count_partitions(1_000, 8) == 8  # never fewer than the session's shuffle partitions
-    assert S.count_partitions(20_000_000, 200) == 200
-
-
 def test_relation_statistics_by_hand(hand_counts):
     # r0: facts 3, subjects {0, 3}, objects {0, 1, 2};  r1: facts 2, subjects {1, 2}, objects {2}
     assertDataFrameEqual(S.relation_statistics(hand_counts), [(0, 3, 2, 3, 2 / 3, 1.0), (1, 2, 2, 1, 1.0, 0.5)])

@@ -31,6 +31,12 @@ def with_positions(frame: DataFrame, order: list[str | Column], column: str, sta
     return numbered.select(*frame.columns, (before + within).alias(column))
 
 
+def tasks_for(rows: int, rows_per_task: int, minimum: int) -> int:
+    """How many tasks give each about ``rows_per_task`` of ``rows`` rows, at least ``minimum`` (the
+    session's shuffle partitions)."""
+    return max(minimum, -(-rows // rows_per_task))
+
+
 def distinct_packed(frame: DataFrame, bits: dict[str, int], partitions: int) -> DataFrame:
     """The distinct rows of ``frame``, whose columns are the non-negative ints named in ``bits`` (column ->
     bits it needs). When the widths add up to at most 63 the rows travel as one packed long (the first

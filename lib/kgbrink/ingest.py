@@ -308,13 +308,22 @@ def quarantine_rows(parsed: DataFrame, offsets: DataFrame) -> DataFrame:
     )
 
 
-def assign_ids(codes: DataFrame, existing: DataFrame | None) -> DataFrame:
+# Triples per task when the triples or their entity codes are de-duplicated: 100 tasks at 20M triples,
+# whose hash tables stay cache-sized (64-200 tasks measured alike; 8 and 400 slower; BENCHMARKS.md).
+TRIPLES_PER_DEDUPLICATION_TASK = 200_000
+
+
+def assign_ids(codes: DataFrame, existing: DataFrame | None, partitions: int | None = None) -> DataFrame:
     """Dictionary ``(id, code)`` covering ``existing`` plus every new code of ``codes`` (column ``code``).
 
     Existing ids are kept; new codes are numbered ``max(existing id) + 1, ...`` in code order (see
-    :class:`KeyCodec`), so the result does not depend on partitioning.
+    :class:`KeyCodec`), so the result does not depend on partitioning. ``partitions``: the codes are
+    mostly distinct (entities: 40M occurrences, 4.45M keys at 20M triples), so they are hashed straight
+    into that many small tasks; Spark's map-side partial de-duplication, right for few distinct codes
+    (relations), would cost more than it saves (7 s against 12-13 s for the entities at 20M triples).
     """
-    distinct = codes.select("code").distinct()
+    code = codes.select("code")
+    distinct = (code.repartition(partitions, "code") if partitions else code).distinct()
     if existing is None:
         known = distinct.sparkSession.createDataFrame([], f"id int, code {codes.schema['code'].dataType.simpleString()}")
     else:
@@ -328,19 +337,21 @@ def assign_ids(codes: DataFrame, existing: DataFrame | None) -> DataFrame:
 
 
 def with_labels(dictionary: DataFrame, codec: KeyCodec, labels: DataFrame | None, previous: DataFrame | None) -> DataFrame:
-    """``(id, key, label)`` from ``(id, code)``: the dump's label where it gives one (``labels``:
-    ``code, label``), else the previous one (``previous``: ``code, label``), else null."""
+    """``(id, key, label, label_lines)`` from ``(id, code)``: the dump's label where it gives one
+    (``labels``: ``code, label, lines`` from :func:`alias_labels`), else the previous one (``previous``:
+    ``code, label``), else null. ``label_lines`` is the number of the dump's label lines of the key (0
+    without), so the job counts the alias lines no key uses without another join."""
     out = dictionary
     for frame, name in ((previous, "_old"), (labels, "_new")):
         if frame is not None and "label" in frame.columns:
-            out = out.join(frame.select("code", F.col("label").alias(name)), "code", "left")
+            lines = [F.col("lines").alias("_lines")] if name == "_new" else []
+            out = out.join(frame.select("code", F.col("label").alias(name), *lines), "code", "left")
         else:
             out = out.withColumn(name, F.lit(None).cast("string"))
-    return out.select("id", codec.key(F.col("code")).alias("key"), F.coalesce("_new", "_old").alias("label"))
+    used = F.coalesce(F.col("_lines"), F.lit(0)).cast("long") if "_lines" in out.columns else F.lit(0).cast("long")
+    return out.select("id", codec.key(F.col("code")).alias("key"), F.coalesce("_new", "_old").alias("label"), used.alias("label_lines"))
 
 
-# Rows per task when triples are de-duplicated: small enough for a cache-sized hash table per task.
-ROWS_PER_DEDUPLICATION_TASK = 200_000
 
 
 def encode_triples(good: DataFrame, entities: DataFrame, relations: DataFrame, broadcast: bool, splits: list[str], sizes: tuple[int, int], partitions: int) -> DataFrame:

@@ -29,15 +29,9 @@ def _occurrences(triples: DataFrame) -> DataFrame:
     return as_head.unionByName(as_tail)
 
 
-# Occurrences per aggregation task of entity_relation_counts: 32 tasks for the 40M occurrences of the
-# 20M-triple KG, whose hash tables (about 0.7M pairs each) are 9% faster to fill than 8 tasks' (BENCHMARKS.md).
-OCCURRENCES_PER_COUNT_TASK = 1_250_000
-
-
-def count_partitions(triples: int, shuffle_partitions: int) -> int:
-    """Tasks for :func:`entity_relation_counts` over ``triples`` triples: at least the session's shuffle
-    partitions, more when the 2|T| occurrences exceed ``OCCURRENCES_PER_COUNT_TASK`` per task."""
-    return max(shuffle_partitions, -(-2 * triples // OCCURRENCES_PER_COUNT_TASK))
+# Triples per aggregation task of entity_relation_counts: 32 tasks for the 20M-triple KG, whose hash
+# tables (about 0.7M pairs each) fill 9% faster than 8 tasks' (BENCHMARKS.md).
+TRIPLES_PER_COUNT_TASK = 625_000
 
 
 def entity_relation_counts(triples: DataFrame, partitions: int) -> DataFrame:

@@ -13,11 +13,12 @@ from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from kgbrink import ingest as T
 from kgbrink.config import Config
+from kgbrink.frames import tasks_for
 from kgbrink.sources import (
     IngestInputs,
     InputError,
@@ -299,6 +300,9 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
     good = triples_state.filter(F.col("status") == T.OK)
     broadcast = bool(config.get("ingest.broadcast_dictionaries"))
     previous_rows = {name: frame.count() if frame is not None else None for name, frame in previous.items()}
+    shuffle_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    # tasks for the two de-duplications of nearly distinct rows: the entity codes and the encoded triples
+    partitions = tasks_for(sum(tally["ok"].values()), T.TRIPLES_PER_DEDUPLICATION_TASK, shuffle_partitions)
     with summary.timed("dictionaries"):
         dictionaries = {}
         duplicate_alias_lines, unused_alias_lines = {}, {}
@@ -309,29 +313,28 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
             codes = good.select(F.col(f"{roles[0]}_code").alias("code"))
             for role in roles[1:]:
                 codes = codes.unionByName(good.select(F.col(f"{role}_code").alias("code")))
-            ids = T.assign_ids(codes, _with_codes(seed if seed is not None else previous[name], codec))
+            ids = T.assign_ids(codes, _with_codes(seed if seed is not None else previous[name], codec), partitions if name == "entities" else None)
             label_lines = nt_labels if (name == "entities" and nt_labels is not None) else alias_state.get(name)
             labels = None
             if label_lines is not None:
                 labels = T.alias_labels(label_lines, "code").persist(StorageLevel.MEMORY_AND_DISK)
-                # alias lines that label no key: repeats of a labelled key, and keys without an id (in no triple)
-                has_id = ids.select("code", F.lit(True).alias("_has_id"))
-                usage = labels.join(F.broadcast(has_id) if broadcast else has_id, "code", "left").agg(
-                    F.sum(F.col("lines") - 1).alias("repeats"), F.sum(F.when(F.col("_has_id").isNull(), F.col("lines"))).alias("without_id")
-                ).collect()[0]
-                duplicate_alias_lines[name], unused_alias_lines[name] = usage["repeats"] or 0, usage["without_id"] or 0
+                given = labels.agg(F.count(F.lit(1)).alias("keys"), F.sum("lines").alias("lines")).collect()[0]
+            # the label lines of keys that get an id, counted while the table is written
+            used = Observation(f"{name}_label_lines")
             table = T.with_labels(ids, codec, labels, _with_codes(previous[name], codec))
+            table = table.observe(used, F.sum("label_lines").alias("lines")).drop("label_lines")
             summary.outputs[name] = write_table(table, paths[name], description=f"ingest {opts.format}")
             if labels is not None:
                 labels.unpersist()
+                # alias lines that label no key: repeats of a labelled key, and the lines of keys without an id (in no triple)
+                duplicate_alias_lines[name] = (given["lines"] or 0) - given["keys"]
+                unused_alias_lines[name] = (given["lines"] or 0) - (used.get["lines"] or 0)
             written = read_table(spark, paths[name], version=summary.outputs[name].version)
             dictionaries[name] = written.select("id", codec.code(F.col("key")).alias("code"))
         new_keys = {name: summary.outputs[name].rows - (previous_rows[name] or 0) for name in ("entities", "relations")}
 
     with summary.timed("encode_and_write_triples"):
         sizes = (summary.outputs["entities"].rows, summary.outputs["relations"].rows)
-        shuffle_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-        partitions = max(shuffle_partitions, -(-sum(tally["ok"].values()) // T.ROWS_PER_DEDUPLICATION_TASK))
         triples = T.encode_triples(good, dictionaries["entities"], dictionaries["relations"], broadcast, triple_splits, sizes, partitions)
         # The small de-duplication tasks' output is written by as many tasks as any other shuffle makes.
         triples = triples.coalesce(shuffle_partitions)

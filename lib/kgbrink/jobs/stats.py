@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from kgbrink import stats as S
 from kgbrink.config import Config
+from kgbrink.frames import tasks_for
 from kgbrink.session import session_setting
 from kgbrink.tables import (
     TableVersion,
@@ -62,7 +63,7 @@ def run(spark: SparkSession, config: Config, dataset: str, splits: list[str] | N
     # memory at 20M triples; 20% faster than aggregating the occurrences twice). Cached without adaptive
     # re-planning, the cache keeps the counts' partitioning by entity, so entity popularity needs no shuffle.
     with session_setting(spark, "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "false"):
-        partitions = S.count_partitions(sum(rows[s] for s in splits), int(spark.conf.get("spark.sql.shuffle.partitions")))
+        partitions = tasks_for(sum(rows[s] for s in splits), S.TRIPLES_PER_COUNT_TASK, int(spark.conf.get("spark.sql.shuffle.partitions")))
         counts = S.entity_relation_counts(triples, partitions).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with summary.timed("entity_relation_counts_and_entity_popularity"):
