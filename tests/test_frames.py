@@ -43,8 +43,14 @@ def test_distinct_packed_drops_repeats_packed_or_not(spark):
     assertDataFrameEqual(distinct_packed(frame, {"a": 1, "b": 3, "c": 2}, 4), expected)  # 6 bits: one long
     assertDataFrameEqual(distinct_packed(frame, {"a": 1, "b": 31, "c": 32}, 4), expected)  # 64 bits: as columns
     # a value wider than its width (or negative) fails instead of colliding with another row
-    with pytest.raises(Exception, match=r"internal: column b = 5 does not fit 2 bits"):
+    with pytest.raises(Exception, match=r"internal: column b = [45] does not fit 2 bits"):
         distinct_packed(frame, {"a": 1, "b": 2, "c": 2}, 4).collect()
+    with pytest.raises(Exception, match=r"internal: column c = null does not fit 2 bits"):
+        distinct_packed(spark.createDataFrame([(0, 0, None)], "a int, b int, c int"), {"a": 1, "b": 2, "c": 2}, 2).collect()
+    # exactly 63 bits: the first column reaches the highest bit below the sign bit
+    top = 2**31 - 1
+    edge = spark.createDataFrame([(1, top, top), (0, 0, 0), (1, top, top), (1, 0, top)], "a int, b int, c int")
+    assertDataFrameEqual(distinct_packed(edge, {"a": 1, "b": 31, "c": 31}, 3), [(1, top, top), (0, 0, 0), (1, 0, top)])
     with pytest.raises(Exception, match=r"internal: column a = -1 does not fit 1 bits"):
         distinct_packed(spark.createDataFrame([(-1, 0, 0)], "a int, b int, c int"), {"a": 1, "b": 1, "c": 1}, 2).collect()
 

@@ -157,7 +157,7 @@ def test_encode_triples_collapses_only_repeats_and_fails_on_a_code_without_id(sp
     with pytest.raises(Exception, match=r"internal: field r \(key code 8\) has no id in the relations dictionary"):
         encode(entities, relations.filter("code != 8")).collect()
     # an id beyond the sizes the job passed would corrupt the packed key: it fails instead
-    with pytest.raises(Exception, match=r"internal: column h = 2 does not fit 1 bits"):
+    with pytest.raises(Exception, match=r"internal: column [ht] = 2 does not fit 1 bits"):
         T.encode_triples(good, entities.withColumn("id", F.col("id") + 1), relations, broadcast, ["train", "test"], (2, 2), 3).collect()
 
 

@@ -43,7 +43,7 @@ def distinct_packed(frame: DataFrame, bits: dict[str, int], partitions: int) -> 
     column in the highest bits): one 8-byte key to hash, shuffle and compare instead of a row of columns.
     Otherwise the columns travel as they are. ``partitions`` hash partitions keep every task's hash table
     small: cache-sized tables beat Spark's default map-side partial aggregation, which cannot shrink rows
-    that are nearly all distinct. A value that does not fit its width fails the query."""
+    that are nearly all distinct. A value that does not fit its width (or is null) fails the query."""
     names = list(bits)
     if sum(bits.values()) > 63:
         return frame.select(*names).repartition(partitions, *names).distinct()
@@ -53,7 +53,7 @@ def distinct_packed(frame: DataFrame, bits: dict[str, int], partitions: int) -> 
     key = F.lit(0).cast("long")
     for name in names:
         value = F.col(name).cast("long")
-        too_wide = (value < 0) | (value >= F.lit(1 << bits[name]))
+        too_wide = value.isNull() | (value < 0) | (value >= F.lit(1 << bits[name]))
         fail = F.raise_error(F.format_string(f"internal: column {name} = %s does not fit {bits[name]} bits", F.col(name)))
         key = key.bitwiseOR(F.shiftleft(F.when(too_wide, fail).otherwise(value), shifts[name]))
     keys = frame.select(key.alias("_packed")).repartition(partitions, "_packed").distinct()
