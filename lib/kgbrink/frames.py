@@ -37,16 +37,23 @@ def tasks_for(rows: int, rows_per_task: int, minimum: int) -> int:
     return max(minimum, -(-rows // rows_per_task))
 
 
+def distinct_in_tasks(frame: DataFrame, partitions: int) -> DataFrame:
+    """The distinct rows of ``frame``, hashed into ``partitions`` tasks first. For rows that are nearly all
+    distinct this beats Spark's default plan: its map-side partial aggregation cannot shrink them, and each
+    task's hash table stays cache-sized (40M entity codes -> 4.45M at 20M triples: 7 s against 12-13 s).
+    Rows with few distinct values want the default plan instead."""
+    return frame.repartition(partitions, *frame.columns).distinct()
+
+
 def distinct_packed(frame: DataFrame, bits: dict[str, int], partitions: int) -> DataFrame:
     """The distinct rows of ``frame``, whose columns are the non-negative ints named in ``bits`` (column ->
     bits it needs). When the widths add up to at most 63 the rows travel as one packed long (the first
     column in the highest bits): one 8-byte key to hash, shuffle and compare instead of a row of columns.
-    Otherwise the columns travel as they are. ``partitions`` hash partitions keep every task's hash table
-    small: cache-sized tables beat Spark's default map-side partial aggregation, which cannot shrink rows
-    that are nearly all distinct. A value that does not fit its width (or is null) fails the query."""
+    Otherwise the columns travel as they are. Either way they are de-duplicated in ``partitions`` tasks
+    (:func:`distinct_in_tasks`). A value that does not fit its width (or is null) fails the query."""
     names = list(bits)
     if sum(bits.values()) > 63:
-        return frame.select(*names).repartition(partitions, *names).distinct()
+        return distinct_in_tasks(frame.select(*names), partitions)
     shifts, offset = {}, 0
     for name in reversed(names):
         shifts[name], offset = offset, offset + bits[name]
@@ -56,5 +63,5 @@ def distinct_packed(frame: DataFrame, bits: dict[str, int], partitions: int) -> 
         too_wide = value.isNull() | (value < 0) | (value >= F.lit(1 << bits[name]))
         fail = F.raise_error(F.format_string(f"internal: column {name} = %s does not fit {bits[name]} bits", F.col(name)))
         key = key.bitwiseOR(F.shiftleft(F.when(too_wide, fail).otherwise(value), shifts[name]))
-    keys = frame.select(key.alias("_packed")).repartition(partitions, "_packed").distinct()
+    keys = distinct_in_tasks(frame.select(key.alias("_packed")), partitions)
     return keys.select(*(F.shiftright(F.col("_packed"), shifts[n]).bitwiseAND(F.lit((1 << bits[n]) - 1)).cast("int").alias(n) for n in names))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kgbrink.frames import distinct_packed, with_positions
+from kgbrink.frames import distinct_in_tasks, distinct_packed, with_positions
 
 OK = "ok"
 SKIPPED = "skipped"
@@ -318,12 +318,11 @@ def assign_ids(codes: DataFrame, existing: DataFrame | None, partitions: int | N
 
     Existing ids are kept; new codes are numbered ``max(existing id) + 1, ...`` in code order (see
     :class:`KeyCodec`), so the result does not depend on partitioning. ``partitions``: the codes are
-    mostly distinct (entities: 40M occurrences, 4.45M keys at 20M triples), so they are hashed straight
-    into that many small tasks; Spark's map-side partial de-duplication, right for few distinct codes
-    (relations), would cost more than it saves (7 s against 12-13 s for the entities at 20M triples).
+    mostly distinct (entities), so they are de-duplicated in that many tasks (:func:`distinct_in_tasks`);
+    None keeps Spark's map-side partial de-duplication, right for few distinct codes (relations).
     """
     code = codes.select("code")
-    distinct = (code.repartition(partitions, "code") if partitions else code).distinct()
+    distinct = distinct_in_tasks(code, partitions) if partitions else code.distinct()
     if existing is None:
         known = distinct.sparkSession.createDataFrame([], f"id int, code {codes.schema['code'].dataType.simpleString()}")
     else:
@@ -350,8 +349,6 @@ def with_labels(dictionary: DataFrame, codec: KeyCodec, labels: DataFrame | None
             out = out.withColumn(name, F.lit(None).cast("string"))
     used = F.coalesce(F.col("_lines"), F.lit(0)).cast("long") if "_lines" in out.columns else F.lit(0).cast("long")
     return out.select("id", codec.key(F.col("code")).alias("key"), F.coalesce("_new", "_old").alias("label"), used.alias("label_lines"))
-
-
 
 
 def encode_triples(good: DataFrame, entities: DataFrame, relations: DataFrame, broadcast: bool, splits: list[str], sizes: tuple[int, int], partitions: int) -> DataFrame:

@@ -306,14 +306,15 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
     with summary.timed("dictionaries"):
         dictionaries = {}
         duplicate_alias_lines, unused_alias_lines = {}, {}
-        for name, roles, seed, codec in (
-            ("entities", ("h", "t"), ids_seed[0] if ids_seed else None, fmt.entity_codec),
-            ("relations", ("r",), ids_seed[1] if ids_seed else None, fmt.relation_codec),
+        # entity codes are nearly distinct (de-duplicated in small tasks); relation codes are few
+        for name, roles, seed, codec, dedup_tasks in (
+            ("entities", ("h", "t"), ids_seed[0] if ids_seed else None, fmt.entity_codec, partitions),
+            ("relations", ("r",), ids_seed[1] if ids_seed else None, fmt.relation_codec, None),
         ):
             codes = good.select(F.col(f"{roles[0]}_code").alias("code"))
             for role in roles[1:]:
                 codes = codes.unionByName(good.select(F.col(f"{role}_code").alias("code")))
-            ids = T.assign_ids(codes, _with_codes(seed if seed is not None else previous[name], codec), partitions if name == "entities" else None)
+            ids = T.assign_ids(codes, _with_codes(seed if seed is not None else previous[name], codec), dedup_tasks)
             label_lines = nt_labels if (name == "entities" and nt_labels is not None) else alias_state.get(name)
             labels = None
             if label_lines is not None:
