@@ -1,4 +1,4 @@
-"""Benchmark: the score job's Parquet footer check (`kgbrink.rankfiles.parquet_facts`) beside pyarrow.
+"""Benchmark: the score job's Parquet footer check (`kgbrink.probe.rankfiles.parquet_facts`) beside pyarrow.
 
 Writes ``--files`` small rank files (1,000 rows each, seeded content) under benchmarks/out/footers/, then in
 one warm SparkSession times, ``--repeat`` times each: kgbrink on the ``file:`` URIs the job lists (read by
@@ -38,9 +38,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    from kgbrink import rankfiles
-    from kgbrink.config import load_config
-    from kgbrink.session import spark_session
+    from kgbrink.probe import rankfiles
+    from kgbrink.core.settings import load_config
+    from kgbrink.core.session import spark_session
 
     OUT.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(5)

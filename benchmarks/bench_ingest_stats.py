@@ -25,9 +25,9 @@ sys.path.insert(0, str(HERE))
 
 import duckdb_peer
 from harness import jvm_peak_rss_mb, machine, process_peak_rss_mb
-from kgbrink.config import load_config
+from kgbrink.core.settings import load_config
 from kgbrink.jobs import ingest, stats, synth
-from kgbrink.session import spark_session
+from kgbrink.core.session import spark_session
 
 
 def main() -> None:

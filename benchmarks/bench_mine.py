@@ -37,7 +37,7 @@ sys.path.insert(0, str(PROJECT / "lib"))
 sys.path.insert(0, str(HERE))
 
 from harness import load, measure
-from kgbrink.rules import parse_rule, read_amie_tsv
+from kgbrink.rules.model import parse_rule, read_amie_tsv
 
 DATA = HERE / "out" / "score"
 OUT = HERE / "out" / "mine"
@@ -83,9 +83,9 @@ def planted_check(rules_tsv: Path, manifest: dict) -> list[dict]:
 def duckdb_worker(dataset: Path, out: Path, threads: int) -> None:
     """Run the DuckDB peer in this process (called as a subprocess so its peak RSS is its own)."""
     from duckdb_mine_peer import mine_dataset
-    from kgbrink.config import load_config
+    from kgbrink.core.settings import load_config
     from kgbrink.jobs.mine import mining_params
-    from kgbrink.rules import write_amie_tsv
+    from kgbrink.rules.model import write_amie_tsv
 
     params = mining_params(load_config(PROJECT / "conf" / "local.yaml"))
     started = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Benchmark: `kgbrink.ranking.filtered_ranks` against the same computation in DuckDB, side by side.
+"""Benchmark: `kgbrink.probe.ranking.filtered_ranks` against the same computation in DuckDB, side by side.
 
 Generates (seeded, numpy + pyarrow, chunked: memory stays bounded, one Parquet file per chunk)
   * ``scores/``: ``--rows`` candidate-score rows ``model, run, h, r, t, side, candidate, score``. Test
@@ -217,7 +217,7 @@ def duckdb_ranks(con, data: Path, out: Path, check_duplicates: bool) -> float:
 
 def spark_ranks(spark, data: Path, out: Path, check_duplicates: bool, broadcast_queries: bool) -> float:
     """kgbrink: outcomes once (persisted: one row per query), then ranks and quarantine as Parquet; seconds."""
-    from kgbrink.ranking import query_outcomes, split_outcomes
+    from kgbrink.probe.ranking import query_outcomes, split_outcomes
     from pyspark import StorageLevel
 
     start = time.perf_counter()
@@ -251,8 +251,8 @@ def compare(con, spark_out: Path, duck_out: Path) -> dict:
 
 def worker_spark(task: dict) -> dict:
     """kgbrink's side, in its own process: session start-up, then each variant timed."""
-    from kgbrink.config import load_config
-    from kgbrink.session import spark_session
+    from kgbrink.core.settings import load_config
+    from kgbrink.core.session import spark_session
 
     t0 = time.perf_counter()
     spark = spark_session(load_config(task["conf"], task["overrides"]))

@@ -83,8 +83,8 @@ def timed(fn):
 
 # ------------------------------------------------------------------------------------- spark worker
 def _spark(task: dict):
-    from kgbrink.config import load_config
-    from kgbrink.session import spark_session
+    from kgbrink.core.settings import load_config
+    from kgbrink.core.session import spark_session
 
     config = load_config(task["conf"], task["overrides"])
     start = time.perf_counter()
@@ -95,7 +95,7 @@ def _spark(task: dict):
 def worker_prepare(task: dict) -> dict:
     """Dataset (made when missing), the statistics as Parquet, the triples' files and the entity count."""
     from kgbrink.jobs import ingest, stats, synth
-    from kgbrink.tables import latest_version, read_table
+    from kgbrink.core.delta import latest_version, read_table
 
     config, spark, startup = _spark(task)
     kg, ds, made = Path(task["kg"]), Path(task["dataset"]), {}
@@ -141,7 +141,7 @@ def _results(summary) -> dict:
 
 def worker_spark(task: dict) -> dict:
     from kgbrink.jobs import score
-    from kgbrink.scoring import MetricSpec
+    from kgbrink.probe.scoring import MetricSpec
 
     config, spark, startup = _spark(task)
     cores = spark.sparkContext.defaultParallelism
@@ -176,8 +176,8 @@ def diagnostics(spark, ranks: str, dataset: str) -> dict:
     """Where kgbrink's time goes: the same files through parts of the job, each one Spark action
     (no validation, no Delta writes): a bare scan, the one-cell sums, the statistics join alone, the
     grid sums on joined rows."""
-    from kgbrink import scoring as S
-    from kgbrink.tables import read_table
+    from kgbrink.probe import scoring as S
+    from kgbrink.core.delta import read_table
     from pyspark.sql import functions as F
 
     def spec(d: dict):
@@ -476,7 +476,7 @@ def generate(out_dir: Path, rows: int, prep: dict, seed: int) -> dict:
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True)
     start = time.perf_counter()
-    from kgbrink.sources import reported_path
+    from kgbrink.core.files import reported_path
 
     table = pa.concat_tables([pq.ParquetFile(reported_path(f)).read(columns=["h", "r", "t"]) for f in prep["triples_files"]])
     h, r, t = (table[c].to_numpy().astype(np.int32) for c in ("h", "r", "t"))

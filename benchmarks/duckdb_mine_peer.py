@@ -1,6 +1,6 @@
 """The peer for the mining benchmark: kgbrink's mining plan, run as DuckDB SQL on the same triples.
 
-Same semantics and the same plan as :mod:`kgbrink.mining` (so the time ratio compares engines, not
+Same semantics and the same plan as :mod:`kgbrink.rules.mining` (so the time ratio compares engines, not
 algorithms): relation profile; one-atom supports and expansion sizes from (entity, relation) degrees;
 the same per-fact choice of the side to expand from (start groups by the smaller endpoint degree), in
 as many hash buckets of head facts (``mining.rows_per_batch`` expanded rows each; DuckDB's hash);
@@ -9,7 +9,7 @@ relations only; the same skip of maximal-length chain bodies whose lower bound o
 max_z d0(z) d1(z), already exceeds support / min_std_confidence (``mining.affordable_bodies``, applied
 under the same condition: edges² > max_body_paths; such rules get no body size, as in kgbrink); body and
 PCA body sizes of the other candidates (without kgbrink's ``max_body_paths`` failure); AMIE's selection
-with ``kgbrink.mining.amie_selection``.
+with ``kgbrink.rules.mining.amie_selection``.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
-from kgbrink import mining
-from kgbrink.mining import (
+from kgbrink.rules import mining
+from kgbrink.rules.mining import (
     Shape,
     X,
     Y,
@@ -31,7 +31,7 @@ from kgbrink.mining import (
     min_support_count,
     single_pattern,
 )
-from kgbrink.rules import HEAD_VARIABLES, Atom, Rule
+from kgbrink.rules.model import HEAD_VARIABLES, Atom, Rule
 
 
 def delta_files(table: Path) -> list[str]:
@@ -57,7 +57,7 @@ def _costs_sql(shape: Shape) -> dict[int, str]:
 
 
 def _start_sql(shape: Shape) -> str | None:
-    """The per-fact choice of ``kgbrink.mining.shape_supports``: the expanding head atom whose endpoint
+    """The per-fact choice of ``kgbrink.rules.mining.shape_supports``: the expanding head atom whose endpoint
     has the fewest edges in its role (ties: the first)."""
     cost = _costs_sql(shape)
     expanding = list(cost)
@@ -243,9 +243,9 @@ def main() -> None:
     import argparse
     import dataclasses
 
-    from kgbrink.config import load_config
+    from kgbrink.core.settings import load_config
     from kgbrink.jobs.mine import mining_params
-    from kgbrink.rules import write_amie_tsv
+    from kgbrink.rules.model import write_amie_tsv
 
     parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
     parser.add_argument("dataset", type=Path)

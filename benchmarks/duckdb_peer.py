@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-ENTITY, RELATION = r"Q[1-9][0-9]{0,17}", r"P[1-9][0-9]{0,17}"  # as kgbrink.ingest.WIKIDATA5M
+ENTITY, RELATION = r"Q[1-9][0-9]{0,17}", r"P[1-9][0-9]{0,17}"  # as kgbrink.kg.ingest.WIKIDATA5M
 
 
 def _lines(path: str) -> str:

@@ -27,9 +27,9 @@ sys.path.insert(0, str(PROJECT / "lib"))
 sys.path.insert(0, str(HERE))
 
 from harness import load, tree_peak_mb
-from kgbrink.config import load_config
+from kgbrink.core.settings import load_config
 from kgbrink.jobs import ingest, mine
-from kgbrink.session import spark_session
+from kgbrink.core.session import spark_session
 
 FIXTURES = PROJECT / "tests" / "fixtures" / "rules"
 RESULTS = HERE / "results" / "mine_reference.json"

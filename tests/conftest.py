@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kgbrink.config import Config, load_config
+from kgbrink.core.settings import Config, load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def config(work_dir: Path) -> Config:
 
 @pytest.fixture(scope="session")
 def spark(config: Config):
-    from kgbrink.session import spark_session
+    from kgbrink.core.session import spark_session
 
     session = spark_session(config)
     yield session

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from kgbrink.config import ConfigError, load_config, resolve_location
+from kgbrink.core.settings import ConfigError, load_config, resolve_location
 
 from tests.conftest import PROJECT_ROOT
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 import pytest
-from kgbrink.frames import distinct_packed, tasks_for, with_positions
-from kgbrink.session import session_setting
+from kgbrink.core.frames import distinct_packed, tasks_for, with_positions
+from kgbrink.core.session import session_setting
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
-from kgbrink import ingest as T
+from kgbrink.kg import ingest as T
 from kgbrink.cli import main
 from kgbrink.jobs import ingest as job
-from kgbrink.session import session_setting
-from kgbrink.sources import InputError, given_path, reported_path
-from kgbrink.tables import read_table
+from kgbrink.core.session import session_setting
+from kgbrink.core.files import InputError, given_path, reported_path
+from kgbrink.core.delta import read_table
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -367,7 +367,7 @@ def test_ntriples_job_keeps_edges_counts_skips_and_takes_labels(spark, config, t
 
 def test_generated_dirty_kg_is_accounted_for_exactly(spark, config, tmp_path):
     """The generator's manifest says how many malformed (by reason) and duplicate lines it planted."""
-    from kgbrink import synth
+    from kgbrink.kg import synth
 
     kg = synth.generate(8000, seed=11)
     manifest = synth.write_dataset(kg, tmp_path / "kg", malformed_fraction=0.004, duplicate_fraction=0.01)

@@ -10,9 +10,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kgbrink import grounding, mining
-from kgbrink.rules import Atom, Rule, parse_rule, read_amie_tsv
-from kgbrink.session import session_setting
+from kgbrink.rules import grounding
+from kgbrink.rules import mining
+from kgbrink.rules.model import Atom, Rule, parse_rule, read_amie_tsv
+from kgbrink.core.session import session_setting
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -237,7 +238,7 @@ def test_probe_family_rules_equal_the_regression_fixture(spark, config, probe_da
 
 def test_rules_table_and_amie_tsv_round_trip_through_the_jobs(spark, config, family, work_dir):
     from kgbrink.jobs import mine
-    from kgbrink.tables import read_table, table_path
+    from kgbrink.core.delta import read_table, table_path
 
     dataset, _, _ = family
     exported = work_dir / "exported.tsv"
@@ -254,7 +255,7 @@ def test_rules_table_and_amie_tsv_round_trip_through_the_jobs(spark, config, fam
 
 def test_import_rules_rejects_relations_the_dataset_lacks(spark, config, family, work_dir):
     from kgbrink.jobs import mine
-    from kgbrink.tracking import JobFailed
+    from kgbrink.core.tracking import JobFailed
 
     dataset, _, _ = family
     bad = work_dir / "unknown.tsv"
@@ -321,7 +322,7 @@ def test_three_atom_body_supports_in_buckets_and_start_groups_equal_naive_joins(
 @pytest.fixture(scope="module")
 def family_kg(spark, family):
     from kgbrink.jobs.mine import read_rules
-    from kgbrink.tables import read_table, table_path
+    from kgbrink.core.delta import read_table, table_path
 
     dataset, _, _ = family
     rules = read_rules(spark, table_path(dataset, "rules"))

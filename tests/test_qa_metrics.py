@@ -6,7 +6,7 @@ import json
 
 import pytest
 from kgbrink.jobs import evaluate_qa
-from kgbrink.qa_metrics import aggregate, norm, score_question, split_output
+from kgbrink.brink.qa_metrics import aggregate, norm, score_question, split_output
 
 
 def test_norm_lowercases_and_drops_pad_punctuation_articles_and_spaces():

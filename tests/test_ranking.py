@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kgbrink import ranking as R
+from kgbrink.probe import ranking as R
 from pyspark.testing import assertDataFrameEqual
 
 SCORES = "model string, run string, h int, r int, t int, side string, candidate int, score double"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import gzip
 
 import pytest
-from kgbrink.mining import MiningParams, amie_selection, body_shapes, min_support_count
-from kgbrink.rules import (
+from kgbrink.rules.mining import MiningParams, amie_selection, body_shapes, min_support_count
+from kgbrink.rules.model import (
     Atom,
     Rule,
     RuleSyntaxError,

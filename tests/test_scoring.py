@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from kgbrink import plots, probe_reference
-from kgbrink import rankfiles as RF
-from kgbrink import scoring as S
+from kgbrink.probe import plots
+from kgbrink.probe import reference as probe_reference
+from kgbrink.probe import rankfiles as RF
+from kgbrink.probe import scoring as S
 from kgbrink.cli import main
 from kgbrink.jobs import ingest, score
-from kgbrink.tables import read_table
+from kgbrink.core.delta import read_table
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -99,7 +100,7 @@ def test_probe_weights_eps_and_unseen_targets_by_hand(spark):
 
 @pytest.mark.parametrize("broadcast", [True, False])
 def test_target_degrees_and_their_deltas_by_hand(spark, broadcast):
-    from kgbrink import stats
+    from kgbrink.kg import stats
 
     # train: (0 r0 1), (0 r0 2), (1 r1 2); 2|T| = 6; d(0) = 2, d(1) = 2, d(2) = 2; entity 3 has no statistics
     triples = spark.createDataFrame([(0, 0, 1), (0, 0, 2), (1, 1, 2)], "h int, r int, t int")

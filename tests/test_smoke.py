@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from kgbrink.config import ConfigError
-from kgbrink.session import DELTA_SETTINGS, find_jars, has_jar, require_driver_class
+from kgbrink.core.settings import ConfigError
+from kgbrink.core.session import DELTA_SETTINGS, find_jars, has_jar, require_driver_class
 from pyspark.testing import assertDataFrameEqual
 
 from tests.conftest import PROJECT_ROOT
@@ -58,7 +58,7 @@ def test_spark_submit_in_client_mode_with_the_jars_as_the_readme_says(config, tm
     # spark-submit starts the driver JVM before the factory runs, so the jars go on its command line
     script = tmp_path / "job.py"
     script.write_text(
-        "import sys\nfrom kgbrink.config import load_config\nfrom kgbrink.session import spark_session\n"
+        "import sys\nfrom kgbrink.core.settings import load_config\nfrom kgbrink.core.session import spark_session\n"
         f"spark = spark_session(load_config({config.source!r}, ['spark.master=null']))\n"
         "spark.range(3).write.format('delta').save(sys.argv[1])\n"
         "print('rows', spark.read.format('delta').option('versionAsOf', 0).load(sys.argv[1]).count())\n"

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kgbrink import stats as S
+from kgbrink.kg import stats as S
 from kgbrink.jobs import stats as job
-from kgbrink.tables import read_table
+from kgbrink.core.delta import read_table
 from pyspark.testing import assertDataFrameEqual
 
 from tests.conftest import PROBE_DATASETS

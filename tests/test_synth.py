@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kgbrink import synth
+from kgbrink.kg import synth
 from kgbrink.jobs import synth as synth_job
 
 ENTITY = re.compile(r"Q[1-9][0-9]*")

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kgbrink import questions, removal
-from kgbrink.session import session_setting
+from kgbrink.brink import questions
+from kgbrink.brink import removal
+from kgbrink.core.session import session_setting
 from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
@@ -100,7 +101,7 @@ def test_maximal_selection_is_conflict_free_maximal_and_partition_independent(sp
 
 
 def test_verification_finds_each_kind_of_violation(spark):
-    from kgbrink.rules import parse_rule
+    from kgbrink.rules.model import parse_rule
 
     rule = parse_rule("?a  p  ?e  ?e  q  ?b   => ?a  s  ?b")
     atoms = removal.rule_atoms(spark, [rule], {"p": 1, "q": 2, "s": 3})
@@ -247,7 +248,7 @@ def test_family_release_files_read_back(family_build):
     assert {tuple(p["triple"]) for p in provenance} == removed
     assert all(tuple(b) in incomplete for p in provenance for b in p["body"])
     assert all("   => " in p["rule"] for p in provenance)
-    from kgbrink.rules import read_amie_tsv
+    from kgbrink.rules.model import read_amie_tsv
 
     assert len(read_amie_tsv(release / "rules.tsv")) == 145
     total = 0

@@ -15,8 +15,8 @@ import sys
 import time
 from collections.abc import Callable
 
-from kgbrink.config import Config, load_config
-from kgbrink.tracking import JobSummary, record_in_mlflow
+from kgbrink.core.settings import Config, load_config
+from kgbrink.core.tracking import JobSummary, record_in_mlflow
 
 
 def _split_item(item: str) -> tuple[str, list[str]]:
@@ -260,7 +260,7 @@ def _synth(spark, config: Config, args) -> JobSummary:
 
 def _score(spark, config: Config, args) -> JobSummary:
     from kgbrink.jobs import score
-    from kgbrink.scoring import MetricSpec
+    from kgbrink.probe.scoring import MetricSpec
 
     spec = MetricSpec(
         alphas=tuple(args.alpha or config.get("scoring.alphas")),
@@ -302,7 +302,7 @@ def _rank(spark, config: Config, args) -> JobSummary:
 def _reproduce_probe(spark, config: Config, args) -> JobSummary:
     from pathlib import Path
 
-    from kgbrink import probe_reference
+    from kgbrink.probe import reference as probe_reference
 
     out = args.out or f"{config.location('data_dir')}/reproduce-probe"
     summary = JobSummary("reproduce-probe", params={"reference": args.reference, "out": out})
@@ -422,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.conf, args.set)
         spark = None
         if needs_spark:
-            from kgbrink.session import spark_session
+            from kgbrink.core.session import spark_session
 
             start = time.perf_counter()
             spark = spark_session(config)

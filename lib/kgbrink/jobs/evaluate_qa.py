@@ -1,4 +1,4 @@
-"""``kgbrink evaluate-qa``: BRINK's QA metrics (:mod:`kgbrink.qa_metrics`) of model predictions.
+"""``kgbrink evaluate-qa``: BRINK's QA metrics (:mod:`kgbrink.brink.qa_metrics`) of model predictions.
 
 Inputs (no Spark needed):
 - questions: a question JSON Lines file of a release (``questions/<scheme>/<split>.jsonl``), or several;
@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kgbrink import qa_metrics
-from kgbrink.tracking import JobSummary
+from kgbrink.brink import qa_metrics
+from kgbrink.core.tracking import JobSummary
 
 
 class QAInputError(ValueError):

@@ -2,7 +2,7 @@
 
 Columns ``rule_id, head struct<h, r, t>, body array<struct<h, r, t>>, bindings map<variable, entity>,
 sample_hash`` (entity and relation ids of the dataset); all groundings, or ``--per-rule N`` drawn by the
-seeded hash of each grounding (:mod:`kgbrink.grounding`).
+seeded hash of each grounding (:mod:`kgbrink.rules.grounding`).
 """
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink import grounding
-from kgbrink.config import Config
+from kgbrink.rules import grounding
+from kgbrink.core.settings import Config
 from kgbrink.jobs.mine import read_rules
-from kgbrink.tables import (
+from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
     table_path,
     write_table,
 )
-from kgbrink.tracking import JobFailed, JobSummary
+from kgbrink.core.tracking import JobFailed, JobSummary
 
 
 def run(

@@ -16,10 +16,10 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink import ingest as T
-from kgbrink.config import Config
-from kgbrink.frames import tasks_for
-from kgbrink.sources import (
+from kgbrink.kg import ingest as T
+from kgbrink.core.settings import Config
+from kgbrink.core.frames import tasks_for
+from kgbrink.core.files import (
     IngestInputs,
     InputError,
     delete_if_empty,
@@ -31,7 +31,7 @@ from kgbrink.sources import (
     require_files,
     wikidata5m_inputs,
 )
-from kgbrink.tables import (
+from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
@@ -39,7 +39,7 @@ from kgbrink.tables import (
     table_path,
     write_table,
 )
-from kgbrink.tracking import JobSummary
+from kgbrink.core.tracking import JobSummary
 
 FORMATS = ("wikidata5m", "probe", "delimited", "ntriples")
 
@@ -96,7 +96,7 @@ def resolve_inputs(spark: SparkSession, opts: IngestOptions) -> IngestInputs:
 def triple_format(opts: IngestOptions) -> T.TripleFormat:
     """The line layout and key rules of ``opts.format``, with any pattern the user overrides.
 
-    Wikidata keys travel as integers (:class:`kgbrink.ingest.KeyCodec`) unless a custom pattern makes
+    Wikidata keys travel as integers (:class:`kgbrink.kg.ingest.KeyCodec`) unless a custom pattern makes
     that mapping unsafe.
     """
     base = {"wikidata5m": T.WIKIDATA5M, "ntriples": T.NTRIPLES}.get(opts.format, T.PROBE)

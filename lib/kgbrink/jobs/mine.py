@@ -1,7 +1,7 @@
 """``kgbrink mine``: Horn rules of a dataset with AMIE3's semantics into the Delta table ``<dataset>/rules``.
 
 Also ``import-rules`` (an AMIE3 TSV file into a rules table, relations checked against the dataset) and
-``export-rules`` (a rules table as AMIE3 TSV). Row schema: :data:`kgbrink.rules.RULE_TABLE_COLUMNS`.
+``export-rules`` (a rules table as AMIE3 TSV). Row schema: :data:`kgbrink.rules.model.RULE_TABLE_COLUMNS`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink import mining
-from kgbrink.config import Config
-from kgbrink.rules import (
+from kgbrink.rules import mining
+from kgbrink.core.settings import Config
+from kgbrink.rules.model import (
     RULE_TYPES,
     Rule,
     RuleSyntaxError,
@@ -23,14 +23,14 @@ from kgbrink.rules import (
     rule_row,
     write_amie_tsv,
 )
-from kgbrink.tables import (
+from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
     table_path,
     write_table,
 )
-from kgbrink.tracking import JobFailed, JobSummary
+from kgbrink.core.tracking import JobFailed, JobSummary
 
 RULES_SCHEMA = (
     "id string, rule string, head_relation string, "

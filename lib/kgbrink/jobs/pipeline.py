@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from kgbrink.config import Config
+from kgbrink.core.settings import Config
 from kgbrink.jobs import ingest, stats, synth, variant
-from kgbrink.tracking import JobSummary
+from kgbrink.core.tracking import JobSummary
 
 
 def _sample_is_current(directory: Path, config: Config) -> bool:

@@ -3,7 +3,7 @@
 Input: Parquet files with ``h, r, t, side, candidate, score`` (integer ids of the dataset; ``side`` head or
 tail) and optional ``model``, ``run`` (else ``--model`` / the file name, and ``--run`` / ``1``). The known
 triples of ``--filter-splits`` (default: every split of the dataset, as the PROBE protocol filters with
-train + valid + test) are removed from each query's candidates (:mod:`kgbrink.ranking`).
+train + valid + test) are removed from each query's candidates (:mod:`kgbrink.probe.ranking`).
 
 Ids outside the dataset's dense ranges are treated as missing: a query with such an ``h``, ``r`` or ``t``
 is quarantined as ``null_key``, one with such a candidate as ``null_candidate``. Output under ``--out``:
@@ -17,17 +17,17 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink import ranking
-from kgbrink.config import Config
-from kgbrink.rankfiles import list_rank_files, with_model_and_run
-from kgbrink.tables import (
+from kgbrink.probe import ranking
+from kgbrink.core.settings import Config
+from kgbrink.probe.rankfiles import list_rank_files, with_model_and_run
+from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
     table_path,
     write_table,
 )
-from kgbrink.tracking import JobSummary, fail_past_bad_fraction
+from kgbrink.core.tracking import JobSummary, fail_past_bad_fraction
 
 
 @dataclass

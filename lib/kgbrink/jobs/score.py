@@ -1,7 +1,7 @@
 """``kgbrink score``: PROBE and the classic rank metrics of rank files, in resumable batches.
 
 The input files are cut into batches (whole files, up to ``scoring.batch_bytes`` each, in path order).
-Each batch is one scan (:func:`kgbrink.scoring.group_sums`) giving exact integer group sums of its good
+Each batch is one scan (:func:`kgbrink.probe.scoring.group_sums`) giving exact integer group sums of its good
 rows and the count of its bad ones. When there are bad rows, they are written to ``<work>/quarantine``
 (file, line, reason; this table is also the per-reason tally); then the sums go to ``<work>/partials``
 and a row to ``<work>/batches`` marking the batch done, each with the batch id (Delta ``replaceWhere``,
@@ -12,7 +12,7 @@ again with the same arguments skips the finished batches and recomputes only the
 metrics come from the sum of all batches' partials (exact, so the result is the same whatever the
 batching) and are written to ``<work>/results`` and ``<work>/groups``.
 
-Parquet batches first read their files' footers (:func:`kgbrink.rankfiles.parquet_facts`): checks the
+Parquet batches first read their files' footers (:func:`kgbrink.probe.rankfiles.parquet_facts`): checks the
 column statistics prove can never fail are not run row by row, and a one-valued ``model``/``run`` becomes
 a constant (``scoring.parquet_statistics``).
 """
@@ -28,12 +28,12 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink import ingest as T
-from kgbrink import rankfiles as RF
-from kgbrink import scoring as S
-from kgbrink.config import Config
+from kgbrink.kg import ingest as T
+from kgbrink.probe import rankfiles as RF
+from kgbrink.probe import scoring as S
+from kgbrink.core.settings import Config
 from kgbrink.jobs import stats as stats_job
-from kgbrink.tables import (
+from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
@@ -41,7 +41,7 @@ from kgbrink.tables import (
     table_path,
     write_table,
 )
-from kgbrink.tracking import JobFailed, JobSummary, fail_past_bad_fraction
+from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 
 RESULT_SCHEMA = "model string, run string, metric string, alpha double, beta double, value double"
 QUARANTINE_SCHEMA = "batch_id string, source_file string, line_number long, line string, reason string, detail string"
@@ -202,7 +202,7 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
         summary.outputs["groups"] = write_table(spark.createDataFrame(pd.DataFrame(scores.groups)), paths["groups"], description="popularity groups (Fig. 11)")
     summary.counts["models"] = len({r["model"] for r in scores.results})
     if opts.plots_dir:
-        from kgbrink import plots
+        from kgbrink.probe import plots
 
         summary.artifacts.extend(plots.write_all(results, Path(opts.plots_dir)))
     return summary

@@ -12,11 +12,11 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink import stats as S
-from kgbrink.config import Config
-from kgbrink.frames import tasks_for
-from kgbrink.session import session_setting
-from kgbrink.tables import (
+from kgbrink.kg import stats as S
+from kgbrink.core.settings import Config
+from kgbrink.core.frames import tasks_for
+from kgbrink.core.session import session_setting
+from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
@@ -24,7 +24,7 @@ from kgbrink.tables import (
     table_path,
     write_table,
 )
-from kgbrink.tracking import JobSummary
+from kgbrink.core.tracking import JobSummary
 
 STATS_TABLES = ("entity_popularity", "entity_relation_popularity", "relation_statistics", "degree_histogram")
 

@@ -1,13 +1,13 @@
 """``kgbrink synth``: a Wikidata5m-shaped knowledge graph in the Wikidata5m file format (model in
-:mod:`kgbrink.synth`), with ``synth_manifest.json`` describing what was generated."""
+:mod:`kgbrink.kg.synth`), with ``synth_manifest.json`` describing what was generated."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kgbrink import synth
-from kgbrink.config import Config, is_uri
-from kgbrink.tracking import JobSummary
+from kgbrink.kg import synth
+from kgbrink.core.settings import Config, is_uri
+from kgbrink.core.tracking import JobSummary
 
 
 def run(

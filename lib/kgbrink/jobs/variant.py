@@ -15,12 +15,15 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink import grounding, questions, removal, report
-from kgbrink.config import Config, is_uri
+from kgbrink.rules import grounding
+from kgbrink.brink import questions
+from kgbrink.brink import removal
+from kgbrink.brink import report
+from kgbrink.core.settings import Config, is_uri
 from kgbrink.jobs.mine import read_rules
-from kgbrink.rules import RULE_TYPES, Rule, write_amie_tsv
-from kgbrink.sources import delete_path, merge_parts
-from kgbrink.tables import (
+from kgbrink.rules.model import RULE_TYPES, Rule, write_amie_tsv
+from kgbrink.core.files import delete_path, merge_parts
+from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
@@ -28,7 +31,7 @@ from kgbrink.tables import (
     table_path,
     write_table,
 )
-from kgbrink.tracking import JobFailed, JobSummary
+from kgbrink.core.tracking import JobFailed, JobSummary
 
 VARIANT_TABLES = ("rules", "groundings", "complete", "incomplete", "removed", "provenance", "questions", "violations")
 
@@ -224,7 +227,7 @@ def write_single_file(frame: DataFrame, path: Path, fmt: str, staging: str) -> N
     The tasks write one part per partition of the ordered frame under ``staging`` (a directory beside the
     variant's tables, so on a cluster the executors write to the dataset's file system, e.g. S3); a sorted
     frame's partitions are consecutive ranges of its order, and the driver appends the parts in partition
-    order (:func:`kgbrink.sources.merge_parts`). The bytes do not depend on the number of partitions."""
+    order (:func:`kgbrink.core.files.merge_parts`). The bytes do not depend on the number of partitions."""
     if fmt == "json":
         frame.write.mode("overwrite").option("ignoreNullFields", "false").json(staging)
     elif fmt == "tsv":

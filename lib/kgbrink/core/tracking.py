@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgbrink.config import Config, is_uri, resolve_location
-from kgbrink.tables import TableVersion
+from kgbrink.core.settings import Config, is_uri, resolve_location
+from kgbrink.core.delta import TableVersion
 
 
 @dataclass

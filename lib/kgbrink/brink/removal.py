@@ -1,6 +1,6 @@
 """Constraint-respecting triple removal (BRINK Sec. 3.2) and its independent verification.
 
-Input: a sample of groundings (:func:`kgbrink.grounding.groundings` with ``per_rule = N``), one row per
+Input: a sample of groundings (:func:`kgbrink.rules.grounding.groundings` with ``per_rule = N``), one row per
 grounding with ``rule_id, head struct<h, r, t>, body array<struct<h, r, t>>, bindings, sample_hash``.
 Selecting a grounding g removes its head H(g) from the KG and relies on its body B(g). A selection S is
 *conflict-free* when no removed head is a body triple of a selected grounding,
@@ -34,8 +34,8 @@ import logging
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.frames import with_positions
-from kgbrink.rules import Rule
+from kgbrink.core.frames import with_positions
+from kgbrink.rules.model import Rule
 
 LOG = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from kgbrink.frames import with_positions
+from kgbrink.core.frames import with_positions
 
 SCHEMES = ("private_id", "entity_id", "text_label")
 SPLITS = ("train", "valid", "test")

@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kgbrink.sources import decoded_uri, hadoop_path, read_lines, reported_path
+from kgbrink.core.files import decoded_uri, hadoop_path, read_lines, reported_path
 
 FORMATS = ("parquet", "csv", "tsv", "jsonl", "probe")
 REQUIRED = ("h", "r", "t", "side", "rank", "num_candidates")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 from pyspark.sql import SparkSession
 
-from kgbrink.config import Config
-from kgbrink.scoring import MEAN_RUN, MetricSpec
+from kgbrink.core.settings import Config
+from kgbrink.probe.scoring import MEAN_RUN, MetricSpec
 
 DATASETS = ("wn18rr", "family", "umls", "kinship")
 TABLE_LINES = ("FB15k237", "wn18rr", "YAGO3-10", "family", "umls", "kinship")
@@ -50,7 +50,7 @@ def published_cells(tables_dir: Path) -> pd.DataFrame:
 def score_dataset(spark: SparkSession, config: Config, reference: Path, name: str, dataset_dir: str) -> pd.DataFrame:
     """PROBE grid (mean over runs) of one dataset's rank dumps, statistics from its ``train.txt``."""
     from kgbrink.jobs import ingest, score
-    from kgbrink.tables import table_exists
+    from kgbrink.core.delta import table_exists
 
     if not table_exists(spark, f"{dataset_dir}/triples"):
         ingest.run(spark, config, ingest.IngestOptions(dataset=dataset_dir, format="probe", input=str(reference / "probe" / name)))

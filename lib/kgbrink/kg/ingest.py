@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from kgbrink.frames import distinct_in_tasks, distinct_packed, with_positions
+from kgbrink.core.frames import distinct_in_tasks, distinct_packed, with_positions
 
 OK = "ok"
 SKIPPED = "skipped"
@@ -289,7 +289,7 @@ def block_offsets(counts: DataFrame) -> DataFrame:
     """Per (split, file, block): the lines before the block in its file and the block's first row id.
 
     Line number of a row = ``lines_before + (row_id - first_row_id) + 1``: rows of one block are read by
-    one task in file order, so their row ids are consecutive (see :func:`kgbrink.sources.read_lines`).
+    one task in file order, so their row ids are consecutive (see :func:`kgbrink.core.files.read_lines`).
     """
     blocks = counts.groupBy("split", "source_file", "block_start").agg(F.sum("lines").alias("lines"), F.min("first_row_id").alias("first_row_id"))
     before = Window.partitionBy("split", "source_file").orderBy("block_start").rowsBetween(Window.unboundedPreceding, -1)
@@ -359,7 +359,7 @@ def encode_triples(good: DataFrame, entities: DataFrame, relations: DataFrame, b
 
     ``splits`` lists every split of ``good``; ``sizes`` = (entity ids, relation ids) bounds the ids, so a
     triple packs into ``2 * bits(entities) + bits(relations) + bits(splits)`` bits (58 for Wikidata5m) and
-    is de-duplicated as one long (:func:`kgbrink.frames.distinct_packed`) in ``partitions`` tasks."""
+    is de-duplicated as one long (:func:`kgbrink.core.frames.distinct_packed`) in ``partitions`` tasks."""
     hint = F.broadcast if broadcast else (lambda df: df)
     encoded = good.select("split", "h_code", "r_code", "t_code")
     ids = []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kgbrink.scoring import min_max_by_cell
+from kgbrink.probe.scoring import min_max_by_cell
 
 
 def heatmap(cells: pd.DataFrame, model: str, path: Path) -> Path:

@@ -7,7 +7,7 @@ One scan computes everything. Each row contributes to integer sums grouped by
 ``(model, run, entity_degree, relation_degree)``: d(e) and d(e=>r) of the query's MISSING entity e on the
 statistics' splits (Eq. 3; ``h`` for a head query, ``t`` for a tail query), from which delta(e) =
 d(e) / (2|T|) and delta(r|e) = d(e=>r) / d(e) follow per group (:func:`with_deltas`; the same double
-divisions as :mod:`kgbrink.stats`, so bit-identical to its tables). A query's PROBE weight depends on
+divisions as :mod:`kgbrink.kg.stats`, so bit-identical to its tables). A query's PROBE weight depends on
 nothing else, so every (alpha, beta) cell, the release's epsilon (smallest non-zero delta over the
 scored queries) and the popularity groups of Fig. 11 follow exactly from these group sums on the
 driver: the alpha-dependent part is summed per row, the beta-dependent part per group. Per row the
@@ -52,7 +52,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.rankfiles import HEAD
+from kgbrink.probe.rankfiles import HEAD
 
 UNIT_SCALE = 2**32  # fixed point for values in [0, 1]
 LOG_SCALE = 2**24  # fixed point for ln r (ln r <= 22 for r < 4e9)
@@ -119,7 +119,7 @@ def with_target_degrees(ranks: DataFrame, entity_popularity: DataFrame, entity_r
     statistics: e never occurs on the statistics' splits, or never with relation r).
 
     ``ranks`` has int ``h, r, t`` and ``side`` in {head, tail}; the statistics tables are those of
-    :mod:`kgbrink.stats`."""
+    :mod:`kgbrink.kg.stats`."""
     entities = entity_popularity.select(F.col("entity").alias("_target"), F.col("degree").alias("_d"))
     pairs = entity_relation_popularity.select(pair_key(F.col("entity"), F.col("relation")).alias("_pair"), F.col("relation_degree").alias("_dr"))
     if broadcast:
@@ -179,11 +179,11 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
 
     ``ranks`` has ``model, run, rank double, num_candidates long`` and, when ``spec.needs_popularity``,
     ``entity_degree, relation_degree`` (see :func:`with_target_degrees`); otherwise those keys are null. Rows with a
-    ``check`` code (validated rows, see :func:`kgbrink.rankfiles.validate_ranks`) add nothing to the sums
+    ``check`` code (validated rows, see :func:`kgbrink.probe.rankfiles.validate_ranks`) add nothing to the sums
     and are only counted (``quarantined``; a group of only such rows has ``n`` = 0), so one scan scores the
     good rows and tells whether there are bad ones without grouping by the reason (the per-reason tally
     is the quarantine table's). ``constants``: ``model``/``run`` values every row is known to have (e.g. from
-    :func:`kgbrink.rankfiles.parquet_facts`); with them and no popularity keys the sums are one global
+    :func:`kgbrink.probe.rankfiles.parquet_facts`); with them and no popularity keys the sums are one global
     aggregate (no hash table per row: 40% less time than grouping by a literal in Spark 4.2).
     Columns: ``n`` (good rows), ``quarantined``, ``rank2`` (sum 2r), ``reciprocal`` (sum 1/r, fixed point),
     ``candidates_minus_one`` (sum N - 1), ``wmr_hi, wmr_lo`` (sum (N - 1) round(ln r 2^24), split in 32-bit

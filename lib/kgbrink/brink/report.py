@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kgbrink.questions import SCHEMES, SPLITS
-from kgbrink.rules import RULE_TYPES
+from kgbrink.brink.questions import SCHEMES, SPLITS
+from kgbrink.rules.model import RULE_TYPES
 
 
 def _table(header: list[str], rows: list[list]) -> str:

@@ -175,7 +175,7 @@ def read_lines(spark: SparkSession, splits: dict[str, list[str]]) -> DataFrame:
 
     ``row_id`` is taken right after the scan, so within one file block (a contiguous byte range read by
     one task) the rows of the block carry consecutive ids; with the block's start offset this yields
-    exact line numbers (:func:`kgbrink.ingest.block_offsets`).
+    exact line numbers (:func:`kgbrink.kg.ingest.block_offsets`).
     """
     frames = [
         spark.read.text(paths).select(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from kgbrink.config import Config, ConfigError, resolve_location
+from kgbrink.core.settings import Config, ConfigError, resolve_location
 
 DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",

@@ -72,8 +72,8 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.rules import FRESH_VARIABLES, HEAD_VARIABLES, Atom, Rule
-from kgbrink.session import session_setting
+from kgbrink.rules.model import FRESH_VARIABLES, HEAD_VARIABLES, Atom, Rule
+from kgbrink.core.session import session_setting
 
 X, Y = 0, 1
 LOG = logging.getLogger(__name__)
