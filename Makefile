@@ -17,7 +17,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run test bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run lint format test bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -55,6 +55,15 @@ $(JARS)/%/.resolved: $(JARS)/core/.resolved | $(MVN_BIN)
 
 run: setup
 	$(BIN)/kgbrink run --conf conf/local.yaml --json data/run-summary.json
+
+# ruff: lint and format check (CI runs it before the tests); `make format` rewrites.
+lint: venv
+	$(BIN)/ruff check lib tests benchmarks jobs
+	$(BIN)/ruff format --check lib tests benchmarks jobs
+
+format: venv
+	$(BIN)/ruff check --fix lib tests benchmarks jobs
+	$(BIN)/ruff format lib tests benchmarks jobs
 
 test: setup
 	$(BIN)/python -m pytest -q --durations=10 tests

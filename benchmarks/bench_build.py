@@ -44,9 +44,29 @@ def family_dataset() -> Path:
     dataset = OUT / "family"
     if not (dataset / "rules" / "_delta_log").is_dir():
         facts = REFERENCE / "brink-family" / "facts.tsv"
-        subprocess.run([KGBRINK, "ingest", "--dataset", str(dataset), "--format", "delimited", "--split", f"train={facts}", "--quote", '"', "--no-tracking"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                KGBRINK,
+                "ingest",
+                "--dataset",
+                str(dataset),
+                "--format",
+                "delimited",
+                "--split",
+                f"train={facts}",
+                "--quote",
+                '"',
+                "--no-tracking",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         rules = PROJECT / "tests" / "fixtures" / "rules" / "brink-family.tsv"
-        subprocess.run([KGBRINK, "import-rules", "--dataset", str(dataset), "--tsv", str(rules), "--no-tracking"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [KGBRINK, "import-rules", "--dataset", str(dataset), "--tsv", str(rules), "--no-tracking"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return dataset
 
 
@@ -61,9 +81,16 @@ def peer(variant: Path, threads: int) -> dict:
         return "[" + ", ".join(f"'{f}'" for f in delta_files(variant / table)) + "]"
 
     started = time.perf_counter()
-    con.execute(f"CREATE TABLE g AS SELECT row_number() OVER (ORDER BY rule_id, sample_hash, head, body) AS gid, * FROM read_parquet({files('groundings')})")
-    con.execute("CREATE TABLE edges AS SELECT DISTINCT a.gid AS a, b.gid AS b FROM g a JOIN (SELECT gid, unnest(body) AS triple FROM g) b ON a.head = b.triple WHERE a.gid <> b.gid")
-    reference = {r[0] for r in con.execute("SELECT gid FROM g WHERE head NOT IN (SELECT DISTINCT unnest(body) FROM g)").fetchall()}
+    con.execute(
+        f"CREATE TABLE g AS SELECT row_number() OVER (ORDER BY rule_id, sample_hash, head, body) AS gid, * FROM read_parquet({files('groundings')})"
+    )
+    con.execute(
+        "CREATE TABLE edges AS SELECT DISTINCT a.gid AS a, b.gid AS b FROM g a JOIN (SELECT gid, unnest(body) AS triple FROM g) b ON a.head = b.triple WHERE a.gid <> b.gid"
+    )
+    reference = {
+        r[0]
+        for r in con.execute("SELECT gid FROM g WHERE head NOT IN (SELECT DISTINCT unnest(body) FROM g)").fetchall()
+    }
     pairs = con.execute("SELECT a, b FROM edges UNION SELECT b, a FROM edges").fetchall()
     neighbours: dict[int, set[int]] = {}
     for a, b in pairs:
@@ -76,20 +103,32 @@ def peer(variant: Path, threads: int) -> dict:
             blocked |= neighbours.get(gid, set())
     con.execute("CREATE TABLE chosen(gid BIGINT)")
     con.executemany("INSERT INTO chosen VALUES (?)", [(g,) for g in sorted(chosen)])
-    removed = con.execute("SELECT DISTINCT head.h, head.r, head.t FROM g JOIN chosen USING (gid) ORDER BY 1, 2, 3").fetchall()
-    con.execute("CREATE TABLE removed AS SELECT DISTINCT head.h AS h, head.r AS r, head.t AS t FROM g JOIN chosen USING (gid)")
-    reference_removed = con.execute(f"SELECT count(DISTINCT head) FROM g WHERE gid IN ({','.join(map(str, reference)) or 'NULL'})").fetchone()[0]
+    removed = con.execute(
+        "SELECT DISTINCT head.h, head.r, head.t FROM g JOIN chosen USING (gid) ORDER BY 1, 2, 3"
+    ).fetchall()
+    con.execute(
+        "CREATE TABLE removed AS SELECT DISTINCT head.h AS h, head.r AS r, head.t AS t FROM g JOIN chosen USING (gid)"
+    )
+    reference_removed = con.execute(
+        f"SELECT count(DISTINCT head) FROM g WHERE gid IN ({','.join(map(str, reference)) or 'NULL'})"
+    ).fetchone()[0]
     complete = f"read_parquet({files('complete')})"
     incomplete = con.execute(f"SELECT count(*) FROM {complete} c ANTI JOIN removed USING (h, r, t)").fetchone()[0]
     answers = con.execute(
-        f"""WITH q AS (SELECT id, direction, topic, r FROM read_parquet({files('questions')})),
+        f"""WITH q AS (SELECT id, direction, topic, r FROM read_parquet({files("questions")})),
                  kg AS (SELECT DISTINCT h, r, t FROM {complete})
             SELECT q.id, list_sort(list(CASE WHEN q.direction = 'forward' THEN kg.t ELSE kg.h END))
             FROM q JOIN kg ON kg.r = q.r AND ((q.direction = 'forward' AND kg.h = q.topic) OR (q.direction = 'inverse' AND kg.t = q.topic))
             GROUP BY q.id"""
     ).fetchall()
     seconds = time.perf_counter() - started
-    return {"seconds": round(seconds, 3), "removed": removed, "reference_removed": reference_removed, "incomplete": incomplete, "answers": dict(answers)}
+    return {
+        "seconds": round(seconds, 3),
+        "removed": removed,
+        "reference_removed": reference_removed,
+        "incomplete": incomplete,
+        "answers": dict(answers),
+    }
 
 
 def kgbrink_answers(variant: Path) -> dict:
@@ -108,7 +147,20 @@ def kgbrink_removed(variant: Path) -> list:
 
 def bench(name: str, dataset: Path, splits: str) -> dict:
     summary_json = OUT / f"build-{name}.json"
-    command = [KGBRINK, "build", "--dataset", str(dataset), "--reuse-rules", "--json", str(summary_json), "--no-tracking", "--set", "spark.master=local[2]", "--set", f"mining.splits=[{splits}]"]
+    command = [
+        KGBRINK,
+        "build",
+        "--dataset",
+        str(dataset),
+        "--reuse-rules",
+        "--json",
+        str(summary_json),
+        "--no-tracking",
+        "--set",
+        "spark.master=local[2]",
+        "--set",
+        f"mining.splits=[{splits}]",
+    ]
     record = {"dataset": str(dataset), "command": " ".join(command), "load_before": load()}
     record["kgbrink"] = measure(command, OUT / f"build-{name}.log")
     summary = json.loads(summary_json.read_text())
@@ -120,11 +172,18 @@ def bench(name: str, dataset: Path, splits: str) -> dict:
     variant = dataset / "variants" / "brink"
     duck = peer(variant, threads=2)
     remove = summary["counts"]["remove"]
-    record["duckdb"] = {"seconds": duck["seconds"], "removed_triples": len(duck["removed"]), "reference_removed_triples": duck["reference_removed"], "incomplete_triples": duck["incomplete"]}
+    record["duckdb"] = {
+        "seconds": duck["seconds"],
+        "removed_triples": len(duck["removed"]),
+        "reference_removed_triples": duck["reference_removed"],
+        "incomplete_triples": duck["incomplete"],
+    }
     record["same_removed_triples"] = [tuple(x) for x in duck["removed"]] == [tuple(x) for x in kgbrink_removed(variant)]
     record["same_reference_count"] = duck["reference_removed"] == remove["reference_removed_triples"]
     record["same_incomplete_size"] = duck["incomplete"] == remove["incomplete_triples"]
-    record["same_answers"] = {k: list(v) for k, v in duck["answers"].items()} == {k: list(v) for k, v in kgbrink_answers(variant).items()}
+    record["same_answers"] = {k: list(v) for k, v in duck["answers"].items()} == {
+        k: list(v) for k, v in kgbrink_answers(variant).items()
+    }
     record["ratio_kgbrink_over_duckdb"] = round(core / duck["seconds"], 1)
     return record
 
@@ -135,7 +194,10 @@ def main() -> None:
     parser.add_argument("--splits", default="train,valid,test", help="KG splits of --dataset")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
-    records = {"machine": f"{platform.machine()}, 2 cores, 24 GiB, Java 17", "family": bench("family", family_dataset(), "train")}
+    records = {
+        "machine": f"{platform.machine()}, 2 cores, 24 GiB, Java 17",
+        "family": bench("family", family_dataset(), "train"),
+    }
     if args.dataset:
         records[Path(args.dataset).name] = bench(Path(args.dataset).name, Path(args.dataset).resolve(), args.splits)
     records["command"] = " ".join(["benchmarks/bench_build.py", *sys.argv[1:]])

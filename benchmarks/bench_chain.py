@@ -78,9 +78,7 @@ def digests(root: Path, dataset: Path) -> dict[str, str]:
     return out
 
 
-def chain(
-    kg: Path, triples: int, seed: int, shuffle_partitions: int, max_partition_bytes: str
-) -> dict:
+def chain(kg: Path, triples: int, seed: int, shuffle_partitions: int, max_partition_bytes: str) -> dict:
     work = OUT / str(triples) / f"p{shuffle_partitions}-{max_partition_bytes}"
     dataset = work / "ds"
     shutil.rmtree(work, ignore_errors=True)
@@ -129,8 +127,19 @@ def reexport(triples: int, spec: str, shuffle_partitions: int) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     summary_json = work / "reexport.json"
     command = [
-        KGBRINK, "export", "--dataset", str(dataset), "--out", str(out), "--json", str(summary_json), "--no-tracking",
-        "--set", "spark.master=local[2]", "--set", f"spark.conf.spark.sql.shuffle.partitions={shuffle_partitions}",
+        KGBRINK,
+        "export",
+        "--dataset",
+        str(dataset),
+        "--out",
+        str(out),
+        "--json",
+        str(summary_json),
+        "--no-tracking",
+        "--set",
+        "spark.master=local[2]",
+        "--set",
+        f"spark.conf.spark.sql.shuffle.partitions={shuffle_partitions}",
     ]
     record = {"command": " ".join(command), "load_before": load()}
     record.update(measure(command, work / "reexport.log"))
@@ -164,7 +173,9 @@ def main() -> None:
     results = HERE / "results" / f"chain-{args.triples}.json"
     if args.reexport:
         record = json.loads(results.read_text())
-        record.setdefault("reexport", {})[args.reexport] = reexport(args.triples, args.reexport, args.reexport_partitions)
+        record.setdefault("reexport", {})[args.reexport] = reexport(
+            args.triples, args.reexport, args.reexport_partitions
+        )
         results.write_text(json.dumps(record, indent=2) + "\n")
         print(json.dumps(record["reexport"][args.reexport], indent=2))
         return
@@ -181,9 +192,7 @@ def main() -> None:
         record["runs"] = {k: v for k, v in earlier.items() if k not in args.partitions}
     for spec in args.partitions:
         shuffle, max_bytes = spec.split(":")
-        record["runs"][spec] = chain(
-            kg, args.triples, args.seed, int(shuffle), max_bytes
-        )
+        record["runs"][spec] = chain(kg, args.triples, args.seed, int(shuffle), max_bytes)
         print(
             json.dumps(
                 {k: v for k, v in record["runs"][spec].items() if k != "digests"},
@@ -193,16 +202,9 @@ def main() -> None:
         )
         first, *others = (run["digests"] for run in record["runs"].values())
         record["files_compared"] = len(first)
-        record["identical"] = (
-            all(other == first for other in others) if others else None
-        )
+        record["identical"] = all(other == first for other in others) if others else None
         record["differing_files"] = sorted(
-            {
-                k
-                for other in others
-                for k in set(first) | set(other)
-                if first.get(k) != other.get(k)
-            }
+            {k for other in others for k in set(first) | set(other) if first.get(k) != other.get(k)}
         )
         results.write_text(
             json.dumps(record, indent=2) + "\n"

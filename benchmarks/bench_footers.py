@@ -38,16 +38,26 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    from kgbrink.probe import rankfiles
-    from kgbrink.core.settings import load_config
     from kgbrink.core.session import spark_session
+    from kgbrink.core.settings import load_config
+    from kgbrink.probe import rankfiles
 
     OUT.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(5)
     paths = [OUT / f"part-{i:05d}.parquet" for i in range(args.files)]
     for path in paths:
         if not path.is_file():
-            pq.write_table(pa.table({"model": ["m"] * 1000, "run": ["1"] * 1000, "h": rng.integers(0, 10**6, 1000, dtype=np.int32), "rank": rng.random(1000) * 100 + 1}), path)
+            pq.write_table(
+                pa.table(
+                    {
+                        "model": ["m"] * 1000,
+                        "run": ["1"] * 1000,
+                        "h": rng.integers(0, 10**6, 1000, dtype=np.int32),
+                        "rank": rng.random(1000) * 100 + 1,
+                    }
+                ),
+                path,
+            )
     plain = [(str(p), p.stat().st_size, 0) for p in paths]
     uris = [("file:" + f, size, mtime) for f, size, mtime in plain]
     spark = spark_session(load_config("conf/local.yaml", ["spark.master=local[2]"]))
@@ -59,9 +69,19 @@ def main() -> None:
     pooled = best(lambda: rankfiles.parquet_facts(spark, plain), args.repeat)
     arrow = best(lambda: [pq.read_metadata(p) for p in paths], args.repeat)
     spark.stop()
-    print(json.dumps({"machine": machine(), "files": args.files, "kgbrink_file_uris_s": local, "kgbrink_hadoop_1_thread_s": serial,
-                      f"kgbrink_hadoop_{threads}_threads_s": pooled, "pyarrow_read_metadata_s": arrow,
-                      "ratio_kgbrink_file_uris_over_pyarrow": round(local / arrow, 2)}))
+    print(
+        json.dumps(
+            {
+                "machine": machine(),
+                "files": args.files,
+                "kgbrink_file_uris_s": local,
+                "kgbrink_hadoop_1_thread_s": serial,
+                f"kgbrink_hadoop_{threads}_threads_s": pooled,
+                "pyarrow_read_metadata_s": arrow,
+                "ratio_kgbrink_file_uris_over_pyarrow": round(local / arrow, 2),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -25,9 +25,10 @@ sys.path.insert(0, str(HERE))
 
 import duckdb_peer
 from harness import jvm_peak_rss_mb, machine, process_peak_rss_mb
+
+from kgbrink.core.session import spark_session
 from kgbrink.core.settings import load_config
 from kgbrink.jobs import ingest, stats, synth
-from kgbrink.core.session import spark_session
 
 
 def main() -> None:
@@ -38,7 +39,12 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(args.conf)
     out = Path(args.out)
-    results = {"machine": machine(), "command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d %H:%M"), "runs": []}
+    results = {
+        "machine": machine(),
+        "command": " ".join(["python", *sys.argv]),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "runs": [],
+    }
 
     start = time.perf_counter()
     spark = spark_session(config)
@@ -51,7 +57,9 @@ def main() -> None:
         dataset = out / f"ds-{size}"
         shutil.rmtree(dataset, ignore_errors=True)
         t0 = time.perf_counter()
-        ingest_summary = ingest.run(spark, config, ingest.IngestOptions(dataset=str(dataset), format="wikidata5m", input=str(kg)))
+        ingest_summary = ingest.run(
+            spark, config, ingest.IngestOptions(dataset=str(dataset), format="wikidata5m", input=str(kg))
+        )
         spark_ingest = time.perf_counter() - t0
         t0 = time.perf_counter()
         stats_summary = stats.run(spark, config, str(dataset), ["train"])
@@ -68,9 +76,21 @@ def main() -> None:
         run = {
             "triples": size,
             "input_bytes": sum(f.stat().st_size for f in kg.glob("wikidata5m_*")),
-            "spark": {"ingest_seconds": round(spark_ingest, 2), "stats_seconds": round(spark_stats, 2), "ingest_steps": ingest_summary.timings, "stats_steps": stats_summary.timings},
-            "duckdb": {"ingest_seconds": round(duck_ingest["seconds"], 2), "stats_seconds": round(duck_stats["seconds"], 2), "threads": threads},
-            "ratio": {"ingest": round(spark_ingest / duck_ingest["seconds"], 2), "stats": round(spark_stats / duck_stats["seconds"], 2)},
+            "spark": {
+                "ingest_seconds": round(spark_ingest, 2),
+                "stats_seconds": round(spark_stats, 2),
+                "ingest_steps": ingest_summary.timings,
+                "stats_steps": stats_summary.timings,
+            },
+            "duckdb": {
+                "ingest_seconds": round(duck_ingest["seconds"], 2),
+                "stats_seconds": round(duck_stats["seconds"], 2),
+                "threads": threads,
+            },
+            "ratio": {
+                "ingest": round(spark_ingest / duck_ingest["seconds"], 2),
+                "stats": round(spark_stats / duck_stats["seconds"], 2),
+            },
             "entities": ingest_summary.counts["entities"],
             "entity_relation_pairs": duck_stats["entity_relation_pairs"],
         }
@@ -80,13 +100,17 @@ def main() -> None:
     results["python_process_peak_rss_mb"] = process_peak_rss_mb()
     (HERE / "results").mkdir(exist_ok=True)
     (HERE / "results" / "ingest_stats.json").write_text(json.dumps(results, indent=2) + "\n")
-    print(f"\nmachine: {results['machine']}; Spark start-up {results['spark_startup_seconds']} s; "
-          f"driver JVM peak RSS {results['spark_driver_peak_rss_mb']} MB; python+DuckDB peak RSS {results['python_process_peak_rss_mb']} MB")
+    print(
+        f"\nmachine: {results['machine']}; Spark start-up {results['spark_startup_seconds']} s; "
+        f"driver JVM peak RSS {results['spark_driver_peak_rss_mb']} MB; python+DuckDB peak RSS {results['python_process_peak_rss_mb']} MB"
+    )
     print("| triples | Spark ingest s | DuckDB ingest s | ratio | Spark stats s | DuckDB stats s | ratio |")
     print("|---|---|---|---|---|---|---|")
     for r in results["runs"]:
-        print(f"| {r['triples']:,} | {r['spark']['ingest_seconds']} | {r['duckdb']['ingest_seconds']} | {r['ratio']['ingest']}x "
-              f"| {r['spark']['stats_seconds']} | {r['duckdb']['stats_seconds']} | {r['ratio']['stats']}x |")
+        print(
+            f"| {r['triples']:,} | {r['spark']['ingest_seconds']} | {r['duckdb']['ingest_seconds']} | {r['ratio']['ingest']}x "
+            f"| {r['spark']['stats_seconds']} | {r['duckdb']['stats_seconds']} | {r['ratio']['stats']}x |"
+        )
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ sys.path.insert(0, str(PROJECT / "lib"))
 sys.path.insert(0, str(HERE))
 
 from harness import load, measure
+
 from kgbrink.rules.model import parse_rule, read_amie_tsv
 
 DATA = HERE / "out" / "score"
@@ -50,8 +51,14 @@ def ensure_dataset(triples: int, seed: int) -> Path:
     if (dataset / "triples" / "_delta_log").is_dir():
         return dataset
     kg = DATA / "kg"
-    subprocess.run([KGBRINK, "synth", "--out", str(kg), "--triples", str(triples), "--seed", str(seed), "--no-tracking"], check=True)
-    subprocess.run([KGBRINK, "ingest", "--dataset", str(dataset), "--format", "wikidata5m", "--input", str(kg), "--no-tracking"], check=True)
+    subprocess.run(
+        [KGBRINK, "synth", "--out", str(kg), "--triples", str(triples), "--seed", str(seed), "--no-tracking"],
+        check=True,
+    )
+    subprocess.run(
+        [KGBRINK, "ingest", "--dataset", str(dataset), "--format", "wikidata5m", "--input", str(kg), "--no-tracking"],
+        check=True,
+    )
     return dataset
 
 
@@ -74,7 +81,8 @@ def planted_check(rules_tsv: Path, manifest: dict) -> list[dict]:
                 "body_size": m.get("body_size"),
                 "std_confidence": m.get("std_confidence"),
                 "pca_confidence": m.get("pca_confidence"),
-                "exact": rule is not None and (m["support"], m["body_size"]) == (planted["kg_support"], planted["kg_body_size"]),
+                "exact": rule is not None
+                and (m["support"], m["body_size"]) == (planted["kg_support"], planted["kg_body_size"]),
             }
         )
     return out
@@ -83,6 +91,7 @@ def planted_check(rules_tsv: Path, manifest: dict) -> list[dict]:
 def duckdb_worker(dataset: Path, out: Path, threads: int) -> None:
     """Run the DuckDB peer in this process (called as a subprocess so its peak RSS is its own)."""
     from duckdb_mine_peer import mine_dataset
+
     from kgbrink.core.settings import load_config
     from kgbrink.jobs.mine import mining_params
     from kgbrink.rules.model import write_amie_tsv
@@ -91,7 +100,9 @@ def duckdb_worker(dataset: Path, out: Path, threads: int) -> None:
     started = time.perf_counter()
     result, timings = mine_dataset(dataset, params, threads)
     write_amie_tsv(result.rules, out / "rules-duckdb.tsv")
-    (out / "duckdb.json").write_text(json.dumps({"seconds": round(time.perf_counter() - started, 1), "counts": result.counts, "timings": timings}))
+    (out / "duckdb.json").write_text(
+        json.dumps({"seconds": round(time.perf_counter() - started, 1), "counts": result.counts, "timings": timings})
+    )
 
 
 def main() -> None:
@@ -99,7 +110,11 @@ def main() -> None:
     parser.add_argument("--triples", type=int, default=20_000_000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--skip-duckdb", action="store_true")
-    parser.add_argument("--reuse-kgbrink", action="store_true", help="take kgbrink's figures from the last run's log and JSON (the same command, run by hand)")
+    parser.add_argument(
+        "--reuse-kgbrink",
+        action="store_true",
+        help="take kgbrink's figures from the last run's log and JSON (the same command, run by hand)",
+    )
     parser.add_argument("--duckdb-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.duckdb_worker:
@@ -108,8 +123,27 @@ def main() -> None:
     dataset = ensure_dataset(args.triples, args.seed)
     manifest = json.loads((DATA / "kg" / "synth_manifest.json").read_text())
     tsv, summary_json = OUT / "rules.tsv", OUT / "mine-2e7.json"
-    command = [KGBRINK, "mine", "--dataset", str(dataset), "--rules", str(OUT / "rules"), "--tsv", str(tsv), "--json", str(summary_json), "--no-tracking", "--set", "spark.master=local[2]"]
-    record = {"machine": f"{platform.machine()}, 2 cores, 24 GiB, Java 17", "input_triples": manifest["triples"], "kgbrink_command": " ".join(command), "load_before": load()}
+    command = [
+        KGBRINK,
+        "mine",
+        "--dataset",
+        str(dataset),
+        "--rules",
+        str(OUT / "rules"),
+        "--tsv",
+        str(tsv),
+        "--json",
+        str(summary_json),
+        "--no-tracking",
+        "--set",
+        "spark.master=local[2]",
+    ]
+    record = {
+        "machine": f"{platform.machine()}, 2 cores, 24 GiB, Java 17",
+        "input_triples": manifest["triples"],
+        "kgbrink_command": " ".join(command),
+        "load_before": load(),
+    }
     measured = OUT / "mine-2e7.measure.json"
     if args.reuse_kgbrink:
         record["kgbrink"] = json.loads(measured.read_text())

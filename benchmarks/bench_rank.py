@@ -71,7 +71,16 @@ def _dictionary(indices: np.ndarray, values: tuple[str, ...]) -> pa.DictionaryAr
     return pa.DictionaryArray.from_arrays(pa.array(indices.astype(np.int32)), pa.array(list(values)))
 
 
-def generate(out: Path, rows: int, candidates: int, entities: int, background: int, anomaly_rate: float, seed: int, rows_per_file: int) -> dict:
+def generate(
+    out: Path,
+    rows: int,
+    candidates: int,
+    entities: int,
+    background: int,
+    anomaly_rate: float,
+    seed: int,
+    rows_per_file: int,
+) -> dict:
     """Write ``out/scores/part-*.parquet`` and ``out/known/part-*.parquet``; return a manifest."""
     if candidates < 3 or candidates > entities:
         raise SystemExit("--candidates must be in [3, --entities]")
@@ -100,7 +109,11 @@ def generate(out: Path, rows: int, candidates: int, entities: int, background: i
         score = np.round(rng.standard_normal((n, candidates)), 2)
         score[:, 0] += 2.0
         u = rng.random(n)
-        missing, dup, nan_target = u < anomaly_rate, (u >= anomaly_rate) & (u < 2 * anomaly_rate), (u >= 2 * anomaly_rate) & (u < 3 * anomaly_rate)
+        missing, dup, nan_target = (
+            u < anomaly_rate,
+            (u >= anomaly_rate) & (u < 2 * anomaly_rate),
+            (u >= 2 * anomaly_rate) & (u < 3 * anomaly_rate),
+        )
         if candidates < entities:
             cand[missing, 0] = (answer[missing] + candidates * stride[missing]) % entities
         else:
@@ -130,7 +143,10 @@ def generate(out: Path, rows: int, candidates: int, entities: int, background: i
         kh = np.concatenate([np.where(side[qi] == 0, c, h[qi]), h])
         kt = np.concatenate([np.where(side[qi] == 0, t[qi], c), t])
         kr = np.concatenate([r[qi], r])
-        pq.write_table(pa.table({"h": kh.astype(np.int32), "r": kr.astype(np.int32), "t": kt.astype(np.int32)}), out / "known" / f"part-{chunk:05d}.parquet")
+        pq.write_table(
+            pa.table({"h": kh.astype(np.int32), "r": kr.astype(np.int32), "t": kt.astype(np.int32)}),
+            out / "known" / f"part-{chunk:05d}.parquet",
+        )
         files += 1
     brng = _rng(seed, 2)
     pq.write_table(
@@ -217,12 +233,15 @@ def duckdb_ranks(con, data: Path, out: Path, check_duplicates: bool) -> float:
 
 def spark_ranks(spark, data: Path, out: Path, check_duplicates: bool, broadcast_queries: bool) -> float:
     """kgbrink: outcomes once (persisted: one row per query), then ranks and quarantine as Parquet; seconds."""
-    from kgbrink.probe.ranking import query_outcomes, split_outcomes
     from pyspark import StorageLevel
+
+    from kgbrink.probe.ranking import query_outcomes, split_outcomes
 
     start = time.perf_counter()
     scores, known = spark.read.parquet(str(data / "scores")), spark.read.parquet(str(data / "known"))
-    outcomes = query_outcomes(scores, known, broadcast_queries=broadcast_queries, check_duplicates=check_duplicates).persist(StorageLevel.MEMORY_AND_DISK)
+    outcomes = query_outcomes(
+        scores, known, broadcast_queries=broadcast_queries, check_duplicates=check_duplicates
+    ).persist(StorageLevel.MEMORY_AND_DISK)
     ranks, quarantine = split_outcomes(outcomes)
     ranks.write.mode("overwrite").parquet(str(out / "ranks"))
     quarantine.write.mode("overwrite").parquet(str(out / "quarantine"))
@@ -240,10 +259,22 @@ def compare(con, spark_out: Path, duck_out: Path) -> dict:
     quarantine_diff = con.execute(f"""
         SELECT count(*) FROM read_parquet('{spark_out}/quarantine/*.parquet') a FULL JOIN read_parquet('{duck_out}/quarantine.parquet') b USING ({keys})
         WHERE a.reason IS DISTINCT FROM b.reason""").fetchone()[0]
-    ranked = con.execute(f"SELECT count(*), avg(rank), sum(num_candidates) FROM read_parquet('{duck_out}/ranks.parquet')").fetchone()
-    reasons = dict(con.execute(f"SELECT reason, count(*) FROM read_parquet('{duck_out}/quarantine.parquet') GROUP BY reason ORDER BY reason").fetchall())
-    return {"ranked_queries": ranked[0], "mean_rank": ranked[1], "sum_num_candidates": ranked[2], "quarantined_by_reason": reasons,
-            "rank_rows_differing": rank_diff, "quarantine_rows_differing": quarantine_diff}
+    ranked = con.execute(
+        f"SELECT count(*), avg(rank), sum(num_candidates) FROM read_parquet('{duck_out}/ranks.parquet')"
+    ).fetchone()
+    reasons = dict(
+        con.execute(
+            f"SELECT reason, count(*) FROM read_parquet('{duck_out}/quarantine.parquet') GROUP BY reason ORDER BY reason"
+        ).fetchall()
+    )
+    return {
+        "ranked_queries": ranked[0],
+        "mean_rank": ranked[1],
+        "sum_num_candidates": ranked[2],
+        "quarantined_by_reason": reasons,
+        "rank_rows_differing": rank_diff,
+        "quarantine_rows_differing": quarantine_diff,
+    }
 
 
 # --------------------------------------------------------------------------------------------- workers
@@ -251,14 +282,24 @@ def compare(con, spark_out: Path, duck_out: Path) -> dict:
 
 def worker_spark(task: dict) -> dict:
     """kgbrink's side, in its own process: session start-up, then each variant timed."""
-    from kgbrink.core.settings import load_config
     from kgbrink.core.session import spark_session
+    from kgbrink.core.settings import load_config
 
     t0 = time.perf_counter()
     spark = spark_session(load_config(task["conf"], task["overrides"]))
-    out = {"spark_startup_seconds": round(time.perf_counter() - t0, 2), "cores": spark.sparkContext.defaultParallelism, "seconds": {}}
+    out = {
+        "spark_startup_seconds": round(time.perf_counter() - t0, 2),
+        "cores": spark.sparkContext.defaultParallelism,
+        "seconds": {},
+    }
     for variant in task["variants"]:
-        out["seconds"][variant] = spark_ranks(spark, Path(task["data"]), Path(task["work"]) / f"spark-{variant}", variant == "check_duplicates", task["broadcast_queries"])
+        out["seconds"][variant] = spark_ranks(
+            spark,
+            Path(task["data"]),
+            Path(task["work"]) / f"spark-{variant}",
+            variant == "check_duplicates",
+            task["broadcast_queries"],
+        )
         print(f"spark {variant}: {out['seconds'][variant]:.1f} s", flush=True)
     out["driver_peak_rss_mb"] = jvm_peak_rss_mb(spark)
     spark.stop()
@@ -270,11 +311,15 @@ def worker_duckdb(task: dict) -> dict:
     import duckdb
 
     con = duckdb.connect()
-    con.execute(f"SET threads = {task['cores']}; SET memory_limit = '{task['memory_limit']}'; SET preserve_insertion_order = false")
+    con.execute(
+        f"SET threads = {task['cores']}; SET memory_limit = '{task['memory_limit']}'; SET preserve_insertion_order = false"
+    )
     out = {"seconds": {}, "checks": {}}
     work = Path(task["work"])
     for variant in task["variants"]:
-        out["seconds"][variant] = duckdb_ranks(con, Path(task["data"]), work / f"duckdb-{variant}", variant == "check_duplicates")
+        out["seconds"][variant] = duckdb_ranks(
+            con, Path(task["data"]), work / f"duckdb-{variant}", variant == "check_duplicates"
+        )
         print(f"duckdb {variant}: {out['seconds'][variant]:.1f} s", flush=True)
         out["checks"][variant] = compare(con, work / f"spark-{variant}", work / f"duckdb-{variant}")
     con.close()
@@ -290,14 +335,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000, help="candidate-score rows (rounded to whole queries)")
     parser.add_argument("--candidates", type=int, default=10_000, help="candidates per query")
     parser.add_argument("--entities", type=int, default=4_594_485, help="entity ids (default: Wikidata5m's count)")
-    parser.add_argument("--background", type=int, default=1_000_000, help="random known triples besides the planted ones")
+    parser.add_argument(
+        "--background", type=int, default=1_000_000, help="random known triples besides the planted ones"
+    )
     parser.add_argument("--anomaly-rate", type=float, default=0.001)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rows-per-file", type=int, default=4_000_000)
     parser.add_argument("--conf", default="conf/local.yaml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override (repeatable)")
     parser.add_argument("--out", default=str(HERE / "out"))
-    parser.add_argument("--shuffle-plan", action="store_true", help="broadcast_queries=False (the plan for very many queries)")
+    parser.add_argument(
+        "--shuffle-plan", action="store_true", help="broadcast_queries=False (the plan for very many queries)"
+    )
     parser.add_argument("--skip-unchecked", action="store_true", help="only the default (duplicate-checked) variant")
     parser.add_argument("--duckdb-memory-limit", default="16GB")
     parser.add_argument("--results", default=str(HERE / "results" / "rank.json"), help="where the JSON results go")
@@ -312,20 +361,52 @@ def main() -> None:
 
     work = Path(args.out) / f"rank-{args.rows}"
     data = work / "data"
-    results = {"machine": machine(), "command": " ".join(["python", *sys.argv]), "date": time.strftime("%Y-%m-%d"), "overrides": args.set, "broadcast_queries": not args.shuffle_plan,
-               "load_average_at_start": os.getloadavg()[0]}
+    results = {
+        "machine": machine(),
+        "command": " ".join(["python", *sys.argv]),
+        "date": time.strftime("%Y-%m-%d"),
+        "overrides": args.set,
+        "broadcast_queries": not args.shuffle_plan,
+        "load_average_at_start": os.getloadavg()[0],
+    }
     t0 = time.perf_counter()
-    results["data"] = generate(data, args.rows, args.candidates, args.entities, args.background, args.anomaly_rate, args.seed, args.rows_per_file)
+    results["data"] = generate(
+        data,
+        args.rows,
+        args.candidates,
+        args.entities,
+        args.background,
+        args.anomaly_rate,
+        args.seed,
+        args.rows_per_file,
+    )
     results["generate_seconds"] = round(time.perf_counter() - t0, 2)
     print(json.dumps(results["data"]), f"generated in {results['generate_seconds']} s", flush=True)
 
     variants = ("check_duplicates",) if args.skip_unchecked else ("check_duplicates", "no_duplicate_check")
     task = {"data": str(data), "work": str(work), "variants": variants}
-    spark = harness.run_worker(Path(__file__), "spark", {**task, "conf": args.conf, "overrides": args.set, "broadcast_queries": not args.shuffle_plan}, work / "tasks")
-    duck = harness.run_worker(Path(__file__), "duckdb", {**task, "cores": spark["cores"], "memory_limit": args.duckdb_memory_limit}, work / "tasks")
+    spark = harness.run_worker(
+        Path(__file__),
+        "spark",
+        {**task, "conf": args.conf, "overrides": args.set, "broadcast_queries": not args.shuffle_plan},
+        work / "tasks",
+    )
+    duck = harness.run_worker(
+        Path(__file__),
+        "duckdb",
+        {**task, "cores": spark["cores"], "memory_limit": args.duckdb_memory_limit},
+        work / "tasks",
+    )
     cores, rows = spark["cores"], results["data"]["rows"]
-    results.update({"cores": cores, "spark_startup_seconds": spark["spark_startup_seconds"], "spark_driver_peak_rss_mb": spark["driver_peak_rss_mb"],
-                    "duckdb_process_peak_rss_mb": duck["peak_rss_mb"], "runs": []})
+    results.update(
+        {
+            "cores": cores,
+            "spark_startup_seconds": spark["spark_startup_seconds"],
+            "spark_driver_peak_rss_mb": spark["driver_peak_rss_mb"],
+            "duckdb_process_peak_rss_mb": duck["peak_rss_mb"],
+            "runs": [],
+        }
+    )
     for variant in variants:
         spark_s, duck_s, check = spark["seconds"][variant], duck["seconds"][variant], duck["checks"][variant]
         run = {
@@ -345,10 +426,27 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     Path(args.results).parent.mkdir(parents=True, exist_ok=True)
     Path(args.results).write_text(json.dumps(results, indent=2) + "\n")
-    print("\n" + json.dumps({k: results[k] for k in ("machine", "spark_startup_seconds", "spark_driver_peak_rss_mb", "duckdb_process_peak_rss_mb")}))
-    print("| rows | variant | Spark s | DuckDB s | ratio | Spark rows/s/core | DuckDB rows/s/core |\n|---|---|---|---|---|---|---|")
+    print(
+        "\n"
+        + json.dumps(
+            {
+                k: results[k]
+                for k in ("machine", "spark_startup_seconds", "spark_driver_peak_rss_mb", "duckdb_process_peak_rss_mb")
+            }
+        )
+    )
+    print(
+        "| rows | variant | Spark s | DuckDB s | ratio | Spark rows/s/core | DuckDB rows/s/core |\n|---|---|---|---|---|---|---|"
+    )
     for r in results["runs"]:
-        cells = [f"{r['rows']:,}", r["variant"], r["spark_seconds"], r["duckdb_seconds"], f"{r['ratio']}x", *(f"{v:,}" for v in r["rows_per_s_per_core"].values())]
+        cells = [
+            f"{r['rows']:,}",
+            r["variant"],
+            r["spark_seconds"],
+            r["duckdb_seconds"],
+            f"{r['ratio']}x",
+            *(f"{v:,}" for v in r["rows_per_s_per_core"].values()),
+        ]
         print("| " + " | ".join(map(str, cells)) + " |")
     disagreeing = [r["variant"] for r in results["runs"] if not r["identical"]]
     if disagreeing:

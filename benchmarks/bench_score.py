@@ -83,8 +83,8 @@ def timed(fn):
 
 # ------------------------------------------------------------------------------------- spark worker
 def _spark(task: dict):
-    from kgbrink.core.settings import load_config
     from kgbrink.core.session import spark_session
+    from kgbrink.core.settings import load_config
 
     config = load_config(task["conf"], task["overrides"])
     start = time.perf_counter()
@@ -94,24 +94,33 @@ def _spark(task: dict):
 
 def worker_prepare(task: dict) -> dict:
     """Dataset (made when missing), the statistics as Parquet, the triples' files and the entity count."""
-    from kgbrink.jobs import ingest, stats, synth
     from kgbrink.core.delta import latest_version, read_table
+    from kgbrink.jobs import ingest, stats, synth
 
     config, spark, startup = _spark(task)
     kg, ds, made = Path(task["kg"]), Path(task["dataset"]), {}
     if not (kg / "synth_manifest.json").is_file():
-        (_, made["synth"]) = timed(lambda: synth.run(config, str(kg), task["triples"], int(config.get("synth.seed")), 0.0, 0.0, gzip=False))
+        (_, made["synth"]) = timed(
+            lambda: synth.run(config, str(kg), task["triples"], int(config.get("synth.seed")), 0.0, 0.0, gzip=False)
+        )
     if not (ds / "triples" / "_delta_log").is_dir():
-        (_, made["ingest"]) = timed(lambda: ingest.run(spark, config, ingest.IngestOptions(dataset=str(ds), format="wikidata5m", input=str(kg))))
+        (_, made["ingest"]) = timed(
+            lambda: ingest.run(spark, config, ingest.IngestOptions(dataset=str(ds), format="wikidata5m", input=str(kg)))
+        )
     stats_dir = ds / "stats" / "train"
     if not (stats_dir / "entity_relation_popularity" / "_delta_log").is_dir():
         (_, made["stats"]) = timed(lambda: stats.run(spark, config, str(ds), ["train"]))
     exported = Path(task["stats_parquet"])
-    versions = {n: latest_version(spark, str(stats_dir / n)) for n in ("entity_popularity", "entity_relation_popularity")}
+    versions = {
+        n: latest_version(spark, str(stats_dir / n)) for n in ("entity_popularity", "entity_relation_popularity")
+    }
     marker = exported / "versions.json"
     if not marker.is_file() or json.loads(marker.read_text()) != versions:
         shutil.rmtree(exported, ignore_errors=True)
-        columns = {"entity_popularity": ("entity", "delta"), "entity_relation_popularity": ("entity", "relation", "delta_rel_given_entity")}
+        columns = {
+            "entity_popularity": ("entity", "delta"),
+            "entity_relation_popularity": ("entity", "relation", "delta_rel_given_entity"),
+        }
         for name, cols in columns.items():
             read_table(spark, str(stats_dir / name), versions[name]).select(*cols).write.parquet(str(exported / name))
         marker.write_text(json.dumps(versions))
@@ -150,14 +159,39 @@ def worker_spark(task: dict) -> dict:
     def run(ranks: str, spec: dict, batch_bytes: int) -> dict:
         shutil.rmtree(Path(dataset) / "scores", ignore_errors=True)
         cfg = config.with_overrides([f"scoring.batch_bytes={batch_bytes}"])
-        metric = MetricSpec(alphas=tuple(spec["alphas"]), betas=tuple(spec["betas"]), hits=tuple(spec["hits"]), p_values=(), eps=None, popularity_groups=0)
+        metric = MetricSpec(
+            alphas=tuple(spec["alphas"]),
+            betas=tuple(spec["betas"]),
+            hits=tuple(spec["hits"]),
+            p_values=(),
+            eps=None,
+            popularity_groups=0,
+        )
         opts = score.ScoreOptions(ranks=ranks, dataset=dataset, spec=metric, fmt="parquet", id_kind="id")
         summary, timing = timed(lambda: score.run(spark, cfg, opts))
         assert summary.counts["quarantined"] == 0, summary.counts
-        return {**timing, "batches": summary.counts["batches"], "rows": summary.counts["scored"], "timings": summary.timings,
-                "eps": summary.extra.get("eps"), "results": _results(summary)}
+        return {
+            **timing,
+            "batches": summary.counts["batches"],
+            "rows": summary.counts["scored"],
+            "timings": summary.timings,
+            "eps": summary.extra.get("eps"),
+            "results": _results(summary),
+        }
 
-    out = {"spark_startup_seconds": startup, "cores": cores, "spark_conf": {k: spark.conf.get(k) for k in ("spark.master", "spark.driver.memory", "spark.sql.shuffle.partitions", "spark.sql.files.maxPartitionBytes")}}
+    out = {
+        "spark_startup_seconds": startup,
+        "cores": cores,
+        "spark_conf": {
+            k: spark.conf.get(k)
+            for k in (
+                "spark.master",
+                "spark.driver.memory",
+                "spark.sql.shuffle.partitions",
+                "spark.sql.files.maxPartitionBytes",
+            )
+        },
+    }
     out["warmup"] = run(task["warmup"], GRID, 1 << 40)
     out["grid"] = run(task["ranks"], GRID, 1 << 40)
     out["one_cell"] = run(task["ranks"], ONE_CELL, 1 << 40)
@@ -176,16 +210,27 @@ def diagnostics(spark, ranks: str, dataset: str) -> dict:
     """Where kgbrink's time goes: the same files through parts of the job, each one Spark action
     (no validation, no Delta writes): a bare scan, the one-cell sums, the statistics join alone, the
     grid sums on joined rows."""
-    from kgbrink.probe import scoring as S
-    from kgbrink.core.delta import read_table
     from pyspark.sql import functions as F
 
+    from kgbrink.core.delta import read_table
+    from kgbrink.probe import scoring as S
+
     def spec(d: dict):
-        return S.MetricSpec(alphas=tuple(d["alphas"]), betas=tuple(d["betas"]), hits=tuple(d["hits"]), p_values=(), eps=None, popularity_groups=0)
+        return S.MetricSpec(
+            alphas=tuple(d["alphas"]),
+            betas=tuple(d["betas"]),
+            hits=tuple(d["hits"]),
+            p_values=(),
+            eps=None,
+            popularity_groups=0,
+        )
 
     raw = spark.read.parquet(ranks)
     stats = f"{dataset}/stats/train"
-    popularity = (read_table(spark, f"{stats}/entity_popularity"), read_table(spark, f"{stats}/entity_relation_popularity"))
+    popularity = (
+        read_table(spark, f"{stats}/entity_popularity"),
+        read_table(spark, f"{stats}/entity_relation_popularity"),
+    )
     joined = S.with_target_degrees(raw, *popularity, broadcast=True)
     steps = {
         "scan_sum_rank_and_num_candidates": lambda: raw.agg(F.sum("rank"), F.sum("num_candidates")).collect(),
@@ -273,8 +318,12 @@ def _metrics(sums: dict, spec: dict) -> dict:
     """The sums of a peer -> the same keys as :func:`_results` (kgbrink's metric names)."""
     sums = {k: v if v is None else float(v) for k, v in sums.items()}
     n = sums["n"]
-    out = {"mr": sums["rank_sum"] / n, "mrr": sums["reciprocal"] / n,
-           "amri": 1 - 2 * (sums["rank_sum"] - n) / sums["candidates_minus_one"], "wmr": math.exp(sums["wmr_log"] / sums["candidates_minus_one"])}
+    out = {
+        "mr": sums["rank_sum"] / n,
+        "mrr": sums["reciprocal"] / n,
+        "amri": 1 - 2 * (sums["rank_sum"] - n) / sums["candidates_minus_one"],
+        "wmr": math.exp(sums["wmr_log"] / sums["candidates_minus_one"]),
+    }
     for k in spec["hits"]:
         out[f"hits@{k}"] = sums[f"hits_{k}"] / n
     for j, b in enumerate(spec["betas"]):
@@ -299,8 +348,15 @@ def worker_duckdb(task: dict) -> dict:
     )
     for name, sql, spec in queries:
         (row, names), timing = timed(lambda sql=sql: _fetch_one(con, sql))
-        sums = {k: v for k, v in zip(names, row) if k not in ("model", "run")}  # one (model, run) in the generated files
-        out[name] = {**timing, "rows": int(sums["n"]), "eps": [sums.get("eps_e"), sums.get("eps_r")], "results": _metrics(sums, spec)}
+        sums = {
+            k: v for k, v in zip(names, row) if k not in ("model", "run")
+        }  # one (model, run) in the generated files
+        out[name] = {
+            **timing,
+            "rows": int(sums["n"]),
+            "eps": [sums.get("eps_e"), sums.get("eps_r")],
+            "results": _metrics(sums, spec),
+        }
     out["peak_rss_mb"] = process_peak_rss_mb()
     return out
 
@@ -329,7 +385,7 @@ def numpy_sums(rank, n, de, dre, eps: tuple[float, float] | None, spec: dict, ac
 
     weighted = any(b != 0 for b in spec["betas"])
     for lo in range(0, len(rank), BLOCK):
-        r, nn = rank[lo:lo + BLOCK], n[lo:lo + BLOCK]
+        r, nn = rank[lo : lo + BLOCK], n[lo : lo + BLOCK]
         m = len(r)
         lr, ln_n = np.log(r), np.log(nn)
         single = nn == 1
@@ -354,8 +410,8 @@ def numpy_sums(rank, n, de, dre, eps: tuple[float, float] | None, spec: dict, ac
                 c[single] = 1.0
             cells.append(c)
         if weighted:
-            lp = np.log(eps[0] + de[lo:lo + BLOCK])
-            lp += np.log(eps[1] + dre[lo:lo + BLOCK])
+            lp = np.log(eps[0] + de[lo : lo + BLOCK])
+            lp += np.log(eps[1] + dre[lo : lo + BLOCK])
         for j, b in enumerate(spec["betas"]):
             if b == 0:
                 acc[f"sw_{j}"] = acc.get(f"sw_{j}", 0.0) + float(m)
@@ -383,12 +439,18 @@ def worker_numpy(task: dict) -> dict:
     con = _duck(2)
     files, stats = task["files"], task["stats_parquet"]
     in_memory = task["rows"] <= task["in_memory_rows"]
-    out = {"mode": "in-memory" if in_memory else "file by file (only the computation timed)", "grid": {}, "one_cell": {}}
+    out = {
+        "mode": "in-memory" if in_memory else "file by file (only the computation timed)",
+        "grid": {},
+        "one_cell": {},
+    }
 
     def fetch(file_list: list[str], columns: str) -> dict:
         return con.execute(_load_sql(file_list, stats, columns)).fetchnumpy()
 
-    columns = "rank, CAST(n AS DOUBLE) AS n, coalesce(ep.delta, 0.0) AS de, coalesce(erp.delta_rel_given_entity, 0.0) AS dre"
+    columns = (
+        "rank, CAST(n AS DOUBLE) AS n, coalesce(ep.delta, 0.0) AS de, coalesce(erp.delta_rel_given_entity, 0.0) AS dre"
+    )
     if in_memory:
         start = time.perf_counter()
         arrays = {k: np.empty(task["rows"]) for k in ("rank", "n", "de", "dre")}
@@ -397,13 +459,16 @@ def worker_numpy(task: dict) -> dict:
         for batch in reader:
             m = batch.num_rows
             for k, array in arrays.items():
-                array[pos:pos + m] = batch.column(k).to_numpy()
+                array[pos : pos + m] = batch.column(k).to_numpy()
             pos += m
         assert pos == task["rows"], (pos, task["rows"])
         out["load_seconds"] = round(time.perf_counter() - start, 2)
 
         def grid():
-            parts = [_eps_partial(arrays["de"][lo:lo + BLOCK], arrays["dre"][lo:lo + BLOCK]) for lo in range(0, pos, BLOCK)]
+            parts = [
+                _eps_partial(arrays["de"][lo : lo + BLOCK], arrays["dre"][lo : lo + BLOCK])
+                for lo in range(0, pos, BLOCK)
+            ]
             eps = tuple(min(p[i] for p in parts) for i in (0, 1))
             eps = tuple(1.0 if math.isinf(e) else e for e in eps)
             acc = {"eps_e": eps[0], "eps_r": eps[1]}
@@ -417,7 +482,12 @@ def worker_numpy(task: dict) -> dict:
 
         for name, fn, spec in (("grid", grid, GRID), ("one_cell", one_cell, ONE_CELL)):
             acc, timing = timed(fn)
-            out[name] = {**timing, "rows": acc["n"], "eps": [acc.get("eps_e"), acc.get("eps_r")], "results": _metrics(acc, spec)}
+            out[name] = {
+                **timing,
+                "rows": acc["n"],
+                "eps": [acc.get("eps_e"), acc.get("eps_r")],
+                "results": _metrics(acc, spec),
+            }
     else:
         seconds = {"grid": 0.0, "one_cell": 0.0}
         load_seconds = 0.0
@@ -439,7 +509,9 @@ def worker_numpy(task: dict) -> dict:
             load_seconds += time.perf_counter() - t0
             for name, spec in (("grid", GRID), ("one_cell", ONE_CELL)):
                 t0 = time.perf_counter()
-                numpy_sums(part["rank"], part["n"], part["de"], part["dre"], eps if name == "grid" else None, spec, accs[name])
+                numpy_sums(
+                    part["rank"], part["n"], part["de"], part["dre"], eps if name == "grid" else None, spec, accs[name]
+                )
                 seconds[name] += time.perf_counter() - t0
             del part
         loads["grid"].append(load())
@@ -447,8 +519,14 @@ def worker_numpy(task: dict) -> dict:
         out["load_seconds"] = round(load_seconds, 2)
         for name, spec in (("grid", GRID), ("one_cell", ONE_CELL)):
             acc = accs[name]
-            out[name] = {"seconds": round(seconds[name], 3), "load_before": loads[name][0], "load_after": loads[name][1], "rows": acc["n"],
-                         "eps": [acc.get("eps_e"), acc.get("eps_r")], "results": _metrics(acc, spec)}
+            out[name] = {
+                "seconds": round(seconds[name], 3),
+                "load_before": loads[name][0],
+                "load_after": loads[name][1],
+                "rows": acc["n"],
+                "eps": [acc.get("eps_e"), acc.get("eps_r")],
+                "results": _metrics(acc, spec),
+            }
     out["peak_rss_mb"] = process_peak_rss_mb()
     return out
 
@@ -470,7 +548,13 @@ def generate(out_dir: Path, rows: int, prep: dict, seed: int) -> dict:
     per_file = min(ROWS_PER_FILE, -(-rows // 4))
     counts = [min(per_file, rows - lo) for lo in range(0, rows, per_file)]
     manifest = out_dir / "_manifest.json"  # "_": skipped by Spark and kgbrink
-    wanted = {"rows": rows, "files": len(counts), "seed": seed, "entities": prep["entities"], "triples_files": prep["triples_files"]}
+    wanted = {
+        "rows": rows,
+        "files": len(counts),
+        "seed": seed,
+        "entities": prep["entities"],
+        "triples_files": prep["triples_files"],
+    }
     if manifest.is_file() and {k: v for k, v in json.loads(manifest.read_text()).items() if k in wanted} == wanted:
         return json.loads(manifest.read_text())
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -478,12 +562,24 @@ def generate(out_dir: Path, rows: int, prep: dict, seed: int) -> dict:
     start = time.perf_counter()
     from kgbrink.core.files import reported_path
 
-    table = pa.concat_tables([pq.ParquetFile(reported_path(f)).read(columns=["h", "r", "t"]) for f in prep["triples_files"]])
+    table = pa.concat_tables(
+        [pq.ParquetFile(reported_path(f)).read(columns=["h", "r", "t"]) for f in prep["triples_files"]]
+    )
     h, r, t = (table[c].to_numpy().astype(np.int32) for c in ("h", "r", "t"))
     del table
     n_entities = prep["entities"]
-    schema = pa.schema([("model", pa.string()), ("run", pa.string()), ("h", pa.int32()), ("r", pa.int32()), ("t", pa.int32()),
-                        ("side", pa.string()), ("rank", pa.float64()), ("num_candidates", pa.int64())])
+    schema = pa.schema(
+        [
+            ("model", pa.string()),
+            ("run", pa.string()),
+            ("h", pa.int32()),
+            ("r", pa.int32()),
+            ("t", pa.int32()),
+            ("side", pa.string()),
+            ("rank", pa.float64()),
+            ("num_candidates", pa.int64()),
+        ]
+    )
     log_n_max = math.log(n_entities)
     for index, count in enumerate(counts):
         rng = np.random.default_rng([seed, index])
@@ -497,15 +593,28 @@ def generate(out_dir: Path, rows: int, prep: dict, seed: int) -> dict:
                 rank += 0.5 * (rng.random(m) < 0.1)
                 rank = np.clip(rank, 1.0, n.astype(np.float64))
                 side = rng.integers(0, 2, m).astype(np.int8)
-                writer.write_table(pa.table({
-                    "model": pa.array(["bench"] * 1, pa.string()).take(np.zeros(m, np.int32)),
-                    "run": pa.array(["1"], pa.string()).take(np.zeros(m, np.int32)),
-                    "h": h[pick], "r": r[pick], "t": t[pick],
-                    "side": pa.array(["head", "tail"], pa.string()).take(side),
-                    "rank": rank, "num_candidates": n,
-                }, schema=schema), row_group_size=1 << 20)
-    info = {**wanted, "rows_per_file": per_file, "bytes": sum(f.stat().st_size for f in out_dir.glob("*.parquet")),
-            "generation_seconds": round(time.perf_counter() - start, 1)}
+                writer.write_table(
+                    pa.table(
+                        {
+                            "model": pa.array(["bench"] * 1, pa.string()).take(np.zeros(m, np.int32)),
+                            "run": pa.array(["1"], pa.string()).take(np.zeros(m, np.int32)),
+                            "h": h[pick],
+                            "r": r[pick],
+                            "t": t[pick],
+                            "side": pa.array(["head", "tail"], pa.string()).take(side),
+                            "rank": rank,
+                            "num_candidates": n,
+                        },
+                        schema=schema,
+                    ),
+                    row_group_size=1 << 20,
+                )
+    info = {
+        **wanted,
+        "rows_per_file": per_file,
+        "bytes": sum(f.stat().st_size for f in out_dir.glob("*.parquet")),
+        "generation_seconds": round(time.perf_counter() - start, 1),
+    }
     manifest.write_text(json.dumps(info, indent=2))
     return info
 
@@ -524,7 +633,11 @@ def compare(reference: dict, other: dict) -> dict:
 
 def check(name: str, diffs: dict) -> list[str]:
     tol = TOL_DUCKDB if "duckdb" in name else TOL
-    return [f"{name}: {fam} differs by {d:.3g}" for fam, d in diffs.items() if (fam in ("probe", "mrr", "amri") and d > tol) or (fam == "hits" and d > 1e-15)]
+    return [
+        f"{name}: {fam} differs by {d:.3g}"
+        for fam, d in diffs.items()
+        if (fam in ("probe", "mrr", "amri") and d > tol) or (fam == "hits" and d > 1e-15)
+    ]
 
 
 def per_core(rows: int, seconds: float, cores: int) -> float:
@@ -538,15 +651,30 @@ def extrapolate(runs: list[dict], target: int = 1_000_000_000) -> dict | None:
         return None
     (r1, r2) = measured
     out = {"from_rows": [r1["rows"], r2["rows"]], "to_rows": target, "seconds": {}}
-    for label, path in (("kgbrink_grid", ("kgbrink", "grid")), ("kgbrink_one_cell", ("kgbrink", "one_cell")), ("kgbrink_grid_4_batches", ("kgbrink", "grid_4_batches")),
-                        ("duckdb_grid", ("duckdb", "grid")), ("duckdb_one_cell", ("duckdb", "one_cell")), ("numpy_grid", ("numpy", "grid")), ("numpy_one_cell", ("numpy", "one_cell"))):
+    for label, path in (
+        ("kgbrink_grid", ("kgbrink", "grid")),
+        ("kgbrink_one_cell", ("kgbrink", "one_cell")),
+        ("kgbrink_grid_4_batches", ("kgbrink", "grid_4_batches")),
+        ("duckdb_grid", ("duckdb", "grid")),
+        ("duckdb_one_cell", ("duckdb", "one_cell")),
+        ("numpy_grid", ("numpy", "grid")),
+        ("numpy_one_cell", ("numpy", "one_cell")),
+    ):
         t1, t2 = r1[path[0]][path[1]]["seconds"], r2[path[0]][path[1]]["seconds"]
         slope = (t2 - t1) / (r2["rows"] - r1["rows"])
         fixed = t1 - slope * r1["rows"]
-        out["seconds"][label] = {"fixed_seconds": round(fixed, 2), "seconds_per_1e8_rows": round(slope * 1e8, 2), "predicted_seconds": round(fixed + slope * target, 1)}
+        out["seconds"][label] = {
+            "fixed_seconds": round(fixed, 2),
+            "seconds_per_1e8_rows": round(slope * 1e8, 2),
+            "predicted_seconds": round(fixed + slope * target, 1),
+        }
     s = out["seconds"]
-    out["predicted_ratio_kgbrink_duckdb_one_cell"] = round(s["kgbrink_one_cell"]["predicted_seconds"] / s["duckdb_one_cell"]["predicted_seconds"], 2)
-    out["predicted_ratio_kgbrink_grid_one_cell"] = round(s["kgbrink_grid"]["predicted_seconds"] / s["kgbrink_one_cell"]["predicted_seconds"], 2)
+    out["predicted_ratio_kgbrink_duckdb_one_cell"] = round(
+        s["kgbrink_one_cell"]["predicted_seconds"] / s["duckdb_one_cell"]["predicted_seconds"], 2
+    )
+    out["predicted_ratio_kgbrink_grid_one_cell"] = round(
+        s["kgbrink_grid"]["predicted_seconds"] / s["kgbrink_one_cell"]["predicted_seconds"], 2
+    )
     return out
 
 
@@ -557,23 +685,57 @@ def bench(rows: int, args, prep: dict) -> dict:
     generate(OUT / "ranks-warmup", 1_000_000, prep, args.seed + 1)
     files = sorted(str(p) for p in ranks_dir.glob("*.parquet"))
     sizes = [Path(f).stat().st_size for f in files]
-    batch_bytes_4 = 0 if args.skip_batched else max(max(sizes), int(sum(sizes) / 4 * 1.01))  # ~4 batches of whole files (sizes vary a little)
-    base = {"conf": args.conf, "overrides": args.set, "dataset": str(OUT / "ds"), "stats_parquet": str(OUT / "stats-parquet")}
+    batch_bytes_4 = (
+        0 if args.skip_batched else max(max(sizes), int(sum(sizes) / 4 * 1.01))
+    )  # ~4 batches of whole files (sizes vary a little)
+    base = {
+        "conf": args.conf,
+        "overrides": args.set,
+        "dataset": str(OUT / "ds"),
+        "stats_parquet": str(OUT / "stats-parquet"),
+    }
     print(f"   {len(files)} files, {gen['bytes'] / 1e9:.2f} GB; kgbrink ...", flush=True)
-    spark = run_worker("spark", {**base, "ranks": str(ranks_dir), "warmup": str(OUT / "ranks-warmup"), "batch_bytes_4": batch_bytes_4,
-                                 "diagnostics": not args.no_diagnostics})
+    spark = run_worker(
+        "spark",
+        {
+            **base,
+            "ranks": str(ranks_dir),
+            "warmup": str(OUT / "ranks-warmup"),
+            "batch_bytes_4": batch_bytes_4,
+            "diagnostics": not args.no_diagnostics,
+        },
+    )
     cores = spark["cores"]
     batched = spark.get("grid_4_batches")
-    print(f"   kgbrink grid {spark['grid']['seconds']} s, one cell {spark['one_cell']['seconds']} s, one weighted cell {spark['one_weighted_cell']['seconds']} s, 4 batches {batched and batched['seconds']} s; DuckDB ...", flush=True)
-    duck = run_worker("duckdb", {**base, "files": files, "threads": cores, "entities": prep["entities"], "relations": prep["relations"]})
-    print(f"   DuckDB grid {duck['grid']['seconds']} s, one cell {duck['one_cell']['seconds']} s; numpy ...", flush=True)
+    print(
+        f"   kgbrink grid {spark['grid']['seconds']} s, one cell {spark['one_cell']['seconds']} s, one weighted cell {spark['one_weighted_cell']['seconds']} s, 4 batches {batched and batched['seconds']} s; DuckDB ...",
+        flush=True,
+    )
+    duck = run_worker(
+        "duckdb",
+        {**base, "files": files, "threads": cores, "entities": prep["entities"], "relations": prep["relations"]},
+    )
+    print(
+        f"   DuckDB grid {duck['grid']['seconds']} s, one cell {duck['one_cell']['seconds']} s; numpy ...", flush=True
+    )
     single = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    npy = run_worker("numpy", {**base, "files": files, "rows": rows, "in_memory_rows": args.numpy_in_memory_rows}, env=single)
+    npy = run_worker(
+        "numpy", {**base, "files": files, "rows": rows, "in_memory_rows": args.numpy_in_memory_rows}, env=single
+    )
     print(f"   numpy grid {npy['grid']['seconds']} s, one cell {npy['one_cell']['seconds']} s", flush=True)
 
     problems = []
-    for label, part in (("kgbrink grid", spark["grid"]), ("kgbrink one cell", spark["one_cell"]), ("kgbrink one weighted cell", spark["one_weighted_cell"]), ("kgbrink 4 batches", batched),
-                        ("duckdb grid", duck["grid"]), ("duckdb one cell", duck["one_cell"]), ("duckdb one cell checked", duck["one_cell_checked"]), ("numpy grid", npy["grid"]), ("numpy one cell", npy["one_cell"])):
+    for label, part in (
+        ("kgbrink grid", spark["grid"]),
+        ("kgbrink one cell", spark["one_cell"]),
+        ("kgbrink one weighted cell", spark["one_weighted_cell"]),
+        ("kgbrink 4 batches", batched),
+        ("duckdb grid", duck["grid"]),
+        ("duckdb one cell", duck["one_cell"]),
+        ("duckdb one cell checked", duck["one_cell_checked"]),
+        ("numpy grid", npy["grid"]),
+        ("numpy one cell", npy["one_cell"]),
+    ):
         if part and part["rows"] != rows:
             problems.append(f"{label}: {part['rows']} rows, expected {rows}")
     agreement = {
@@ -581,7 +743,9 @@ def bench(rows: int, args, prep: dict) -> dict:
         "kgbrink_grid_vs_numpy": compare(spark["grid"]["results"], npy["grid"]["results"]),
         "duckdb_grid_vs_numpy": compare(duck["grid"]["results"], npy["grid"]["results"]),
         "kgbrink_one_cell_vs_duckdb": compare(spark["one_cell"]["results"], duck["one_cell"]["results"]),
-        "kgbrink_one_cell_vs_duckdb_checked": compare(spark["one_cell"]["results"], duck["one_cell_checked"]["results"]),
+        "kgbrink_one_cell_vs_duckdb_checked": compare(
+            spark["one_cell"]["results"], duck["one_cell_checked"]["results"]
+        ),
         "kgbrink_one_cell_vs_numpy": compare(spark["one_cell"]["results"], npy["one_cell"]["results"]),
         "kgbrink_grid_vs_one_cell": compare(spark["one_cell"]["results"], spark["grid"]["results"]),
         "kgbrink_grid_vs_one_weighted_cell": compare(spark["one_weighted_cell"]["results"], spark["grid"]["results"]),
@@ -594,11 +758,17 @@ def bench(rows: int, args, prep: dict) -> dict:
         problems.append("kgbrink: 4 batches differ from 1 batch")
     eps = {"kgbrink": spark["grid"]["eps"], "duckdb": duck["grid"]["eps"], "numpy": npy["grid"]["eps"]}
     k_eps = eps["kgbrink"][0]
-    if not (k_eps["eps_entity"] == duck["grid"]["eps"][0] == npy["grid"]["eps"][0] and k_eps["eps_relation"] == duck["grid"]["eps"][1] == npy["grid"]["eps"][1]):
+    if not (
+        k_eps["eps_entity"] == duck["grid"]["eps"][0] == npy["grid"]["eps"][0]
+        and k_eps["eps_relation"] == duck["grid"]["eps"][1] == npy["grid"]["eps"][1]
+    ):
         problems.append(f"eps differ: {eps}")
 
     def figures(part: dict, c: int) -> dict:
-        return {k: v for k, v in part.items() if k != "results"} | {"cores": c, "rows_per_s_per_core": per_core(rows, part["seconds"], c)}
+        return {k: v for k, v in part.items() if k != "results"} | {
+            "cores": c,
+            "rows_per_s_per_core": per_core(rows, part["seconds"], c),
+        }
 
     run = {
         "rows": rows,
@@ -606,52 +776,101 @@ def bench(rows: int, args, prep: dict) -> dict:
         "rows_per_file": gen["rows_per_file"],
         "bytes": gen["bytes"],
         "generation_seconds": gen.get("generation_seconds"),
-        "kgbrink": {"spark_startup_seconds": spark["spark_startup_seconds"], "spark_conf": spark["spark_conf"], "warmup_1e6_rows": figures(spark["warmup"], cores) | {"rows": 1_000_000},
-                    "grid": figures(spark["grid"], cores), "one_cell": figures(spark["one_cell"], cores), "one_weighted_cell": figures(spark["one_weighted_cell"], cores),
-                    "grid_4_batches": figures(batched, cores) | {"batch_bytes": batch_bytes_4} if batched else "not run (--skip-batched)",
-                    "diagnostics_untimed_parts": spark.get("diagnostics"),
-                    "jvm_peak_rss_mb": spark["jvm_peak_rss_mb"], "worker_process_seconds": spark["process_seconds"]},
-        "duckdb": {"version": duck["duckdb"], "threads": duck["threads"], "grid": figures(duck["grid"], cores), "one_cell": figures(duck["one_cell"], cores),
-                   "one_cell_checked_grouped": figures(duck["one_cell_checked"], cores), "peak_rss_mb": duck["peak_rss_mb"]},
-        "numpy": {"mode": npy["mode"], "load_seconds_untimed": npy["load_seconds"], "grid": figures(npy["grid"], 1), "one_cell": figures(npy["one_cell"], 1),
-                  "peak_rss_mb": npy["peak_rss_mb"]},
+        "kgbrink": {
+            "spark_startup_seconds": spark["spark_startup_seconds"],
+            "spark_conf": spark["spark_conf"],
+            "warmup_1e6_rows": figures(spark["warmup"], cores) | {"rows": 1_000_000},
+            "grid": figures(spark["grid"], cores),
+            "one_cell": figures(spark["one_cell"], cores),
+            "one_weighted_cell": figures(spark["one_weighted_cell"], cores),
+            "grid_4_batches": figures(batched, cores) | {"batch_bytes": batch_bytes_4}
+            if batched
+            else "not run (--skip-batched)",
+            "diagnostics_untimed_parts": spark.get("diagnostics"),
+            "jvm_peak_rss_mb": spark["jvm_peak_rss_mb"],
+            "worker_process_seconds": spark["process_seconds"],
+        },
+        "duckdb": {
+            "version": duck["duckdb"],
+            "threads": duck["threads"],
+            "grid": figures(duck["grid"], cores),
+            "one_cell": figures(duck["one_cell"], cores),
+            "one_cell_checked_grouped": figures(duck["one_cell_checked"], cores),
+            "peak_rss_mb": duck["peak_rss_mb"],
+        },
+        "numpy": {
+            "mode": npy["mode"],
+            "load_seconds_untimed": npy["load_seconds"],
+            "grid": figures(npy["grid"], 1),
+            "one_cell": figures(npy["one_cell"], 1),
+            "peak_rss_mb": npy["peak_rss_mb"],
+        },
         "ratios": {
-            "kgbrink_over_duckdb_one_cell_per_core": round(spark["one_cell"]["seconds"] / duck["one_cell"]["seconds"], 2),
-            "kgbrink_over_duckdb_one_cell_checked_grouped_per_core": round(spark["one_cell"]["seconds"] / duck["one_cell_checked"]["seconds"], 2),
+            "kgbrink_over_duckdb_one_cell_per_core": round(
+                spark["one_cell"]["seconds"] / duck["one_cell"]["seconds"], 2
+            ),
+            "kgbrink_over_duckdb_one_cell_checked_grouped_per_core": round(
+                spark["one_cell"]["seconds"] / duck["one_cell_checked"]["seconds"], 2
+            ),
             "kgbrink_over_duckdb_grid_per_core": round(spark["grid"]["seconds"] / duck["grid"]["seconds"], 2),
             "kgbrink_grid_over_one_cell": round(spark["grid"]["seconds"] / spark["one_cell"]["seconds"], 2),
-            "kgbrink_grid_over_one_weighted_cell": round(spark["grid"]["seconds"] / spark["one_weighted_cell"]["seconds"], 2),
-            "kgbrink_4_batches_over_1_batch": round(batched["seconds"] / spark["grid"]["seconds"], 2) if batched else None,
+            "kgbrink_grid_over_one_weighted_cell": round(
+                spark["grid"]["seconds"] / spark["one_weighted_cell"]["seconds"], 2
+            ),
+            "kgbrink_4_batches_over_1_batch": round(batched["seconds"] / spark["grid"]["seconds"], 2)
+            if batched
+            else None,
             "duckdb_grid_over_one_cell": round(duck["grid"]["seconds"] / duck["one_cell"]["seconds"], 2),
             "kgbrink_per_core_over_numpy_grid": round(spark["grid"]["seconds"] * cores / npy["grid"]["seconds"], 2),
-            "kgbrink_per_core_over_numpy_one_cell": round(spark["one_cell"]["seconds"] * cores / npy["one_cell"]["seconds"], 2),
+            "kgbrink_per_core_over_numpy_one_cell": round(
+                spark["one_cell"]["seconds"] * cores / npy["one_cell"]["seconds"], 2
+            ),
         },
-        "targets": {"kgbrink_duckdb_one_cell_per_core_at_most_3x": spark["one_cell"]["seconds"] <= 3 * duck["one_cell"]["seconds"],
-                    "kgbrink_grid_at_most_5x_one_cell": spark["grid"]["seconds"] <= 5 * spark["one_cell"]["seconds"]},
+        "targets": {
+            "kgbrink_duckdb_one_cell_per_core_at_most_3x": spark["one_cell"]["seconds"]
+            <= 3 * duck["one_cell"]["seconds"],
+            "kgbrink_grid_at_most_5x_one_cell": spark["grid"]["seconds"] <= 5 * spark["one_cell"]["seconds"],
+        },
         "eps": eps,
         "agreement_max_abs_diff": agreement,
-        "values": {"kgbrink_grid": spark["grid"]["results"], "kgbrink_one_cell": spark["one_cell"]["results"], "kgbrink_one_weighted_cell": spark["one_weighted_cell"]["results"]},
+        "values": {
+            "kgbrink_grid": spark["grid"]["results"],
+            "kgbrink_one_cell": spark["one_cell"]["results"],
+            "kgbrink_one_weighted_cell": spark["one_weighted_cell"]["results"],
+        },
         "problems": problems,
     }
     return run
 
 
 def markdown(results: dict) -> str:
-    lines = [("| rows | files (GB) | kgbrink grid s | grid, 4 batches s | kgbrink 1 cell s | kgbrink 1 weighted cell s | DuckDB grid s | DuckDB 1 cell s | numpy grid s "
-              "| numpy 1 cell s | 1 cell kgbrink/DuckDB | kgbrink grid/1 cell | kgbrink grid/1 weighted cell |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        (
+            "| rows | files (GB) | kgbrink grid s | grid, 4 batches s | kgbrink 1 cell s | kgbrink 1 weighted cell s | DuckDB grid s | DuckDB 1 cell s | numpy grid s "
+            "| numpy 1 cell s | 1 cell kgbrink/DuckDB | kgbrink grid/1 cell | kgbrink grid/1 weighted cell |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results["runs"]:
         k, d, n = r["kgbrink"], r["duckdb"], r["numpy"]
         batched = k["grid_4_batches"]["seconds"] if isinstance(k["grid_4_batches"], dict) else float("nan")
         weighted = k.get("one_weighted_cell", {}).get("seconds", float("nan"))
-        lines.append(f"| {r['rows']:,} | {r['files']} ({r['bytes'] / 1e9:.1f}) | {k['grid']['seconds']:.1f} | {batched:.1f} | {k['one_cell']['seconds']:.1f} | {weighted:.1f} "
-                     f"| {d['grid']['seconds']:.1f} | {d['one_cell']['seconds']:.1f} | {n['grid']['seconds']:.1f} | {n['one_cell']['seconds']:.1f} "
-                     f"| {r['ratios']['kgbrink_over_duckdb_one_cell_per_core']}x | {r['ratios']['kgbrink_grid_over_one_cell']}x | {r['ratios'].get('kgbrink_grid_over_one_weighted_cell', '-')}x |")
-    lines += ["", "| rows | rows/s/core: kgbrink grid | kgbrink 1 cell | DuckDB grid | DuckDB 1 cell | numpy grid | numpy 1 cell |", "|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['rows']:,} | {r['files']} ({r['bytes'] / 1e9:.1f}) | {k['grid']['seconds']:.1f} | {batched:.1f} | {k['one_cell']['seconds']:.1f} | {weighted:.1f} "
+            f"| {d['grid']['seconds']:.1f} | {d['one_cell']['seconds']:.1f} | {n['grid']['seconds']:.1f} | {n['one_cell']['seconds']:.1f} "
+            f"| {r['ratios']['kgbrink_over_duckdb_one_cell_per_core']}x | {r['ratios']['kgbrink_grid_over_one_cell']}x | {r['ratios'].get('kgbrink_grid_over_one_weighted_cell', '-')}x |"
+        )
+    lines += [
+        "",
+        "| rows | rows/s/core: kgbrink grid | kgbrink 1 cell | DuckDB grid | DuckDB 1 cell | numpy grid | numpy 1 cell |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results["runs"]:
         k, d, n = r["kgbrink"], r["duckdb"], r["numpy"]
-        lines.append(f"| {r['rows']:,} | {k['grid']['rows_per_s_per_core']:,} | {k['one_cell']['rows_per_s_per_core']:,} | {d['grid']['rows_per_s_per_core']:,} "
-                     f"| {d['one_cell']['rows_per_s_per_core']:,} | {n['grid']['rows_per_s_per_core']:,} | {n['one_cell']['rows_per_s_per_core']:,} |")
+        lines.append(
+            f"| {r['rows']:,} | {k['grid']['rows_per_s_per_core']:,} | {k['one_cell']['rows_per_s_per_core']:,} | {d['grid']['rows_per_s_per_core']:,} "
+            f"| {d['one_cell']['rows_per_s_per_core']:,} | {n['grid']['rows_per_s_per_core']:,} | {n['one_cell']['rows_per_s_per_core']:,} |"
+        )
     return "\n".join(lines)
 
 
@@ -661,10 +880,22 @@ def main() -> None:
     parser.add_argument("--triples", type=int, default=20_000_000, help="size of the generated KG (made once)")
     parser.add_argument("--seed", type=int, default=11, help="seed of the rank rows")
     parser.add_argument("--conf", default="conf/local.yaml")
-    parser.add_argument("--set", action="append", default=None, metavar="KEY=VALUE", help="config overrides (default: spark.master=local[2])")
-    parser.add_argument("--numpy-in-memory-rows", type=int, default=250_000_000, help="above this, numpy works file by file")
-    parser.add_argument("--no-diagnostics", action="store_true", help="skip the Spark break-down runs (scan, join, sums alone)")
-    parser.add_argument("--skip-batched", action="store_true", help="skip the ~4-batch grid run (the 1-batch grid and one cell only)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="config overrides (default: spark.master=local[2])",
+    )
+    parser.add_argument(
+        "--numpy-in-memory-rows", type=int, default=250_000_000, help="above this, numpy works file by file"
+    )
+    parser.add_argument(
+        "--no-diagnostics", action="store_true", help="skip the Spark break-down runs (scan, join, sums alone)"
+    )
+    parser.add_argument(
+        "--skip-batched", action="store_true", help="skip the ~4-batch grid run (the 1-batch grid and one cell only)"
+    )
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -675,16 +906,28 @@ def main() -> None:
     args.set = args.set if args.set is not None else ["spark.master=local[2]"]
     os.chdir(PROJECT)
     OUT.mkdir(parents=True, exist_ok=True)
-    prep = run_worker("prepare", {"conf": args.conf, "overrides": args.set, "kg": str(OUT / "kg"), "dataset": str(OUT / "ds"),
-                                  "stats_parquet": str(OUT / "stats-parquet"), "triples": args.triples})
+    prep = run_worker(
+        "prepare",
+        {
+            "conf": args.conf,
+            "overrides": args.set,
+            "kg": str(OUT / "kg"),
+            "dataset": str(OUT / "ds"),
+            "stats_parquet": str(OUT / "stats-parquet"),
+            "triples": args.triples,
+        },
+    )
     results = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {"runs": []}
-    results.update({
-        "machine": machine(),
-        "command": " ".join([".venv/bin/python", "benchmarks/bench_score.py", *sys.argv[1:]]),
-        "config": {"conf": args.conf, "overrides": args.set, "tracking": "off (library call)"},
-        "dataset": {k: prep[k] for k in ("triples", "entities", "relations", "entity_relation_pairs")} | {"kg": f"kgbrink synth --triples {args.triples}", "made_now": prep["made"]},
-        "spark_startup_seconds": prep["spark_startup_seconds"],
-    })
+    results.update(
+        {
+            "machine": machine(),
+            "command": " ".join([".venv/bin/python", "benchmarks/bench_score.py", *sys.argv[1:]]),
+            "config": {"conf": args.conf, "overrides": args.set, "tracking": "off (library call)"},
+            "dataset": {k: prep[k] for k in ("triples", "entities", "relations", "entity_relation_pairs")}
+            | {"kg": f"kgbrink synth --triples {args.triples}", "made_now": prep["made"]},
+            "spark_startup_seconds": prep["spark_startup_seconds"],
+        }
+    )
     for rows in args.rows:
         run = bench(rows, args, prep)
         run["date"] = time.strftime("%Y-%m-%d %H:%M")

@@ -21,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import duckdb
+
 from kgbrink.rules import mining
 from kgbrink.rules.mining import (
     Shape,
@@ -53,7 +54,11 @@ def _var_sql(v: int, where: dict[int, str]) -> str:
 
 def _costs_sql(shape: Shape) -> dict[int, str]:
     """Per expanding head atom, the bound endpoint's degree in its role (``mining._endpoint_degree``)."""
-    return {k: (f"hf.out{a[0]}" if a[0] in (X, Y) else f"hf.in{a[1]}") for k in mining.expanding_head_atoms(shape) for a in [shape.atoms[k]]}
+    return {
+        k: (f"hf.out{a[0]}" if a[0] in (X, Y) else f"hf.in{a[1]}")
+        for k in mining.expanding_head_atoms(shape)
+        for a in [shape.atoms[k]]
+    }
 
 
 def _start_sql(shape: Shape) -> str | None:
@@ -77,7 +82,9 @@ def _buckets(con, shape: Shape, relations: list[int], rows_per_batch: int) -> in
     if not cost or not relations:
         return 1
     least = f"least({', '.join(cost.values())})" if len(cost) > 1 else next(iter(cost.values()))
-    rows = con.execute(f"SELECT sum({least}) FROM hf WHERE hf.r IN ({', '.join(map(str, relations))})").fetchone()[0] or 0
+    rows = (
+        con.execute(f"SELECT sum({least}) FROM hf WHERE hf.r IN ({', '.join(map(str, relations))})").fetchone()[0] or 0
+    )
     return max(1, math.ceil(rows / rows_per_batch))
 
 
@@ -93,7 +100,9 @@ def _supports_sql(shape: Shape, first: int | None, relations: list[int], buckets
         on = [f"{alias}.{col} = {where[v]}" for col, v in bound]
         joins.append(f"JOIN e {alias} ON " + " AND ".join(on))
         if pattern is not None:
-            joins.append(f"JOIN singles al{k} ON al{k}.r = hf.r AND al{k}.subject = {pattern[0]} AND al{k}.object = {pattern[1]} AND al{k}.a = {alias}.rel")
+            joins.append(
+                f"JOIN singles al{k} ON al{k}.r = hf.r AND al{k}.subject = {pattern[0]} AND al{k}.object = {pattern[1]} AND al{k}.a = {alias}.rel"
+            )
         for col, v in (("s", s), ("o", o)):
             where.setdefault(v, f"{alias}.{col}")
         slots[k] = f"{alias}.rel"
@@ -105,7 +114,14 @@ def _supports_sql(shape: Shape, first: int | None, relations: list[int], buckets
     slot_list = ", ".join(f"{slots[k]} AS a{k}" for k in range(len(shape.atoms)))
     group = ", ".join(slots[k] for k in range(len(shape.atoms)))
     start = _start_sql(shape)
-    where_sql = " AND ".join([f"hf.r IN ({', '.join(map(str, relations))})", *([f"({start}) = {first}"] if first is not None else []), *([f"hash(hf.v0, hf.v1) % {buckets} = {bucket}"] if buckets > 1 else []), *conds])
+    where_sql = " AND ".join(
+        [
+            f"hf.r IN ({', '.join(map(str, relations))})",
+            *([f"({start}) = {first}"] if first is not None else []),
+            *([f"hash(hf.v0, hf.v1) % {buckets} = {bucket}"] if buckets > 1 else []),
+            *conds,
+        ]
+    )
     return (
         f"SELECT hf.r, {slot_list}, count(DISTINCT (hf.v0, hf.v1)) AS support FROM hf {' '.join(joins)} "
         f"WHERE {where_sql} GROUP BY hf.r, {group}"
@@ -148,7 +164,13 @@ def _body_sql(shape: Shape) -> str:
     )
 
 
-def mine(files: list[str], relation_names: dict[int, str], params: mining.MiningParams, threads: int, memory_limit: str = "16GB") -> tuple[mining.MiningResult, dict]:
+def mine(
+    files: list[str],
+    relation_names: dict[int, str],
+    params: mining.MiningParams,
+    threads: int,
+    memory_limit: str = "16GB",
+) -> tuple[mining.MiningResult, dict]:
     con = duckdb.connect()
     con.execute(f"SET threads = {threads}; SET memory_limit = '{memory_limit}'; SET preserve_insertion_order = false")
     timings: dict[str, float] = {}
@@ -163,9 +185,13 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
     min_count = {r: min_support_count(facts[r], params) for r in heads}
     con.execute("CREATE TABLE thr (r INTEGER, min_count BIGINT)")
     con.executemany("INSERT INTO thr VALUES (?, ?)", list(min_count.items()))
-    con.execute("CREATE TABLE deg AS SELECT entity, rel, sum(od) AS out_deg, sum(id) AS in_deg FROM (SELECT s AS entity, rel, 1 AS od, 0 AS id FROM e UNION ALL SELECT o, rel, 0, 1 FROM e) GROUP BY entity, rel")
+    con.execute(
+        "CREATE TABLE deg AS SELECT entity, rel, sum(od) AS out_deg, sum(id) AS in_deg FROM (SELECT s AS entity, rel, 1 AS od, 0 AS id FROM e UNION ALL SELECT o, rel, 0, 1 FROM e) GROUP BY entity, rel"
+    )
     con.execute("CREATE TABLE tot AS SELECT entity, sum(out_deg) AS o, sum(in_deg) AS i FROM deg GROUP BY entity")
-    con.execute("CREATE TABLE hf AS SELECT e.rel AS r, e.s AS v0, e.o AS v1, t0.o AS out0, t0.i AS in0, t1.o AS out1, t1.i AS in1 FROM e JOIN thr ON thr.r = e.rel JOIN tot t0 ON t0.entity = e.s JOIN tot t1 ON t1.entity = e.o")
+    con.execute(
+        "CREATE TABLE hf AS SELECT e.rel AS r, e.s AS v0, e.o AS v1, t0.o AS out0, t0.i AS in0, t1.o AS out1, t1.i AS in1 FROM e JOIN thr ON thr.r = e.rel JOIN tot t0 ON t0.entity = e.s JOIN tot t1 ON t1.entity = e.o"
+    )
     single_sql = []
     for var, col in ((X, "v0"), (Y, "v1")):
         single_sql.append(
@@ -176,14 +202,22 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
         )
     for (s, o), (cs, co) in (((X, Y), ("v0", "v1")), ((Y, X), ("v1", "v0"))):
         extra = " AND e.rel <> hf.r" if (s, o) == (X, Y) else ""
-        single_sql.append(f"SELECT hf.r, {s} AS subject, {o} AS object, e.rel AS a, count(*) AS support, count(*) AS rows FROM hf JOIN e ON e.s = hf.{cs} AND e.o = hf.{co}{extra} GROUP BY hf.r, e.rel")
-    con.execute(f"CREATE TABLE singles AS SELECT s.* FROM ({' UNION ALL '.join(single_sql)}) s JOIN thr ON thr.r = s.r WHERE s.support >= thr.min_count")
+        single_sql.append(
+            f"SELECT hf.r, {s} AS subject, {o} AS object, e.rel AS a, count(*) AS support, count(*) AS rows FROM hf JOIN e ON e.s = hf.{cs} AND e.o = hf.{co}{extra} GROUP BY hf.r, e.rel"
+        )
+    con.execute(
+        f"CREATE TABLE singles AS SELECT s.* FROM ({' UNION ALL '.join(single_sql)}) s JOIN thr ON thr.r = s.r WHERE s.support >= thr.min_count"
+    )
     survivors: dict = {}
     rows: dict = {}
     for r, subject, obj, a, _support, n in con.execute("SELECT * FROM singles").fetchall():
         survivors.setdefault((r, (subject, obj)), []).append(a)
         rows[(r, (subject, obj))] = rows.get((r, (subject, obj)), 0) + n
-    con.execute("CREATE TABLE dom AS SELECT DISTINCT hf.r, CASE WHEN f.functional THEN hf.v0 ELSE hf.v1 END AS entity FROM hf JOIN (SELECT * FROM (VALUES " + ", ".join(f"({r}, {str(subject_functional[r]).lower()})" for r in heads) + ") v(r, functional)) f ON f.r = hf.r")
+    con.execute(
+        "CREATE TABLE dom AS SELECT DISTINCT hf.r, CASE WHEN f.functional THEN hf.v0 ELSE hf.v1 END AS entity FROM hf JOIN (SELECT * FROM (VALUES "
+        + ", ".join(f"({r}, {str(subject_functional[r]).lower()})" for r in heads)
+        + ") v(r, functional)) f ON f.r = hf.r"
+    )
     timings["prepare"] = round(time.perf_counter() - t, 1)
     candidates: list[Rule] = []
     for shape in body_shapes(params.max_atoms):
@@ -198,20 +232,38 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
                     for row in con.execute(_supports_sql(shape, first, relations, buckets, bucket)).fetchall():
                         per_rule[row[:-1]] = per_rule.get(row[:-1], 0) + row[-1]
         # AMIE's recursivity limit: no relation more than recursivity_limit times, head included
-        supported = [(*key, support) for key, support in per_rule.items() if support >= min_count[key[0]] and max(Counter(key).values()) <= params.recursivity_limit]
+        supported = [
+            (*key, support)
+            for key, support in per_rule.items()
+            if support >= min_count[key[0]] and max(Counter(key).values()) <= params.recursivity_limit
+        ]
         timings[f"shape {shape.atoms}"] = round(time.perf_counter() - t, 1)
         if not supported:
             continue
-        con.execute("CREATE OR REPLACE TABLE cand (r INTEGER, " + ", ".join(f"a{k} INTEGER" for k in range(n)) + ", support BIGINT, functional_var INTEGER)")
-        con.executemany(f"INSERT INTO cand VALUES ({', '.join('?' * (n + 3))})", [(*row, 0 if subject_functional[row[0]] else 1) for row in supported])
+        con.execute(
+            "CREATE OR REPLACE TABLE cand (r INTEGER, "
+            + ", ".join(f"a{k} INTEGER" for k in range(n))
+            + ", support BIGINT, functional_var INTEGER)"
+        )
+        con.executemany(
+            f"INSERT INTO cand VALUES ({', '.join('?' * (n + 3))})",
+            [(*row, 0 if subject_functional[row[0]] else 1) for row in supported],
+        )
         skip = mining.estimates_bodies(shape, edge_count, params) and mining.drops_by_lower_bound(shape, params)
-        bodies = _affordable_sql(shape, params.min_std_confidence) if skip else "SELECT DISTINCT " + ", ".join(f"a{k}" for k in range(n)) + " FROM cand"
+        bodies = (
+            _affordable_sql(shape, params.min_std_confidence)
+            if skip
+            else "SELECT DISTINCT " + ", ".join(f"a{k}" for k in range(n)) + " FROM cand"
+        )
         con.execute(f"CREATE OR REPLACE TABLE bodies AS {bodies}")
         sizes = {tuple(row[: n + 1]): row[n + 1 :] for row in con.execute(_body_sql(shape)).fetchall()}
         for row in supported:
             r, slots, support = row[0], row[1 : n + 1], row[n + 1]
             body_size, pca_body_size = sizes.get((r, *slots), (None, None))
-            body = tuple(Atom(relation_names[a], mining.variable_name(s), mining.variable_name(o)) for a, (s, o) in zip(slots, shape.atoms))
+            body = tuple(
+                Atom(relation_names[a], mining.variable_name(s), mining.variable_name(o))
+                for a, (s, o) in zip(slots, shape.atoms)
+            )
             metrics = {
                 "support": support,
                 "head_coverage": support / facts[r],
@@ -225,8 +277,16 @@ def mine(files: list[str], relation_names: dict[int, str], params: mining.Mining
         timings[f"shape {shape.atoms}"] = round(time.perf_counter() - t, 1)  # supports and body sizes
     unique = {c.key(): c for c in candidates}
     selected = mining.amie_selection(list(unique.values()), params)
-    counts = {"facts": sum(facts.values()), "relations": len(facts), "head_relations": len(heads), "candidates": len(unique), "rules": len(selected)}
-    return mining.MiningResult(sorted(unique.values(), key=lambda r: r.key()), sorted(selected, key=lambda r: r.key()), counts), timings
+    counts = {
+        "facts": sum(facts.values()),
+        "relations": len(facts),
+        "head_relations": len(heads),
+        "candidates": len(unique),
+        "rules": len(selected),
+    }
+    return mining.MiningResult(
+        sorted(unique.values(), key=lambda r: r.key()), sorted(selected, key=lambda r: r.key()), counts
+    ), timings
 
 
 def mine_dataset(dataset: Path, params: mining.MiningParams, threads: int) -> tuple[mining.MiningResult, dict]:
@@ -254,13 +314,25 @@ def main() -> None:
     parser.add_argument("--tsv", type=Path)
     args = parser.parse_args()
     project = Path(__file__).resolve().parent.parent
-    params = dataclasses.replace(mining_params(load_config(project / "conf" / "local.yaml")), max_atoms=args.max_atoms).validate()
+    params = dataclasses.replace(
+        mining_params(load_config(project / "conf" / "local.yaml")), max_atoms=args.max_atoms
+    ).validate()
     started = time.perf_counter()
     result, timings = mine_dataset(args.dataset, params, args.threads)
     if args.tsv:
         write_amie_tsv(result.rules, args.tsv)
     slowest = dict(sorted(timings.items(), key=lambda kv: -kv[1])[:5])
-    print(json.dumps({"dataset": str(args.dataset), "max_atoms": args.max_atoms, "counts": result.counts, "seconds": round(time.perf_counter() - started, 1), "slowest": slowest}))
+    print(
+        json.dumps(
+            {
+                "dataset": str(args.dataset),
+                "max_atoms": args.max_atoms,
+                "counts": result.counts,
+                "seconds": round(time.perf_counter() - started, 1),
+                "slowest": slowest,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,8 @@ def ingest(con: duckdb.DuckDBPyConnection, kg_dir: str, out: str) -> dict:
     d = kg_dir.rstrip("/")
     start = time.perf_counter()
     splits = " UNION ALL ".join(
-        f"SELECT '{s}' AS split, line FROM {_lines(f'{d}/wikidata5m_transductive_{s}.txt')}" for s in ("train", "valid", "test")
+        f"SELECT '{s}' AS split, line FROM {_lines(f'{d}/wikidata5m_transductive_{s}.txt')}"
+        for s in ("train", "valid", "test")
     )
     con.execute(f"""
         CREATE OR REPLACE TEMP TABLE parsed AS
@@ -56,7 +57,7 @@ def ingest(con: duckdb.DuckDBPyConnection, kg_dir: str, out: str) -> dict:
             COPY (
               WITH labels AS (
                 SELECT CAST(split_part(line, chr(9), 1)[2:] AS BIGINT) AS code, min(trim(split_part(line, chr(9), 2))) AS label
-                FROM {_lines(f'{d}/{file}')}
+                FROM {_lines(f"{d}/{file}")}
                 WHERE regexp_full_match(split_part(line, chr(9), 1), '{ENTITY if prefix == "Q" else RELATION}')
                 GROUP BY ALL)
               SELECT id, '{prefix}' || {table}.code AS key, label FROM {table} LEFT JOIN labels USING (code))
@@ -99,7 +100,9 @@ def stats(con: duckdb.DuckDBPyConnection, ingested: str, out: str) -> dict:
                      count(*) FILTER (WHERE out_degree > 0) / sum(out_degree) AS functionality,
                      count(*) FILTER (WHERE in_degree > 0) / sum(out_degree) AS inverse_functionality
               FROM er GROUP BY relation) TO '{out}/relation_statistics.parquet' (FORMAT parquet)""")
-    con.execute(f"COPY (SELECT degree, count(*) AS entities FROM ent GROUP BY degree) TO '{out}/degree_histogram.parquet' (FORMAT parquet)")
+    con.execute(
+        f"COPY (SELECT degree, count(*) AS entities FROM ent GROUP BY degree) TO '{out}/degree_histogram.parquet' (FORMAT parquet)"
+    )
     pairs = con.execute("SELECT count(*) FROM er").fetchone()[0]
     seconds = time.perf_counter() - start
     con.execute("DROP TABLE er; DROP TABLE ent")

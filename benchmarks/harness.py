@@ -33,14 +33,19 @@ from pathlib import Path
 
 def load() -> str:
     """``uptime``: benchmark records note the machine's load average at each timing."""
-    return subprocess.run(
-        ["uptime"], check=False, capture_output=True, text=True
-    ).stdout.strip()
+    return subprocess.run(["uptime"], check=False, capture_output=True, text=True).stdout.strip()
 
 
 def machine() -> str:
     """Cores, CPU model, RAM and kernel, for the benchmark records."""
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), platform.processor())
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
 
@@ -64,8 +69,11 @@ def run_worker(script: Path, kind: str, task: dict, work: Path, env: dict | None
     task_file.write_text(json.dumps(task))
     result_file.unlink(missing_ok=True)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(script), "--worker", kind, "--task", str(task_file), "--result", str(result_file)],
-                          check=False, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, str(script), "--worker", kind, "--task", str(task_file), "--result", str(result_file)],
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
     if proc.returncode != 0:
         raise SystemExit(f"{kind} worker of {Path(script).name} failed (exit {proc.returncode})")
     result = json.loads(result_file.read_text())
@@ -121,18 +129,14 @@ def tree_peak_mb(root: int) -> int:
     return round(max(_status_kb(pid, "VmHWM") for pid in _descendants(root)) / 1024)
 
 
-def measure(
-    command: list[str], log: Path, interval: float = 1.0, env: dict | None = None
-) -> dict:
+def measure(command: list[str], log: Path, interval: float = 1.0, env: dict | None = None) -> dict:
     """Run ``command`` (output to ``log``); wall seconds and peak memory (module docstring). Raises
     SystemExit naming the log when the command fails."""
     log.parent.mkdir(parents=True, exist_ok=True)
     peaks = {"hwm": 0, "tree": 0, "name": ""}
     with log.open("w") as out:
         started = time.perf_counter()
-        process = subprocess.Popen(
-            command, stdout=out, stderr=subprocess.STDOUT, env=env
-        )
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
         done = threading.Event()
 
         def sample() -> None:

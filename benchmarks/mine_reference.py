@@ -27,9 +27,10 @@ sys.path.insert(0, str(PROJECT / "lib"))
 sys.path.insert(0, str(HERE))
 
 from harness import load, tree_peak_mb
+
+from kgbrink.core.session import spark_session
 from kgbrink.core.settings import load_config
 from kgbrink.jobs import ingest, mine
-from kgbrink.core.session import spark_session
 
 FIXTURES = PROJECT / "tests" / "fixtures" / "rules"
 RESULTS = HERE / "results" / "mine_reference.json"
@@ -39,8 +40,15 @@ BRINK = {"min_head_coverage": 0.1, "min_std_confidence": 0.3, "min_pca_confidenc
 
 def ingest_options(name: str, reference: Path, dataset: str) -> ingest.IngestOptions:
     if name == "brink-family":
-        return ingest.IngestOptions(dataset=dataset, format="delimited", splits={"train": [str(reference / "brink-family" / "facts.tsv")]}, quote='"')
-    return ingest.IngestOptions(dataset=dataset, format="probe", input=str(reference / "probe" / name.removeprefix("probe-")))
+        return ingest.IngestOptions(
+            dataset=dataset,
+            format="delimited",
+            splits={"train": [str(reference / "brink-family" / "facts.tsv")]},
+            quote='"',
+        )
+    return ingest.IngestOptions(
+        dataset=dataset, format="probe", input=str(reference / "probe" / name.removeprefix("probe-"))
+    )
 
 
 def main() -> None:
@@ -62,7 +70,15 @@ def main() -> None:
             suffix = "" if max_atoms == 3 else f"-maxad{max_atoms}"
             tsv = FIXTURES / f"{name}{suffix}.tsv"
             started = time.perf_counter()
-            summary = mine.run(spark, config, dataset, splits=splits, out=f"{dataset}/rules{suffix}", tsv=str(tsv), overrides={**BRINK, "max_atoms": max_atoms})
+            summary = mine.run(
+                spark,
+                config,
+                dataset,
+                splits=splits,
+                out=f"{dataset}/rules{suffix}",
+                tsv=str(tsv),
+                overrides={**BRINK, "max_atoms": max_atoms},
+            )
             seconds = round(time.perf_counter() - started, 1)
             if tsv.stat().st_size > 1 << 20:  # big rule sets are kept gzipped (read_amie_tsv reads .gz)
                 Path(f"{tsv}.gz").write_bytes(gzip.compress(tsv.read_bytes(), mtime=0))

@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink build` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/build.py --conf conf/cluster.yaml ...
+spark-submit jobs/build.py --conf conf/cluster.yaml ...
 """
 
 import sys

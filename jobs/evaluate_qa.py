@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink evaluate-qa` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/evaluate_qa.py --conf conf/cluster.yaml ...
+spark-submit jobs/evaluate_qa.py --conf conf/cluster.yaml ...
 """
 
 import sys

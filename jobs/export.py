@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink export` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/export.py --conf conf/cluster.yaml ...
+spark-submit jobs/export.py --conf conf/cluster.yaml ...
 """
 
 import sys

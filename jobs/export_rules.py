@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink export-rules` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/export_rules.py --conf conf/cluster.yaml ...
+spark-submit jobs/export_rules.py --conf conf/cluster.yaml ...
 """
 
 import sys

@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink ground` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/ground.py --conf conf/cluster.yaml ...
+spark-submit jobs/ground.py --conf conf/cluster.yaml ...
 """
 
 import sys

@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink ingest` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/ingest.py --conf conf/cluster.yaml ...
+spark-submit jobs/ingest.py --conf conf/cluster.yaml ...
 """
 
 import sys

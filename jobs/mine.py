@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink mine` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/mine.py --conf conf/cluster.yaml ...
+spark-submit jobs/mine.py --conf conf/cluster.yaml ...
 """
 
 import sys

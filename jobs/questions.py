@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink questions` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/questions.py --conf conf/cluster.yaml ...
+spark-submit jobs/questions.py --conf conf/cluster.yaml ...
 """
 
 import sys

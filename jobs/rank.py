@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink rank` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/rank.py --conf conf/cluster.yaml ...
+spark-submit jobs/rank.py --conf conf/cluster.yaml ...
 """
 
 import sys

@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink remove` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/remove.py --conf conf/cluster.yaml ...
+spark-submit jobs/remove.py --conf conf/cluster.yaml ...
 """
 
 import sys

@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink reproduce-probe` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/reproduce_probe.py --conf conf/cluster.yaml ...
+spark-submit jobs/reproduce_probe.py --conf conf/cluster.yaml ...
 """
 
 import sys

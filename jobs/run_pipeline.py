@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink run` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/run_pipeline.py --conf conf/cluster.yaml ...
+spark-submit jobs/run_pipeline.py --conf conf/cluster.yaml ...
 """
 
 import sys

@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink score` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/score.py --conf conf/cluster.yaml ...
+spark-submit jobs/score.py --conf conf/cluster.yaml ...
 """
 
 import sys

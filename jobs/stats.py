@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink stats` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/stats.py --conf conf/cluster.yaml ...
+spark-submit jobs/stats.py --conf conf/cluster.yaml ...
 """
 
 import sys

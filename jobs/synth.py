@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink synth` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/synth.py --conf conf/cluster.yaml ...
+spark-submit jobs/synth.py --conf conf/cluster.yaml ...
 """
 
 import sys

@@ -1,6 +1,6 @@
 """spark-submit entry point for `kgbrink verify` (same arguments as the CLI subcommand).
 
-    spark-submit jobs/verify.py --conf conf/cluster.yaml ...
+spark-submit jobs/verify.py --conf conf/cluster.yaml ...
 """
 
 import sys

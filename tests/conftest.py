@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from kgbrink.core.settings import Config, load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -25,7 +26,9 @@ def _reference_dir() -> Path:
     beside = PROJECT_ROOT.parent / "shared" / "reference"
     if beside.is_dir():
         return beside
-    origin = subprocess.run(["git", "-C", str(PROJECT_ROOT), "remote", "get-url", "origin"], capture_output=True, text=True, check=False).stdout.strip()
+    origin = subprocess.run(
+        ["git", "-C", str(PROJECT_ROOT), "remote", "get-url", "origin"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     if origin and Path(origin).is_dir():
         return Path(origin).resolve().parent / "shared" / "reference"
     return beside
@@ -80,7 +83,9 @@ def probe_datasets(spark, config, reference, work_dir) -> dict[str, str]:
     out = {}
     for name in PROBE_DATASETS:
         dataset = str(work_dir / "probe" / name)
-        ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="probe", input=str(reference / "probe" / name)))
+        ingest.run(
+            spark, config, ingest.IngestOptions(dataset=dataset, format="probe", input=str(reference / "probe" / name))
+        )
         out[name] = dataset
     return out
 
@@ -96,7 +101,12 @@ def family(spark, config, reference, work_dir):
     ingest.run(
         spark,
         config,
-        ingest.IngestOptions(dataset=dataset, format="delimited", splits={"train": [str(reference / "brink-family" / "facts.tsv")]}, quote='"'),
+        ingest.IngestOptions(
+            dataset=dataset,
+            format="delimited",
+            splits={"train": [str(reference / "brink-family" / "facts.tsv")]},
+            quote='"',
+        ),
     )
     tsv = work_dir / "family-rules.tsv"
     summary = mine.run(spark, config, dataset, splits=["train"], tsv=str(tsv))

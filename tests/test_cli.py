@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from kgbrink.cli import build_parser, main
 from mlflow.tracking import MlflowClient
 
+from kgbrink.cli import build_parser, main
 from tests.conftest import PROJECT_ROOT
 
 
@@ -18,8 +18,36 @@ def _conf_args(config) -> list[str]:
 
 def test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow(spark, config, tmp_path, capsys):
     kg, dataset = tmp_path / "kg", tmp_path / "ds"
-    assert main(["synth", *_conf_args(config), "--out", str(kg), "--triples", "6000", "--json", str(tmp_path / "synth.json")]) == 0
-    assert main(["ingest", *_conf_args(config), "--input", str(kg), "--dataset", str(dataset), "--json", str(tmp_path / "ingest.json")]) == 0
+    assert (
+        main(
+            [
+                "synth",
+                *_conf_args(config),
+                "--out",
+                str(kg),
+                "--triples",
+                "6000",
+                "--json",
+                str(tmp_path / "synth.json"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "ingest",
+                *_conf_args(config),
+                "--input",
+                str(kg),
+                "--dataset",
+                str(dataset),
+                "--json",
+                str(tmp_path / "ingest.json"),
+            ]
+        )
+        == 0
+    )
     assert main(["stats", *_conf_args(config), "--dataset", str(dataset), "--json", str(tmp_path / "stats.json")]) == 0
     capsys.readouterr()
     ingest = json.loads((tmp_path / "ingest.json").read_text())

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import pytest
-from kgbrink.core.settings import ConfigError, load_config, resolve_location
 
+from kgbrink.core.settings import ConfigError, load_config, resolve_location
 from tests.conftest import PROJECT_ROOT
 
 
@@ -22,7 +22,10 @@ def test_cluster_config_points_at_object_storage_and_sizes_executors():
 
 
 def test_overrides_parse_yaml_scalars_and_keep_spark_keys_whole():
-    config = load_config(PROJECT_ROOT / "conf" / "local.yaml", ["ingest.max_bad_fraction=0.5", "spark.conf.spark.sql.shuffle.partitions=3"])
+    config = load_config(
+        PROJECT_ROOT / "conf" / "local.yaml",
+        ["ingest.max_bad_fraction=0.5", "spark.conf.spark.sql.shuffle.partitions=3"],
+    )
     assert config.get("ingest.max_bad_fraction") == 0.5
     assert config.get("spark.conf")["spark.sql.shuffle.partitions"] == 3
 

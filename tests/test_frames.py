@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-import pytest
-from kgbrink.core.frames import distinct_packed, tasks_for, with_positions
-from kgbrink.core.session import session_setting
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
+
+from kgbrink.core.frames import distinct_packed, tasks_for, with_positions
+from kgbrink.core.session import session_setting
 
 
 def test_positions_follow_the_order_from_start(spark):
     frame = spark.createDataFrame([("c", 1), ("a", 2), ("d", 3), ("b", 1)], "key string, group int")
-    expected = spark.createDataFrame([("a", 2, 10), ("b", 1, 11), ("c", 1, 12), ("d", 3, 13)], "key string, group int, position long")
+    expected = spark.createDataFrame(
+        [("a", 2, 10), ("b", 1, 11), ("c", 1, 12), ("d", 3, 13)], "key string, group int, position long"
+    )
     assertDataFrameEqual(with_positions(frame, ["key"], "position", start=10), expected)
     # a compound order: group first, then key
     by_group = {r["key"]: r["n"] for r in with_positions(frame, ["group", "key"], "n").collect()}
@@ -28,12 +31,21 @@ def test_positions_of_an_empty_frame(spark):
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(keys=st.lists(st.integers(-1000, 1000), unique=True, max_size=60), partitions=st.integers(1, 6), shuffle=st.integers(1, 9))
+@given(
+    keys=st.lists(st.integers(-1000, 1000), unique=True, max_size=60),
+    partitions=st.integers(1, 6),
+    shuffle=st.integers(1, 9),
+)
 def test_positions_are_ranks_whatever_the_partitioning(spark, keys, partitions, shuffle):
     frame = spark.createDataFrame([(k,) for k in keys], "key int").repartition(partitions)
     with session_setting(spark, "spark.sql.shuffle.partitions", str(shuffle)):
         got = {r["key"]: r["position"] for r in with_positions(frame, [F.xxhash64("key"), "key"], "position").collect()}
-    hashes = {r["key"]: r["h"] for r in spark.createDataFrame([(k,) for k in keys], "key int").select("key", F.xxhash64("key").alias("h")).collect()}
+    hashes = {
+        r["key"]: r["h"]
+        for r in spark.createDataFrame([(k,) for k in keys], "key int")
+        .select("key", F.xxhash64("key").alias("h"))
+        .collect()
+    }
     assert got == {k: i for i, k in enumerate(sorted(keys, key=lambda k: (hashes[k], k)))}
 
 
@@ -46,13 +58,17 @@ def test_distinct_packed_drops_repeats_packed_or_not(spark):
     with pytest.raises(Exception, match=r"internal: column b = [45] does not fit 2 bits"):
         distinct_packed(frame, {"a": 1, "b": 2, "c": 2}, 4).collect()
     with pytest.raises(Exception, match=r"internal: column c = null does not fit 2 bits"):
-        distinct_packed(spark.createDataFrame([(0, 0, None)], "a int, b int, c int"), {"a": 1, "b": 2, "c": 2}, 2).collect()
+        distinct_packed(
+            spark.createDataFrame([(0, 0, None)], "a int, b int, c int"), {"a": 1, "b": 2, "c": 2}, 2
+        ).collect()
     # exactly 63 bits: the first column reaches the highest bit below the sign bit
     top = 2**31 - 1
     edge = spark.createDataFrame([(1, top, top), (0, 0, 0), (1, top, top), (1, 0, top)], "a int, b int, c int")
     assertDataFrameEqual(distinct_packed(edge, {"a": 1, "b": 31, "c": 31}, 3), [(1, top, top), (0, 0, 0), (1, 0, top)])
     with pytest.raises(Exception, match=r"internal: column a = -1 does not fit 1 bits"):
-        distinct_packed(spark.createDataFrame([(-1, 0, 0)], "a int, b int, c int"), {"a": 1, "b": 1, "c": 1}, 2).collect()
+        distinct_packed(
+            spark.createDataFrame([(-1, 0, 0)], "a int, b int, c int"), {"a": 1, "b": 1, "c": 1}, 2
+        ).collect()
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -7,14 +7,15 @@ import json
 from pathlib import Path
 
 import pytest
-from kgbrink.kg import ingest as T
-from kgbrink.cli import main
-from kgbrink.jobs import ingest as job
-from kgbrink.core.session import session_setting
-from kgbrink.core.files import InputError, given_path, reported_path
-from kgbrink.core.delta import read_table
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
+
+from kgbrink.cli import main
+from kgbrink.core.delta import read_table
+from kgbrink.core.files import InputError, given_path, reported_path
+from kgbrink.core.session import session_setting
+from kgbrink.jobs import ingest as job
+from kgbrink.kg import ingest as T
 
 
 def write(path: Path, lines: list[str], compress: bool = False) -> str:
@@ -146,11 +147,15 @@ def test_assign_ids_keeps_existing_ids_and_numbers_new_keys_in_code_order(spark)
 @pytest.mark.parametrize("broadcast", [True, False])
 def test_encode_triples_collapses_only_repeats_and_fails_on_a_code_without_id(spark, broadcast):
     good = spark.createDataFrame(
-        [("train", 1, 7, 2), ("train", 1, 7, 2), ("test", 1, 7, 2), ("train", 2, 8, 1)], "split string, h_code long, r_code long, t_code long"
+        [("train", 1, 7, 2), ("train", 1, 7, 2), ("test", 1, 7, 2), ("train", 2, 8, 1)],
+        "split string, h_code long, r_code long, t_code long",
     )
     entities = spark.createDataFrame([(0, 2), (1, 1)], "id int, code long")
     relations = spark.createDataFrame([(0, 8), (1, 7)], "id int, code long")
-    encode = lambda ents, rels: T.encode_triples(good, ents, rels, broadcast, ["train", "valid", "test"], (2, 2), 3)
+
+    def encode(ents, rels):
+        return T.encode_triples(good, ents, rels, broadcast, ["train", "valid", "test"], (2, 2), 3)
+
     assertDataFrameEqual(encode(entities, relations), [(1, 1, 0, "train"), (1, 1, 0, "test"), (0, 0, 1, "train")])
     with pytest.raises(Exception, match=r"internal: field [ht] \(key code 2\) has no id in the entities dictionary"):
         encode(entities.filter("code != 2"), relations).collect()
@@ -158,7 +163,9 @@ def test_encode_triples_collapses_only_repeats_and_fails_on_a_code_without_id(sp
         encode(entities, relations.filter("code != 8")).collect()
     # an id beyond the sizes the job passed would corrupt the packed key: it fails instead
     with pytest.raises(Exception, match=r"internal: column [ht] = 2 does not fit 1 bits"):
-        T.encode_triples(good, entities.withColumn("id", F.col("id") + 1), relations, broadcast, ["train", "test"], (2, 2), 3).collect()
+        T.encode_triples(
+            good, entities.withColumn("id", F.col("id") + 1), relations, broadcast, ["train", "test"], (2, 2), 3
+        ).collect()
 
 
 def test_prefixed_integer_codec_round_trips(spark):
@@ -187,12 +194,20 @@ def test_accounting_and_exact_line_numbers_across_blocks_and_gzip(spark, config,
     write(d / "wikidata5m_transductive_valid.txt.gz", valid, compress=True)
     write(d / "wikidata5m_entity.txt", ["Q1\tfirst\tone", "Q2\tsecond", "Q99999\tunused", "Q1\tzz repeated"])
     with session_setting(spark, "spark.sql.files.maxPartitionBytes", "1024"):
-        summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.01"]), job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(d)))
+        summary = job.run(
+            spark,
+            config.with_overrides(["ingest.max_bad_fraction=0.01"]),
+            job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(d)),
+        )
     c = summary.counts
     assert c["lines_per_split"] == {"train": 2004, "valid": 3}
     assert c["quarantined_by_reason"] == {"wrong_field_count": 3, "empty_field": 1, "bad_entity_key": 1}
     assert c["duplicates_per_split"] == {"train": 5, "valid": 0}
-    assert c["alias_lines"] == {"entity_aliases": 4} and c["duplicate_alias_lines"] == {"entities": 1} and c["unused_alias_lines"] == {"entities": 1}
+    assert (
+        c["alias_lines"] == {"entity_aliases": 4}
+        and c["duplicate_alias_lines"] == {"entities": 1}
+        and c["unused_alias_lines"] == {"entities": 1}
+    )
     assert c["kept_per_split"] == {"train": 1995, "valid": 2}
     # nothing is lost: every input line is kept, a duplicate or quarantined
     assert c["lines"] == c["kept"] + c["duplicates"] + c["quarantined"] + c["skipped"] == 2007
@@ -220,18 +235,29 @@ def test_refresh_keeps_known_ids_and_appends_new_keys(spark, config, tmp_path):
     # the new dump drops Q3 and adds Q7, Q10 and the relation P9
     second = write(tmp_path / "v2" / "train.txt", ["Q2\tP1\tQ7", "Q10\tP9\tQ1", "Q1\tP1\tQ2"])
     summary = job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [second]}))
-    assert _ids(spark, dataset, "entities") == {"Q1": 0, "Q2": 1, "Q3": 2, "Q7": 3, "Q10": 4}  # new keys in numeric order
+    assert _ids(spark, dataset, "entities") == {
+        "Q1": 0,
+        "Q2": 1,
+        "Q3": 2,
+        "Q7": 3,
+        "Q10": 4,
+    }  # new keys in numeric order
     assert _ids(spark, dataset, "relations") == {"P1": 0, "P2": 1, "P9": 2}
     assert summary.counts["new_entities"] == 2 and summary.counts["new_relations"] == 1
     assert summary.outputs["triples"].version == 1  # the refresh is a new Delta version of the same table
-    assertDataFrameEqual(read_table(spark, str(dataset / "triples")), [(1, 0, 3, "train"), (4, 2, 0, "train"), (0, 0, 1, "train")])
+    assertDataFrameEqual(
+        read_table(spark, str(dataset / "triples")), [(1, 0, 3, "train"), (4, 2, 0, "train"), (0, 0, 1, "train")]
+    )
     assertDataFrameEqual(read_table(spark, str(dataset / "triples"), version=0).filter("h = 2"), [(2, 1, 0, "train")])
 
 
 def test_too_many_bad_lines_fail_with_reasons_and_keep_the_quarantine(spark, config, tmp_path):
     dataset = tmp_path / "ds"
     path = write(tmp_path / "train.txt", GOOD + ["oops", "Q1\tP1"])
-    with pytest.raises(job.IngestError, match=r"2 of 6 input lines \(33.3333%\) are malformed.*max_bad_fraction = 0.001.*wrong_field_count: 2"):
+    with pytest.raises(
+        job.IngestError,
+        match=r"2 of 6 input lines \(33.3333%\) are malformed.*max_bad_fraction = 0.001.*wrong_field_count: 2",
+    ):
         job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [path]}))
     assert read_table(spark, str(dataset / "quarantine")).count() == 2
     assert not (dataset / "triples").exists()
@@ -243,7 +269,11 @@ def test_missing_and_empty_inputs_are_named(spark, config, tmp_path):
     with pytest.raises(InputError, match="input file is empty: .*empty.txt"):
         job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [str(empty)]}))
     with pytest.raises(InputError, match="not found: .*nope.txt"):
-        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [str(tmp_path / "nope.txt")]}))
+        job.run(
+            spark,
+            config,
+            job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [str(tmp_path / "nope.txt")]}),
+        )
     gz_no_lines = write(tmp_path / "nolines.txt.gz", [], compress=True)
     with pytest.raises(InputError, match="has no lines: .*nolines.txt.gz"):
         job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [gz_no_lines]}))
@@ -253,7 +283,9 @@ def test_missing_and_empty_inputs_are_named(spark, config, tmp_path):
 
 def test_reported_and_given_paths_spell_a_file_alike():
     # Spark reports files as URL-encoded URIs; users give plain paths
-    assert reported_path("file:/data/my%20dump%25+1.txt") == given_path("/data/my dump%+1.txt") == "/data/my dump%+1.txt"
+    assert (
+        reported_path("file:/data/my%20dump%25+1.txt") == given_path("/data/my dump%+1.txt") == "/data/my dump%+1.txt"
+    )
     assert reported_path("file:///data/x.txt") == given_path("file:///data/x.txt") == "/data/x.txt"
     assert reported_path("s3a://bucket/a%20b.txt") == given_path("s3a://bucket/a b.txt") == "s3a://bucket/a b.txt"
 
@@ -277,12 +309,28 @@ def test_ingest_and_stats_through_a_hadoop_uri_that_is_not_local(spark, config, 
     write(lake / "in" / "wikidata5m_entity.txt", ["Q1\tone", "Q3\tthree"])
     spark.sparkContext._jsc.hadoopConfiguration().set("fs.viewfs.mounttable.kgtest.link./lake", lake.as_uri())
     dataset = "viewfs://kgtest/lake/ds"
-    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"]), job.IngestOptions(dataset=dataset, input="viewfs://kgtest/lake/in"))
-    assert (summary.counts["kept_per_split"], summary.counts["quarantined"], summary.counts["entities"]) == ({"train": 4, "test": 1}, 1, 3)
-    assert {name: out.path for name, out in summary.outputs.items()} == {name: f"{dataset}/{name}" for name in ("quarantine", "entities", "relations", "triples")}
+    summary = job.run(
+        spark,
+        config.with_overrides(["ingest.max_bad_fraction=0.5"]),
+        job.IngestOptions(dataset=dataset, input="viewfs://kgtest/lake/in"),
+    )
+    assert (summary.counts["kept_per_split"], summary.counts["quarantined"], summary.counts["entities"]) == (
+        {"train": 4, "test": 1},
+        1,
+        3,
+    )
+    assert {name: out.path for name, out in summary.outputs.items()} == {
+        name: f"{dataset}/{name}" for name in ("quarantine", "entities", "relations", "triples")
+    }
     quarantine = read_table(spark, f"{dataset}/quarantine").collect()
-    assert [(q["source_file"], q["line_number"], q["reason"]) for q in quarantine] == [("viewfs://kgtest/lake/in/wikidata5m_transductive_train.txt", 5, "wrong_field_count")]
-    assert sorted((r["key"], r["label"]) for r in read_table(spark, f"{dataset}/entities").collect()) == [("Q1", "one"), ("Q2", None), ("Q3", "three")]
+    assert [(q["source_file"], q["line_number"], q["reason"]) for q in quarantine] == [
+        ("viewfs://kgtest/lake/in/wikidata5m_transductive_train.txt", 5, "wrong_field_count")
+    ]
+    assert sorted((r["key"], r["label"]) for r in read_table(spark, f"{dataset}/entities").collect()) == [
+        ("Q1", "one"),
+        ("Q2", None),
+        ("Q3", "three"),
+    ]
     popularity = stats.run(spark, config, dataset)
     assert popularity.counts == {"triples": 4, "entities_with_triples": 3, "entity_relation_pairs": 5, "relations": 2}
     assert (lake / "ds" / "stats" / "train" / "entity_popularity" / "_delta_log").is_dir()
@@ -295,19 +343,35 @@ def test_probe_dictionaries_fix_ids_and_quarantine_unknown_keys(spark, config, t
     write(d / "relations.dict", ["0\tknows", "1\tlikes"])
     write(d / "train.txt", ["carol\tknows\talice", "bob\tlikes\tcarol", "dave\tknows\talice", "bob\thates\talice"])
     write(d / "test.txt", ["alice\tknows\tbob"])
-    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"]), job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", input=str(d)))
+    summary = job.run(
+        spark,
+        config.with_overrides(["ingest.max_bad_fraction=0.5"]),
+        job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", input=str(d)),
+    )
     assert summary.counts["quarantined_by_reason"] == {"unknown_entity": 1, "unknown_relation": 1}
-    assertDataFrameEqual(read_table(spark, str(tmp_path / "ds" / "triples")), [(2, 0, 0, "train"), (1, 1, 2, "train"), (0, 0, 1, "test")])
+    assertDataFrameEqual(
+        read_table(spark, str(tmp_path / "ds" / "triples")), [(2, 0, 0, "train"), (1, 1, 2, "train"), (0, 0, 1, "test")]
+    )
     assert _ids(spark, tmp_path / "ds", "entities") == {"alice": 0, "bob": 1, "carol": 2}
     # a refresh keeps the release's closed vocabulary: 'zed', known to the dataset but not to the dict, is unknown
     extra = write(tmp_path / "extra.txt", ["zed\tknows\talice"])
-    job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), format="delimited", splits={"train": [extra]}))
+    job.run(
+        spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), format="delimited", splits={"train": [extra]})
+    )
     assert _ids(spark, tmp_path / "ds", "entities")["zed"] == 3
     write(d / "train.txt", ["carol\tknows\talice", "zed\tknows\talice"])
-    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"]), job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", input=str(d)))
+    summary = job.run(
+        spark,
+        config.with_overrides(["ingest.max_bad_fraction=0.5"]),
+        job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", input=str(d)),
+    )
     assert summary.counts["quarantined_by_reason"] == {"unknown_entity": 1}
     with pytest.raises(InputError, match="--format probe needs --input"):
-        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", splits={"train": [str(d / "train.txt")]}))
+        job.run(
+            spark,
+            config,
+            job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", splits={"train": [str(d / "train.txt")]}),
+        )
     write(d / "entities.dict", ["0\talice", "0\tbob"])
     with pytest.raises(InputError, match="entities.dict: 2 lines but 1 distinct ids"):
         job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds2"), format="probe", input=str(d)))
@@ -318,24 +382,49 @@ def test_output_is_identical_whatever_the_partitioning(spark, config, tmp_path):
     path = write(tmp_path / "train.txt", lines)
     tables = []
     for n, block in ((1, "128m"), (7, "2k")):
-        with session_setting(spark, "spark.sql.shuffle.partitions", str(n)), session_setting(spark, "spark.sql.files.maxPartitionBytes", block):
+        with (
+            session_setting(spark, "spark.sql.shuffle.partitions", str(n)),
+            session_setting(spark, "spark.sql.files.maxPartitionBytes", block),
+        ):
             job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / f"ds{n}"), splits={"train": [path]}))
-        tables.append({name: sorted(map(tuple, read_table(spark, str(tmp_path / f"ds{n}" / name)).collect())) for name in ("entities", "relations", "triples")})
+        tables.append(
+            {
+                name: sorted(map(tuple, read_table(spark, str(tmp_path / f"ds{n}" / name)).collect()))
+                for name in ("entities", "relations", "triples")
+            }
+        )
     assert tables[0] == tables[1]
 
 
 def test_cli_reports_failure_on_stderr_exit_status_and_json(spark, config, tmp_path, capsys):
     out = tmp_path / "summary.json"
     conf_args = ["--conf", config.source] + [a for item in config.overrides for a in ("--set", item)]
-    status = main(["ingest", *conf_args, "--dataset", str(tmp_path / "ds"), "--split", f"train={tmp_path}/missing.txt", "--json", str(out)])
+    status = main(
+        [
+            "ingest",
+            *conf_args,
+            "--dataset",
+            str(tmp_path / "ds"),
+            "--split",
+            f"train={tmp_path}/missing.txt",
+            "--json",
+            str(out),
+        ]
+    )
     assert status == 1
     assert "kgbrink ingest: error: InputError: input file not found" in capsys.readouterr().err
     assert json.loads(out.read_text())["status"] == "failed"
     # a failure past max_bad_fraction still reports the job's counts
     bad = write(tmp_path / "bad.txt", GOOD + ["oops"])
-    assert main(["ingest", *conf_args, "--dataset", str(tmp_path / "ds"), "--split", f"train={bad}", "--json", str(out)]) == 1
+    assert (
+        main(["ingest", *conf_args, "--dataset", str(tmp_path / "ds"), "--split", f"train={bad}", "--json", str(out)])
+        == 1
+    )
     report = json.loads(out.read_text())
-    assert report["counts"]["quarantined_by_reason"] == {"wrong_field_count": 1} and report["outputs"]["quarantine"]["rows"] == 1
+    assert (
+        report["counts"]["quarantined_by_reason"] == {"wrong_field_count": 1}
+        and report["outputs"]["quarantine"]["rows"] == 1
+    )
     with pytest.raises(SystemExit) as exc:
         main(["ingest", "--split", "train"])  # no '=PATH'
     assert exc.value.code == 2
@@ -354,7 +443,11 @@ def test_ntriples_job_keeps_edges_counts_skips_and_takes_labels(spark, config, t
         "<broken",
     ]
     path = write(tmp_path / "truthy.nt.gz", lines, compress=True)
-    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.2"]), job.IngestOptions(dataset=str(tmp_path / "ds"), format="ntriples", splits={"train": [path]}))
+    summary = job.run(
+        spark,
+        config.with_overrides(["ingest.max_bad_fraction=0.2"]),
+        job.IngestOptions(dataset=str(tmp_path / "ds"), format="ntriples", splits={"train": [path]}),
+    )
     c = summary.counts
     assert c["skipped_by_kind"] == {"label": 2, "literal_object": 1}
     assert c["quarantined_by_reason"] == {"malformed_ntriple": 1}
@@ -371,7 +464,11 @@ def test_generated_dirty_kg_is_accounted_for_exactly(spark, config, tmp_path):
 
     kg = synth.generate(8000, seed=11)
     manifest = synth.write_dataset(kg, tmp_path / "kg", malformed_fraction=0.004, duplicate_fraction=0.01)
-    summary = job.run(spark, config.with_overrides(["ingest.max_bad_fraction=0.01"]), job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(tmp_path / "kg")))
+    summary = job.run(
+        spark,
+        config.with_overrides(["ingest.max_bad_fraction=0.01"]),
+        job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(tmp_path / "kg")),
+    )
     c = summary.counts
     assert c["quarantined_by_reason"] == {k: v for k, v in manifest["malformed_lines"].items() if v}
     assert c["duplicates"] == manifest["duplicate_lines"] == 80

@@ -10,13 +10,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from kgbrink.rules import grounding
-from kgbrink.rules import mining
-from kgbrink.rules.model import Atom, Rule, parse_rule, read_amie_tsv
-from kgbrink.core.session import session_setting
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
+
+from kgbrink.core.session import session_setting
+from kgbrink.rules import grounding, mining
+from kgbrink.rules.model import Atom, Rule, parse_rule, read_amie_tsv
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -46,7 +46,7 @@ def _brute_force(graph: dict[str, list[tuple[int, int]]], max_atoms: int = 3) ->
     over the relations of ``graph``: canonical key -> (support, body size, PCA body size, functional
     variable), by backtracking over the facts of each body atom (variables may bind the same entity)."""
     facts = {r: set(p) for r, p in graph.items()}
-    variables = ("?a", "?b", "?e", "?f")[: max_atoms]
+    variables = ("?a", "?b", "?e", "?f")[:max_atoms]
     atoms = [Atom(r, s, o) for r in facts for s in variables for o in variables if s != o]
 
     def body_pairs(body) -> set:
@@ -99,7 +99,9 @@ def _random_graphs(seed: int, count: int) -> dict[str, list[tuple[int, int]]]:
 def small_mined(spark):
     graph = {**HAND, **_random_graphs(seed=11, count=8)}
     relation_ids = {r: i for i, r in enumerate(sorted(graph))}
-    params = mining.MiningParams(max_atoms=3, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1)
+    params = mining.MiningParams(
+        max_atoms=3, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1
+    )
     result = mining.mine(_triples(spark, graph, relation_ids), {i: r for r, i in relation_ids.items()}, params)
     return graph, {c.key(): c for c in result.candidates}, result
 
@@ -148,7 +150,9 @@ def test_candidates_equal_an_independent_brute_force_miner(small_mined):
 def test_four_atom_rules_equal_the_brute_force_miner(spark):
     graph = {"p": [(1, 2), (2, 3), (3, 1), (1, 4), (4, 4)], "q": [(2, 1), (3, 2), (1, 3), (4, 2)]}
     relation_ids = {"p": 0, "q": 1}
-    params = mining.MiningParams(max_atoms=4, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1)
+    params = mining.MiningParams(
+        max_atoms=4, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1
+    )
     result = mining.mine(_triples(spark, graph, relation_ids), {0: "p", 1: "q"}, params)
     got = {c.key(): _metrics(c) for c in result.candidates}
     expected = _brute_force(graph, max_atoms=4)
@@ -159,9 +163,15 @@ def test_four_atom_rules_equal_the_brute_force_miner(spark):
 def test_lengths_without_any_supported_rule_are_skipped(spark):
     # one symmetric pair: p(y, x) => p(x, y) holds; every two-atom body through a fresh variable only
     # reaches pairs (x, x), which are no facts, so no rule of 3 atoms has support
-    params = mining.MiningParams(max_atoms=3, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1)
+    params = mining.MiningParams(
+        max_atoms=3, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1
+    )
     result = mining.mine(_triples(spark, {"p": [(1, 2), (2, 1)]}, {"p": 0}), {0: "p"}, params)
-    assert [c.key() for c in result.candidates] == [parse_rule("?b  p  ?a   => ?a  p  ?b").key()] == [r.key() for r in result.rules]
+    assert (
+        [c.key() for c in result.candidates]
+        == [parse_rule("?b  p  ?a   => ?a  p  ?b").key()]
+        == [r.key() for r in result.rules]
+    )
 
 
 def test_thresholds_and_initial_support_prune_candidates(spark):
@@ -189,7 +199,9 @@ def test_maximal_chain_bodies_ruled_out_by_their_lower_bound_are_not_sized(spark
     edges = spark.createDataFrame(a + b + c, "rel int, s int, o int")
     degrees = mining.entity_relation_degrees(edges)
     shape = mining.Shape(((0, 2), (2, 1)))
-    candidates = spark.createDataFrame([(5, 0, 1, 3, 1), (5, 0, 2, 3, 1)], "r int, a0 int, a1 int, support long, functional_var int")
+    candidates = spark.createDataFrame(
+        [(5, 0, 1, 3, 1), (5, 0, 2, 3, 1)], "r int, a0 int, a1 int, support long, functional_var int"
+    )
     params = mining.MiningParams(max_atoms=3, min_std_confidence=0.5, max_body_paths=9)
     assert mining.drops_by_lower_bound(shape, params)
     assertDataFrameEqual(mining.affordable_bodies(shape, candidates, degrees, params), [(0, 2)], checkRowOrder=False)
@@ -207,7 +219,13 @@ def test_maximal_chain_bodies_ruled_out_by_their_lower_bound_are_not_sized(spark
 def test_family_reproduces_brink_table_1(family):
     _, summary, tsv = family
     assert summary.counts["rules"] == 145
-    assert summary.counts["rules_by_type"] == {"symmetry": 0, "inversion": 6, "hierarchy": 0, "composition": 56, "other": 83}
+    assert summary.counts["rules_by_type"] == {
+        "symmetry": 0,
+        "inversion": 6,
+        "hierarchy": 0,
+        "composition": 56,
+        "other": 83,
+    }
     rules = read_amie_tsv(tsv)
     assert len(rules) == 145
     husband = {r.key(): r for r in rules}[parse_rule("?b  wife_of  ?a   => ?a  husband_of  ?b").key()].metrics
@@ -229,7 +247,14 @@ def test_probe_family_rules_equal_the_regression_fixture(spark, config, probe_da
     from kgbrink.jobs import mine
 
     tsv = work_dir / "probe-family-rules.tsv"
-    mine.run(spark, config, probe_datasets["family"], splits=["train", "valid", "test"], out=str(work_dir / "probe-family-rules"), tsv=str(tsv))
+    mine.run(
+        spark,
+        config,
+        probe_datasets["family"],
+        splits=["train", "valid", "test"],
+        out=str(work_dir / "probe-family-rules"),
+        tsv=str(tsv),
+    )
     mined = {r.key(): r.metrics for r in read_amie_tsv(tsv)}
     fixture = {r.key(): r.metrics for r in read_amie_tsv(FIXTURES / "rules" / "probe-family.tsv")}
     assert len(fixture) == 273
@@ -237,8 +262,8 @@ def test_probe_family_rules_equal_the_regression_fixture(spark, config, probe_da
 
 
 def test_rules_table_and_amie_tsv_round_trip_through_the_jobs(spark, config, family, work_dir):
-    from kgbrink.jobs import mine
     from kgbrink.core.delta import read_table, table_path
+    from kgbrink.jobs import mine
 
     dataset, _, _ = family
     exported = work_dir / "exported.tsv"
@@ -254,27 +279,31 @@ def test_rules_table_and_amie_tsv_round_trip_through_the_jobs(spark, config, fam
 
 
 def test_import_rules_rejects_relations_the_dataset_lacks(spark, config, family, work_dir):
-    from kgbrink.jobs import mine
     from kgbrink.core.tracking import JobFailed
+    from kgbrink.jobs import mine
 
     dataset, _, _ = family
     bad = work_dir / "unknown.tsv"
-    bad.write_text("Rule\tHead Coverage\tStd Confidence\tPCA Confidence\tPositive Examples\tBody size\tPCA Body size\tFunctional variable\n"
-                   "?a  cousin_of  ?b   => ?a  husband_of  ?b\t0.5\t0.5\t0.5\t1\t2\t2\t?a\n")
+    bad.write_text(
+        "Rule\tHead Coverage\tStd Confidence\tPCA Confidence\tPositive Examples\tBody size\tPCA Body size\tFunctional variable\n"
+        "?a  cousin_of  ?b   => ?a  husband_of  ?b\t0.5\t0.5\t0.5\t1\t2\t2\t?a\n"
+    )
     with pytest.raises(JobFailed, match="cousin_of"):
         mine.import_rules(spark, config, dataset, str(bad), str(work_dir / "never"))
 
 
 def test_bucketed_supports_equal_one_pass(spark, family_kg, work_dir):
     _, relation_ids, triples = family_kg
-    params = mining.MiningParams(max_atoms=3, min_head_coverage=0.1, min_std_confidence=0.3, min_pca_confidence=0.4, rows_per_batch=100_000)
+    params = mining.MiningParams(
+        max_atoms=3, min_head_coverage=0.1, min_std_confidence=0.3, min_pca_confidence=0.4, rows_per_batch=100_000
+    )
     result = mining.mine(triples, {i: r for r, i in relation_ids.items()}, params, str(work_dir / "mine-buckets"))
     buckets = list((work_dir / "mine-buckets").glob("shape-*/bucket=*"))
     assert len(buckets) >= 8  # the 4 chain shapes were cut into at least 2 buckets each
     fixture = {r.key(): r.metrics for r in read_amie_tsv(FIXTURES / "rules" / "brink-family.tsv")}
-    assert {r.key(): (r.metrics["support"], r.metrics["body_size"], r.metrics["pca_body_size"]) for r in result.rules} == {
-        k: (m["support"], m["body_size"], m["pca_body_size"]) for k, m in fixture.items()
-    }
+    assert {
+        r.key(): (r.metrics["support"], r.metrics["body_size"], r.metrics["pca_body_size"]) for r in result.rules
+    } == {k: (m["support"], m["body_size"], m["pca_body_size"]) for k, m in fixture.items()}
 
 
 def test_three_atom_body_supports_in_buckets_and_start_groups_equal_naive_joins(spark, family_kg, work_dir):
@@ -286,7 +315,9 @@ def test_three_atom_body_supports_in_buckets_and_start_groups_equal_naive_joins(
     edges = mining.kg_edges(triples).cache()
     facts = {r["rel"]: r["facts"] for r in mining.relation_profile(edges).collect()}
     heads = sorted(facts)
-    thresholds = spark.createDataFrame([(r, mining.min_support_count(facts[r], params)) for r in heads], "r int, min_count long")
+    thresholds = spark.createDataFrame(
+        [(r, mining.min_support_count(facts[r], params)) for r in heads], "r int, min_count long"
+    )
     inputs, _ = mining.support_inputs(edges, mining.entity_relation_degrees(edges), thresholds, heads, params)
     chain = next(s for s in mining.body_shapes(4) if s.atoms == ((0, 2), (2, 3), (3, 1)))
     one_pass = mining.shape_supports(chain, inputs, heads)
@@ -301,7 +332,9 @@ def test_three_atom_body_supports_in_buckets_and_start_groups_equal_naive_joins(
         .join(atom("a0", "x", "z"), "x")
         .join(atom("a1", "z", "w"), "z")
         .join(atom("a2", "w", "y"), ["w", "y"])
-        .filter(~((F.col("r") == F.col("a0")) & (F.col("a0") == F.col("a1")) & (F.col("a1") == F.col("a2"))))  # recursivity limit 3
+        .filter(
+            ~((F.col("r") == F.col("a0")) & (F.col("a0") == F.col("a1")) & (F.col("a1") == F.col("a2")))
+        )  # recursivity limit 3
         .select("r", "a0", "a1", "a2", "x", "y")
         .distinct()
         .groupBy("r", "a0", "a1", "a2")
@@ -321,8 +354,8 @@ def test_three_atom_body_supports_in_buckets_and_start_groups_equal_naive_joins(
 
 @pytest.fixture(scope="module")
 def family_kg(spark, family):
-    from kgbrink.jobs.mine import read_rules
     from kgbrink.core.delta import read_table, table_path
+    from kgbrink.jobs.mine import read_rules
 
     dataset, _, _ = family
     rules = read_rules(spark, table_path(dataset, "rules"))
@@ -333,16 +366,29 @@ def family_kg(spark, family):
 
 def test_all_groundings_match_support_and_lie_in_the_kg(family_kg):
     rules, relation_ids, triples = family_kg
-    chosen = [r for r in rules if r.rule_type() == "inversion"][:2] + [r for r in rules if r.rule_type() == "composition"][:2] + [r for r in rules if r.rule_type() == "other"][:2]
+    chosen = (
+        [r for r in rules if r.rule_type() == "inversion"][:2]
+        + [r for r in rules if r.rule_type() == "composition"][:2]
+        + [r for r in rules if r.rule_type() == "other"][:2]
+    )
     found = grounding.groundings(chosen, triples, relation_ids).cache()
-    per_rule = {r["rule_id"]: r for r in found.groupBy("rule_id").agg(F.countDistinct("head").alias("heads"), F.count(F.lit(1)).alias("n")).collect()}
+    per_rule = {
+        r["rule_id"]: r
+        for r in found.groupBy("rule_id")
+        .agg(F.countDistinct("head").alias("heads"), F.count(F.lit(1)).alias("n"))
+        .collect()
+    }
     for rule in chosen:
         row = per_rule[rule.rule_id()]
         assert row["heads"] == rule.metrics["support"]  # distinct head triples = support
         if rule.length == 2:
             assert row["n"] == rule.metrics["support"]
     # every head and body triple is a KG triple, and bindings agree with the triples
-    used = found.select(F.explode(F.concat(F.array("head"), F.col("body"))).alias("x")).select("x.h", "x.r", "x.t").distinct()
+    used = (
+        found.select(F.explode(F.concat(F.array("head"), F.col("body"))).alias("x"))
+        .select("x.h", "x.r", "x.t")
+        .distinct()
+    )
     assert used.join(triples, ["h", "r", "t"], "left_anti").count() == 0
     sample = found.filter(F.size("body") == 2).first()
     assert sample["head"]["h"] == sample["bindings"]["?a"] and sample["head"]["t"] == sample["bindings"]["?b"]
@@ -350,9 +396,17 @@ def test_all_groundings_match_support_and_lie_in_the_kg(family_kg):
 
 def test_grounding_samples_are_the_smallest_hashes_and_partition_independent(spark, family_kg):
     rules, relation_ids, triples = family_kg
-    chosen = [r for r in rules if r.rule_type() == "composition"][:3] + [r for r in rules if r.rule_type() == "inversion"][:1]
+    chosen = [r for r in rules if r.rule_type() == "composition"][:3] + [
+        r for r in rules if r.rule_type() == "inversion"
+    ][:1]
     everything = grounding.groundings(chosen, triples, relation_ids, seed=5)
-    smallest = everything.withColumn("k", F.row_number().over(Window.partitionBy("rule_id").orderBy("sample_hash", "head", "body"))).filter("k <= 30").drop("k")
+    smallest = (
+        everything.withColumn(
+            "k", F.row_number().over(Window.partitionBy("rule_id").orderBy("sample_hash", "head", "body"))
+        )
+        .filter("k <= 30")
+        .drop("k")
+    )
     one = grounding.groundings(chosen, triples.repartition(1), relation_ids, per_rule=30, seed=5)
     assertDataFrameEqual(one, smallest)
     with session_setting(spark, "spark.sql.shuffle.partitions", "7"):
@@ -372,6 +426,8 @@ def test_grounding_excludes_heads_among_their_own_body_and_unknown_relations(spa
     found = grounding.groundings([rule], _triples(spark, graph, relation_ids), relation_ids).collect()
     assert [(r["bindings"]["?a"], r["bindings"]["?e"], r["bindings"]["?b"]) for r in found] == [(4, 5, 6)]
     with pytest.raises(grounding.GroundingError, match="not in the dataset: r"):
-        grounding.groundings([parse_rule("?a  r  ?b   => ?a  p  ?b")], _triples(spark, graph, relation_ids), relation_ids)
+        grounding.groundings(
+            [parse_rule("?a  r  ?b   => ?a  p  ?b")], _triples(spark, graph, relation_ids), relation_ids
+        )
     with pytest.raises(grounding.GroundingError, match="per_rule"):
         grounding.groundings([rule], _triples(spark, graph, relation_ids), relation_ids, per_rule=0)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import nbformat
 import yaml
-from kgbrink.jobs import stats
 from nbclient import NotebookClient
 
+from kgbrink.jobs import stats
 from tests.conftest import PROJECT_ROOT
 
 
@@ -20,7 +20,9 @@ def test_stats_notebook_executes(spark, config, probe_datasets, tmp_path, monkey
     monkeypatch.setenv("KGBRINK_DATASET", dataset)
     monkeypatch.setenv("KGBRINK_FIGURES", str(tmp_path / "figures"))
     notebook = nbformat.read(PROJECT_ROOT / "notebooks" / "stats_exploration.ipynb", as_version=4)
-    NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute()
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(PROJECT_ROOT)}}
+    ).execute()
     assert (tmp_path / "figures" / "degree_distribution.png").stat().st_size > 0
     assert (tmp_path / "figures" / "popularity_lines.png").stat().st_size > 0
     outputs = "".join(o.get("text", "") for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from kgbrink.jobs import evaluate_qa
+
 from kgbrink.brink.qa_metrics import aggregate, norm, score_question, split_output
+from kgbrink.jobs import evaluate_qa
 
 
 def test_norm_lowercases_and_drops_pad_punctuation_articles_and_spaces():
@@ -85,10 +86,13 @@ def _jsonl(path, records):
 
 
 def test_evaluate_qa_files_and_missing_predictions(tmp_path):
-    questions = _jsonl(tmp_path / "test.jsonl", [
-        {"id": "q1", "answers": ["1", "2"], "hard_answer": "2"},
-        {"id": "q2", "answers": ["3"], "hard_answer": "3"},
-    ])
+    questions = _jsonl(
+        tmp_path / "test.jsonl",
+        [
+            {"id": "q1", "answers": ["1", "2"], "hard_answer": "2"},
+            {"id": "q2", "answers": ["3"], "hard_answer": "3"},
+        ],
+    )
     predictions = _jsonl(tmp_path / "pred.jsonl", [{"id": "q1", "prediction": "2, 5"}])
     summary = evaluate_qa.run([questions], predictions, "private_id", str(tmp_path / "per.jsonl"))
     results = {r["metric"]: r["value"] for r in summary.results}
@@ -121,5 +125,7 @@ def test_evaluate_qa_rejects_bad_question_files(tmp_path):
     with pytest.raises(evaluate_qa.QAInputError, match="no questions"):
         evaluate_qa.run([str(empty)], str(empty), "private_id")
     bad = _jsonl(tmp_path / "bad.jsonl", [{"id": "q1", "answers": [], "hard_answer": "1"}])
-    with pytest.raises(evaluate_qa.QAInputError, match=r"bad.jsonl:1: answers must be a list with at least one non-empty string"):
+    with pytest.raises(
+        evaluate_qa.QAInputError, match=r"bad.jsonl:1: answers must be a list with at least one non-empty string"
+    ):
         evaluate_qa.run([bad], str(empty), "private_id")

@@ -9,8 +9,9 @@ from collections import defaultdict
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kgbrink.probe import ranking as R
 from pyspark.testing import assertDataFrameEqual
+
+from kgbrink.probe import ranking as R
 
 SCORES = "model string, run string, h int, r int, t int, side string, candidate int, score double"
 KNOWN = "h int, r int, t int"
@@ -47,7 +48,9 @@ HAND_RANKS = [
 def rank(spark, rows, known, **options):
     """``filtered_ranks`` as a caller writing both outputs uses it: outcomes computed once (materialized;
     freed with the DataFrame, no cache left in the shared session), then split."""
-    outcomes = R.query_outcomes(spark.createDataFrame(rows, SCORES), spark.createDataFrame(known, KNOWN), **options).localCheckpoint()
+    outcomes = R.query_outcomes(
+        spark.createDataFrame(rows, SCORES), spark.createDataFrame(known, KNOWN), **options
+    ).localCheckpoint()
     return R.split_outcomes(outcomes)
 
 
@@ -58,19 +61,35 @@ NON_FINITE_RANK = ("m3", "r0", 4, 0, 1, "tail", 3.5, 7)  # (4, 0, c) is known fo
 
 
 QUARANTINED = [
-    (_rows("a", 0, 0, 9, "tail", [(1, 0.5), (2, 0.4)]), "target_not_scored", "true answer 9 is not among the 2 candidate rows"),
+    (
+        _rows("a", 0, 0, 9, "tail", [(1, 0.5), (2, 0.4)]),
+        "target_not_scored",
+        "true answer 9 is not among the 2 candidate rows",
+    ),
     (_rows("b", 0, 0, 1, "tail", [(1, NAN), (2, 0.4)]), "non_finite_score", "true answer 1 has score NaN"),
     (_rows("c", 0, 0, 1, "tail", [(1, INF), (2, 0.4)]), "non_finite_score", "true answer 1 has score Infinity"),
     (_rows("d", 0, 0, 1, "head", [(0, -INF), (2, 0.4)]), "non_finite_score", "true answer 0 has score -Infinity"),
     (_rows("e", 0, 0, 1, "tail", [(1, None), (2, 0.4)]), "non_finite_score", "true answer 1 has score null"),
-    (_rows("f", 0, 0, 1, "tail", [(1, 0.5), (2, 0.4), (3, 0.1), (2, 0.4)]), "duplicate_candidate", "1 duplicate candidate rows (e.g. candidate 2)"),
-    (_rows("g", 0, 0, 1, "tail", [(1, 0.5), (2, 0.4), (1, 0.5)]), "duplicate_candidate", "true answer 1 is scored 2 times"),
+    (
+        _rows("f", 0, 0, 1, "tail", [(1, 0.5), (2, 0.4), (3, 0.1), (2, 0.4)]),
+        "duplicate_candidate",
+        "1 duplicate candidate rows (e.g. candidate 2)",
+    ),
+    (
+        _rows("g", 0, 0, 1, "tail", [(1, 0.5), (2, 0.4), (1, 0.5)]),
+        "duplicate_candidate",
+        "true answer 1 is scored 2 times",
+    ),
     (_rows("h", 0, 0, 1, "left", [(1, 0.5), (2, 0.4)]), "bad_side", "side left is not head or tail"),
     (_rows("i", 0, 0, 1, None, [(1, 0.5), (2, 0.4)]), "bad_side", "side null is not head or tail"),
     (_rows("j", 0, None, 1, "tail", [(1, 0.5), (2, 0.4)]), "null_key", "model, run, h, r and t must not be null"),
     (_rows("k", 0, 0, 1, "tail", [(1, 0.5), (None, 0.4)]), "null_candidate", "1 of 2 rows have no candidate id"),
     # a duplicated filtered candidate is still a duplicate; a non-finite target wins over other problems
-    (_rows("l", 0, 0, 1, "tail", [(1, 0.5), (2, 0.4), (2, 0.4)]), "duplicate_candidate", "1 duplicate candidate rows (e.g. candidate 2)"),
+    (
+        _rows("l", 0, 0, 1, "tail", [(1, 0.5), (2, 0.4), (2, 0.4)]),
+        "duplicate_candidate",
+        "1 duplicate candidate rows (e.g. candidate 2)",
+    ),
     (_rows("m", 0, 0, 1, "tail", [(1, NAN), (2, 0.4), (2, 0.4)]), "non_finite_score", "true answer 1 has score NaN"),
 ]
 
@@ -78,18 +97,26 @@ QUARANTINED = [
 @pytest.mark.parametrize("broadcast", PLANS)
 def test_hand_computed_ranks_and_every_quarantine_reason(spark, broadcast):
     rows = HAND + NON_FINITE + [row for case, _, _ in QUARANTINED for row in case]
-    ranks, quarantine = R.filtered_ranks(spark.createDataFrame(rows, SCORES), spark.createDataFrame(HAND_KNOWN, KNOWN), broadcast_queries=broadcast)
+    ranks, quarantine = R.filtered_ranks(
+        spark.createDataFrame(rows, SCORES), spark.createDataFrame(HAND_KNOWN, KNOWN), broadcast_queries=broadcast
+    )
     assertDataFrameEqual(ranks, [*HAND_RANKS, NON_FINITE_RANK])
     assertDataFrameEqual(quarantine, [(*case[0][:6], reason, detail) for case, reason, detail in QUARANTINED])
     assert {reason for _, reason, _ in QUARANTINED} == set(R.QUARANTINE_REASONS)
-    assert ranks.dtypes == [*spark.createDataFrame([], SCORES).dtypes[:6], ("rank", "double"), ("num_candidates", "bigint")]
+    assert ranks.dtypes == [
+        *spark.createDataFrame([], SCORES).dtypes[:6],
+        ("rank", "double"),
+        ("num_candidates", "bigint"),
+    ]
     assert quarantine.columns == list(R.QUARANTINE_COLUMNS) and dict(quarantine.dtypes)["reason"] == "string"
 
 
 @pytest.mark.parametrize("broadcast", PLANS)
 def test_without_duplicate_check_only_a_duplicated_answer_is_caught(spark, broadcast):
     # f: the unknown duplicate 2 counts twice (rank 1 + 2); both copies of the known 3 are filtered
-    rows = _rows("f", 0, 0, 1, "tail", [(1, 0.5), (2, 0.6), (2, 0.6), (3, 0.9), (3, 0.9)]) + _rows("g", 0, 0, 1, "tail", [(1, 0.5), (1, 0.5)])
+    rows = _rows("f", 0, 0, 1, "tail", [(1, 0.5), (2, 0.6), (2, 0.6), (3, 0.9), (3, 0.9)]) + _rows(
+        "g", 0, 0, 1, "tail", [(1, 0.5), (1, 0.5)]
+    )
     ranks, quarantine = rank(spark, rows, [(0, 0, 3)], broadcast_queries=broadcast, check_duplicates=False)
     assertDataFrameEqual(ranks, [("f", "r0", 0, 0, 1, "tail", 3.0, 3)])
     assertDataFrameEqual(quarantine.select("model", "reason"), [("g", "duplicate_candidate")])
@@ -125,7 +152,9 @@ def oracle(rows, known):
             out[(m, run, h, r, t, side)] = "duplicate_candidate"
         else:
             s_star = target[0]
-            kept = [(c, s) for c, s in scored if c == answer or ((c, r, t) if side == "head" else (h, r, c)) not in known]
+            kept = [
+                (c, s) for c, s in scored if c == answer or ((c, r, t) if side == "head" else (h, r, c)) not in known
+            ]
             greater = sum(1 for _, s in kept if s is not None and s > s_star)
             tied = sum(1 for c, s in kept if c != answer and s is not None and s == s_star)
             out[(m, run, h, r, t, side)] = (1 + greater + tied / 2, len(kept))
@@ -141,7 +170,14 @@ def outcomes_of(outcomes):
 
 
 score_values = st.sampled_from([0.0, 0.5, 0.5, 1.0, 1.0, 2.0, NAN, INF, -INF, None])
-query_keys = st.tuples(st.sampled_from(["m1", "m2"]), st.just("r0"), st.integers(0, 3), st.integers(0, 1), st.integers(0, 3), st.sampled_from(["head", "tail", "tail", "x"]))
+query_keys = st.tuples(
+    st.sampled_from(["m1", "m2"]),
+    st.just("r0"),
+    st.integers(0, 3),
+    st.integers(0, 1),
+    st.integers(0, 3),
+    st.sampled_from(["head", "tail", "tail", "x"]),
+)
 
 
 @st.composite
@@ -160,7 +196,9 @@ def random_inputs(draw):
     return rows, known
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(data=random_inputs(), partitions=st.integers(2, 5))
 def test_matches_brute_force_oracle_whatever_the_partitioning(spark, data, partitions):
     """Both plans equal the oracle, on the input as created and scattered (a query's rows spread over

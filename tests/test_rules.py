@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 
 import pytest
+
 from kgbrink.rules.mining import MiningParams, amie_selection, body_shapes, min_support_count
 from kgbrink.rules.model import (
     Atom,
@@ -193,7 +194,9 @@ def test_min_support_count_uses_amie_arithmetic():
 
 def _rule(text: str, support: int, body: int, pca_body: int) -> Rule:
     r = parse_rule(text)
-    return Rule(r.head, r.body, {"support": support, "body_size": body, "pca_body_size": pca_body, "functional_variable": "?a"})
+    return Rule(
+        r.head, r.body, {"support": support, "body_size": body, "pca_body_size": pca_body, "functional_variable": "?a"}
+    )
 
 
 def test_amie_selection_thresholds_and_skyline():

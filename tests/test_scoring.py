@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from kgbrink.probe import plots
-from kgbrink.probe import reference as probe_reference
-from kgbrink.probe import rankfiles as RF
-from kgbrink.probe import scoring as S
-from kgbrink.cli import main
-from kgbrink.jobs import ingest, score
-from kgbrink.core.delta import read_table
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from kgbrink.cli import main
+from kgbrink.core.delta import read_table
+from kgbrink.jobs import ingest, score
+from kgbrink.probe import plots
+from kgbrink.probe import rankfiles as RF
+from kgbrink.probe import reference as probe_reference
+from kgbrink.probe import scoring as S
 from tests.conftest import PROJECT_ROOT
 
 RANK_SCHEMA = "model string, run string, rank double, num_candidates long"
@@ -33,14 +33,18 @@ NO_POPULARITY = {"betas": (0.0,), "popularity_groups": 0}
 
 def _values(scores: S.Scores, model: str, run: str = "1") -> dict:
     return {
-        (r["metric"], r["alpha"], r["beta"]): r["value"] for r in scores.results if r["model"] == model and r["run"] == run
+        (r["metric"], r["alpha"], r["beta"]): r["value"]
+        for r in scores.results
+        if r["model"] == model and r["run"] == run
     }
 
 
 def test_paper_worked_example_mrr_and_hits(spark):
     # PROBE paper, Sec. 1: model A ranks [1, 2, 50], model B [2, 2, 5]: MRR 0.51 vs 0.40, Hits@5 2/3 vs 1.
     rows = [("A", "1", r, 100) for r in (1.0, 2.0, 50.0)] + [("B", "1", r, 100) for r in (2.0, 2.0, 5.0)]
-    scores = S.score_ranks(spark.createDataFrame(rows, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), hits=(5,), p_values=(), **NO_POPULARITY))
+    scores = S.score_ranks(
+        spark.createDataFrame(rows, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), hits=(5,), p_values=(), **NO_POPULARITY)
+    )
     a, b = _values(scores, "A"), _values(scores, "B")
     assert round(a[("mrr", None, None)], 2) == 0.51 and round(b[("mrr", None, None)], 2) == 0.40
     assert a[("mrr", None, None)] == pytest.approx((1 + 1 / 2 + 1 / 50) / 3, abs=1e-9)
@@ -68,14 +72,24 @@ def test_classic_metrics_and_probe_transform_by_hand(spark):
 
 def test_amri_and_wmr_with_different_candidate_counts(spark):
     rows = [("m", "1", 1.0, 100), ("m", "1", 2.5, 10), ("m", "1", 50.0, 100)]
-    v = _values(S.score_ranks(spark.createDataFrame(rows, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), p_values=(), **NO_POPULARITY)), "m")
+    v = _values(
+        S.score_ranks(
+            spark.createDataFrame(rows, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), p_values=(), **NO_POPULARITY)
+        ),
+        "m",
+    )
     assert v[("amri", None, None)] == pytest.approx(1 - 16.8333333333 / 34.5, abs=1e-9)
     # weights C_i = N_i - 1 = 99, 9, 99 (Tiwari et al.'s corrupted candidate set)
     assert v[("wmr", None, None)] == pytest.approx(math.exp((9 * math.log(2.5) + 99 * math.log(50)) / 207), abs=1e-6)
 
 
 def test_single_candidate_scores_the_optimum_and_amri_is_undefined(spark):
-    v = _values(S.score_ranks(spark.createDataFrame([("m", "1", 1.0, 1)], RANK_SCHEMA), S.MetricSpec(p_values=(), **NO_POPULARITY)), "m")
+    v = _values(
+        S.score_ranks(
+            spark.createDataFrame([("m", "1", 1.0, 1)], RANK_SCHEMA), S.MetricSpec(p_values=(), **NO_POPULARITY)
+        ),
+        "m",
+    )
     assert all(v[("probe", a, 0.0)] == 1.0 for a in (1.0, 0.5, 0.0, -0.5, -1.0))
     assert v[("amri", None, None)] is None and v[("wmr", None, None)] is None
 
@@ -88,12 +102,16 @@ def test_probe_weights_eps_and_unseen_targets_by_hand(spark):
     # query's target has no statistics (delta 0)
     rows = [("m", "1", 1.0, 10, 20, 10), ("m", "1", 2.5, 10, 4, 1), ("m", "1", 10.0, 10, 0, 0)]
     frame = spark.createDataFrame(rows, POP_SCHEMA)
-    release = S.score_ranks(frame, S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), p_values=(), popularity_groups=0), total=40)
+    release = S.score_ranks(
+        frame, S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), p_values=(), popularity_groups=0), total=40
+    )
     # eps_e = 0.1, eps_r = 0.25: w = 1/(0.6*0.75) = 20/9, 1/(0.2*0.5) = 10, 1/(0.1*0.25) = 40; f* = 1, 1/3, 0
     assert _values(release, "m")[("probe", 1.0, 1.0)] == pytest.approx(5 / 47, abs=1e-9)
     assert _values(release, "m")[("probe", 1.0, 0.0)] == pytest.approx(4 / 9, abs=1e-9)
     assert release.eps[("m", "1")] == (0.1, 0.25)
-    constant = S.score_ranks(frame, S.MetricSpec(alphas=(1.0,), betas=(1.0,), p_values=(), eps=0.5, popularity_groups=0), total=40)
+    constant = S.score_ranks(
+        frame, S.MetricSpec(alphas=(1.0,), betas=(1.0,), p_values=(), eps=0.5, popularity_groups=0), total=40
+    )
     # w = 1, 1/(0.6*0.75) = 20/9, 1/(0.5*0.5) = 4
     assert _values(constant, "m")[("probe", 1.0, 1.0)] == pytest.approx(47 / 195, abs=1e-9)
 
@@ -108,28 +126,63 @@ def test_target_degrees_and_their_deltas_by_hand(spark, broadcast):
     entities = stats.entity_popularity(counts)
     pairs = stats.entity_relation_popularity(counts, entities)
     ranks = spark.createDataFrame(
-        [(0, 0, 1, "head"), (0, 0, 1, "tail"), (1, 0, 2, "tail"), (0, 1, 1, "head"), (3, 0, 1, "head")], "h int, r int, t int, side string"
+        [(0, 0, 1, "head"), (0, 0, 1, "tail"), (1, 0, 2, "tail"), (0, 1, 1, "head"), (3, 0, 1, "head")],
+        "h int, r int, t int, side string",
     )
     degrees = S.with_target_degrees(ranks, entities, pairs, broadcast=broadcast)
     # missing entity 0 with r0: d = 2, d(e=>r) = 2; 1 with r0: 2, 1; 2 with r0: 2, 1; 0 with r1: never -> 2, 0; 3: 0, 0
-    expected = [(0, 0, 1, "head", 2, 2), (0, 0, 1, "tail", 2, 1), (1, 0, 2, "tail", 2, 1), (0, 1, 1, "head", 2, 0), (3, 0, 1, "head", 0, 0)]
-    assertDataFrameEqual(degrees, spark.createDataFrame(expected, "h int, r int, t int, side string, entity_degree long, relation_degree long"))
+    expected = [
+        (0, 0, 1, "head", 2, 2),
+        (0, 0, 1, "tail", 2, 1),
+        (1, 0, 2, "tail", 2, 1),
+        (0, 1, 1, "head", 2, 0),
+        (3, 0, 1, "head", 0, 0),
+    ]
+    assertDataFrameEqual(
+        degrees,
+        spark.createDataFrame(expected, "h int, r int, t int, side string, entity_degree long, relation_degree long"),
+    )
     assert S.total_degree(entities) == 6
-    deltas = S.with_deltas(spark.createDataFrame([(2, 2), (2, 1), (2, 0), (0, 0)], "entity_degree long, relation_degree long"), 6)
-    assert [tuple(r) for r in deltas.collect()] == [(2, 2, 1 / 3, 1.0), (2, 1, 1 / 3, 0.5), (2, 0, 1 / 3, 0.0), (0, 0, 0.0, 0.0)]
+    deltas = S.with_deltas(
+        spark.createDataFrame([(2, 2), (2, 1), (2, 0), (0, 0)], "entity_degree long, relation_degree long"), 6
+    )
+    assert [tuple(r) for r in deltas.collect()] == [
+        (2, 2, 1 / 3, 1.0),
+        (2, 1, 1 / 3, 0.5),
+        (2, 0, 1 / 3, 0.0),
+        (0, 0, 0.0, 0.0),
+    ]
     # bit-identical to the statistics tables' own deltas (the same double divisions)
     joined = S.with_deltas(pairs, 6).join(entities.select("entity", "delta"), "entity")
-    assert joined.count() == 5 and joined.filter((F.col("delta_e") != F.col("delta")) | (F.col("delta_re") != F.col("delta_rel_given_entity"))).count() == 0
+    assert (
+        joined.count() == 5
+        and joined.filter(
+            (F.col("delta_e") != F.col("delta")) | (F.col("delta_re") != F.col("delta_rel_given_entity"))
+        ).count()
+        == 0
+    )
 
 
 def test_popularity_groups_split_queries_from_most_to_least_popular(spark):
     # 2|T| = 10: delta(e), delta(r|e) = (0.2, 0.5), (0.3, 1.0), (0, 0), (0.4, 0.5)
     rows = [("m", "1", 1.0, 4, 2, 1), ("m", "1", 2.0, 4, 3, 3), ("m", "1", 3.0, 5, 0, 0), ("m", "1", 1.5, 3, 4, 2)]
-    scores = S.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=2), total=10)
+    scores = S.score_ranks(
+        spark.createDataFrame(rows, POP_SCHEMA),
+        S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=2),
+        total=10,
+    )
     # popularity (eps_e + de)(eps_r + dre) with eps 0.2 / 0.5: 0.4, 0.75, 0.1, 0.6 -> groups {q2, q4}, {q1, q3}
     groups = {g["group"]: g for g in scores.groups}
-    assert groups[1]["queries"] == 2 and groups[1]["mr"] == 1.75 and groups[1]["mrr"] == pytest.approx((1 / 2 + 2 / 3) / 2, abs=1e-9)
-    assert groups[2]["queries"] == 2 and groups[2]["mr"] == 2.0 and groups[2]["mrr"] == pytest.approx((1 + 1 / 3) / 2, abs=1e-9)
+    assert (
+        groups[1]["queries"] == 2
+        and groups[1]["mr"] == 1.75
+        and groups[1]["mrr"] == pytest.approx((1 / 2 + 2 / 3) / 2, abs=1e-9)
+    )
+    assert (
+        groups[2]["queries"] == 2
+        and groups[2]["mr"] == 2.0
+        and groups[2]["mrr"] == pytest.approx((1 + 1 / 3) / 2, abs=1e-9)
+    )
     assert groups[1]["popularity_max"] == pytest.approx(0.75) and groups[2]["popularity_min"] == pytest.approx(0.1)
 
 
@@ -139,8 +192,17 @@ def test_results_do_not_depend_on_partitioning(spark):
     rng = np.random.default_rng(3)
     n = rng.integers(2, 5000, 4000)
     degrees = rng.integers(0, 4, len(n))
-    rows = [("m", str(i % 3), float(np.floor(rng.uniform(1, k)) + 0.5 * (i % 2)) if k > 2 else 1.0, int(k), int(d), int(rng.integers(0, d + 1)))
-            for i, (k, d) in enumerate(zip(n, degrees))]
+    rows = [
+        (
+            "m",
+            str(i % 3),
+            float(np.floor(rng.uniform(1, k)) + 0.5 * (i % 2)) if k > 2 else 1.0,
+            int(k),
+            int(d),
+            int(rng.integers(0, d + 1)),
+        )
+        for i, (k, d) in enumerate(zip(n, degrees))
+    ]
     frame = spark.createDataFrame(rows, POP_SCHEMA)
     spec = S.MetricSpec()
     one = S.score_ranks(frame.coalesce(1), spec, total=10)
@@ -180,7 +242,14 @@ def test_min_max_normalisation_per_cell_and_heat_maps(tmp_path):
     results = pd.DataFrame(
         [
             {"model": m, "run": "mean", "metric": "probe", "alpha": a, "beta": b, "value": v}
-            for m, a, b, v in [("A", 1.0, 0.0, 0.5), ("B", 1.0, 0.0, 0.3), ("C", 1.0, 0.0, 0.4), ("A", 0.0, 0.0, 0.2), ("B", 0.0, 0.0, 0.2), ("C", 0.0, 0.0, 0.2)]
+            for m, a, b, v in [
+                ("A", 1.0, 0.0, 0.5),
+                ("B", 1.0, 0.0, 0.3),
+                ("C", 1.0, 0.0, 0.4),
+                ("A", 0.0, 0.0, 0.2),
+                ("B", 0.0, 0.0, 0.2),
+                ("C", 0.0, 0.0, 0.2),
+            ]
         ]
     )
     cells = S.min_max_by_cell(results).set_index(["model", "alpha"])["normalised"]
@@ -215,12 +284,22 @@ def small_dataset(spark, config, tmp_path_factory) -> str:
     (root / "train.tsv").write_text(TRAIN)
     (root / "test.tsv").write_text("e\tr1\ta\n")
     dataset = str(root / "ds")
-    ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="delimited", splits={"train": [str(root / "train.tsv")], "test": [str(root / "test.tsv")]}))
+    ingest.run(
+        spark,
+        config,
+        ingest.IngestOptions(
+            dataset=dataset,
+            format="delimited",
+            splits={"train": [str(root / "train.tsv")], "test": [str(root / "test.tsv")]},
+        ),
+    )
     return dataset
 
 
 def _hand_spec(**kw) -> S.MetricSpec:
-    return S.MetricSpec(**{"alphas": (1.0,), "betas": (0.0, 1.0), "hits": (1, 3), "p_values": (), "popularity_groups": 2, **kw})
+    return S.MetricSpec(
+        **{"alphas": (1.0,), "betas": (0.0, 1.0), "hits": (1, 3), "p_values": (), "popularity_groups": 2, **kw}
+    )
 
 
 def test_side_spellings_are_normalised_and_others_quarantined(spark):
@@ -231,7 +310,15 @@ def test_side_spellings_are_normalised_and_others_quarantined(spark):
     empty = spark.createDataFrame([], "id int, key string")
     checked = RF.validate_ranks(raw, empty, empty, "id", n_entities=2, n_relations=1)
     assert [(r["side"], r["reason"]) for r in checked.collect()] == [
-        *[("head", None), ("tail", None), ("head", None), ("tail", None), ("head", None), ("tail", None), ("tail", None)],
+        *[
+            ("head", None),
+            ("tail", None),
+            ("head", None),
+            ("tail", None),
+            ("head", None),
+            ("tail", None),
+            ("tail", None),
+        ],
         (None, "bad_side"),
         (None, "missing_field"),
     ]
@@ -241,9 +328,13 @@ def test_model_and_run_from_file_names_that_need_url_encoding(spark, tmp_path):
     # Spark reports "my model+v2 %1.tsv" as ".../my%20model+v2%20%251.tsv"; the model is named as the user named the file
     (tmp_path / "my model+v2 %1.tsv").write_text("h\tr\tt\tside\trank\tnum_candidates\na\tr0\tb\ttail\t1\t4\n")
     (tmp_path / "Tuck ER+1__run %2.json").write_text('[[[0,1,2],"h",1.0,0.5,0.01,3]]')
-    delimited = RF.read_ranks(spark, [str(tmp_path / "my model+v2 %1.tsv")], RF.ReadOptions()).filter(~F.col("_skip"))  # not the header
+    delimited = RF.read_ranks(spark, [str(tmp_path / "my model+v2 %1.tsv")], RF.ReadOptions()).filter(
+        ~F.col("_skip")
+    )  # not the header
     probe = RF.read_ranks(spark, [str(tmp_path / "Tuck ER+1__run %2.json")], RF.ReadOptions(fmt="probe", n_entities=10))
-    assert [(r["model"], r["run"]) for r in delimited.select("model", "run").union(probe.select("model", "run")).collect()] == [("my model+v2 %1", "1"), ("Tuck ER+1", "run %2")]
+    assert [
+        (r["model"], r["run"]) for r in delimited.select("model", "run").union(probe.select("model", "run")).collect()
+    ] == [("my model+v2 %1", "1"), ("Tuck ER+1", "run %2")]
 
 
 def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_path):
@@ -254,12 +345,27 @@ def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_pat
         score.run(spark, config, strict)
     summary = score.run(spark, config.with_overrides(["scoring.max_bad_fraction=0.9"]), strict)
     assert summary.counts["scored"] == 4 and summary.counts["quarantined"] == 9
-    assert summary.counts["quarantined_by_reason"] == {"unknown_entity": 1, "bad_side": 1, "rank_below_one": 1, "rank_above_num_candidates": 1, "rank_not_half_integer": 1,
-                                                       "bad_number": 1, "unknown_relation": 1, "malformed_record": 1, "missing_field": 1}
+    assert summary.counts["quarantined_by_reason"] == {
+        "unknown_entity": 1,
+        "bad_side": 1,
+        "rank_below_one": 1,
+        "rank_above_num_candidates": 1,
+        "rank_not_half_integer": 1,
+        "bad_number": 1,
+        "unknown_relation": 1,
+        "malformed_record": 1,
+        "missing_field": 1,
+    }
     assert summary.counts["batches_skipped"] == 1  # the failed run had finished its only batch
     quarantine = read_table(spark, summary.outputs["quarantine"].path).orderBy("line_number").collect()
-    assert [(q["line_number"], q["reason"]) for q in quarantine] == [(6 + i, reason) for i, (_, reason) in enumerate(BAD)]
-    assert quarantine[0]["source_file"].endswith("ranks.csv") and quarantine[0]["line"] == BAD[0][0] and "'x'" in quarantine[0]["detail"]
+    assert [(q["line_number"], q["reason"]) for q in quarantine] == [
+        (6 + i, reason) for i, (_, reason) in enumerate(BAD)
+    ]
+    assert (
+        quarantine[0]["source_file"].endswith("ranks.csv")
+        and quarantine[0]["line"] == BAD[0][0]
+        and "'x'" in quarantine[0]["detail"]
+    )
     v = {(r["metric"], r["alpha"], r["beta"]): r["value"] for r in summary.results if r["run"] == "1"}
     # missing entities b, a, e (no train statistics: delta 0), c; eps_e = 0.2, eps_r = 0.5; f*(r, 1) = 1, 1/3, 1/6, 1/2
     assert v[("probe", 1.0, 0.0)] == pytest.approx(0.5, abs=1e-9)
@@ -273,12 +379,29 @@ def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_pat
     assert stored.filter("metric = 'probe' and run = 'mean'").count() == 2
 
 
-def _write_rank_parquet(path: Path, rows: list[tuple], columns: tuple[str, ...] = ("model", "run", "h", "r", "t", "side", "rank", "num_candidates")) -> None:
+def _write_rank_parquet(
+    path: Path,
+    rows: list[tuple],
+    columns: tuple[str, ...] = ("model", "run", "h", "r", "t", "side", "rank", "num_candidates"),
+) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    types = {"model": pa.string(), "run": pa.string(), "h": pa.int32(), "r": pa.int32(), "t": pa.int32(), "side": pa.string(), "rank": pa.float64(), "num_candidates": pa.int64()}
-    pq.write_table(pa.table({c: pa.array([row[i] for row in rows], types[c]) for i, c in enumerate(columns)}), path, row_group_size=2)
+    types = {
+        "model": pa.string(),
+        "run": pa.string(),
+        "h": pa.int32(),
+        "r": pa.int32(),
+        "t": pa.int32(),
+        "side": pa.string(),
+        "rank": pa.float64(),
+        "num_candidates": pa.int64(),
+    }
+    pq.write_table(
+        pa.table({c: pa.array([row[i] for row in rows], types[c]) for i, c in enumerate(columns)}),
+        path,
+        row_group_size=2,
+    )
 
 
 @pytest.mark.parametrize("through_hadoop", [False, True])
@@ -288,21 +411,43 @@ def test_parquet_footers_prove_nulls_ranges_and_constants(spark, tmp_path, throu
         files = RF.list_rank_files(spark, str(path), "parquet")
         return [(f.removeprefix("file:"), size, mtime) for f, size, mtime in files] if through_hadoop else files
 
-    _write_rank_parquet(tmp_path / "a.parquet", [("m", "1", 0, 0, 1, "tail", 1.0, 4), ("m", "1", 3, 1, 1, "head", 2.0, 4), ("m", "1", 2, 1, 1, "tail", 1.0, 4)])
-    _write_rank_parquet(tmp_path / "b.parquet", [("m", 5, 0, 1, "head", 1.5, 3), ("m", None, 1, 1, "tail", 1.0, 3)], ("model", "h", "r", "t", "side", "rank", "num_candidates"))
+    _write_rank_parquet(
+        tmp_path / "a.parquet",
+        [("m", "1", 0, 0, 1, "tail", 1.0, 4), ("m", "1", 3, 1, 1, "head", 2.0, 4), ("m", "1", 2, 1, 1, "tail", 1.0, 4)],
+    )
+    _write_rank_parquet(
+        tmp_path / "b.parquet",
+        [("m", 5, 0, 1, "head", 1.5, 3), ("m", None, 1, 1, "tail", 1.0, 3)],
+        ("model", "h", "r", "t", "side", "rank", "num_candidates"),
+    )
     facts = RF.parquet_facts(spark, listed(tmp_path))
     # h has a null in b's second row group; b has no run column; rank is floating point (no range)
     assert facts.no_nulls == {"model", "r", "t", "side", "rank", "num_candidates"}
-    assert facts.ranges == {"model": ("m", "m"), "h": (0, 5), "r": (0, 1), "t": (1, 1), "side": ("head", "tail"), "num_candidates": (3, 4)}
+    assert facts.ranges == {
+        "model": ("m", "m"),
+        "h": (0, 5),
+        "r": (0, 1),
+        "t": (1, 1),
+        "side": ("head", "tail"),
+        "num_candidates": (3, 4),
+    }
     assert facts.constant("model") == "m" and facts.constant("run") is None and facts.constant("side") is None
-    assert facts.within("r", 0, 1) and not facts.within("r", 1, 1) and not facts.within("h", 0, 9) and not facts.within("model", 0, 9)
+    assert (
+        facts.within("r", 0, 1)
+        and not facts.within("r", 1, 1)
+        and not facts.within("h", 0, 9)
+        and not facts.within("model", 0, 9)
+    )
     (tmp_path / "c.parquet").write_bytes(b"not parquet")
     with pytest.raises(RF.RankFileError, match=r"c\.parquet: not a Parquet file"):
         RF.parquet_facts(spark, listed(tmp_path / "c.parquet"))
 
 
 def test_checks_the_footers_prove_are_not_run_row_by_row(spark):
-    raw = spark.createDataFrame([("m", "1", 7, 0, 1, "tail", 1.0, 4)], "model string, run string, h int, r int, t int, side string, rank double, num_candidates long")
+    raw = spark.createDataFrame(
+        [("m", "1", 7, 0, 1, "tail", 1.0, 4)],
+        "model string, run string, h int, r int, t int, side string, rank double, num_candidates long",
+    )
     empty = spark.createDataFrame([], "id int, key string")
     lying = RF.ParquetFacts(frozenset({"h", "r", "t"}), {"h": (0, 4), "r": (0, 1), "t": (0, 4)})
     assert RF.validate_ranks(raw, empty, empty, "id", 5, 2).first()["reason"] == "unknown_entity"
@@ -312,34 +457,83 @@ def test_checks_the_footers_prove_are_not_run_row_by_row(spark):
 def test_score_job_on_parquet_with_and_without_footer_facts(spark, config, small_dataset, tmp_path):
     ranks = tmp_path / "ranks"
     ranks.mkdir()
-    _write_rank_parquet(ranks / "part-0.parquet", [("P", "1", 0, 0, 1, "tail", 1.0, 4), ("P", "1", 2, 1, 3, "head", 2.0, 4)])
+    _write_rank_parquet(
+        ranks / "part-0.parquet", [("P", "1", 0, 0, 1, "tail", 1.0, 4), ("P", "1", 2, 1, 3, "head", 2.0, 4)]
+    )
     # the dataset has 5 entities (ids 0-4): h = 5 is unknown, a null t is a missing field
-    _write_rank_parquet(ranks / "part-1.parquet", [("P", "1", 4, 1, 0, "tail", 1.5, 3), ("P", "1", 5, 0, 1, "tail", 1.0, 4), ("P", "1", 1, 0, None, "tail", 1.0, 4)])
+    _write_rank_parquet(
+        ranks / "part-1.parquet",
+        [
+            ("P", "1", 4, 1, 0, "tail", 1.5, 3),
+            ("P", "1", 5, 0, 1, "tail", 1.0, 4),
+            ("P", "1", 1, 0, None, "tail", 1.0, 4),
+        ],
+    )
     spec = S.MetricSpec(alphas=(1.0,), hits=(1,), p_values=(), **NO_POPULARITY)
     runs = {}
     for trust in ("true", "false"):
         cfg = config.with_overrides(["scoring.max_bad_fraction=0.5", f"scoring.parquet_statistics={trust}"])
-        runs[trust] = score.run(spark, cfg, score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, fmt="parquet", id_kind="id", spec=spec))
+        runs[trust] = score.run(
+            spark,
+            cfg,
+            score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, fmt="parquet", id_kind="id", spec=spec),
+        )
     on, off = runs["true"], runs["false"]
     assert on.counts["scored"] == 3 and on.counts["quarantined_by_reason"] == {"unknown_entity": 1, "missing_field": 1}
     assert on.results == off.results and on.counts["quarantined_by_reason"] == off.counts["quarantined_by_reason"]
     v = _values(S.Scores(on.results), "P")
-    assert v[("mr", None, None)] == 1.5 and v[("mrr", None, None)] == pytest.approx((1 + 1 / 2 + 1 / 1.5) / 3, abs=1e-9) and v[("hits@1", None, None)] == pytest.approx(1 / 3)
+    assert (
+        v[("mr", None, None)] == 1.5
+        and v[("mrr", None, None)] == pytest.approx((1 + 1 / 2 + 1 / 1.5) / 3, abs=1e-9)
+        and v[("hits@1", None, None)] == pytest.approx(1 / 3)
+    )
     quarantine = read_table(spark, on.outputs["quarantine"].path).orderBy("line_number").collect()
-    assert [(Path(q["source_file"]).name, q["line_number"], q["reason"]) for q in quarantine] == [("part-1.parquet", 2, "unknown_entity"), ("part-1.parquet", 3, "missing_field")]
+    assert [(Path(q["source_file"]).name, q["line_number"], q["reason"]) for q in quarantine] == [
+        ("part-1.parquet", 2, "unknown_entity"),
+        ("part-1.parquet", 3, "missing_field"),
+    ]
 
 
 def test_cli_score_contract(spark, config, small_dataset, tmp_path, capsys):
     ranks = tmp_path / "ranks.jsonl"
-    ranks.write_text("\n".join(json.dumps(dict(zip(["h", "r", "t", "side", "rank", "num_candidates"], line.split(",")), model="M", run="7")) for line in GOOD) + "\n")
+    ranks.write_text(
+        "\n".join(
+            json.dumps(
+                dict(zip(["h", "r", "t", "side", "rank", "num_candidates"], line.split(",")), model="M", run="7")
+            )
+            for line in GOOD
+        )
+        + "\n"
+    )
     out = tmp_path / "score.json"
     args = ["--conf", config.source, *[a for item in config.overrides for a in ("--set", item)]]
-    code = main(["score", *args, "--ranks", str(ranks), "--dataset", small_dataset, "--alpha", "1,0", "--beta", "0,1", "--hits", "1,3", "--json", str(out), "--plots", str(tmp_path / "plots")])
+    code = main(
+        [
+            "score",
+            *args,
+            "--ranks",
+            str(ranks),
+            "--dataset",
+            small_dataset,
+            "--alpha",
+            "1,0",
+            "--beta",
+            "0,1",
+            "--hits",
+            "1,3",
+            "--json",
+            str(out),
+            "--plots",
+            str(tmp_path / "plots"),
+        ]
+    )
     capsys.readouterr()
     assert code == 0
     doc = json.loads(out.read_text())
     probe = {(r["alpha"], r["beta"]): r["value"] for r in doc["results"] if r["metric"] == "probe" and r["run"] == "7"}
-    assert set(probe) == {(1.0, 0.0), (1.0, 1.0), (0.0, 0.0), (0.0, 1.0)} and probe[(1.0, 0.0)] == pytest.approx(0.5, abs=1e-9)
+    assert set(probe) == {(1.0, 0.0), (1.0, 1.0), (0.0, 0.0), (0.0, 1.0)} and probe[(1.0, 0.0)] == pytest.approx(
+        0.5, abs=1e-9
+    )
     classic = {r["metric"] for r in doc["results"] if r["alpha"] is None}
     assert {"mr", "mrr", "hits@1", "hits@3", "amri", "wmr"} <= classic
     assert all({"model", "run", "metric", "alpha", "beta", "value"} <= set(r) for r in doc["results"])
@@ -350,13 +544,35 @@ def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, conf
     ranks = tmp_path / "ranks"
     ranks.mkdir()
     for i in range(4):  # 4 files of one model; each becomes its own batch below
-        (ranks / f"part{i:02d}.csv").write_text("h,r,t,side,rank,num_candidates,model\n" + "\n".join(f"{g},M" for g in GOOD) + "\n")
+        (ranks / f"part{i:02d}.csv").write_text(
+            "h,r,t,side,rank,num_candidates,model\n" + "\n".join(f"{g},M" for g in GOOD) + "\n"
+        )
     overrides = [*config.overrides, "scoring.batch_bytes=1"]
-    cmd = [sys.executable, "-m", "kgbrink.cli", "score", "--conf", config.source, *[a for item in overrides for a in ("--set", item)],
-           "--no-tracking", "--ranks", str(ranks), "--dataset", small_dataset, "--alpha", "1", "--beta", "0,1", "--hits", "1,3"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "kgbrink.cli",
+        "score",
+        "--conf",
+        config.source,
+        *[a for item in overrides for a in ("--set", item)],
+        "--no-tracking",
+        "--ranks",
+        str(ranks),
+        "--dataset",
+        small_dataset,
+        "--alpha",
+        "1",
+        "--beta",
+        "0,1",
+        "--hits",
+        "1,3",
+    ]
     scores = Path(small_dataset) / "scores"
     earlier = set(scores.glob("*"))  # work dirs of other tests on this dataset
-    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + 300
     done = 0
     while time.time() < deadline and proc.poll() is None:
@@ -368,9 +584,21 @@ def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, conf
     proc.wait()
     assert 1 <= done < 4, f"the run was not killed half-way (batches done: {done}, exit {proc.returncode})"
     # the spec the CLI built from its arguments and the config defaults
-    spec = S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), hits=(1, 3), p_values=tuple(config.get("scoring.p_values")), popularity_groups=config.get("scoring.popularity_groups"))
-    resumed = score.run(spark, config.with_overrides(["scoring.batch_bytes=1"]), score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec))
-    assert resumed.counts["batches"] == 4 and resumed.counts["batches_skipped"] >= done and resumed.counts["scored"] == 16
+    spec = S.MetricSpec(
+        alphas=(1.0,),
+        betas=(0.0, 1.0),
+        hits=(1, 3),
+        p_values=tuple(config.get("scoring.p_values")),
+        popularity_groups=config.get("scoring.popularity_groups"),
+    )
+    resumed = score.run(
+        spark,
+        config.with_overrides(["scoring.batch_bytes=1"]),
+        score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec),
+    )
+    assert (
+        resumed.counts["batches"] == 4 and resumed.counts["batches_skipped"] >= done and resumed.counts["scored"] == 16
+    )
     one_batch = score.run(spark, config, score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec))
     assert one_batch.counts["batches"] == 1 and one_batch.results == resumed.results
 
@@ -391,14 +619,25 @@ def test_rank_job_turns_candidate_scores_into_a_rank_file(spark, config, small_d
     rows = [("M", ids["a"], rel["r0"], ids["b"], "tail", ids[c], s) for c, s in q1.items()]
     rows += [("M", ids["e"], rel["r1"], ids["a"], "head", ids[c], s) for c, s in q2.items()]
     rows += [("M", ids["a"], rel["r0"], ids["b"], "head", ids["b"], 0.3)]  # the true head a is not scored
-    spark.createDataFrame(rows, "model string, h int, r int, t int, side string, candidate int, score double").write.parquet(str(tmp_path / "scores"))
+    spark.createDataFrame(
+        rows, "model string, h int, r int, t int, side string, candidate int, score double"
+    ).write.parquet(str(tmp_path / "scores"))
     opts = rank.RankOptions(scores=str(tmp_path / "scores"), dataset=small_dataset, out=str(tmp_path / "out"))
     with pytest.raises(score.ScoreError, match="1 of 3 queries quarantined"):
         rank.run(spark, config, opts)
     summary = rank.run(spark, config.with_overrides(["scoring.max_bad_fraction=0.5"]), opts)
     assert summary.counts["ranked"] == 2 and summary.counts["quarantined_by_reason"] == {"target_not_scored": 1}
-    got = sorted((r["side"], r["rank"], r["num_candidates"]) for r in spark.read.parquet(str(tmp_path / "out" / "ranks")).collect())
+    got = sorted(
+        (r["side"], r["rank"], r["num_candidates"])
+        for r in spark.read.parquet(str(tmp_path / "out" / "ranks")).collect()
+    )
     assert got == [("head", 2.0, 5), ("tail", 2.5, 4)]
-    scored = score.run(spark, config, score.ScoreOptions(ranks=str(tmp_path / "out" / "ranks"), dataset=small_dataset, fmt="parquet", id_kind="id", spec=_hand_spec()))
+    scored = score.run(
+        spark,
+        config,
+        score.ScoreOptions(
+            ranks=str(tmp_path / "out" / "ranks"), dataset=small_dataset, fmt="parquet", id_kind="id", spec=_hand_spec()
+        ),
+    )
     mrr = [r["value"] for r in scored.results if r["metric"] == "mrr" and r["run"] == "1"]
     assert mrr == [pytest.approx((1 / 2.5 + 1 / 2) / 2, abs=1e-9)]

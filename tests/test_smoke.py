@@ -8,10 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from kgbrink.core.settings import ConfigError
-from kgbrink.core.session import DELTA_SETTINGS, find_jars, has_jar, require_driver_class
 from pyspark.testing import assertDataFrameEqual
 
+from kgbrink.core.session import DELTA_SETTINGS, find_jars, has_jar, require_driver_class
+from kgbrink.core.settings import ConfigError
 from tests.conftest import PROJECT_ROOT
 
 
@@ -44,7 +44,13 @@ def test_graphframes_connected_components(spark):
     vertices = spark.createDataFrame([(i,) for i in range(6)], "id long")
     edges = spark.createDataFrame([(0, 1), (1, 2), (3, 4)], "src long, dst long")
     components = GraphFrame(vertices, edges).connectedComponents(algorithm="graphframes")
-    groups = sorted(sorted(r["ids"]) for r in components.groupBy("component").agg({"id": "collect_list"}).withColumnRenamed("collect_list(id)", "ids").collect())
+    groups = sorted(
+        sorted(r["ids"])
+        for r in components.groupBy("component")
+        .agg({"id": "collect_list"})
+        .withColumnRenamed("collect_list(id)", "ids")
+        .collect()
+    )
     assert groups == [[0, 1, 2], [3, 4], [5]]
 
 
@@ -64,7 +70,27 @@ def test_spark_submit_in_client_mode_with_the_jars_as_the_readme_says(config, tm
         "print('rows', spark.read.format('delta').option('versionAsOf', 0).load(sys.argv[1]).count())\n"
     )
     jars = ",".join(find_jars(config.get("spark.jars_dirs")))
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}  # kgbrink is installed in the venv
-    submit = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", "--deploy-mode", "client", "--driver-memory", "1g"]
-    done = subprocess.run([*submit, "--jars", jars, str(script), str(tmp_path / "table")], check=False, capture_output=True, text=True, env=env, cwd=PROJECT_ROOT, timeout=300)
+    env = {
+        **os.environ,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+    }  # kgbrink is installed in the venv
+    submit = [
+        str(Path(sys.executable).parent / "spark-submit"),
+        "--master",
+        "local[1]",
+        "--deploy-mode",
+        "client",
+        "--driver-memory",
+        "1g",
+    ]
+    done = subprocess.run(
+        [*submit, "--jars", jars, str(script), str(tmp_path / "table")],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=PROJECT_ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0 and "rows 3" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kgbrink.kg import stats as S
-from kgbrink.jobs import stats as job
-from kgbrink.core.delta import read_table
 from pyspark.testing import assertDataFrameEqual
 
+from kgbrink.core.delta import read_table
+from kgbrink.jobs import stats as job
+from kgbrink.kg import stats as S
 from tests.conftest import PROBE_DATASETS
 
 # e0 -r0-> e1, e0 -r0-> e2, e1 -r1-> e2, e2 -r1-> e2 (self-loop), e3 -r0-> e0;  |T| = 5
@@ -56,8 +56,12 @@ def test_entity_relation_popularity_by_hand(hand_counts, broadcast):
 
 def test_entity_popularity_reuses_the_counts_partitioning(hand_triples):
     # The occurrences are shuffled once, by entity; the roll-up to entities adds no shuffle by entity.
-    plan = S.entity_popularity(S.entity_relation_counts(hand_triples, 3))._jdf.queryExecution().executedPlan().toString()
-    added = [line for line in plan.splitlines() if "Exchange hashpartitioning" in line and "REPARTITION_BY_NUM" not in line]
+    plan = (
+        S.entity_popularity(S.entity_relation_counts(hand_triples, 3))._jdf.queryExecution().executedPlan().toString()
+    )
+    added = [
+        line for line in plan.splitlines() if "Exchange hashpartitioning" in line and "REPARTITION_BY_NUM" not in line
+    ]
     assert "Exchange hashpartitioning(entity" in plan and not added, plan
 
 
@@ -70,7 +74,9 @@ def test_degree_histogram_by_hand(hand_counts):
     assertDataFrameEqual(S.degree_histogram(S.entity_popularity(hand_counts)), [(1, 1), (2, 1), (3, 1), (4, 1)])
 
 
-triple_lists = st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 6)), min_size=1, max_size=25, unique=True)
+triple_lists = st.lists(
+    st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 6)), min_size=1, max_size=25, unique=True
+)
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -101,16 +107,23 @@ def test_stats_job_uses_only_the_chosen_splits(spark, config, tmp_path):
     valid = tmp_path / "valid.txt"
     valid.write_text("Q3\tP2\tQ1\n")
     dataset = str(tmp_path / "ds")
-    ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, splits={"train": [str(train)], "valid": [str(valid)]}))
+    ingest.run(
+        spark, config, ingest.IngestOptions(dataset=dataset, splits={"train": [str(train)], "valid": [str(valid)]})
+    )
     summary = job.run(spark, config, dataset)
     assert summary.counts["triples"] == 2
     both = job.run(spark, config, dataset, ["valid", "train"])
-    assert both.counts["triples"] == 3 and both.outputs["entity_popularity"].path.endswith("stats/train+valid/entity_popularity")
+    assert both.counts["triples"] == 3 and both.outputs["entity_popularity"].path.endswith(
+        "stats/train+valid/entity_popularity"
+    )
     with pytest.raises(ValueError, match="split\\(s\\) tset not in"):
         job.run(spark, config, dataset, ["tset"])
     # a later ingest makes triples version 1; the statistics still name the version 0 they were computed from
     ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, splits={"train": [str(valid)]}))
-    assert (job.triples_version(spark, dataset, ["train"]), job.triples_version(spark, dataset, ["train", "valid"])) == (0, 0)
+    assert (
+        job.triples_version(spark, dataset, ["train"]),
+        job.triples_version(spark, dataset, ["train", "valid"]),
+    ) == (0, 0)
 
 
 def _rank_records(path):
@@ -123,8 +136,17 @@ def test_delta_equals_probe_release_values_for_every_query(spark, config, probe_
     """p_known / p_rel_given_known in the release's rank files are delta(e) / delta(r|e) of the KNOWN
     entity of each query (t for a head query, h for a tail query), on train.txt."""
     summary = job.run(spark, config, probe_datasets[name], ["train"])
-    entity = read_table(spark, summary.outputs["entity_popularity"].path).select("entity", "delta").toPandas().set_index("entity")["delta"]
-    pairs = read_table(spark, summary.outputs["entity_relation_popularity"].path).select("entity", "relation", "delta_rel_given_entity").toPandas()
+    entity = (
+        read_table(spark, summary.outputs["entity_popularity"].path)
+        .select("entity", "delta")
+        .toPandas()
+        .set_index("entity")["delta"]
+    )
+    pairs = (
+        read_table(spark, summary.outputs["entity_relation_popularity"].path)
+        .select("entity", "relation", "delta_rel_given_entity")
+        .toPandas()
+    )
     pair = pairs.set_index(["entity", "relation"])["delta_rel_given_entity"]
     files = sorted((reference / "probe" / name / "ranks").glob("*.json.gz"))
     assert len(files) == 18

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kgbrink.kg import synth
+
 from kgbrink.jobs import synth as synth_job
+from kgbrink.kg import synth
 
 ENTITY = re.compile(r"Q[1-9][0-9]*")
 RELATION = re.compile(r"P[1-9][0-9]*")
@@ -111,13 +112,23 @@ def check_dataset(directory: Path, triples: int, malformed_fraction: float, dupl
     assert manifest["triples"] == triples
     assert len(lines["train"]) == manifest["train_file_lines"]
     assert len(lines["valid"]) == len(lines["test"]) == max(1, round(0.00025 * triples))
-    assert manifest["splits"] == {"train": len(split_triples["train"]), "valid": len(lines["valid"]), "test": len(lines["test"])}
+    assert manifest["splits"] == {
+        "train": len(split_triples["train"]),
+        "valid": len(lines["valid"]),
+        "test": len(lines["test"]),
+    }
     assert sum(manifest["splits"].values()) == triples
-    assert len(data["train_ok"]) - len(split_triples["train"]) == manifest["duplicate_lines"] == round(duplicate_fraction * triples)
+    assert (
+        len(data["train_ok"]) - len(split_triples["train"])
+        == manifest["duplicate_lines"]
+        == round(duplicate_fraction * triples)
+    )
     reasons = Counter(malformed_reason(line) for line in data["malformed"])
     assert dict(reasons) == {k: v for k, v in manifest["malformed_lines"].items() if v}
     assert sum(manifest["malformed_lines"].values()) == round(malformed_fraction * triples)
-    assert manifest["train_file_lines"] == manifest["splits"]["train"] + manifest["duplicate_lines"] + sum(manifest["malformed_lines"].values())
+    assert manifest["train_file_lines"] == manifest["splits"]["train"] + manifest["duplicate_lines"] + sum(
+        manifest["malformed_lines"].values()
+    )
     # Distinct within and across splits.
     valid, test = set(split_triples["valid"]), set(split_triples["test"])
     assert len(valid) == len(split_triples["valid"]) and len(test) == len(split_triples["test"])
@@ -133,7 +144,9 @@ def check_dataset(directory: Path, triples: int, malformed_fraction: float, dupl
     assert set(entity_keys) == train_entities
     assert len(relation_keys) == manifest["relations"] == 822
     assert set(relation_keys) == train_relations
-    for line, pattern in [(line, ENTITY) for line in data["entities"]] + [(line, RELATION) for line in data["relations"]]:
+    for line, pattern in [(line, ENTITY) for line in data["entities"]] + [
+        (line, RELATION) for line in data["relations"]
+    ]:
         key, *names = line.split("\t")
         assert pattern.fullmatch(key) and 1 <= len(names) <= 3 and all(names), line
     # Planted rules: manifest values recomputed from the train file; exact construction on all triples.

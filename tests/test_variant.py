@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kgbrink.brink import questions
-from kgbrink.brink import removal
-from kgbrink.core.session import session_setting
 from pyspark.sql import Row
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
+
+from kgbrink.brink import questions, removal
+from kgbrink.core.session import session_setting
 
 GROUNDING_SCHEMA = "rule_id string, head struct<h:int,r:int,t:int>, body array<struct<h:int,r:int,t:int>>, bindings map<string,int>, sample_hash long"
 
@@ -25,12 +25,17 @@ def _t(h, r, t):
 
 def _groundings(spark, items):
     """``items``: (rule_id, head triple, [body triples]) -> a grounding sample frame."""
-    rows = [(rule, _t(*head), [_t(*b) for b in body], {"?a": head[0], "?b": head[2]}, k) for k, (rule, head, body) in enumerate(items)]
+    rows = [
+        (rule, _t(*head), [_t(*b) for b in body], {"?a": head[0], "?b": head[2]}, k)
+        for k, (rule, head, body) in enumerate(items)
+    ]
     return spark.createDataFrame(rows, GROUNDING_SCHEMA)
 
 
 # A chain of conflicts: g2's head B is in g1's body, g3's head D is in g2's body; g4 is free.
-A, B, C, D, E, F_, G, H, I, J = [(n, 0, n + 100) for n in range(10)]
+A, B, C, D, E, F_, G, H, I, J = [  # noqa: E741 - letters name the triples of the figure
+    (n, 0, n + 100) for n in range(10)
+]
 CHAIN = [("r1", A, [B, C]), ("r2", B, [D, E]), ("r3", D, [F_, G]), ("r4", H, [I, J])]
 
 
@@ -107,13 +112,32 @@ def test_verification_finds_each_kind_of_violation(spark):
     atoms = removal.rule_atoms(spark, [rule], {"p": 1, "q": 2, "s": 3})
     rid = rule.rule_id()
     kg = "h int, r int, t int, split string"
-    complete = spark.createDataFrame([(1, 1, 5, "train"), (5, 2, 9, "train"), (1, 3, 9, "train"), (2, 1, 6, "train"), (6, 2, 7, "train"), (2, 3, 7, "train"), (4, 3, 4, "train")], kg)
-    removed = spark.createDataFrame([(1, 3, 9, [rid]), (2, 3, 7, [rid]), (4, 3, 4, [rid])], "h int, r int, t int, rule_ids array<string>")
+    complete = spark.createDataFrame(
+        [
+            (1, 1, 5, "train"),
+            (5, 2, 9, "train"),
+            (1, 3, 9, "train"),
+            (2, 1, 6, "train"),
+            (6, 2, 7, "train"),
+            (2, 3, 7, "train"),
+            (4, 3, 4, "train"),
+        ],
+        kg,
+    )
+    removed = spark.createDataFrame(
+        [(1, 3, 9, [rid]), (2, 3, 7, [rid]), (4, 3, 4, [rid])], "h int, r int, t int, rule_ids array<string>"
+    )
     # (1,s,9): sound witness; (2,s,7): its body atom q(6,7) is missing from the incomplete KG;
     # (4,s,4): still in the incomplete KG and its witness binds ?e to nothing
-    incomplete = spark.createDataFrame([(1, 1, 5, "train"), (5, 2, 9, "train"), (2, 1, 6, "train"), (4, 3, 4, "train"), (8, 8, 8, "train")], kg)
+    incomplete = spark.createDataFrame(
+        [(1, 1, 5, "train"), (5, 2, 9, "train"), (2, 1, 6, "train"), (4, 3, 4, "train"), (8, 8, 8, "train")], kg
+    )
     provenance = spark.createDataFrame(
-        [(1, 3, 9, rid, {"?a": 1, "?b": 9, "?e": 5}), (2, 3, 7, rid, {"?a": 2, "?b": 7, "?e": 6}), (4, 3, 4, rid, {"?a": 4, "?b": 4})],
+        [
+            (1, 3, 9, rid, {"?a": 1, "?b": 9, "?e": 5}),
+            (2, 3, 7, rid, {"?a": 2, "?b": 7, "?e": 6}),
+            (4, 3, 4, rid, {"?a": 4, "?b": 4}),
+        ],
         "h int, r int, t int, rule_id string, bindings map<string,int>",
     )
     got = removal.verification_violations(provenance, atoms, complete, incomplete, removed)
@@ -153,7 +177,9 @@ def test_question_records_downsampling_and_private_ids_ignore_partitioning(spark
 
     def run():
         records = questions.question_records(removed, complete, 5, 1000)
-        return questions.assign_splits(questions.downsample(records, 0.05, 5), 5), questions.entity_names(entities, "private_id", 5)
+        return questions.assign_splits(questions.downsample(records, 0.05, 5), 5), questions.entity_names(
+            entities, "private_id", 5
+        )
 
     first = [frame.collect() for frame in run()]
     with session_setting(spark, "spark.sql.shuffle.partitions", "7"):  # planned and run with 7 partitions
@@ -185,23 +211,56 @@ def test_splits_have_exact_proportions_and_ignore_partitioning(spark):
 
 
 def test_questions_render_in_three_schemes(spark):
-    entities = spark.createDataFrame([(0, "Q1", "Ada Lovelace"), (1, "Q2", None), (2, "Q3", "London")], "id int, key string, label string")
+    entities = spark.createDataFrame(
+        [(0, "Q1", "Ada Lovelace"), (1, "Q2", None), (2, "Q3", "London")], "id int, key string, label string"
+    )
     relations = spark.createDataFrame([(0, "P19", "place of birth")], "id int, key string, label string")
-    frame = spark.createDataFrame([("abc", 0, 0, 2, "forward", 0, 2, [2], ["r1"], "test")], "id string, h int, r int, t int, direction string, topic int, hard_answer int, answers array<int>, rule_ids array<string>, split string")
-    templates = {"forward": "What is the {relation} of {topic}?", "inverse": "Which entity has {topic} as its {relation}?"}
-    text = questions.render_questions(frame, questions.entity_names(entities, "text_label", 0), questions.relation_names(relations), templates).first()
+    frame = spark.createDataFrame(
+        [("abc", 0, 0, 2, "forward", 0, 2, [2], ["r1"], "test")],
+        "id string, h int, r int, t int, direction string, topic int, hard_answer int, answers array<int>, rule_ids array<string>, split string",
+    )
+    templates = {
+        "forward": "What is the {relation} of {topic}?",
+        "inverse": "Which entity has {topic} as its {relation}?",
+    }
+    text = questions.render_questions(
+        frame, questions.entity_names(entities, "text_label", 0), questions.relation_names(relations), templates
+    ).first()
     assert text["question"] == "What is the place of birth of Ada Lovelace?"
-    assert (text["topic_entity"], text["answers"], text["hard_answer"], text["removed_triple"]) == ("Ada Lovelace", ["London"], "London", ["Ada Lovelace", "place of birth", "London"])
-    keys = questions.render_questions(frame, questions.entity_names(entities, "entity_id", 0), questions.relation_names(relations), templates).first()
+    assert (text["topic_entity"], text["answers"], text["hard_answer"], text["removed_triple"]) == (
+        "Ada Lovelace",
+        ["London"],
+        "London",
+        ["Ada Lovelace", "place of birth", "London"],
+    )
+    keys = questions.render_questions(
+        frame, questions.entity_names(entities, "entity_id", 0), questions.relation_names(relations), templates
+    ).first()
     assert keys["question"] == "What is the place of birth of Q1?"
-    inverse = frame.withColumn("direction", F.lit("inverse")).withColumn("topic", F.lit(2)).withColumn("hard_answer", F.lit(0)).withColumn("answers", F.array(F.lit(0)))
-    asked = questions.render_questions(inverse, questions.entity_names(entities, "text_label", 0), questions.relation_names(relations), templates).first()
+    inverse = (
+        frame.withColumn("direction", F.lit("inverse"))
+        .withColumn("topic", F.lit(2))
+        .withColumn("hard_answer", F.lit(0))
+        .withColumn("answers", F.array(F.lit(0)))
+    )
+    asked = questions.render_questions(
+        inverse, questions.entity_names(entities, "text_label", 0), questions.relation_names(relations), templates
+    ).first()
     assert (asked["question"], asked["answers"]) == ("Which entity has London as its place of birth?", ["Ada Lovelace"])
     private = {r["id"]: r["name"] for r in questions.entity_names(entities, "private_id", 0).collect()}
     assert sorted(private.values()) == ["0", "1", "2"]
-    assert {r["name"] for r in questions.entity_names(entities, "text_label", 0).collect()} == {"Ada Lovelace", "Q2", "London"}
+    assert {r["name"] for r in questions.entity_names(entities, "text_label", 0).collect()} == {
+        "Ada Lovelace",
+        "Q2",
+        "London",
+    }
     with pytest.raises(ValueError, match="topic"):
-        questions.render_questions(frame, questions.entity_names(entities, "entity_id", 0), questions.relation_names(relations), {"forward": "x", "inverse": "y"})
+        questions.render_questions(
+            frame,
+            questions.entity_names(entities, "entity_id", 0),
+            questions.relation_names(relations),
+            {"forward": "x", "inverse": "y"},
+        )
 
 
 # --- the real Family KG, end to end ----------------------------------------------------------------------
@@ -227,13 +286,21 @@ def test_family_build_counts(family_build):
     assert remove["complete_triples"] == 17615
     # pinned (deterministic for seed 0; the DuckDB peer in benchmarks/bench_build.py selects the same set):
     # the published one-pass rule removes 2,034 triples of this sample, the maximal selection 2,523
-    assert (remove["reference_removed_triples"], remove["removed_triples"], remove["selected_groundings"]) == (2034, 2523, 2931)
+    assert (remove["reference_removed_triples"], remove["removed_triples"], remove["selected_groundings"]) == (
+        2034,
+        2523,
+        2931,
+    )
     assert remove["incomplete_triples"] == 17615 - 2523
     assert verify["violations"] == 0
     # one question per removed triple; tau 0.05 caps an answer at 125 questions, and none has that many
     assert asked["dropped_too_many_answers"] == 0
     assert asked["questions_before_downsampling"] == asked["questions"] == 2523
-    assert asked["questions_by_split"] == {"train": 2018, "valid": 252, "test": 253}  # 0.8 * 2523 = 2018.4, 0.1 * 2523 = 252.3
+    assert asked["questions_by_split"] == {
+        "train": 2018,
+        "valid": 252,
+        "test": 253,
+    }  # 0.8 * 2523 = 2018.4, 0.1 * 2523 = 252.3
 
 
 def test_family_release_files_read_back(family_build):
@@ -253,7 +320,10 @@ def test_family_release_files_read_back(family_build):
     assert len(read_amie_tsv(release / "rules.tsv")) == 145
     total = 0
     for split in questions.SPLITS:
-        records = {s: [json.loads(x) for x in (release / "questions" / s / f"{split}.jsonl").read_text().splitlines()] for s in questions.SCHEMES}
+        records = {
+            s: [json.loads(x) for x in (release / "questions" / s / f"{split}.jsonl").read_text().splitlines()]
+            for s in questions.SCHEMES
+        }
         assert len({len(v) for v in records.values()}) == 1  # the same questions in every scheme
         total += len(records["entity_id"])
         for q in records["entity_id"]:
@@ -262,7 +332,11 @@ def test_family_release_files_read_back(family_build):
             h, r, t = q["removed_triple"]
             assert tuple(q["removed_triple"]) in removed
             assert q["topic_entity"] == (h if topic_is_head else t)
-            completed = {x[2] for x in complete if x[0] == h and x[1] == r} if topic_is_head else {x[0] for x in complete if x[2] == t and x[1] == r}
+            completed = (
+                {x[2] for x in complete if x[0] == h and x[1] == r}
+                if topic_is_head
+                else {x[0] for x in complete if x[2] == t and x[1] == r}
+            )
             assert set(q["answers"]) == completed
     assert total == summary.counts["questions"]["questions"]
     assert (release / "kg" / "private_id" / "incomplete.tsv").read_text().count("\n") == len(incomplete)
@@ -275,14 +349,28 @@ def test_single_file_appends_the_ordered_parts(spark, tmp_path):
 
     frame = spark.range(1000).select(F.format_string("%04d", "id").alias("a"), F.lit("x\ty").alias("b"))
     out, staging = tmp_path / "release", tmp_path / "staging"
-    with session_setting(spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"):  # 4 range partitions, 4 parts
-        write_single_file(frame.repartition(5).orderBy(F.col("a").desc()), out / "out.tsv", "tsv", str(staging / "out.tsv"))
-        write_single_file(frame.filter("a < '0003'").orderBy("a"), out / "q" / "out.jsonl", "json", str(staging / "q" / "out.jsonl"))
+    with session_setting(
+        spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"
+    ):  # 4 range partitions, 4 parts
+        write_single_file(
+            frame.repartition(5).orderBy(F.col("a").desc()), out / "out.tsv", "tsv", str(staging / "out.tsv")
+        )
+        write_single_file(
+            frame.filter("a < '0003'").orderBy("a"), out / "q" / "out.jsonl", "json", str(staging / "q" / "out.jsonl")
+        )
         write_single_file(frame.filter("false").orderBy("a"), out / "empty.jsonl", "json", str(staging / "empty.jsonl"))
-    assert (out / "out.tsv").read_text().splitlines() == [f"{i:04d}\tx y" for i in range(999, -1, -1)]  # TAB in a value -> space
-    assert [json.loads(x) for x in (out / "q" / "out.jsonl").read_text().splitlines()] == [{"a": f"{i:04d}", "b": "x\ty"} for i in range(3)]
+    assert (out / "out.tsv").read_text().splitlines() == [
+        f"{i:04d}\tx y" for i in range(999, -1, -1)
+    ]  # TAB in a value -> space
+    assert [json.loads(x) for x in (out / "q" / "out.jsonl").read_text().splitlines()] == [
+        {"a": f"{i:04d}", "b": "x\ty"} for i in range(3)
+    ]
     assert (out / "empty.jsonl").read_text() == ""
-    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == ["empty.jsonl", "out.tsv", "q/out.jsonl"]  # no partial files
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
+        "empty.jsonl",
+        "out.tsv",
+        "q/out.jsonl",
+    ]  # no partial files
     assert not [p for p in staging.rglob("*") if p.is_file()]  # parts deleted once merged
 
 
@@ -293,7 +381,10 @@ def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark
 
     dataset, _, root = family_build
     out = tmp_path / "release"
-    with session_setting(spark, "spark.sql.shuffle.partitions", "7"), session_setting(spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"):
+    with (
+        session_setting(spark, "spark.sql.shuffle.partitions", "7"),
+        session_setting(spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"),
+    ):
         variant.export(spark, config.with_overrides(["mining.splits=[train]"]), dataset, out=str(out))
     release = root / "release"
     files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
@@ -316,7 +407,9 @@ def test_family_build_evaluates_a_perfect_and_an_empty_model(family_build, tmp_p
     test_file = root / "release" / "questions" / "private_id" / "test.jsonl"
     records = [json.loads(x) for x in test_file.read_text().splitlines()]
     perfect = tmp_path / "perfect.jsonl"
-    perfect.write_text("".join(json.dumps({"id": q["id"], "prediction": ", ".join(q["answers"])}) + "\n" for q in records))
+    perfect.write_text(
+        "".join(json.dumps({"id": q["id"], "prediction": ", ".join(q["answers"])}) + "\n" for q in records)
+    )
     got = {r["metric"]: r["value"] for r in evaluate_qa.run([str(test_file)], str(perfect), "private_id").results}
     assert got["hits_at_any"] == got["f1"] == got["hits_at_hard"] == got["hhr"] == 1.0
     empty = tmp_path / "empty.jsonl"

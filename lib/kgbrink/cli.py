@@ -89,7 +89,13 @@ def _eps(text: str):
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", help="config YAML (default: $KGBRINK_CONF or conf/local.yaml)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config setting, e.g. spark.conf.spark.sql.shuffle.partitions=16")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config setting, e.g. spark.conf.spark.sql.shuffle.partitions=16",
+    )
     parser.add_argument("--json", metavar="PATH", help="write the job summary as JSON here")
     parser.add_argument("--no-tracking", action="store_true", help="do not record the run in MLflow")
 
@@ -112,10 +118,25 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--dataset", help="dataset directory or URI (default: config 'dataset')")
     ingest.add_argument("--format", default="wikidata5m", choices=["wikidata5m", "probe", "delimited", "ntriples"])
     ingest.add_argument("--input", help="directory of a wikidata5m or probe dump")
-    ingest.add_argument("--split", action="append", type=_split_item, metavar="NAME=PATH[,PATH]", help="triple files of a split (repeatable)")
-    ingest.add_argument("--variant", default="transductive", choices=["transductive", "inductive"], help="Wikidata5m file set")
-    ingest.add_argument("--delimiter", default="\t", type=_delimiter, help="field delimiter of delimited files (default TAB; '\\t' or 'tab' also mean TAB)")
-    ingest.add_argument("--columns", default="h,r,t", type=_columns, help="role of each field in line order, e.g. h,t,r")
+    ingest.add_argument(
+        "--split",
+        action="append",
+        type=_split_item,
+        metavar="NAME=PATH[,PATH]",
+        help="triple files of a split (repeatable)",
+    )
+    ingest.add_argument(
+        "--variant", default="transductive", choices=["transductive", "inductive"], help="Wikidata5m file set"
+    )
+    ingest.add_argument(
+        "--delimiter",
+        default="\t",
+        type=_delimiter,
+        help="field delimiter of delimited files (default TAB; '\\t' or 'tab' also mean TAB)",
+    )
+    ingest.add_argument(
+        "--columns", default="h,r,t", type=_columns, help="role of each field in line order, e.g. h,t,r"
+    )
     ingest.add_argument("--quote", default=None, type=_quote, help="quote character that may wrap fields, e.g. '\"'")
     ingest.add_argument("--entity-pattern", help="regex entity keys must match (wikidata5m: Q[1-9][0-9]*)")
     ingest.add_argument("--relation-pattern", help="regex relation keys must match (wikidata5m: P[1-9][0-9]*)")
@@ -140,36 +161,76 @@ def build_parser() -> argparse.ArgumentParser:
     score = sub.add_parser("score", help="PROBE and the classic rank metrics of rank files")
     _common(score)
     score.add_argument("--ranks", required=True, help="a rank file, directory or glob")
-    score.add_argument("--format", choices=["parquet", "csv", "tsv", "jsonl", "probe"], help="default: from the file names")
+    score.add_argument(
+        "--format", choices=["parquet", "csv", "tsv", "jsonl", "probe"], help="default: from the file names"
+    )
     score.add_argument("--dataset", help="dataset whose ids/keys the rank files use (default: config 'dataset')")
-    score.add_argument("--ids", choices=["id", "key"], help="h, r, t are integer ids or keys (default: id for probe dumps, key otherwise)")
-    score.add_argument("--alpha", type=_numbers(float), help="PROBE alphas, e.g. 1,0.5,0,-0.5,-1 (default: config scoring.alphas)")
-    score.add_argument("--beta", type=_numbers(float), help="PROBE betas, e.g. 0,0.2,0.4,0.6,0.8 (default: config scoring.betas)")
+    score.add_argument(
+        "--ids",
+        choices=["id", "key"],
+        help="h, r, t are integer ids or keys (default: id for probe dumps, key otherwise)",
+    )
+    score.add_argument(
+        "--alpha", type=_numbers(float), help="PROBE alphas, e.g. 1,0.5,0,-0.5,-1 (default: config scoring.alphas)"
+    )
+    score.add_argument(
+        "--beta", type=_numbers(float), help="PROBE betas, e.g. 0,0.2,0.4,0.6,0.8 (default: config scoring.betas)"
+    )
     score.add_argument("--hits", type=_numbers(int), help="Hits@K list (default: config scoring.hits)")
     score.add_argument("--p", type=_numbers(float), help="p-MRR exponents (default: config scoring.p_values)")
-    score.add_argument("--eps", type=_eps, default=None, help="'release' (smallest non-zero delta over the scored queries; default) or a constant")
-    score.add_argument("--groups", type=int, help="popularity groups of the Fig. 11 breakdown (default: config scoring.popularity_groups)")
-    score.add_argument("--splits", help="splits the popularity statistics are computed on (default: config stats.splits)")
+    score.add_argument(
+        "--eps",
+        type=_eps,
+        default=None,
+        help="'release' (smallest non-zero delta over the scored queries; default) or a constant",
+    )
+    score.add_argument(
+        "--groups",
+        type=int,
+        help="popularity groups of the Fig. 11 breakdown (default: config scoring.popularity_groups)",
+    )
+    score.add_argument(
+        "--splits", help="splits the popularity statistics are computed on (default: config stats.splits)"
+    )
     score.add_argument("--model", help="model name for files without a model column (default: the file name)")
     score.add_argument("--run", dest="run_name", help="run name for files without a run column (default: 1)")
     score.add_argument("--plots", help="write heat maps (Fig. 12) and comparison.md into this directory")
 
     rank = sub.add_parser("rank", help="filtered ranks (PROBE protocol) from candidate-score Parquet files")
     _common(rank)
-    rank.add_argument("--scores", required=True, help="candidate-score Parquet file, directory or glob (h, r, t, side, candidate, score ids)")
+    rank.add_argument(
+        "--scores",
+        required=True,
+        help="candidate-score Parquet file, directory or glob (h, r, t, side, candidate, score ids)",
+    )
     rank.add_argument("--dataset", help="dataset whose ids the scores use and whose triples filter the candidates")
-    rank.add_argument("--out", required=True, help="output directory: ranks/ (Parquet rank file) and quarantine/ (Delta)")
+    rank.add_argument(
+        "--out", required=True, help="output directory: ranks/ (Parquet rank file) and quarantine/ (Delta)"
+    )
     rank.add_argument("--filter-splits", help="splits whose triples are filtered out (default: all splits)")
     rank.add_argument("--model", help="model name for files without a model column (default: the file name)")
     rank.add_argument("--run", dest="run_name", help="run name for files without a run column (default: 1)")
-    rank.add_argument("--no-duplicate-check", action="store_true", help="skip the sort that detects candidates scored twice")
+    rank.add_argument(
+        "--no-duplicate-check", action="store_true", help="skip the sort that detects candidates scored twice"
+    )
 
-    repro = sub.add_parser("reproduce-probe", help="score the PROBE release's rank dumps and compare with the paper's Tables 4 and 5")
+    repro = sub.add_parser(
+        "reproduce-probe", help="score the PROBE release's rank dumps and compare with the paper's Tables 4 and 5"
+    )
     _common(repro)
-    repro.add_argument("--reference", default=os.environ.get("KGBRINK_REFERENCE", "../shared/reference"), help="the shared reference folder (default: ../shared/reference or $KGBRINK_REFERENCE)")
+    repro.add_argument(
+        "--reference",
+        default=os.environ.get("KGBRINK_REFERENCE", "../shared/reference"),
+        help="the shared reference folder (default: ../shared/reference or $KGBRINK_REFERENCE)",
+    )
     repro.add_argument("--out", default=None, help="work and report directory (default: <data_dir>/reproduce-probe)")
 
-    mine = _rules_command(sub, "mine", "Horn rules with AMIE3's semantics into <dataset>/rules", "output Delta table (default: <dataset>/rules)")
+    mine = _rules_command(
+        sub,
+        "mine",
+        "Horn rules with AMIE3's semantics into <dataset>/rules",
+        "output Delta table (default: <dataset>/rules)",
+    )
     mine.add_argument("--splits", help="comma-separated splits to mine on (default: config mining.splits)")
     mine.add_argument("--tsv", help="also write the rules as AMIE3 TSV here")
     mine.add_argument("--max-atoms", type=int, help="atoms per rule counting the head (AMIE -maxad): 2, 3 or 4")
@@ -179,21 +240,42 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--min-support", type=int, help="support floor on top of head coverage")
     mine.add_argument("--min-initial-support", type=int, help="AMIE -minis: facts a head relation needs")
 
-    import_rules = _rules_command(sub, "import-rules", "an AMIE3 TSV rule file into a rules Delta table", "output Delta table (default: <dataset>/rules)")
+    import_rules = _rules_command(
+        sub,
+        "import-rules",
+        "an AMIE3 TSV rule file into a rules Delta table",
+        "output Delta table (default: <dataset>/rules)",
+    )
     import_rules.add_argument("--tsv", required=True, help="AMIE3 output file (plain or .gz)")
 
-    export_rules = _rules_command(sub, "export-rules", "a rules Delta table as AMIE3 TSV", "rules Delta table (default: <dataset>/rules)")
+    export_rules = _rules_command(
+        sub, "export-rules", "a rules Delta table as AMIE3 TSV", "rules Delta table (default: <dataset>/rules)"
+    )
     export_rules.add_argument("--tsv", required=True, help="output file")
 
-    ground = _rules_command(sub, "ground", "groundings of a rules table (all, or a seeded sample per rule)", "rules Delta table (default: <dataset>/rules)")
+    ground = _rules_command(
+        sub,
+        "ground",
+        "groundings of a rules table (all, or a seeded sample per rule)",
+        "rules Delta table (default: <dataset>/rules)",
+    )
     ground.add_argument("--out", help="output Delta table (default: <dataset>/groundings)")
-    ground.add_argument("--per-rule", type=int, help="at most this many groundings per rule, by seeded hash (default: all)")
+    ground.add_argument(
+        "--per-rule", type=int, help="at most this many groundings per rule, by seeded hash (default: all)"
+    )
     ground.add_argument("--seed", type=int, help="sampling seed (default: config grounding.seed)")
     ground.add_argument("--splits", help="comma-separated splits of the KG (default: config mining.splits)")
 
-    remove = _rules_command(sub, "remove", "sample groundings per rule and remove their heads under BRINK's constraints", "rules Delta table (default: <dataset>/rules)")
+    remove = _rules_command(
+        sub,
+        "remove",
+        "sample groundings per rule and remove their heads under BRINK's constraints",
+        "rules Delta table (default: <dataset>/rules)",
+    )
     remove.add_argument("--variant", help="variant name (default: config variant.name)")
-    remove.add_argument("--mode", choices=["maximal", "reference"], help="conflict resolution (default: config variant.removal_mode)")
+    remove.add_argument(
+        "--mode", choices=["maximal", "reference"], help="conflict resolution (default: config variant.removal_mode)"
+    )
     for name, text in (
         ("verify", "prove every removed triple of a variant still inferable in its incomplete KG"),
         ("questions", "questions of a variant's removed triples: answers, downsampling, splits, renderings"),
@@ -204,17 +286,40 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--dataset", help="dataset directory or URI (default: config 'dataset')")
         command.add_argument("--variant", help="variant name (default: config variant.name)")
         if name in ("questions", "export"):
-            command.add_argument("--out", help="output directory of the plain files (default: <dataset>/variants/<variant>/release)")
-    build = _rules_command(sub, "build", "BRINK construction end to end: mine, remove, verify, questions, export, report", "use this rules table instead of mining")
+            command.add_argument(
+                "--out", help="output directory of the plain files (default: <dataset>/variants/<variant>/release)"
+            )
+    build = _rules_command(
+        sub,
+        "build",
+        "BRINK construction end to end: mine, remove, verify, questions, export, report",
+        "use this rules table instead of mining",
+    )
     build.add_argument("--variant", help="variant name (default: config variant.name)")
-    build.add_argument("--reuse-rules", action="store_true", help="use the dataset's existing rules table instead of mining")
-    build.add_argument("--out", help="local directory of the release files and report (default: <dataset>/variants/<variant>/; required for a dataset on s3a://)")
+    build.add_argument(
+        "--reuse-rules", action="store_true", help="use the dataset's existing rules table instead of mining"
+    )
+    build.add_argument(
+        "--out",
+        help="local directory of the release files and report (default: <dataset>/variants/<variant>/; required for a dataset on s3a://)",
+    )
 
-    evaluate = sub.add_parser("evaluate-qa", help="BRINK QA metrics (Hits@Any, P, R, F1, Hits@Hard, HHR, permissive) of predictions")
+    evaluate = sub.add_parser(
+        "evaluate-qa", help="BRINK QA metrics (Hits@Any, P, R, F1, Hits@Hard, HHR, permissive) of predictions"
+    )
     _common(evaluate)
-    evaluate.add_argument("--questions", required=True, action="append", help="question JSON Lines file of a release (repeatable)")
-    evaluate.add_argument("--predictions", required=True, help='JSON Lines: {"id": ..., "prediction": "raw output" or [answers]}')
-    evaluate.add_argument("--scheme", default="private_id", choices=["private_id", "entity_id", "text_label"], help="entity naming of questions and predictions")
+    evaluate.add_argument(
+        "--questions", required=True, action="append", help="question JSON Lines file of a release (repeatable)"
+    )
+    evaluate.add_argument(
+        "--predictions", required=True, help='JSON Lines: {"id": ..., "prediction": "raw output" or [answers]}'
+    )
+    evaluate.add_argument(
+        "--scheme",
+        default="private_id",
+        choices=["private_id", "entity_id", "text_label"],
+        help="entity naming of questions and predictions",
+    )
     evaluate.add_argument("--per-question", help="also write per-question scores (JSON Lines) here")
 
     run = sub.add_parser("run", help="the main job end to end: sample KG -> ingest -> stats -> build")
@@ -255,7 +360,9 @@ def _stats(spark, config: Config, args) -> JobSummary:
 def _synth(spark, config: Config, args) -> JobSummary:
     from kgbrink.jobs import synth
 
-    return synth.run(config, args.out, args.triples, args.seed, args.malformed_fraction, args.duplicate_fraction, args.gzip)
+    return synth.run(
+        config, args.out, args.triples, args.seed, args.malformed_fraction, args.duplicate_fraction, args.gzip
+    )
 
 
 def _score(spark, config: Config, args) -> JobSummary:
@@ -365,7 +472,9 @@ def _variant_job(spark, config: Config, args) -> JobSummary:
         return variant.make_questions(spark, config, dataset, args.variant, args.out)
     if args.command == "export":
         return variant.export(spark, config, dataset, args.variant, args.out)
-    return variant.build(spark, config, dataset, args.variant, args.rules, mine_rules=not args.reuse_rules, out=args.out)
+    return variant.build(
+        spark, config, dataset, args.variant, args.rules, mine_rules=not args.reuse_rules, out=args.out
+    )
 
 
 def _evaluate_qa(spark, config: Config, args) -> JobSummary:

@@ -47,22 +47,37 @@ def question_records(removed: DataFrame, complete: DataFrame, seed: int, max_ans
     (?, instance of, human)); such questions are counted and left out by the job, never materialised."""
     picked = removed.select(
         F.lower(F.lpad(F.hex(F.xxhash64(F.lit(seed), F.lit("question"), "h", "r", "t")), 16, "0")).alias("id"),
-        "h", "r", "t", "rule_ids",
-        F.when((F.xxhash64(F.lit(seed), F.lit("topic"), "h", "r", "t") % 2) == 0, "forward").otherwise("inverse").alias("direction"),
+        "h",
+        "r",
+        "t",
+        "rule_ids",
+        F.when((F.xxhash64(F.lit(seed), F.lit("topic"), "h", "r", "t") % 2) == 0, "forward")
+        .otherwise("inverse")
+        .alias("direction"),
     )
-    picked = picked.withColumn("topic", F.when(F.col("direction") == "forward", F.col("h")).otherwise(F.col("t"))).withColumn(
-        "hard_answer", F.when(F.col("direction") == "forward", F.col("t")).otherwise(F.col("h"))
-    )
+    picked = picked.withColumn(
+        "topic", F.when(F.col("direction") == "forward", F.col("h")).otherwise(F.col("t"))
+    ).withColumn("hard_answer", F.when(F.col("direction") == "forward", F.col("t")).otherwise(F.col("h")))
     facts = complete.select("h", "r", "t").distinct()
-    forward = facts.select(F.lit("forward").alias("direction"), F.col("h").alias("topic"), "r", F.col("t").alias("answer"))
-    inverse = facts.select(F.lit("inverse").alias("direction"), F.col("t").alias("topic"), "r", F.col("h").alias("answer"))
+    forward = facts.select(
+        F.lit("forward").alias("direction"), F.col("h").alias("topic"), "r", F.col("t").alias("answer")
+    )
+    inverse = facts.select(
+        F.lit("inverse").alias("direction"), F.col("t").alias("topic"), "r", F.col("h").alias("answer")
+    )
     key = ["direction", "topic", "r"]
     candidates = forward.unionByName(inverse).join(picked.select(*key).distinct(), key, "left_semi")
     sizes = candidates.groupBy(*key).agg(F.count(F.lit(1)).alias("n_answers"))
     small = sizes.filter(F.col("n_answers") <= max_answers).select(*key)
-    answers = candidates.join(small, key, "left_semi").groupBy(*key).agg(F.array_sort(F.collect_list("answer")).alias("answers"))
-    return picked.join(sizes, key, "left").join(answers, key, "left").select(
-        "id", "h", "r", "t", "direction", "topic", "hard_answer", "answers", "n_answers", "rule_ids"
+    answers = (
+        candidates.join(small, key, "left_semi")
+        .groupBy(*key)
+        .agg(F.array_sort(F.collect_list("answer")).alias("answers"))
+    )
+    return (
+        picked.join(sizes, key, "left")
+        .join(answers, key, "left")
+        .select("id", "h", "r", "t", "direction", "topic", "hard_answer", "answers", "n_answers", "rule_ids")
     )
 
 
@@ -75,7 +90,9 @@ def downsample(questions: DataFrame, tau: float, seed: int) -> DataFrame:
     limit = tau * total
     by_answer = Window.partitionBy("hard_answer")
     order = Window.partitionBy("hard_answer").orderBy(F.xxhash64(F.lit(seed), F.lit("downsample"), "id"), "id")
-    ranked = questions.withColumn("_n", F.count(F.lit(1)).over(by_answer)).withColumn("_rank", F.row_number().over(order))
+    ranked = questions.withColumn("_n", F.count(F.lit(1)).over(by_answer)).withColumn(
+        "_rank", F.row_number().over(order)
+    )
     return ranked.filter((F.col("_n") <= F.lit(limit)) | (F.col("_rank") <= F.lit(cap))).drop("_n", "_rank")
 
 
@@ -87,7 +104,9 @@ def assign_splits(questions: DataFrame, seed: int, ratios: tuple[float, float, f
     n_train = int(ratios[0] * n + 0.5)
     n_valid = int(ratios[1] * n + 0.5)
     ranked = with_positions(questions, [F.xxhash64(F.lit(seed), F.lit("split"), "id"), "id"], "_rank", start=1)
-    split = F.when(F.col("_rank") <= n_train, "train").when(F.col("_rank") <= n_train + n_valid, "valid").otherwise("test")
+    split = (
+        F.when(F.col("_rank") <= n_train, "train").when(F.col("_rank") <= n_train + n_valid, "valid").otherwise("test")
+    )
     return ranked.withColumn("split", split).drop("_rank")
 
 
@@ -98,7 +117,9 @@ def entity_names(entities: DataFrame, scheme: str, seed: int) -> DataFrame:
     if scheme == "text_label":
         return entities.select("id", F.coalesce(F.nullif(F.trim("label"), F.lit("")), "key").alias("name"))
     if scheme == "private_id":
-        numbered = with_positions(entities.select("id", "key"), [F.xxhash64(F.lit(seed), F.lit("private"), "key"), "key"], "position")
+        numbered = with_positions(
+            entities.select("id", "key"), [F.xxhash64(F.lit(seed), F.lit("private"), "key"), "key"], "position"
+        )
         return numbered.select("id", F.col("position").cast("string").alias("name"))
     raise ValueError(f"entity labelling scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
 
@@ -113,16 +134,28 @@ def render_triples(triples: DataFrame, entities: DataFrame, relations: DataFrame
     e_h = entities.select(F.col("id").alias("h"), F.col("name").alias("h_name"))
     e_t = entities.select(F.col("id").alias("t"), F.col("name").alias("t_name"))
     rel = relations.select(F.col("id").alias("r"), F.col("name").alias("r_name"))
-    return triples.join(e_h, "h").join(rel, "r").join(e_t, "t").select(F.col("h_name").alias("h"), F.col("r_name").alias("r"), F.col("t_name").alias("t"))
+    return (
+        triples.join(e_h, "h")
+        .join(rel, "r")
+        .join(e_t, "t")
+        .select(F.col("h_name").alias("h"), F.col("r_name").alias("r"), F.col("t_name").alias("t"))
+    )
 
 
-def render_questions(questions: DataFrame, entities: DataFrame, relations: DataFrame, templates: dict[str, str]) -> DataFrame:
+def render_questions(
+    questions: DataFrame, entities: DataFrame, relations: DataFrame, templates: dict[str, str]
+) -> DataFrame:
     """Question JSON records named by ``entities`` / ``relations`` (``id, name``): ``id, split, question,
     topic_entity, relation, answers, hard_answer, removed_triple, direction, rule_ids``."""
     for key in ("forward", "inverse"):
         if "{topic}" not in templates.get(key, "") or "{relation}" not in templates.get(key, ""):
-            raise ValueError(f"question template {key!r} must contain {{topic}} and {{relation}}: {templates.get(key)!r}")
-    name = {row: entities.select(F.col("id").alias(row), F.col("name").alias(f"{row}_name")) for row in ("h", "t", "topic", "hard_answer")}
+            raise ValueError(
+                f"question template {key!r} must contain {{topic}} and {{relation}}: {templates.get(key)!r}"
+            )
+    name = {
+        row: entities.select(F.col("id").alias(row), F.col("name").alias(f"{row}_name"))
+        for row in ("h", "t", "topic", "hard_answer")
+    }
     rel = relations.select(F.col("id").alias("r"), F.col("name").alias("r_name"))
     exploded = questions.select("id", F.posexplode("answers").alias("pos", "answer"))
     answer_names = (
@@ -137,15 +170,20 @@ def render_questions(questions: DataFrame, entities: DataFrame, relations: DataF
 
     def fill(template: str):
         parts = template.replace("{relation}", "\x00R\x00").replace("{topic}", "\x00T\x00").split("\x00")
-        return F.concat(*[F.col("r_name") if p == "R" else F.col("topic_name") if p == "T" else F.lit(p) for p in parts if p])
+        return F.concat(
+            *[F.col("r_name") if p == "R" else F.col("topic_name") if p == "T" else F.lit(p) for p in parts if p]
+        )
 
     text = F.when(F.col("direction") == "forward", fill(templates["forward"])).otherwise(fill(templates["inverse"]))
     return joined.select(
-        "id", "split", text.alias("question"),
+        "id",
+        "split",
+        text.alias("question"),
         F.col("topic_name").alias("topic_entity"),
         F.col("r_name").alias("relation"),
         F.col("answer_names").alias("answers"),
         F.col("hard_answer_name").alias("hard_answer"),
         F.array("h_name", "r_name", "t_name").alias("removed_triple"),
-        "direction", "rule_ids",
+        "direction",
+        "rule_ids",
     )

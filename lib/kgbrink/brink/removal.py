@@ -75,7 +75,9 @@ def maximal_selection(numbered: DataFrame, reference: DataFrame, max_rounds: int
     docstring), grown from ``reference`` (:func:`reference_selection` of ``numbered``). Each round is a
     few joins over the undecided groundings; lineage is cut every round."""
     edges = conflict_edges(numbered)
-    undirected = edges.unionByName(edges.select(F.col("b").alias("a"), F.col("a").alias("b"))).distinct().localCheckpoint()
+    undirected = (
+        edges.unionByName(edges.select(F.col("b").alias("a"), F.col("a").alias("b"))).distinct().localCheckpoint()
+    )
     degree = undirected.groupBy("a").agg(F.count(F.lit(1)).alias("degree"))
     priority = (
         numbered.join(degree.withColumnRenamed("a", "gid"), "gid", "left")
@@ -90,7 +92,9 @@ def maximal_selection(numbered: DataFrame, reference: DataFrame, max_rounds: int
         if rounds > max_rounds:
             raise RuntimeError(f"independent-set selection did not finish in {max_rounds} rounds")
         ranked = undecided.join(priority, "gid")
-        live_edges = undirected.join(undecided.withColumnRenamed("gid", "a"), "a").join(undecided.withColumnRenamed("gid", "b"), "b")
+        live_edges = undirected.join(undecided.withColumnRenamed("gid", "a"), "a").join(
+            undecided.withColumnRenamed("gid", "b"), "b"
+        )
         neighbour_min = (
             live_edges.join(priority.withColumnRenamed("gid", "b"), "b")
             .groupBy("a")
@@ -129,12 +133,16 @@ def maximal_and_reference(sample: DataFrame) -> tuple[DataFrame, DataFrame]:
     sharing one numbering and one reference pass."""
     numbered = numbered_groundings(sample).localCheckpoint()
     reference = reference_selection(numbered).localCheckpoint()
-    return numbered.join(maximal_selection(numbered, reference), "gid").drop("gid"), numbered.join(reference, "gid").drop("gid")
+    return numbered.join(maximal_selection(numbered, reference), "gid").drop("gid"), numbered.join(
+        reference, "gid"
+    ).drop("gid")
 
 
 def removed_triples(selected: DataFrame) -> DataFrame:
     """``h, r, t, rule_ids``: the distinct heads of the selected groundings with the rules behind them."""
-    return selected.groupBy(*[F.col(f"head.{c}").alias(c) for c in TRIPLE]).agg(F.array_sort(F.collect_set("rule_id")).alias("rule_ids"))
+    return selected.groupBy(*[F.col(f"head.{c}").alias(c) for c in TRIPLE]).agg(
+        F.array_sort(F.collect_set("rule_id")).alias("rule_ids")
+    )
 
 
 def incomplete_kg(complete: DataFrame, removed: DataFrame) -> DataFrame:
@@ -153,7 +161,9 @@ def rule_atoms(spark, rules: list[Rule], relation_ids: dict[str, int]) -> DataFr
     return spark.createDataFrame(rows, "rule_id string, atom int, is_head boolean, r int, s string, o string")
 
 
-def verification_violations(provenance: DataFrame, atoms: DataFrame, complete: DataFrame, incomplete: DataFrame, removed: DataFrame) -> DataFrame:
+def verification_violations(
+    provenance: DataFrame, atoms: DataFrame, complete: DataFrame, incomplete: DataFrame, removed: DataFrame
+) -> DataFrame:
     """``h, r, t, reason``: every way the variant breaks Sec. 3.2; empty when it is sound.
 
     Independent of the selection code: each provenance grounding is re-instantiated from its rule's atoms
@@ -166,31 +176,59 @@ def verification_violations(provenance: DataFrame, atoms: DataFrame, complete: D
     one, and the incomplete KG is a subset of the complete one.
     """
     binding = F.col("bindings")
-    grounded = provenance.select("h", "r", "t", "rule_id", F.col("bindings")).withColumn("witness", F.monotonically_increasing_id())
+    grounded = provenance.select("h", "r", "t", "rule_id", F.col("bindings")).withColumn(
+        "witness", F.monotonically_increasing_id()
+    )
     instantiated = grounded.join(atoms.withColumnRenamed("r", "atom_r"), "rule_id", "left").select(
-        "witness", "h", "r", "t", "is_head",
+        "witness",
+        "h",
+        "r",
+        "t",
+        "is_head",
         F.col("atom_r").alias("ar"),
         binding[F.col("s")].alias("ah"),
         binding[F.col("o")].alias("at"),
     )
-    present = incomplete.select(F.col("h").alias("ah"), F.col("r").alias("ar"), F.col("t").alias("at"), F.lit(True).alias("present")).distinct()
+    present = incomplete.select(
+        F.col("h").alias("ah"), F.col("r").alias("ar"), F.col("t").alias("at"), F.lit(True).alias("present")
+    ).distinct()
     checked = instantiated.join(present, ["ah", "ar", "at"], "left").select(
-        "witness", "h", "r", "t",
+        "witness",
+        "h",
+        "r",
+        "t",
         F.when(F.col("ar").isNull(), False)
-        .when(F.col("is_head"), F.coalesce((F.col("ah") == F.col("h")) & (F.col("ar") == F.col("r")) & (F.col("at") == F.col("t")), F.lit(False)))
+        .when(
+            F.col("is_head"),
+            F.coalesce(
+                (F.col("ah") == F.col("h")) & (F.col("ar") == F.col("r")) & (F.col("at") == F.col("t")), F.lit(False)
+            ),
+        )
         .otherwise(F.coalesce("present", F.lit(False)))
         .alias("ok"),
     )
-    valid = checked.groupBy("witness", "h", "r", "t").agg(F.min(F.col("ok").cast("int")).alias("ok")).filter(F.col("ok") == 1).select(*TRIPLE).distinct()
+    valid = (
+        checked.groupBy("witness", "h", "r", "t")
+        .agg(F.min(F.col("ok").cast("int")).alias("ok"))
+        .filter(F.col("ok") == 1)
+        .select(*TRIPLE)
+        .distinct()
+    )
     triples = list(TRIPLE)
 
     def reason(frame: DataFrame, text: str) -> DataFrame:
         return frame.select(*triples).distinct().withColumn("reason", F.lit(text))
 
     return (
-        reason(removed.join(valid, triples, "left_anti"), "no grounding of a mined rule with its whole body in the incomplete KG")
+        reason(
+            removed.join(valid, triples, "left_anti"),
+            "no grounding of a mined rule with its whole body in the incomplete KG",
+        )
         .unionByName(reason(removed.join(complete, triples, "left_anti"), "removed triple is not in the complete KG"))
-        .unionByName(reason(removed.join(incomplete, triples, "left_semi"), "removed triple is still in the incomplete KG"))
-        .unionByName(reason(incomplete.join(complete, triples, "left_anti"), "incomplete KG triple is not in the complete KG"))
+        .unionByName(
+            reason(removed.join(incomplete, triples, "left_semi"), "removed triple is still in the incomplete KG")
+        )
+        .unionByName(
+            reason(incomplete.join(complete, triples, "left_anti"), "incomplete KG triple is not in the complete KG")
+        )
     )
-

@@ -58,12 +58,28 @@ def answer_plot(answer_counts: dict, path: Path) -> Path:
     return path
 
 
-def write_report(target: Path, dataset: str, name: str, settings: dict, counts: dict, answer_counts: dict, removal: dict | None = None) -> list[str]:
+def write_report(
+    target: Path,
+    dataset: str,
+    name: str,
+    settings: dict,
+    counts: dict,
+    answer_counts: dict,
+    removal: dict | None = None,
+) -> list[str]:
     """``report.md`` and ``answers.png`` in ``target``; the written paths. ``removal``: the remove job's
     counts (compares the selection with the published one-pass rule when given)."""
     plot = answer_plot(answer_counts, target / "answers.png")
     top = {k: (answer_counts.get(k) or [0])[0] for k in ("before", "after")}
-    verified = "not run" if counts["violations"] is None else ("passed: every removed triple has a grounding with its whole body in the incomplete KG" if counts["violations"] == 0 else f"FAILED: {counts['violations']} violation(s)")
+    verified = (
+        "not run"
+        if counts["violations"] is None
+        else (
+            "passed: every removed triple has a grounding with its whole body in the incomplete KG"
+            if counts["violations"] == 0
+            else f"FAILED: {counts['violations']} violation(s)"
+        )
+    )
     selection = ""
     if removal and removal.get("reference_removed_triples") is not None:
         selection = (
@@ -73,8 +89,8 @@ def write_report(target: Path, dataset: str, name: str, settings: dict, counts: 
         )
     text = f"""# Build report: variant `{name}` of `{dataset}`
 
-Settings: {settings['per_rule']} groundings per rule, removal `{settings['mode']}`, tau {settings['tau']},
-split {':'.join(f'{r:g}' for r in settings['ratios'])}, seed {settings['seed']}, KG splits {', '.join(settings['splits'])}.
+Settings: {settings["per_rule"]} groundings per rule, removal `{settings["mode"]}`, tau {settings["tau"]},
+split {":".join(f"{r:g}" for r in settings["ratios"])}, seed {settings["seed"]}, KG splits {", ".join(settings["splits"])}.
 {selection}
 ## Rules and removed triples by type (BRINK Table 1)
 
@@ -86,7 +102,7 @@ split {':'.join(f'{r:g}' for r in settings['ratios'])}, seed {settings['seed']},
 
 ## Answer distribution (Alg. 1)
 
-Largest number of questions sharing one hard answer: {top['before']:,} before, {top['after']:,} after downsampling.
+Largest number of questions sharing one hard answer: {top["before"]:,} before, {top["after"]:,} after downsampling.
 
 ![questions per answer entity]({plot.name})
 
@@ -104,11 +120,11 @@ def data_card(dataset: str, name: str, settings: dict, counts: dict, files: list
     listing = "\n".join(f"- `{f}`" for f in files)
     return f"""# BRINK-style variant `{name}` of `{dataset}`
 
-Built by kgbrink: Horn rules mined with AMIE3 semantics, up to {settings['per_rule']} groundings per rule
-sampled by a seeded hash (seed {settings['seed']}), their head triples removed under both constraints of
-BRINK Sec. 3.2 (`{settings['mode']}` selection), every removed triple verified to keep a grounding whose
+Built by kgbrink: Horn rules mined with AMIE3 semantics, up to {settings["per_rule"]} groundings per rule
+sampled by a seeded hash (seed {settings["seed"]}), their head triples removed under both constraints of
+BRINK Sec. 3.2 (`{settings["mode"]}` selection), every removed triple verified to keep a grounding whose
 whole body is in the incomplete KG, one question per removed triple with its complete answer set,
-downsampled by hard answer (tau {settings['tau']}) and split {':'.join(f'{r:g}' for r in settings['ratios'])}.
+downsampled by hard answer (tau {settings["tau"]}) and split {":".join(f"{r:g}" for r in settings["ratios"])}.
 
 ## Contents
 
@@ -123,7 +139,7 @@ downsampled by hard answer (tau {settings['tau']}) and split {':'.join(f'{r:g}' 
 - `provenance.jsonl`: `{{"triple": [h, r, t], "rule": ..., "rule_id": ..., "body": [[h, r, t], ...]}}`, one line
   per selected grounding of a removed triple.
 - `questions/<scheme>/<split>.jsonl`: `id, split, question, topic_entity, relation, answers, hard_answer,
-  removed_triple, direction, rule_ids`; schemes {', '.join(SCHEMES)} (BRINK Sec. 5.4).
+  removed_triple, direction, rule_ids`; schemes {", ".join(SCHEMES)} (BRINK Sec. 5.4).
 - `kg/<scheme>/{{complete,incomplete}}.tsv`: the KGs with entities named by `private_id` or `text_label`
   (`entity_id` is the top-level files); relations are named by their label in every rendering.
 

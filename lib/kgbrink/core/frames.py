@@ -19,7 +19,12 @@ def with_positions(frame: DataFrame, order: list[str | Column], column: str, sta
     (``monotonically_increasing_id`` taken right after the sort). Runs one job and returns a frame
     built on a local checkpoint, so the numbering is computed once."""
     mark = "_kgbrink_mid"
-    numbered = frame.repartitionByRange(*order).sortWithinPartitions(*order).withColumn(mark, F.monotonically_increasing_id()).localCheckpoint()
+    numbered = (
+        frame.repartitionByRange(*order)
+        .sortWithinPartitions(*order)
+        .withColumn(mark, F.monotonically_increasing_id())
+        .localCheckpoint()
+    )
     part = F.shiftright(F.col(mark), _INDEX_BITS)
     counts = sorted((row[0], row[1]) for row in numbered.groupBy(part.alias("part")).count().collect())
     pairs, offset = [], start
@@ -61,7 +66,14 @@ def distinct_packed(frame: DataFrame, bits: dict[str, int], partitions: int) -> 
     for name in names:
         value = F.col(name).cast("long")
         too_wide = value.isNull() | (value < 0) | (value >= F.lit(1 << bits[name]))
-        fail = F.raise_error(F.format_string(f"internal: column {name} = %s does not fit {bits[name]} bits", F.col(name)))
+        fail = F.raise_error(
+            F.format_string(f"internal: column {name} = %s does not fit {bits[name]} bits", F.col(name))
+        )
         key = key.bitwiseOR(F.shiftleft(F.when(too_wide, fail).otherwise(value), shifts[name]))
     keys = distinct_in_tasks(frame.select(key.alias("_packed")), partitions)
-    return keys.select(*(F.shiftright(F.col("_packed"), shifts[n]).bitwiseAND(F.lit((1 << bits[n]) - 1)).cast("int").alias(n) for n in names))
+    return keys.select(
+        *(
+            F.shiftright(F.col("_packed"), shifts[n]).bitwiseAND(F.lit((1 << bits[n]) - 1)).cast("int").alias(n)
+            for n in names
+        )
+    )

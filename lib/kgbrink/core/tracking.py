@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgbrink.core.settings import Config, is_uri, resolve_location
 from kgbrink.core.delta import TableVersion
+from kgbrink.core.settings import Config, is_uri, resolve_location
 
 
 @dataclass
@@ -92,7 +92,7 @@ def record_in_mlflow(config: Config, summary: JobSummary) -> str:
     uri = config.get("tracking.uri")
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         # Relative SQLite paths are relative to the working directory: make that explicit.
-        db = resolve_location(uri[len("sqlite:///"):])
+        db = resolve_location(uri[len("sqlite:///") :])
         Path(db).parent.mkdir(parents=True, exist_ok=True)
         uri = f"sqlite:///{db}"
     mlflow.set_tracking_uri(uri)
@@ -126,7 +126,11 @@ def record_in_mlflow(config: Config, summary: JobSummary) -> str:
                 prefix = "".join(f"{record[k]}." for k in ("model", "run") if record.get(k) is not None)
                 metrics[f"{prefix}{record['metric']}{cell}"] = record["value"]
         mlflow.log_metrics(
-            {_metric_key(k): float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+            {
+                _metric_key(k): float(v)
+                for k, v in metrics.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
         )
         for artifact in summary.artifacts:
             mlflow.log_artifact(artifact, "plots")
@@ -142,7 +146,9 @@ class JobFailed(RuntimeError):
         self.summary = summary
 
 
-def fail_past_bad_fraction(summary: JobSummary, by_reason: dict, total: int, limit: float, setting: str, what: str, where: str) -> None:
+def fail_past_bad_fraction(
+    summary: JobSummary, by_reason: dict, total: int, limit: float, setting: str, what: str, where: str
+) -> None:
     """Raise :class:`JobFailed` when the quarantined ``by_reason`` counts exceed ``limit`` of ``total``
     (also when ``total`` is 0), naming the top reasons and where the quarantine is."""
     bad = sum(by_reason.values())

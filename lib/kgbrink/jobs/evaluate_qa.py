@@ -49,7 +49,9 @@ def read_questions(paths: list[Path]) -> dict[str, dict]:
         for number, record in _records(path, ("id", "answers", "hard_answer")):
             if record["id"] in questions:
                 raise QAInputError(f"{path}:{number}: question id {record['id']!r} repeated")
-            if not isinstance(record["answers"], list) or not any(isinstance(a, str) and a.strip() for a in record["answers"]):
+            if not isinstance(record["answers"], list) or not any(
+                isinstance(a, str) and a.strip() for a in record["answers"]
+            ):
                 raise QAInputError(f"{path}:{number}: answers must be a list with at least one non-empty string")
             questions[record["id"]] = record
     if not questions:
@@ -76,13 +78,20 @@ def read_predictions(path: Path, questions: dict[str, dict]) -> dict[str, str | 
 def run(question_paths: list[str], predictions_path: str, scheme: str, per_question: str | None = None) -> JobSummary:
     if scheme not in ("private_id", "entity_id", "text_label"):
         raise QAInputError(f"--scheme must be private_id, entity_id or text_label, got {scheme!r}")
-    summary = JobSummary("evaluate-qa", params={"questions": ",".join(question_paths), "predictions": predictions_path, "scheme": scheme})
+    summary = JobSummary(
+        "evaluate-qa", params={"questions": ",".join(question_paths), "predictions": predictions_path, "scheme": scheme}
+    )
     with summary.timed("evaluate"):
         questions = read_questions([Path(p) for p in question_paths])
         predictions = read_predictions(Path(predictions_path), questions)
-        scored = {qid: qa_metrics.score_question(predictions.get(qid, ""), q["answers"], q["hard_answer"], scheme) for qid, q in sorted(questions.items())}
+        scored = {
+            qid: qa_metrics.score_question(predictions.get(qid, ""), q["answers"], q["hard_answer"], scheme)
+            for qid, q in sorted(questions.items())
+        }
         metrics = qa_metrics.aggregate(list(scored.values()))
-    summary.counts.update(questions=len(questions), predictions=len(predictions), missing_predictions=len(questions) - len(predictions))
+    summary.counts.update(
+        questions=len(questions), predictions=len(predictions), missing_predictions=len(questions) - len(predictions)
+    )
     summary.results = [{"metric": k, "value": v} for k, v in metrics.items() if k != "questions"]
     if per_question:
         out = Path(per_question)

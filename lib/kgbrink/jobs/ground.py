@@ -10,9 +10,6 @@ from __future__ import annotations
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.rules import grounding
-from kgbrink.core.settings import Config
-from kgbrink.jobs.mine import read_rules
 from kgbrink.core.delta import (
     TableVersion,
     latest_version,
@@ -20,7 +17,10 @@ from kgbrink.core.delta import (
     table_path,
     write_table,
 )
+from kgbrink.core.settings import Config
 from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.jobs.mine import read_rules
+from kgbrink.rules import grounding
 
 
 def run(
@@ -37,11 +37,30 @@ def run(
     out = out or table_path(dataset, "groundings")
     splits = sorted(splits or config.get("mining.splits"))
     seed = int(config.get("grounding.seed") if seed is None else seed)
-    summary = JobSummary("ground", params={"dataset": dataset, "rules": rules_path, "out": out, "per_rule": per_rule, "seed": seed, "splits": ",".join(splits)})
-    for name, path in (("rules", rules_path), ("relations", table_path(dataset, "relations")), ("triples", table_path(dataset, "triples"))):
+    summary = JobSummary(
+        "ground",
+        params={
+            "dataset": dataset,
+            "rules": rules_path,
+            "out": out,
+            "per_rule": per_rule,
+            "seed": seed,
+            "splits": ",".join(splits),
+        },
+    )
+    for name, path in (
+        ("rules", rules_path),
+        ("relations", table_path(dataset, "relations")),
+        ("triples", table_path(dataset, "triples")),
+    ):
         summary.inputs[name] = TableVersion(path, latest_version(spark, path))
     rules = read_rules(spark, rules_path, summary.inputs["rules"].version)
-    relation_ids = {r["key"]: r["id"] for r in read_table(spark, summary.inputs["relations"].path, summary.inputs["relations"].version).select("id", "key").collect()}
+    relation_ids = {
+        r["key"]: r["id"]
+        for r in read_table(spark, summary.inputs["relations"].path, summary.inputs["relations"].version)
+        .select("id", "key")
+        .collect()
+    }
     triples = read_table(spark, summary.inputs["triples"].path, summary.inputs["triples"].version)
     triples = triples.filter(F.col("split").isin(splits)).select("h", "r", "t")
     with summary.timed("ground"):
@@ -52,6 +71,14 @@ def run(
         summary.outputs["groundings"] = write_table(found, out, description=f"groundings of {len(rules)} rules")
     written = read_table(spark, out, summary.outputs["groundings"].version)
     per = written.groupBy("rule_id").count()
-    stats = per.agg(F.count(F.lit(1)).alias("rules"), F.min("count").alias("min"), F.max("count").alias("max")).collect()[0]
-    summary.counts.update(rules=len(rules), grounded_rules=stats["rules"], groundings=summary.outputs["groundings"].rows, min_per_rule=stats["min"], max_per_rule=stats["max"])
+    stats = per.agg(
+        F.count(F.lit(1)).alias("rules"), F.min("count").alias("min"), F.max("count").alias("max")
+    ).collect()[0]
+    summary.counts.update(
+        rules=len(rules),
+        grounded_rules=stats["rules"],
+        groundings=summary.outputs["groundings"].rows,
+        min_per_rule=stats["min"],
+        max_per_rule=stats["max"],
+    )
     return summary

@@ -16,9 +16,14 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.kg import ingest as T
-from kgbrink.core.settings import Config
-from kgbrink.core.frames import tasks_for
+from kgbrink.core.delta import (
+    TableVersion,
+    latest_version,
+    read_table,
+    table_exists,
+    table_path,
+    write_table,
+)
 from kgbrink.core.files import (
     IngestInputs,
     InputError,
@@ -31,15 +36,10 @@ from kgbrink.core.files import (
     require_files,
     wikidata5m_inputs,
 )
-from kgbrink.core.delta import (
-    TableVersion,
-    latest_version,
-    read_table,
-    table_exists,
-    table_path,
-    write_table,
-)
+from kgbrink.core.frames import tasks_for
+from kgbrink.core.settings import Config
 from kgbrink.core.tracking import JobSummary
+from kgbrink.kg import ingest as T
 
 FORMATS = ("wikidata5m", "probe", "delimited", "ntriples")
 
@@ -85,9 +85,17 @@ def resolve_inputs(spark: SparkSession, opts: IngestOptions) -> IngestInputs:
     else:
         inputs = IngestInputs(dict(opts.splits))
     if opts.input and opts.splits:
-        inputs = IngestInputs({**inputs.splits, **opts.splits}, inputs.entity_aliases, inputs.relation_aliases, inputs.entity_dict, inputs.relation_dict)
+        inputs = IngestInputs(
+            {**inputs.splits, **opts.splits},
+            inputs.entity_aliases,
+            inputs.relation_aliases,
+            inputs.entity_dict,
+            inputs.relation_dict,
+        )
     if opts.format == "ntriples" and opts.entity_aliases:
-        raise InputError("N-Triples entity labels come from the dump's rdfs:label lines; --entity-aliases is not used with --format ntriples")
+        raise InputError(
+            "N-Triples entity labels come from the dump's rdfs:label lines; --entity-aliases is not used with --format ntriples"
+        )
     inputs.entity_aliases = opts.entity_aliases or inputs.entity_aliases
     inputs.relation_aliases = opts.relation_aliases or inputs.relation_aliases
     return inputs
@@ -117,12 +125,21 @@ def load_dictionary(spark: SparkSession, path: str) -> DataFrame:
     """A PROBE-style ``id<TAB>key`` dictionary, validated: well-formed, unique, dense ids from 0."""
     require_files(spark, [path])
     fields = F.split(F.regexp_replace("value", "\r$", ""), "\t", -1)
-    raw = spark.read.text(path).select(F.col("value").alias("line"), fields[0].alias("id_text"), F.trim(fields[1]).alias("key"), F.size(fields).alias("n"))
+    raw = spark.read.text(path).select(
+        F.col("value").alias("line"),
+        fields[0].alias("id_text"),
+        F.trim(fields[1]).alias("key"),
+        F.size(fields).alias("n"),
+    )
     parsed = raw.withColumn("id", F.when(F.col("id_text").rlike("^[0-9]+$"), F.col("id_text").cast("int")))
     checks = parsed.agg(
         F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when((F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == ""), 1).otherwise(0)).alias("malformed"),
-        F.first(F.when((F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == ""), F.col("line")), ignorenulls=True).alias("example"),
+        F.sum(F.when((F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == ""), 1).otherwise(0)).alias(
+            "malformed"
+        ),
+        F.first(
+            F.when((F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == ""), F.col("line")), ignorenulls=True
+        ).alias("example"),
         F.countDistinct("id").alias("ids"),
         F.countDistinct("key").alias("keys"),
         F.min("id").alias("min_id"),
@@ -134,7 +151,9 @@ def load_dictionary(spark: SparkSession, path: str) -> DataFrame:
     elif checks["ids"] != checks["rows"] or checks["keys"] != checks["rows"]:
         problems.append(f"{checks['rows']} lines but {checks['ids']} distinct ids and {checks['keys']} distinct keys")
     elif checks["rows"] and (checks["min_id"] != 0 or checks["max_id"] != checks["rows"] - 1):
-        problems.append(f"ids are not dense from 0 (min {checks['min_id']}, max {checks['max_id']}, {checks['rows']} lines)")
+        problems.append(
+            f"ids are not dense from 0 (min {checks['min_id']}, max {checks['max_id']}, {checks['rows']} lines)"
+        )
     if not checks["rows"]:
         problems.append("no entries")
     if problems:
@@ -150,7 +169,9 @@ def merge_dictionaries(seed: DataFrame, existing: DataFrame | None, what: str) -
     clash = both.groupBy("key").agg(F.countDistinct("id").alias("n")).filter("n > 1").limit(5).collect()
     clash += both.groupBy("id").agg(F.countDistinct("key").alias("n")).filter("n > 1").limit(5).collect()
     if clash:
-        raise IngestError(f"the {what} dictionary contradicts the dataset's existing ids (e.g. {clash[:3]}); ingest into a new dataset")
+        raise IngestError(
+            f"the {what} dictionary contradicts the dataset's existing ids (e.g. {clash[:3]}); ingest into a new dataset"
+        )
     return both
 
 
@@ -214,9 +235,14 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
     if inputs.entity_dict:
         # The release's dictionaries close the vocabulary; merged with the dataset's they give the ids.
         vocab = (load_dictionary(spark, inputs.entity_dict), load_dictionary(spark, inputs.relation_dict))
-        ids_seed = (merge_dictionaries(vocab[0], previous["entities"], "entity"), merge_dictionaries(vocab[1], previous["relations"], "relation"))
+        ids_seed = (
+            merge_dictionaries(vocab[0], previous["entities"], "entity"),
+            merge_dictionaries(vocab[1], previous["relations"], "relation"),
+        )
     elif opts.format == "probe":
-        raise InputError("--format probe needs --input DIR with entities.dict and relations.dict (they fix ids and the vocabulary)")
+        raise InputError(
+            "--format probe needs --input DIR with entities.dict and relations.dict (they fix ids and the vocabulary)"
+        )
     fmt = triple_format(opts)
     parsed = _parsed_sources(spark, opts, inputs, vocab)
     aliases = {
@@ -238,23 +264,64 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
             triples_state = stage(
                 parsed.select(
                     *LINE_STATE,
-                    *(codecs[kind].code(F.col(f"{role}_key")).alias(f"{role}_code") for role, kind in (("h", "entities"), ("r", "relations"), ("t", "entities"))),
+                    *(
+                        codecs[kind].code(F.col(f"{role}_key")).alias(f"{role}_code")
+                        for role, kind in (("h", "entities"), ("r", "relations"), ("t", "entities"))
+                    ),
                     *label_columns,
                 ),
                 "triples",
             )
-            alias_state = {k: stage(a.select(*LINE_STATE, codecs[k].code(F.col("key")).alias("code"), "label"), k) for k, a in aliases.items() if a is not None}
+            alias_state = {
+                k: stage(a.select(*LINE_STATE, codecs[k].code(F.col("key")).alias("code"), "label"), k)
+                for k, a in aliases.items()
+                if a is not None
+            }
             nt_labels = None
             if label_columns:
-                nt_labels = triples_state.filter(F.col("label_code").isNotNull()).select(F.col("label_code").alias("code"), "label", F.lit(T.OK).alias("status"))
+                nt_labels = triples_state.filter(F.col("label_code").isNotNull()).select(
+                    F.col("label_code").alias("code"), "label", F.lit(T.OK).alias("status")
+                )
             counts = [row for frame in [triples_state, *alias_state.values()] for row in T.line_counts(frame).collect()]
-        return _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts)
+        return _write_dataset(
+            spark,
+            config,
+            opts,
+            fmt,
+            summary,
+            inputs,
+            paths,
+            previous,
+            ids_seed,
+            parsed,
+            aliases,
+            nt_labels,
+            triples_state,
+            alias_state,
+            counts,
+        )
     finally:
         delete_path(spark, staging)
         delete_if_empty(spark, table_path(ds, "_staging"))
 
 
-def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts) -> JobSummary:
+def _write_dataset(
+    spark,
+    config,
+    opts,
+    fmt,
+    summary,
+    inputs,
+    paths,
+    previous,
+    ids_seed,
+    parsed,
+    aliases,
+    nt_labels,
+    triples_state,
+    alias_state,
+    counts,
+) -> JobSummary:
     seen_files = {reported_path(row["source_file"]) for row in counts}
     unread = [p for p in inputs.all_files if given_path(p) not in seen_files]
     if unread:
@@ -273,9 +340,13 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
             offsets = T.block_offsets(spark.createDataFrame(counts, schema=T.line_counts(triples_state).schema))
             for frame in [parsed, *(a for a in aliases.values() if a is not None)]:
                 quarantine = quarantine.unionByName(T.quarantine_rows(frame, offsets))
-        summary.outputs["quarantine"] = write_table(quarantine.coalesce(1), paths["quarantine"], description="ingest quarantine")
+        summary.outputs["quarantine"] = write_table(
+            quarantine.coalesce(1), paths["quarantine"], description="ingest quarantine"
+        )
         if summary.outputs["quarantine"].rows not in (None, all_bad):
-            raise IngestError(f"internal: {all_bad} lines were classified as malformed but {summary.outputs['quarantine'].rows} reached the quarantine table")
+            raise IngestError(
+                f"internal: {all_bad} lines were classified as malformed but {summary.outputs['quarantine'].rows} reached the quarantine table"
+            )
     fraction = all_bad / all_lines if all_lines else 0.0
     max_fraction = float(config.get("ingest.max_bad_fraction"))
     summary.counts.update(
@@ -294,7 +365,7 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
         raise IngestError(
             summary,
             f"{all_bad} of {all_lines} input lines ({fraction:.4%}) are malformed, above ingest.max_bad_fraction "
-            f"= {max_fraction:g} ({top}); nothing was written but the quarantine table {paths['quarantine']}"
+            f"= {max_fraction:g} ({top}); nothing was written but the quarantine table {paths['quarantine']}",
         )
 
     good = triples_state.filter(F.col("status") == T.OK)
@@ -336,10 +407,14 @@ def _write_dataset(spark, config, opts, fmt, summary, inputs, paths, previous, i
 
     with summary.timed("encode_and_write_triples"):
         sizes = (summary.outputs["entities"].rows, summary.outputs["relations"].rows)
-        triples = T.encode_triples(good, dictionaries["entities"], dictionaries["relations"], broadcast, triple_splits, sizes, partitions)
+        triples = T.encode_triples(
+            good, dictionaries["entities"], dictionaries["relations"], broadcast, triple_splits, sizes, partitions
+        )
         # The small de-duplication tasks' output is written by as many tasks as any other shuffle makes.
         triples = triples.coalesce(shuffle_partitions)
-        summary.outputs["triples"] = write_table(triples, paths["triples"], partition_by=["split"], description=f"ingest {opts.format}")
+        summary.outputs["triples"] = write_table(
+            triples, paths["triples"], partition_by=["split"], description=f"ingest {opts.format}"
+        )
 
     with summary.timed("verify_counts"):
         written = read_table(spark, paths["triples"], version=summary.outputs["triples"].version)

@@ -12,8 +12,16 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.rules import mining
+from kgbrink.core.delta import (
+    TableVersion,
+    latest_version,
+    read_table,
+    table_path,
+    write_table,
+)
 from kgbrink.core.settings import Config
+from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.rules import mining
 from kgbrink.rules.model import (
     RULE_TYPES,
     Rule,
@@ -23,14 +31,6 @@ from kgbrink.rules.model import (
     rule_row,
     write_amie_tsv,
 )
-from kgbrink.core.delta import (
-    TableVersion,
-    latest_version,
-    read_table,
-    table_path,
-    write_table,
-)
-from kgbrink.core.tracking import JobFailed, JobSummary
 
 RULES_SCHEMA = (
     "id string, rule string, head_relation string, "
@@ -83,7 +83,9 @@ def run(
     params = mining_params(config, overrides)
     splits = sorted(splits or config.get("mining.splits"))
     out = out or table_path(dataset, "rules")
-    summary = JobSummary("mine", params={"dataset": dataset, "splits": ",".join(splits), "rules": out, **params.__dict__})
+    summary = JobSummary(
+        "mine", params={"dataset": dataset, "splits": ",".join(splits), "rules": out, **params.__dict__}
+    )
     names = _relation_keys(spark, dataset, summary)
     triples_path = table_path(dataset, "triples")
     summary.inputs["triples"] = TableVersion(triples_path, latest_version(spark, triples_path))
@@ -91,7 +93,9 @@ def run(
     known = {r["split"] for r in triples.select("split").distinct().collect()}
     missing = sorted(set(splits) - known)
     if missing:
-        raise JobFailed(f"split(s) {', '.join(missing)} not in {triples_path} (has: {', '.join(sorted(known))})", summary)
+        raise JobFailed(
+            f"split(s) {', '.join(missing)} not in {triples_path} (has: {', '.join(sorted(known))})", summary
+        )
     with summary.timed("mine"):
         try:
             work = table_path(dataset, "_work/mine")
@@ -101,7 +105,9 @@ def run(
     summary.counts.update(result.counts)
     _count_types(summary, result.rules)
     with summary.timed("write"):
-        summary.outputs["rules"] = write_table(rules_frame(spark, result.rules), out, description=f"kgbrink mine on {'+'.join(splits)}")
+        summary.outputs["rules"] = write_table(
+            rules_frame(spark, result.rules), out, description=f"kgbrink mine on {'+'.join(splits)}"
+        )
     if tsv:
         write_amie_tsv(result.rules, tsv)
         summary.artifacts.append(tsv)
@@ -119,13 +125,21 @@ def import_rules(spark: SparkSession, config: Config, dataset: str, tsv: str, ou
         raise JobFailed(str(e), summary) from None
     unknown = sorted({a.relation for r in rules for a in (r.head, *r.body)} - names)
     if unknown:
-        raise JobFailed(f"{tsv}: relation(s) not in dataset {dataset}: {', '.join(unknown[:10])}" + (" ..." if len(unknown) > 10 else ""), summary)
-    summary.outputs["rules"] = write_table(rules_frame(spark, rules), out, description=f"imported from {Path(tsv).name}")
+        raise JobFailed(
+            f"{tsv}: relation(s) not in dataset {dataset}: {', '.join(unknown[:10])}"
+            + (" ..." if len(unknown) > 10 else ""),
+            summary,
+        )
+    summary.outputs["rules"] = write_table(
+        rules_frame(spark, rules), out, description=f"imported from {Path(tsv).name}"
+    )
     _count_types(summary, rules)
     return summary
 
 
-def export_rules(spark: SparkSession, config: Config, dataset: str, tsv: str, rules_path: str | None = None) -> JobSummary:
+def export_rules(
+    spark: SparkSession, config: Config, dataset: str, tsv: str, rules_path: str | None = None
+) -> JobSummary:
     rules_path = rules_path or table_path(dataset, "rules")
     summary = JobSummary("export-rules", params={"dataset": dataset, "tsv": tsv, "rules": rules_path})
     summary.inputs["rules"] = TableVersion(rules_path, latest_version(spark, rules_path))

@@ -15,8 +15,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from kgbrink.core.settings import Config
-from kgbrink.jobs import ingest, stats, synth, variant
 from kgbrink.core.tracking import JobSummary
+from kgbrink.jobs import ingest, stats, synth, variant
 
 
 def _sample_is_current(directory: Path, config: Config) -> bool:
@@ -24,7 +24,12 @@ def _sample_is_current(directory: Path, config: Config) -> bool:
     if not manifest.is_file():
         return False
     meta = json.loads(manifest.read_text())
-    planted = {"triples": meta.get("triples"), "seed": meta.get("seed"), "duplicates": meta.get("duplicate_lines"), "malformed": sum(meta.get("malformed_lines", {}).values())}
+    planted = {
+        "triples": meta.get("triples"),
+        "seed": meta.get("seed"),
+        "duplicates": meta.get("duplicate_lines"),
+        "malformed": sum(meta.get("malformed_lines", {}).values()),
+    }
     wanted_triples = int(config.get("synth.triples"))
     wanted = {
         "triples": wanted_triples,
@@ -42,7 +47,9 @@ def run(spark: SparkSession, config: Config, dataset: str, sample_dir: str | Non
     steps: list[JobSummary] = []
     if not _sample_is_current(sample, config):
         steps.append(synth.run(config, str(sample), None, None, None, None, gzip=False))
-    steps.append(ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(sample))))
+    steps.append(
+        ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(sample)))
+    )
     steps.append(stats.run(spark, config, dataset))
     steps.append(variant.build(spark, config, dataset))
     variant.merge_steps(summary, steps)

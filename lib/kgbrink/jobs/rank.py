@@ -17,9 +17,6 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.probe import ranking
-from kgbrink.core.settings import Config
-from kgbrink.probe.rankfiles import list_rank_files, with_model_and_run
 from kgbrink.core.delta import (
     TableVersion,
     latest_version,
@@ -27,7 +24,10 @@ from kgbrink.core.delta import (
     table_path,
     write_table,
 )
+from kgbrink.core.settings import Config
 from kgbrink.core.tracking import JobSummary, fail_past_bad_fraction
+from kgbrink.probe import ranking
+from kgbrink.probe.rankfiles import list_rank_files, with_model_and_run
 
 
 @dataclass
@@ -43,7 +43,15 @@ class RankOptions:
 
 def run(spark: SparkSession, config: Config, opts: RankOptions) -> JobSummary:
     files = [f for f, _, _ in list_rank_files(spark, opts.scores, "parquet")]
-    summary = JobSummary("rank", params={"scores": opts.scores, "dataset": opts.dataset, "out": opts.out, "check_duplicates": opts.check_duplicates})
+    summary = JobSummary(
+        "rank",
+        params={
+            "scores": opts.scores,
+            "dataset": opts.dataset,
+            "out": opts.out,
+            "check_duplicates": opts.check_duplicates,
+        },
+    )
     for name in ("entities", "relations", "triples"):
         path = table_path(opts.dataset, name)
         summary.inputs[name] = TableVersion(path, latest_version(spark, path))
@@ -74,16 +82,24 @@ def run(spark: SparkSession, config: Config, opts: RankOptions) -> JobSummary:
         F.col("score").cast("double").alias("score"),
     )
     with summary.timed("rank"):
-        outcomes = ranking.query_outcomes(scores, triples.select("h", "r", "t"), bool(config.get("scoring.broadcast_tables")), opts.check_duplicates)
+        outcomes = ranking.query_outcomes(
+            scores, triples.select("h", "r", "t"), bool(config.get("scoring.broadcast_tables")), opts.check_duplicates
+        )
         outcomes = outcomes.localCheckpoint(eager=True)
         ranks, quarantine = ranking.split_outcomes(outcomes)
         ranks.write.mode("overwrite").parquet(f"{opts.out}/ranks")
-        summary.outputs["quarantine"] = write_table(quarantine, f"{opts.out}/quarantine", description=f"rank {opts.scores}")
+        summary.outputs["quarantine"] = write_table(
+            quarantine, f"{opts.out}/quarantine", description=f"rank {opts.scores}"
+        )
     tally = {r["reason"]: int(r["n"]) for r in outcomes.groupBy("reason").agg(F.count(F.lit(1)).alias("n")).collect()}
     ranked = tally.pop(None, 0)
     bad = sum(tally.values())
-    summary.counts.update(score_files=len(files), queries=ranked + bad, ranked=ranked, quarantined=bad, quarantined_by_reason=tally)
+    summary.counts.update(
+        score_files=len(files), queries=ranked + bad, ranked=ranked, quarantined=bad, quarantined_by_reason=tally
+    )
     summary.extra["ranks_path"] = f"{opts.out}/ranks"
     limit = float(config.get("scoring.max_bad_fraction"))
-    fail_past_bad_fraction(summary, tally, ranked + bad, limit, "scoring.max_bad_fraction", "queries", f"{opts.out}/quarantine")
+    fail_past_bad_fraction(
+        summary, tally, ranked + bad, limit, "scoring.max_bad_fraction", "queries", f"{opts.out}/quarantine"
+    )
     return summary

@@ -28,11 +28,6 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.kg import ingest as T
-from kgbrink.probe import rankfiles as RF
-from kgbrink.probe import scoring as S
-from kgbrink.core.settings import Config
-from kgbrink.jobs import stats as stats_job
 from kgbrink.core.delta import (
     TableVersion,
     latest_version,
@@ -41,7 +36,12 @@ from kgbrink.core.delta import (
     table_path,
     write_table,
 )
+from kgbrink.core.settings import Config
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
+from kgbrink.jobs import stats as stats_job
+from kgbrink.kg import ingest as T
+from kgbrink.probe import rankfiles as RF
+from kgbrink.probe import scoring as S
 
 RESULT_SCHEMA = "model string, run string, metric string, alpha double, beta double, value double"
 QUARANTINE_SCHEMA = "batch_id string, source_file string, line_number long, line string, reason string, detail string"
@@ -98,17 +98,22 @@ def _done_batches(spark: SparkSession, path: str) -> set[str]:
 def _status(checked: DataFrame) -> DataFrame:
     skip = F.col("_skip") if "_skip" in checked.columns else F.lit(False)
     return checked.withColumn(
-        "status", F.when(skip, F.lit(T.SKIPPED)).when(F.col("reason").isNotNull(), F.lit(T.QUARANTINED)).otherwise(F.lit(T.OK))
+        "status",
+        F.when(skip, F.lit(T.SKIPPED)).when(F.col("reason").isNotNull(), F.lit(T.QUARANTINED)).otherwise(F.lit(T.OK)),
     )
 
 
 def _quarantine(checked: DataFrame, batch_id: str) -> DataFrame:
     """Bad rows with file and line: directly for Parquet/PROBE, from block offsets for text files."""
     if "line_number" in checked.columns:
-        bad = checked.filter(F.col("reason").isNotNull()).select("source_file", "line_number", "line", "reason", "detail")
+        bad = checked.filter(F.col("reason").isNotNull()).select(
+            "source_file", "line_number", "line", "reason", "detail"
+        )
     else:
         state = _status(checked)
-        counts = checked.sparkSession.createDataFrame(T.line_counts(state).collect(), schema=T.line_counts(state).schema)
+        counts = checked.sparkSession.createDataFrame(
+            T.line_counts(state).collect(), schema=T.line_counts(state).schema
+        )
         bad = T.quarantine_rows(state, T.block_offsets(counts))
     return bad.select(F.lit(batch_id).alias("batch_id"), "*")
 
@@ -119,17 +124,33 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
     fmt = opts.fmt or RF.format_of(files[0][0])
     other = sorted({RF.format_of(f) for f, _, _ in files} - {fmt}) if not opts.fmt else []
     if other:
-        raise RF.RankFileError(f"{opts.ranks}: mixed rank file formats ({fmt}, {', '.join(other)}); pass one format with --format")
+        raise RF.RankFileError(
+            f"{opts.ranks}: mixed rank file formats ({fmt}, {', '.join(other)}); pass one format with --format"
+        )
     id_kind = opts.id_kind or ("id" if fmt == "probe" else "key")
     splits = sorted(opts.splits or config.get("stats.splits"))
-    summary = JobSummary("score", params={"ranks": opts.ranks, "dataset": opts.dataset, "format": fmt, "ids": id_kind, "splits": ",".join(splits), **spec.as_params()})
+    summary = JobSummary(
+        "score",
+        params={
+            "ranks": opts.ranks,
+            "dataset": opts.dataset,
+            "format": fmt,
+            "ids": id_kind,
+            "splits": ",".join(splits),
+            **spec.as_params(),
+        },
+    )
 
     ds = opts.dataset
     for name in ("entities", "relations"):
         path = table_path(ds, name)
         summary.inputs[name] = TableVersion(path, latest_version(spark, path))
-    entities = read_table(spark, summary.inputs["entities"].path, summary.inputs["entities"].version).select("id", "key")
-    relations = read_table(spark, summary.inputs["relations"].path, summary.inputs["relations"].version).select("id", "key")
+    entities = read_table(spark, summary.inputs["entities"].path, summary.inputs["entities"].version).select(
+        "id", "key"
+    )
+    relations = read_table(spark, summary.inputs["relations"].path, summary.inputs["relations"].version).select(
+        "id", "key"
+    )
     n_entities, n_relations = entities.count(), relations.count()
     broadcast = bool(config.get("scoring.broadcast_tables"))
     popularity, total = None, None
@@ -141,11 +162,23 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
         for name in ("entity_popularity", "entity_relation_popularity"):
             path = f"{stats_dir}/{name}"
             summary.inputs[name] = TableVersion(path, latest_version(spark, path))
-        popularity = tuple(read_table(spark, summary.inputs[n].path, summary.inputs[n].version) for n in ("entity_popularity", "entity_relation_popularity"))
+        popularity = tuple(
+            read_table(spark, summary.inputs[n].path, summary.inputs[n].version)
+            for n in ("entity_popularity", "entity_relation_popularity")
+        )
         total = S.total_degree(popularity[0])
 
     fingerprint = _digest(
-        {"sums": S.SUMS_FORMAT, "files": files, "format": fmt, "ids": id_kind, "model": opts.model, "run": opts.run, "spec": spec.as_params(), "inputs": {k: v.as_dict() for k, v in summary.inputs.items()}}
+        {
+            "sums": S.SUMS_FORMAT,
+            "files": files,
+            "format": fmt,
+            "ids": id_kind,
+            "model": opts.model,
+            "run": opts.run,
+            "spec": spec.as_params(),
+            "inputs": {k: v.as_dict() for k, v in summary.inputs.items()},
+        }
     )
     work = table_path(ds, f"scores/{fingerprint}")
     paths = {name: f"{work}/{name}" for name in ("partials", "quarantine", "batches", "results", "groups")}
@@ -160,7 +193,11 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
             if batch_id in done:
                 skipped += 1
                 continue
-            facts = RF.parquet_facts(spark, batch) if fmt == "parquet" and config.get("scoring.parquet_statistics") else None
+            facts = (
+                RF.parquet_facts(spark, batch)
+                if fmt == "parquet" and config.get("scoring.parquet_statistics")
+                else None
+            )
             raw = RF.read_ranks(spark, [f for f, _, _ in batch], read_opts)
             checked = RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
             rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
@@ -171,10 +208,23 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
             scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
             if bad:
                 _replace_batch(_quarantine(checked, batch_id), paths["quarantine"], batch_id)
-            _replace_batch(sums.filter(F.col("n") > 0).drop("quarantined").select(F.lit(batch_id).alias("batch_id"), "*"), paths["partials"], batch_id)
+            _replace_batch(
+                sums.filter(F.col("n") > 0).drop("quarantined").select(F.lit(batch_id).alias("batch_id"), "*"),
+                paths["partials"],
+                batch_id,
+            )
             sums.unpersist()
-            record = {"batch_id": batch_id, "files": json.dumps([f for f, _, _ in batch]), "rows": scored_rows + bad, "quarantined": bad}
-            _replace_batch(spark.createDataFrame([record], "batch_id string, files string, rows long, quarantined long"), paths["batches"], batch_id)
+            record = {
+                "batch_id": batch_id,
+                "files": json.dumps([f for f, _, _ in batch]),
+                "rows": scored_rows + bad,
+                "quarantined": bad,
+            }
+            _replace_batch(
+                spark.createDataFrame([record], "batch_id string, files string, rows long, quarantined long"),
+                paths["batches"],
+                batch_id,
+            )
     batch_ids = [f"{i:06d}-{_digest(b)}" for i, b in enumerate(batches)]
     partials = read_table(spark, paths["partials"]).filter(F.col("batch_id").isin(batch_ids))
     scored = int(partials.agg(F.sum("n")).first()[0] or 0)
@@ -183,23 +233,45 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
         bad_rows = read_table(spark, paths["quarantine"]).filter(F.col("batch_id").isin(batch_ids))
         by_reason = {r["reason"]: int(r["count"]) for r in bad_rows.groupBy("reason").count().collect()}
     quarantined = sum(by_reason.values())
-    summary.counts.update(rank_files=len(files), batches=len(batches), batches_skipped=skipped, rows=scored + quarantined, scored=scored, quarantined=quarantined, quarantined_by_reason=by_reason)
+    summary.counts.update(
+        rank_files=len(files),
+        batches=len(batches),
+        batches_skipped=skipped,
+        rows=scored + quarantined,
+        scored=scored,
+        quarantined=quarantined,
+        quarantined_by_reason=by_reason,
+    )
     if quarantined:
-        summary.outputs["quarantine"] = TableVersion(paths["quarantine"], latest_version(spark, paths["quarantine"]), quarantined)
+        summary.outputs["quarantine"] = TableVersion(
+            paths["quarantine"], latest_version(spark, paths["quarantine"]), quarantined
+        )
     limit = float(config.get("scoring.max_bad_fraction"))
     if scored + quarantined == 0:
         raise ScoreError(f"{opts.ranks}: no rank rows", summary)
-    fail_past_bad_fraction(summary, by_reason, scored + quarantined, limit, "scoring.max_bad_fraction", "rank rows", paths["quarantine"])
+    fail_past_bad_fraction(
+        summary, by_reason, scored + quarantined, limit, "scoring.max_bad_fraction", "rank rows", paths["quarantine"]
+    )
     with summary.timed("finish"):
         merged = S.with_deltas(S.merge_group_sums(partials, spec), total).toPandas()
         scores = S.finish(merged, spec)
     summary.results = scores.results
     summary.extra["groups"] = scores.groups
-    summary.extra["eps"] = [{"model": m, "run": r, "eps_entity": e, "eps_relation": er} for (m, r), (e, er) in sorted(scores.eps.items())]
+    summary.extra["eps"] = [
+        {"model": m, "run": r, "eps_entity": e, "eps_relation": er} for (m, r), (e, er) in sorted(scores.eps.items())
+    ]
     results = scores.frame()
-    summary.outputs["results"] = write_table(spark.createDataFrame(results.astype(object).where(results.notna(), None), RESULT_SCHEMA), paths["results"], description=f"score {opts.ranks}")
+    summary.outputs["results"] = write_table(
+        spark.createDataFrame(results.astype(object).where(results.notna(), None), RESULT_SCHEMA),
+        paths["results"],
+        description=f"score {opts.ranks}",
+    )
     if scores.groups:
-        summary.outputs["groups"] = write_table(spark.createDataFrame(pd.DataFrame(scores.groups)), paths["groups"], description="popularity groups (Fig. 11)")
+        summary.outputs["groups"] = write_table(
+            spark.createDataFrame(pd.DataFrame(scores.groups)),
+            paths["groups"],
+            description="popularity groups (Fig. 11)",
+        )
     summary.counts["models"] = len({r["model"] for r in scores.results})
     if opts.plots_dir:
         from kgbrink.probe import plots

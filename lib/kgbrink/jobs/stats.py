@@ -12,10 +12,6 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.kg import stats as S
-from kgbrink.core.settings import Config
-from kgbrink.core.frames import tasks_for
-from kgbrink.core.session import session_setting
 from kgbrink.core.delta import (
     TableVersion,
     latest_version,
@@ -24,7 +20,11 @@ from kgbrink.core.delta import (
     table_path,
     write_table,
 )
+from kgbrink.core.frames import tasks_for
+from kgbrink.core.session import session_setting
+from kgbrink.core.settings import Config
 from kgbrink.core.tracking import JobSummary
+from kgbrink.kg import stats as S
 
 STATS_TABLES = ("entity_popularity", "entity_relation_popularity", "relation_statistics", "degree_histogram")
 
@@ -39,7 +39,9 @@ def triples_version(spark: SparkSession, dataset: str, splits: list[str]) -> int
     description = table_description(spark, f"{stats_dir(dataset, splits)}/entity_popularity")
     found = re.search(r"of triples version (\d+)$", description or "")
     if not found:
-        raise ValueError(f"the statistics under {stats_dir(dataset, splits)} do not record their triples version (run `kgbrink stats` again)")
+        raise ValueError(
+            f"the statistics under {stats_dir(dataset, splits)} do not record their triples version (run `kgbrink stats` again)"
+        )
     return int(found.group(1))
 
 
@@ -63,19 +65,33 @@ def run(spark: SparkSession, config: Config, dataset: str, splits: list[str] | N
     # memory at 20M triples; 20% faster than aggregating the occurrences twice). Cached without adaptive
     # re-planning, the cache keeps the counts' partitioning by entity, so entity popularity needs no shuffle.
     with session_setting(spark, "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "false"):
-        partitions = tasks_for(sum(rows[s] for s in splits), S.TRIPLES_PER_COUNT_TASK, int(spark.conf.get("spark.sql.shuffle.partitions")))
+        partitions = tasks_for(
+            sum(rows[s] for s in splits), S.TRIPLES_PER_COUNT_TASK, int(spark.conf.get("spark.sql.shuffle.partitions"))
+        )
         counts = S.entity_relation_counts(triples, partitions).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with summary.timed("entity_relation_counts_and_entity_popularity"):
-            summary.outputs["entity_popularity"] = write_table(S.entity_popularity(counts), f"{out}/entity_popularity", description=note)
-            entities = read_table(spark, f"{out}/entity_popularity", version=summary.outputs["entity_popularity"].version)
+            summary.outputs["entity_popularity"] = write_table(
+                S.entity_popularity(counts), f"{out}/entity_popularity", description=note
+            )
+            entities = read_table(
+                spark, f"{out}/entity_popularity", version=summary.outputs["entity_popularity"].version
+            )
         with summary.timed("entity_relation_popularity"):
             pairs = S.entity_relation_popularity(counts, entities, bool(config.get("stats.broadcast_entity_degrees")))
-            summary.outputs["entity_relation_popularity"] = write_table(pairs, f"{out}/entity_relation_popularity", description=note)
+            summary.outputs["entity_relation_popularity"] = write_table(
+                pairs, f"{out}/entity_relation_popularity", description=note
+            )
         with summary.timed("relation_statistics_and_histogram"):
-            summary.outputs["relation_statistics"] = write_table(S.relation_statistics(counts), f"{out}/relation_statistics", description=note)
-            relations = read_table(spark, f"{out}/relation_statistics", version=summary.outputs["relation_statistics"].version)
-            summary.outputs["degree_histogram"] = write_table(S.degree_histogram(entities), f"{out}/degree_histogram", description=note)
+            summary.outputs["relation_statistics"] = write_table(
+                S.relation_statistics(counts), f"{out}/relation_statistics", description=note
+            )
+            relations = read_table(
+                spark, f"{out}/relation_statistics", version=summary.outputs["relation_statistics"].version
+            )
+            summary.outputs["degree_histogram"] = write_table(
+                S.degree_histogram(entities), f"{out}/degree_histogram", description=note
+            )
     finally:
         counts.unpersist()
     summary.counts.update(

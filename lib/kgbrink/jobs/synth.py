@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kgbrink.kg import synth
 from kgbrink.core.settings import Config, is_uri
 from kgbrink.core.tracking import JobSummary
+from kgbrink.kg import synth
 
 
 def run(
@@ -26,16 +26,26 @@ def run(
         "out": str(Path(out).resolve()),
         "triples": int(config.get("synth.triples") if triples is None else triples),
         "seed": int(config.get("synth.seed") if seed is None else seed),
-        "malformed_fraction": float(config.get("synth.malformed_fraction") if malformed_fraction is None else malformed_fraction),
-        "duplicate_fraction": float(config.get("synth.duplicate_fraction") if duplicate_fraction is None else duplicate_fraction),
+        "malformed_fraction": float(
+            config.get("synth.malformed_fraction") if malformed_fraction is None else malformed_fraction
+        ),
+        "duplicate_fraction": float(
+            config.get("synth.duplicate_fraction") if duplicate_fraction is None else duplicate_fraction
+        ),
         "gzip": gzip,
     }
     summary = JobSummary("synth", params=params)
     with summary.timed("generate"):
         kg = synth.generate(params["triples"], params["seed"])
     with summary.timed("write"):
-        manifest = synth.write_dataset(kg, params["out"], params["malformed_fraction"], params["duplicate_fraction"], compress=gzip)
-    summary.params.update(model=synth.MODEL_PARAMETERS, classes=manifest["classes"], planted_rules=[r["rule"] for r in manifest["planted_rules"]])
+        manifest = synth.write_dataset(
+            kg, params["out"], params["malformed_fraction"], params["duplicate_fraction"], compress=gzip
+        )
+    summary.params.update(
+        model=synth.MODEL_PARAMETERS,
+        classes=manifest["classes"],
+        planted_rules=[r["rule"] for r in manifest["planted_rules"]],
+    )
     summary.counts.update(
         lines={
             "train": manifest["train_file_lines"],

@@ -15,14 +15,7 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.rules import grounding
-from kgbrink.brink import questions
-from kgbrink.brink import removal
-from kgbrink.brink import report
-from kgbrink.core.settings import Config, is_uri
-from kgbrink.jobs.mine import read_rules
-from kgbrink.rules.model import RULE_TYPES, Rule, write_amie_tsv
-from kgbrink.core.files import delete_path, merge_parts
+from kgbrink.brink import questions, removal, report
 from kgbrink.core.delta import (
     TableVersion,
     latest_version,
@@ -31,7 +24,12 @@ from kgbrink.core.delta import (
     table_path,
     write_table,
 )
+from kgbrink.core.files import delete_path, merge_parts
+from kgbrink.core.settings import Config, is_uri
 from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.jobs.mine import read_rules
+from kgbrink.rules import grounding
+from kgbrink.rules.model import RULE_TYPES, Rule, write_amie_tsv
 
 VARIANT_TABLES = ("rules", "groundings", "complete", "incomplete", "removed", "provenance", "questions", "violations")
 
@@ -89,7 +87,14 @@ def _settings(config: Config) -> dict:
     }
 
 
-def remove(spark: SparkSession, config: Config, dataset: str, name: str | None = None, rules_path: str | None = None, mode: str | None = None) -> JobSummary:
+def remove(
+    spark: SparkSession,
+    config: Config,
+    dataset: str,
+    name: str | None = None,
+    rules_path: str | None = None,
+    mode: str | None = None,
+) -> JobSummary:
     """``kgbrink remove``: sample N groundings per rule, select a conflict-free set, write the complete
     KG, the incomplete KG, the removed triples and their provenance."""
     s = _settings(config)
@@ -97,13 +102,27 @@ def remove(spark: SparkSession, config: Config, dataset: str, name: str | None =
     mode = mode or s["mode"]
     if mode not in removal.MODES:
         raise ValueError(f"removal mode must be one of {', '.join(removal.MODES)}, got {mode!r}")
-    summary = JobSummary("remove", params={"dataset": dataset, "variant": name, "mode": mode, "per_rule": s["per_rule"], "seed": s["seed"], "splits": ",".join(s["splits"])})
+    summary = JobSummary(
+        "remove",
+        params={
+            "dataset": dataset,
+            "variant": name,
+            "mode": mode,
+            "per_rule": s["per_rule"],
+            "seed": s["seed"],
+            "splits": ",".join(s["splits"]),
+        },
+    )
     v = Variant(spark, dataset, name, summary)
     source = rules_path or table_path(dataset, "rules")
     rules = v.rules(source)
     if not rules:
         raise JobFailed(f"{source}: the rules table is empty; nothing can be removed", summary)
-    v.write("rules", read_table(spark, source, summary.inputs["rules"].version), f"rules of {source} v{summary.inputs['rules'].version}")
+    v.write(
+        "rules",
+        read_table(spark, source, summary.inputs["rules"].version),
+        f"rules of {source} v{summary.inputs['rules'].version}",
+    )
     relation_ids = v.relation_ids()
     complete = v.read("triples").filter(F.col("split").isin(s["splits"])).select("h", "r", "t", "split")
     with summary.timed("complete"):
@@ -114,7 +133,11 @@ def remove(spark: SparkSession, config: Config, dataset: str, name: str | None =
             sample = grounding.groundings(rules, complete.select("h", "r", "t"), relation_ids, s["per_rule"], s["seed"])
         except grounding.GroundingError as e:
             raise JobFailed(f"{summary.inputs['rules'].path}: {e}", summary) from None
-        v.write("groundings", sample.withColumn("priority", removal.selection_priority()), f"at most {s['per_rule']} groundings per rule, seed {s['seed']}")
+        v.write(
+            "groundings",
+            sample.withColumn("priority", removal.selection_priority()),
+            f"at most {s['per_rule']} groundings per rule, seed {s['seed']}",
+        )
     sample = v.read("groundings")
     with summary.timed("select"):
         reference_heads = None
@@ -125,11 +148,25 @@ def remove(spark: SparkSession, config: Config, dataset: str, name: str | None =
             selected = removal.select_groundings(sample, mode)
         selected = selected.localCheckpoint()
     rule_strings = spark.createDataFrame([(r.rule_id(), r.text()) for r in rules], "rule_id string, rule string")
-    provenance = selected.select(F.col("head.h").alias("h"), F.col("head.r").alias("r"), F.col("head.t").alias("t"), "rule_id", "bindings", "body", "sample_hash").join(rule_strings, "rule_id")
+    provenance = selected.select(
+        F.col("head.h").alias("h"),
+        F.col("head.r").alias("r"),
+        F.col("head.t").alias("t"),
+        "rule_id",
+        "bindings",
+        "body",
+        "sample_hash",
+    ).join(rule_strings, "rule_id")
     with summary.timed("write"):
-        v.write("provenance", provenance.select("h", "r", "t", "rule_id", "rule", "bindings", "body", "sample_hash"), f"groundings selected by the {mode} rule")
+        v.write(
+            "provenance",
+            provenance.select("h", "r", "t", "rule_id", "rule", "bindings", "body", "sample_hash"),
+            f"groundings selected by the {mode} rule",
+        )
         removed = v.write("removed", removal.removed_triples(selected), "removed triples")
-        v.write("incomplete", removal.incomplete_kg(complete, v.read("removed")), "complete KG without the removed triples")
+        v.write(
+            "incomplete", removal.incomplete_kg(complete, v.read("removed")), "complete KG without the removed triples"
+        )
     removed_count = removed.rows if removed.rows is not None else v.read("removed").count()
     summary.counts.update(
         rules=len(rules),
@@ -140,7 +177,9 @@ def remove(spark: SparkSession, config: Config, dataset: str, name: str | None =
         incomplete_triples=summary.outputs["incomplete"].rows,
     )
     if reference_heads is not None:
-        summary.counts.update(reference_removed_triples=reference_heads, more_than_reference=removed_count - reference_heads)
+        summary.counts.update(
+            reference_removed_triples=reference_heads, more_than_reference=removed_count - reference_heads
+        )
     return summary
 
 
@@ -152,26 +191,46 @@ def verify(spark: SparkSession, config: Config, dataset: str, name: str | None =
     v = Variant(spark, dataset, name, summary)
     atoms = removal.rule_atoms(spark, v.rules(), v.relation_ids())
     with summary.timed("verify"):
-        violations = removal.verification_violations(v.read("provenance"), atoms, v.read("complete"), v.read("incomplete"), v.read("removed"))
+        violations = removal.verification_violations(
+            v.read("provenance"), atoms, v.read("complete"), v.read("incomplete"), v.read("removed")
+        )
         v.write("violations", violations, "verification of the removal")
     found = v.read("violations")
     by_reason = {r["reason"]: r["count"] for r in found.groupBy("reason").count().collect()}
-    summary.counts.update(removed_triples=v.read("removed").count(), violations=sum(by_reason.values()), violations_by_reason=by_reason)
+    summary.counts.update(
+        removed_triples=v.read("removed").count(), violations=sum(by_reason.values()), violations_by_reason=by_reason
+    )
     if by_reason:
         example = found.orderBy("h", "r", "t").first()
-        raise JobFailed(f"verification failed: {sum(by_reason.values())} violation(s) {by_reason}; e.g. ({example['h']}, {example['r']}, {example['t']}): {example['reason']}; see {v.path('violations')}", summary)
+        raise JobFailed(
+            f"verification failed: {sum(by_reason.values())} violation(s) {by_reason}; e.g. ({example['h']}, {example['r']}, {example['t']}): {example['reason']}; see {v.path('violations')}",
+            summary,
+        )
     return summary
 
 
-def make_questions(spark: SparkSession, config: Config, dataset: str, name: str | None = None, out: str | None = None) -> JobSummary:
+def make_questions(
+    spark: SparkSession, config: Config, dataset: str, name: str | None = None, out: str | None = None
+) -> JobSummary:
     """``kgbrink questions``: one question per removed triple, completed, downsampled (Alg. 1) and split
     8:1:1; the Delta table ``questions`` plus the JSON Lines files of the three renderings."""
     s = _settings(config)
     name = name or config.get("variant.name")
-    summary = JobSummary("questions", params={"dataset": dataset, "variant": name, "tau": s["tau"], "seed": s["seed"], "split_ratios": ",".join(map(str, s["ratios"]))})
+    summary = JobSummary(
+        "questions",
+        params={
+            "dataset": dataset,
+            "variant": name,
+            "tau": s["tau"],
+            "seed": s["seed"],
+            "split_ratios": ",".join(map(str, s["ratios"])),
+        },
+    )
     v = Variant(spark, dataset, name, summary)
     with summary.timed("questions"):
-        records = questions.question_records(v.read("removed"), v.read("complete"), s["seed"], s["max_answers"]).localCheckpoint()
+        records = questions.question_records(
+            v.read("removed"), v.read("complete"), s["seed"], s["max_answers"]
+        ).localCheckpoint()
         too_many = records.filter(F.col("answers").isNull()).count()
         records = records.filter(F.col("answers").isNotNull()).localCheckpoint()
         total = records.count()
@@ -181,7 +240,12 @@ def make_questions(spark: SparkSession, config: Config, dataset: str, name: str 
         v.write("questions", kept, f"questions, tau {s['tau']}, seed {s['seed']}")
     kept = v.read("questions")
     per_split = {r["split"]: r["count"] for r in kept.groupBy("split").count().collect()}
-    summary.counts.update(dropped_too_many_answers=too_many, questions_before_downsampling=total, questions=sum(per_split.values()), questions_by_split={k: per_split.get(k, 0) for k in questions.SPLITS})
+    summary.counts.update(
+        dropped_too_many_answers=too_many,
+        questions_before_downsampling=total,
+        questions=sum(per_split.values()),
+        questions_by_split={k: per_split.get(k, 0) for k in questions.SPLITS},
+    )
     summary.extra["answer_counts"] = {
         "before": sorted((r["count"] for r in records.groupBy("hard_answer").count().collect()), reverse=True),
         "after": sorted((r["count"] for r in kept.groupBy("hard_answer").count().collect()), reverse=True),
@@ -205,10 +269,14 @@ def write_question_files(v: Variant, kept: DataFrame, s: dict, out: Path | None)
     relations = questions.relation_names(v.read("relations"))
     written = []
     for scheme in questions.SCHEMES:
-        rendered = questions.render_questions(kept, _names(v, scheme, s["seed"]), relations, s["templates"]).localCheckpoint()
+        rendered = questions.render_questions(
+            kept, _names(v, scheme, s["seed"]), relations, s["templates"]
+        ).localCheckpoint()
         for split in questions.SPLITS:
             path = out / "questions" / scheme / f"{split}.jsonl"
-            write_single_file(rendered.filter(F.col("split") == split).orderBy("id"), path, "json", v.staging(path.relative_to(out)))
+            write_single_file(
+                rendered.filter(F.col("split") == split).orderBy("id"), path, "json", v.staging(path.relative_to(out))
+            )
             written.append(str(path))
     delete_path(v.spark, v.staging())
     return written
@@ -231,14 +299,20 @@ def write_single_file(frame: DataFrame, path: Path, fmt: str, staging: str) -> N
     if fmt == "json":
         frame.write.mode("overwrite").option("ignoreNullFields", "false").json(staging)
     elif fmt == "tsv":
-        frame.select(F.concat_ws("\t", *[F.regexp_replace(F.col(c).cast("string"), "[\t\r\n]", " ") for c in frame.columns]).alias("line")).write.mode("overwrite").text(staging)
+        frame.select(
+            F.concat_ws(
+                "\t", *[F.regexp_replace(F.col(c).cast("string"), "[\t\r\n]", " ") for c in frame.columns]
+            ).alias("line")
+        ).write.mode("overwrite").text(staging)
     else:
         raise ValueError(f"unknown single-file format {fmt!r}")
     merge_parts(frame.sparkSession, staging, str(path))
     delete_path(frame.sparkSession, staging)
 
 
-def export(spark: SparkSession, config: Config, dataset: str, name: str | None = None, out: str | None = None) -> JobSummary:
+def export(
+    spark: SparkSession, config: Config, dataset: str, name: str | None = None, out: str | None = None
+) -> JobSummary:
     """``kgbrink export``: the variant as plain files (module docstring of :mod:`kgbrink.jobs.variant`)."""
     s = _settings(config)
     name = name or config.get("variant.name")
@@ -247,7 +321,10 @@ def export(spark: SparkSession, config: Config, dataset: str, name: str | None =
     target = _local(out) if out else _local(v.root) / "release"
     summary.params["out"] = str(target)
     relations = questions.relation_names(v.read("relations"))
-    keys = {r: v.read(t).select("id", F.col("key").alias("name")) for r, t in (("entity", "entities"), ("relation", "relations"))}
+    keys = {
+        r: v.read(t).select("id", F.col("key").alias("name"))
+        for r, t in (("entity", "entities"), ("relation", "relations"))
+    }
     written = []
     with summary.timed("kg"):
         for table in ("complete", "incomplete", "removed"):
@@ -255,7 +332,10 @@ def export(spark: SparkSession, config: Config, dataset: str, name: str | None =
             triples = v.read(table).select("h", "r", "t").distinct().persist()
             renderings = [(target / f"{table}.tsv", keys["entity"], keys["relation"])]
             if table != "removed":
-                renderings += [(target / "kg" / scheme / f"{table}.tsv", _names(v, scheme, s["seed"]), relations) for scheme in ("private_id", "text_label")]
+                renderings += [
+                    (target / "kg" / scheme / f"{table}.tsv", _names(v, scheme, s["seed"]), relations)
+                    for scheme in ("private_id", "text_label")
+                ]
             for path, entity_names, relation_names in renderings:
                 rendered = questions.render_triples(triples, entity_names, relation_names).orderBy("h", "r", "t")
                 write_single_file(rendered, path, "tsv", v.staging(path.relative_to(target)))
@@ -266,12 +346,21 @@ def export(spark: SparkSession, config: Config, dataset: str, name: str | None =
         write_amie_tsv(rules, target / "rules.tsv")
         written.append(str(target / "rules.tsv"))
         named = _named_provenance(v.read("provenance"), keys["entity"], keys["relation"])
-        write_single_file(named.orderBy("triple", "rule_id", "body"), target / "provenance.jsonl", "json", v.staging(Path("provenance.jsonl")))
+        write_single_file(
+            named.orderBy("triple", "rule_id", "body"),
+            target / "provenance.jsonl",
+            "json",
+            v.staging(Path("provenance.jsonl")),
+        )
         written.append(str(target / "provenance.jsonl"))
     with summary.timed("questions"):
         written.extend(write_question_files(v, v.read("questions"), s, target))
     card = target / "DATA_CARD.md"
-    card.write_text(report.data_card(dataset, name, s, _variant_counts(v), sorted(str(Path(p).relative_to(target)) for p in written)))
+    card.write_text(
+        report.data_card(
+            dataset, name, s, _variant_counts(v), sorted(str(Path(p).relative_to(target)) for p in written)
+        )
+    )
     written.append(str(card))
     summary.counts.update(files=len(written))
     summary.artifacts.append(str(card))
@@ -283,16 +372,34 @@ def _named_provenance(provenance: DataFrame, entities: DataFrame, relations: Dat
     e = {k: entities.select(F.col("id").alias(k), F.col("name").alias(f"{k}_key")) for k in ("eh", "et")}
     rel = relations.select(F.col("id").alias("er"), F.col("name").alias("er_key"))
     body = provenance.select("h", "r", "t", "rule_id", "sample_hash", F.posexplode("body").alias("pos", "atom")).select(
-        "h", "r", "t", "rule_id", "sample_hash", "pos", F.col("atom.h").alias("eh"), F.col("atom.r").alias("er"), F.col("atom.t").alias("et")
+        "h",
+        "r",
+        "t",
+        "rule_id",
+        "sample_hash",
+        "pos",
+        F.col("atom.h").alias("eh"),
+        F.col("atom.r").alias("er"),
+        F.col("atom.t").alias("et"),
     )
     named_body = (
-        body.join(e["eh"], "eh").join(rel, "er").join(e["et"], "et")
+        body.join(e["eh"], "eh")
+        .join(rel, "er")
+        .join(e["et"], "et")
         .groupBy("h", "r", "t", "rule_id", "sample_hash")
-        .agg(F.array_sort(F.collect_list(F.struct("pos", F.array("eh_key", "er_key", "et_key").alias("triple")))).alias("atoms"))
+        .agg(
+            F.array_sort(F.collect_list(F.struct("pos", F.array("eh_key", "er_key", "et_key").alias("triple")))).alias(
+                "atoms"
+            )
+        )
         .select("h", "r", "t", "rule_id", "sample_hash", F.transform("atoms", lambda a: a["triple"]).alias("body"))
     )
     heads = provenance.select("h", "r", "t", "rule_id", "rule", "sample_hash")
-    heads = heads.join(e["eh"].withColumnRenamed("eh", "h"), "h").join(rel.withColumnRenamed("er", "r"), "r").join(e["et"].withColumnRenamed("et", "t"), "t")
+    heads = (
+        heads.join(e["eh"].withColumnRenamed("eh", "h"), "h")
+        .join(rel.withColumnRenamed("er", "r"), "r")
+        .join(e["et"].withColumnRenamed("et", "t"), "t")
+    )
     return heads.join(named_body, ["h", "r", "t", "rule_id", "sample_hash"]).select(
         F.array("eh_key", "er_key", "et_key").alias("triple"), "rule", "rule_id", "body"
     )
@@ -304,11 +411,24 @@ def _variant_counts(v: Variant) -> dict:
     types = {t: 0 for t in RULE_TYPES}
     for rule in rules:
         types[rule.rule_type()] += 1
-    rule_type = v.spark.createDataFrame([(r.rule_id(), r.rule_type()) for r in rules] or [("", "other")], "rule_id string, rule_type string")
+    rule_type = v.spark.createDataFrame(
+        [(r.rule_id(), r.rule_type()) for r in rules] or [("", "other")], "rule_id string, rule_type string"
+    )
     removed = v.read("removed")
-    by_type = removed.select(F.explode("rule_ids").alias("rule_id"), "h", "r", "t").join(rule_type, "rule_id").select("rule_type", "h", "r", "t").distinct().groupBy("rule_type").count().collect()
+    by_type = (
+        removed.select(F.explode("rule_ids").alias("rule_id"), "h", "r", "t")
+        .join(rule_type, "rule_id")
+        .select("rule_type", "h", "r", "t")
+        .distinct()
+        .groupBy("rule_type")
+        .count()
+        .collect()
+    )
     questions_by_split = {r["split"]: r["count"] for r in v.read("questions").groupBy("split").count().collect()}
-    triples = {t: {r["split"]: r["count"] for r in v.read(t).groupBy("split").count().collect()} for t in ("complete", "incomplete")}
+    triples = {
+        t: {r["split"]: r["count"] for r in v.read(t).groupBy("split").count().collect()}
+        for t in ("complete", "incomplete")
+    }
     violations = v.read("violations").count() if table_exists(v.spark, v.path("violations")) else None
     return {
         "rules_by_type": types,
@@ -321,18 +441,36 @@ def _variant_counts(v: Variant) -> dict:
     }
 
 
-def write_report(spark: SparkSession, config: Config, dataset: str, name: str, answer_counts: dict, removal_counts: dict | None = None, out: str | None = None) -> JobSummary:
+def write_report(
+    spark: SparkSession,
+    config: Config,
+    dataset: str,
+    name: str,
+    answer_counts: dict,
+    removal_counts: dict | None = None,
+    out: str | None = None,
+) -> JobSummary:
     """The build report (Markdown + PNG plots) into ``<variant>/report`` (or ``out``)."""
     summary = JobSummary("report", params={"dataset": dataset, "variant": name})
     v = Variant(spark, dataset, name, summary)
     target = _local(out) if out else _local(v.root) / "report"
     counts = _variant_counts(v)
-    summary.artifacts.extend(report.write_report(target, dataset, name, _settings(config), counts, answer_counts, removal_counts))
+    summary.artifacts.extend(
+        report.write_report(target, dataset, name, _settings(config), counts, answer_counts, removal_counts)
+    )
     summary.counts.update(counts)
     return summary
 
 
-def build(spark: SparkSession, config: Config, dataset: str, name: str | None = None, rules_path: str | None = None, mine_rules: bool = True, out: str | None = None) -> JobSummary:
+def build(
+    spark: SparkSession,
+    config: Config,
+    dataset: str,
+    name: str | None = None,
+    rules_path: str | None = None,
+    mine_rules: bool = True,
+    out: str | None = None,
+) -> JobSummary:
     """``kgbrink build``: mine (unless ``rules_path`` is given or ``mine_rules`` is off) -> remove (ground)
     -> verify -> questions -> export -> report. Plain files go to ``out`` (release files, and the report
     in ``out/report``) or, for a local dataset, into the variant directory."""
@@ -349,7 +487,11 @@ def build(spark: SparkSession, config: Config, dataset: str, name: str | None = 
     q = make_questions(spark, config, dataset, name, out)
     steps.append(q)
     steps.append(export(spark, config, dataset, name, out))
-    steps.append(write_report(spark, config, dataset, name, q.extra["answer_counts"], removed.counts, f"{out}/report" if out else None))
+    steps.append(
+        write_report(
+            spark, config, dataset, name, q.extra["answer_counts"], removed.counts, f"{out}/report" if out else None
+        )
+    )
     merge_steps(summary, steps)
     return summary
 
@@ -362,4 +504,3 @@ def merge_steps(summary: JobSummary, steps: list[JobSummary]) -> None:
         summary.inputs.update({f"{step.job}.{k}": v for k, v in step.inputs.items()})
         summary.outputs.update({f"{step.job}.{k}": v for k, v in step.outputs.items()})
         summary.artifacts.extend(step.artifacts)
-

@@ -145,14 +145,34 @@ def parse_delimited_triples(lines: DataFrame, fmt: TripleFormat) -> DataFrame:
     for role in ("h", "r", "t"):
         keys[role], broken[role] = _unquote(raw[role], fmt.quote)
     checks: list[tuple[Column, str, Column]] = [
-        (n_fields != 3, WRONG_FIELD_COUNT, F.format_string("expected 3 fields separated by %s, got %d", F.lit(repr(fmt.delimiter)), n_fields)),
+        (
+            n_fields != 3,
+            WRONG_FIELD_COUNT,
+            F.format_string("expected 3 fields separated by %s, got %d", F.lit(repr(fmt.delimiter)), n_fields),
+        ),
     ]
     for role in ("h", "r", "t"):
-        checks.append((broken[role], BAD_QUOTING, F.format_string(f"field {role} has unbalanced %s quotes: %s", F.lit(fmt.quote), raw[role])))
+        checks.append(
+            (
+                broken[role],
+                BAD_QUOTING,
+                F.format_string(f"field {role} has unbalanced %s quotes: %s", F.lit(fmt.quote), raw[role]),
+            )
+        )
     for role in ("h", "r", "t"):
         checks.append((keys[role] == "", EMPTY_FIELD, F.lit(f"field {role} is empty")))
-    for role, code, pattern in (("h", BAD_ENTITY_KEY, fmt.entity_pattern), ("r", BAD_RELATION_KEY, fmt.relation_pattern), ("t", BAD_ENTITY_KEY, fmt.entity_pattern)):
-        checks.append((~keys[role].rlike(f"^(?:{pattern})$"), code, F.format_string(f"field {role} = '%s' does not match %s", keys[role], F.lit(pattern))))
+    for role, code, pattern in (
+        ("h", BAD_ENTITY_KEY, fmt.entity_pattern),
+        ("r", BAD_RELATION_KEY, fmt.relation_pattern),
+        ("t", BAD_ENTITY_KEY, fmt.entity_pattern),
+    ):
+        checks.append(
+            (
+                ~keys[role].rlike(f"^(?:{pattern})$"),
+                code,
+                F.format_string(f"field {role} = '%s' does not match %s", keys[role], F.lit(pattern)),
+            )
+        )
     return _classify(parsed, checks, keys).drop("_fields")
 
 
@@ -239,7 +259,11 @@ def parse_aliases(lines: DataFrame, key_pattern: str = r"\S+") -> DataFrame:
     key, label = fields[0], F.trim(fields[1])
     checks = [
         (F.size(fields) < 2, WRONG_FIELD_COUNT, F.lit("expected a key and at least one alias, TAB-separated")),
-        (~key.rlike(f"^(?:{key_pattern})$"), BAD_ALIAS_KEY, F.format_string("key '%s' does not match %s", key, F.lit(key_pattern))),
+        (
+            ~key.rlike(f"^(?:{key_pattern})$"),
+            BAD_ALIAS_KEY,
+            F.format_string("key '%s' does not match %s", key, F.lit(key_pattern)),
+        ),
         (label == "", EMPTY_LABEL, F.lit("first alias (the label) is empty")),
     ]
     parsed = _classify(lines, checks, {"alias": key}).withColumnRenamed("alias_key", "key")
@@ -250,7 +274,11 @@ def alias_labels(aliases: DataFrame, key: str = "key") -> DataFrame:
     """``<key>, label, lines`` from parsed alias lines with status ok. A key listed on several lines gets
     its smallest label (deterministic whatever the line order); ``lines - 1`` of its lines are unused
     and counted as ``duplicate_alias_lines`` by the ingest job."""
-    return aliases.filter(F.col("status") == OK).groupBy(key).agg(F.min("label").alias("label"), F.count(F.lit(1)).alias("lines"))
+    return (
+        aliases.filter(F.col("status") == OK)
+        .groupBy(key)
+        .agg(F.min("label").alias("label"), F.count(F.lit(1)).alias("lines"))
+    )
 
 
 def check_vocabulary(parsed: DataFrame, entities: DataFrame, relations: DataFrame) -> DataFrame:
@@ -258,9 +286,12 @@ def check_vocabulary(parsed: DataFrame, entities: DataFrame, relations: DataFram
     ent = entities.select(F.col("key").alias("_ekey")).withColumn("_e", F.lit(True))
     rel = relations.select(F.col("key").alias("_rkey")).withColumn("_r", F.lit(True))
     joined = (
-        parsed.join(F.broadcast(ent.withColumnRenamed("_e", "_h")), F.col("h_key") == F.col("_ekey"), "left").drop("_ekey")
-        .join(F.broadcast(ent.withColumnRenamed("_e", "_t")), F.col("t_key") == F.col("_ekey"), "left").drop("_ekey")
-        .join(F.broadcast(rel), F.col("r_key") == F.col("_rkey"), "left").drop("_rkey")
+        parsed.join(F.broadcast(ent.withColumnRenamed("_e", "_h")), F.col("h_key") == F.col("_ekey"), "left")
+        .drop("_ekey")
+        .join(F.broadcast(ent.withColumnRenamed("_e", "_t")), F.col("t_key") == F.col("_ekey"), "left")
+        .drop("_ekey")
+        .join(F.broadcast(rel), F.col("r_key") == F.col("_rkey"), "left")
+        .drop("_rkey")
     )
     ok = F.col("status") == OK
     unknown_h, unknown_t, unknown_r = ok & F.col("_h").isNull(), ok & F.col("_t").isNull(), ok & F.col("_r").isNull()
@@ -268,7 +299,9 @@ def check_vocabulary(parsed: DataFrame, entities: DataFrame, relations: DataFram
     return joined.withColumns(
         {
             "status": F.when(bad, F.lit(QUARANTINED)).otherwise(F.col("status")),
-            "reason": F.when(unknown_h | unknown_t, F.lit(UNKNOWN_ENTITY)).when(unknown_r, F.lit(UNKNOWN_RELATION)).otherwise(F.col("reason")),
+            "reason": F.when(unknown_h | unknown_t, F.lit(UNKNOWN_ENTITY))
+            .when(unknown_r, F.lit(UNKNOWN_RELATION))
+            .otherwise(F.col("reason")),
             "detail": F.when(unknown_h, F.format_string("entity '%s' is not in the entity dictionary", F.col("h_key")))
             .when(unknown_t, F.format_string("entity '%s' is not in the entity dictionary", F.col("t_key")))
             .when(unknown_r, F.format_string("relation '%s' is not in the relation dictionary", F.col("r_key")))
@@ -291,8 +324,12 @@ def block_offsets(counts: DataFrame) -> DataFrame:
     Line number of a row = ``lines_before + (row_id - first_row_id) + 1``: rows of one block are read by
     one task in file order, so their row ids are consecutive (see :func:`kgbrink.core.files.read_lines`).
     """
-    blocks = counts.groupBy("split", "source_file", "block_start").agg(F.sum("lines").alias("lines"), F.min("first_row_id").alias("first_row_id"))
-    before = Window.partitionBy("split", "source_file").orderBy("block_start").rowsBetween(Window.unboundedPreceding, -1)
+    blocks = counts.groupBy("split", "source_file", "block_start").agg(
+        F.sum("lines").alias("lines"), F.min("first_row_id").alias("first_row_id")
+    )
+    before = (
+        Window.partitionBy("split", "source_file").orderBy("block_start").rowsBetween(Window.unboundedPreceding, -1)
+    )
     return blocks.withColumn("lines_before", F.coalesce(F.sum("lines").over(before), F.lit(0))).drop("lines")
 
 
@@ -324,7 +361,9 @@ def assign_ids(codes: DataFrame, existing: DataFrame | None, partitions: int | N
     code = codes.select("code")
     distinct = distinct_in_tasks(code, partitions) if partitions else code.distinct()
     if existing is None:
-        known = distinct.sparkSession.createDataFrame([], f"id int, code {codes.schema['code'].dataType.simpleString()}")
+        known = distinct.sparkSession.createDataFrame(
+            [], f"id int, code {codes.schema['code'].dataType.simpleString()}"
+        )
     else:
         known = existing.select(F.col("id").cast("int"), "code")
     new = distinct.join(known, "code", "left_anti")
@@ -335,7 +374,9 @@ def assign_ids(codes: DataFrame, existing: DataFrame | None, partitions: int | N
     )
 
 
-def with_labels(dictionary: DataFrame, codec: KeyCodec, labels: DataFrame | None, previous: DataFrame | None) -> DataFrame:
+def with_labels(
+    dictionary: DataFrame, codec: KeyCodec, labels: DataFrame | None, previous: DataFrame | None
+) -> DataFrame:
     """``(id, key, label, label_lines)`` from ``(id, code)``: the dump's label where it gives one
     (``labels``: ``code, label, lines`` from :func:`alias_labels`), else the previous one (``previous``:
     ``code, label``), else null. ``label_lines`` is the number of the dump's label lines of the key (0
@@ -348,10 +389,23 @@ def with_labels(dictionary: DataFrame, codec: KeyCodec, labels: DataFrame | None
         else:
             out = out.withColumn(name, F.lit(None).cast("string"))
     used = F.coalesce(F.col("_lines"), F.lit(0)).cast("long") if "_lines" in out.columns else F.lit(0).cast("long")
-    return out.select("id", codec.key(F.col("code")).alias("key"), F.coalesce("_new", "_old").alias("label"), used.alias("label_lines"))
+    return out.select(
+        "id",
+        codec.key(F.col("code")).alias("key"),
+        F.coalesce("_new", "_old").alias("label"),
+        used.alias("label_lines"),
+    )
 
 
-def encode_triples(good: DataFrame, entities: DataFrame, relations: DataFrame, broadcast: bool, splits: list[str], sizes: tuple[int, int], partitions: int) -> DataFrame:
+def encode_triples(
+    good: DataFrame,
+    entities: DataFrame,
+    relations: DataFrame,
+    broadcast: bool,
+    splits: list[str],
+    sizes: tuple[int, int],
+    partitions: int,
+) -> DataFrame:
     """Distinct ``(h, r, t, split)`` ids for ``good(split, h_code, r_code, t_code)`` given the
     ``(id, code)`` dictionaries; exact repeats within a split collapse, and nothing else removes a row:
     a code missing from its dictionary fails the job (the dictionaries are built from these codes, so it
@@ -363,9 +417,19 @@ def encode_triples(good: DataFrame, entities: DataFrame, relations: DataFrame, b
     hint = F.broadcast if broadcast else (lambda df: df)
     encoded = good.select("split", "h_code", "r_code", "t_code")
     ids = []
-    for role, dictionary, name in (("h", entities, "entities"), ("r", relations, "relations"), ("t", entities, "entities")):
-        encoded = encoded.join(hint(dictionary.select(F.col("id").alias(role), F.col("code").alias(f"{role}_code"))), f"{role}_code", "left")
-        missing = F.format_string(f"internal: field {role} (key code %s) has no id in the {name} dictionary", F.col(f"{role}_code"))
+    for role, dictionary, name in (
+        ("h", entities, "entities"),
+        ("r", relations, "relations"),
+        ("t", entities, "entities"),
+    ):
+        encoded = encoded.join(
+            hint(dictionary.select(F.col("id").alias(role), F.col("code").alias(f"{role}_code"))),
+            f"{role}_code",
+            "left",
+        )
+        missing = F.format_string(
+            f"internal: field {role} (key code %s) has no id in the {name} dictionary", F.col(f"{role}_code")
+        )
         ids.append(F.when(F.col(role).isNull(), F.raise_error(missing)).otherwise(F.col(role)).alias(role))
     names = F.array(*(F.lit(s) for s in splits))
     indexed = encoded.select((F.array_position(names, F.col("split")) - 1).cast("int").alias("split"), *ids)
@@ -380,12 +444,18 @@ def split_overlaps(triples: DataFrame) -> DataFrame:
     train/valid and train/test leakage, and every other pair once. Only non-train rows are joined
     (small in every benchmark; AQE turns the join into a broadcast)."""
     order = F.create_map(*[F.lit(x) for kv in (("train", 0), ("valid", 1), ("test", 2)) for x in kv])
-    rank = lambda c: F.coalesce(order[F.col(c)], F.lit(9))
+
+    def rank(c):
+        return F.coalesce(order[F.col(c)], F.lit(9))
+
     held_out = triples.filter(F.col("split") != "train").select("h", "r", "t", F.col("split").alias("split_b"))
     every = triples.select("h", "r", "t", F.col("split").alias("split_a"))
     return (
         held_out.join(every, ["h", "r", "t"])
-        .filter((rank("split_a") < rank("split_b")) | ((rank("split_a") == rank("split_b")) & (F.col("split_a") < F.col("split_b"))))
+        .filter(
+            (rank("split_a") < rank("split_b"))
+            | ((rank("split_a") == rank("split_b")) & (F.col("split_a") < F.col("split_b")))
+        )
         .groupBy("split_a", "split_b")
         .agg(F.count(F.lit(1)).alias("shared_triples"))
     )

@@ -23,9 +23,19 @@ from pyspark.sql import functions as F
 def _occurrences(triples: DataFrame) -> DataFrame:
     """One row per (triple, position): ``entity, relation, o, i, l`` (out, in, self-loop flag on the head row)."""
     as_head = triples.select(
-        F.col("h").alias("entity"), F.col("r").alias("relation"), F.lit(1).alias("o"), F.lit(0).alias("i"), (F.col("h") == F.col("t")).cast("int").alias("l")
+        F.col("h").alias("entity"),
+        F.col("r").alias("relation"),
+        F.lit(1).alias("o"),
+        F.lit(0).alias("i"),
+        (F.col("h") == F.col("t")).cast("int").alias("l"),
     )
-    as_tail = triples.select(F.col("t").alias("entity"), F.col("r").alias("relation"), F.lit(0).alias("o"), F.lit(1).alias("i"), F.lit(0).alias("l"))
+    as_tail = triples.select(
+        F.col("t").alias("entity"),
+        F.col("r").alias("relation"),
+        F.lit(0).alias("o"),
+        F.lit(1).alias("i"),
+        F.lit(0).alias("l"),
+    )
     return as_head.unionByName(as_tail)
 
 
@@ -43,8 +53,15 @@ def entity_relation_counts(triples: DataFrame, partitions: int) -> DataFrame:
     without another shuffle. (A map-side partial aggregation would barely help: 40M occurrences make 23M
     pairs on the 20M-triple KG.) The price is that a hub's occurrences all go to one task: 1.1M rows for
     the top class at 20M triples."""
-    return _occurrences(triples).repartition(partitions, "entity").groupBy("entity", "relation").agg(
-        F.sum("o").cast("long").alias("out_degree"), F.sum("i").cast("long").alias("in_degree"), F.sum("l").cast("long").alias("self_loops")
+    return (
+        _occurrences(triples)
+        .repartition(partitions, "entity")
+        .groupBy("entity", "relation")
+        .agg(
+            F.sum("o").cast("long").alias("out_degree"),
+            F.sum("i").cast("long").alias("in_degree"),
+            F.sum("l").cast("long").alias("self_loops"),
+        )
     )
 
 
@@ -56,7 +73,12 @@ def entity_popularity(counts: DataFrame) -> DataFrame:
     total = counts.agg(F.sum("out_degree").alias("_triples"))
     degree = F.col("out_degree") + F.col("in_degree")
     return per_entity.crossJoin(F.broadcast(total)).select(
-        "entity", degree.alias("degree"), "in_degree", "out_degree", "self_loops", (degree / (2 * F.col("_triples"))).alias("delta")
+        "entity",
+        degree.alias("degree"),
+        "in_degree",
+        "out_degree",
+        "self_loops",
+        (degree / (2 * F.col("_triples"))).alias("delta"),
     )
 
 

@@ -210,7 +210,11 @@ def _unpack_pairs(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _pack_triples(r: np.ndarray, h: np.ndarray, t: np.ndarray) -> np.ndarray:
     """``r << 54 | h << 27 | t`` (uint64)."""
-    return (r.astype(np.uint64) << np.uint64(2 * ENTITY_BITS)) | (h.astype(np.uint64) << np.uint64(ENTITY_BITS)) | t.astype(np.uint64)
+    return (
+        (r.astype(np.uint64) << np.uint64(2 * ENTITY_BITS))
+        | (h.astype(np.uint64) << np.uint64(ENTITY_BITS))
+        | t.astype(np.uint64)
+    )
 
 
 def _unpack_triples(keys: np.ndarray) -> Triples:
@@ -252,6 +256,7 @@ def rule_statistics(train: Triples, rule: PlantedRule) -> tuple[int, int]:
     Body size = number of distinct (x, z) satisfying the body atoms; support = those for which the head
     atom is a triple: ``r2(x, z)`` for hierarchy and composition, ``r2(z, x)`` for symmetry and inversion.
     """
+
     def pairs(relation: int) -> tuple[np.ndarray, np.ndarray]:
         mask = train.r == relation
         return train.h[mask], train.t[mask]
@@ -265,7 +270,9 @@ def rule_statistics(train: Triples, rule: PlantedRule) -> tuple[int, int]:
     return int(np.isin(body, head).sum()), len(body)
 
 
-def _distinct_pairs(rng: np.random.Generator, size: int, lo: int, hi: int, unordered: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _distinct_pairs(
+    rng: np.random.Generator, size: int, lo: int, hi: int, unordered: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """About ``size`` distinct pairs (x, z), x != z, uniform over ``[lo, hi)``; ``unordered``: x < z."""
     x, z = rng.integers(lo, hi, size), rng.integers(lo, hi, size)
     if unordered:
@@ -349,7 +356,9 @@ def _allocate(total: int, weights: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _generic_draw(rng: np.random.Generator, r: np.ndarray, first_heads: np.ndarray, n_classes: int, n_entities: int) -> np.ndarray:
+def _generic_draw(
+    rng: np.random.Generator, r: np.ndarray, first_heads: np.ndarray, n_classes: int, n_entities: int
+) -> np.ndarray:
     """Packed keys of triples with relations ``r``, heads ``first_heads`` then power-law heads, power-law
     tails; self-loops shifted to the next instance."""
     n_instances = n_entities - n_classes
@@ -418,7 +427,9 @@ def generate(triples: int, seed: int) -> SyntheticKG:
     n_classes = class_count(n_entities)
     instance_of, untyped = _instance_of(_rng(seed, _INSTANCE_OF), n_classes, n_entities)
     parts = [instance_of]
-    parts += [_planted(_rng(seed, _RULES, i), rule, triples, n_classes, n_entities) for i, rule in enumerate(PLANTED_RULES)]
+    parts += [
+        _planted(_rng(seed, _RULES, i), rule, triples, n_classes, n_entities) for i, rule in enumerate(PLANTED_RULES)
+    ]
     parts.append(_generic(seed, triples - sum(map(len, parts)), untyped, n_classes, n_entities))
     everything = Triples.concat(parts)
     del parts
@@ -429,7 +440,11 @@ def generate(triples: int, seed: int) -> SyntheticKG:
     held = _holdout(everything, n_entities, 2 * n_holdout)
     in_train = np.ones(triples, dtype=bool)
     in_train[held] = False
-    splits = {"train": everything.take(in_train), "valid": everything.take(held[:n_holdout]), "test": everything.take(held[n_holdout:])}
+    splits = {
+        "train": everything.take(in_train),
+        "valid": everything.take(held[:n_holdout]),
+        "test": everything.take(held[n_holdout:]),
+    }
     return SyntheticKG(seed, triples, n_entities, entity_number[:n_classes], splits)
 
 
@@ -458,7 +473,9 @@ def _output(path: Path, compress: bool) -> Iterator[BinaryIO]:
             yield raw
 
 
-def _dirty_lines(rng: np.random.Generator, train: Triples, n_duplicates: int, n_malformed: int) -> tuple[pa.Array, dict[str, int]]:
+def _dirty_lines(
+    rng: np.random.Generator, train: Triples, n_duplicates: int, n_malformed: int
+) -> tuple[pa.Array, dict[str, int]]:
     """(repeats of random train lines and malformed lines built from random train triples, shuffled
     together; malformed lines per reason). Reasons are uniform, templates uniform within a reason."""
     duplicates = _triple_lines(train.take(rng.integers(0, len(train), n_duplicates)))
@@ -466,7 +483,9 @@ def _dirty_lines(rng: np.random.Generator, train: Triples, n_duplicates: int, n_
     variants = rng.random(n_malformed)
     sources = train.take(rng.integers(0, len(train), n_malformed))
     malformed = []
-    for reason, variant, h, r, t in zip(reasons.tolist(), variants.tolist(), sources.h.tolist(), sources.r.tolist(), sources.t.tolist()):
+    for reason, variant, h, r, t in zip(
+        reasons.tolist(), variants.tolist(), sources.h.tolist(), sources.r.tolist(), sources.t.tolist()
+    ):
         templates = MALFORMED_TEMPLATES[MALFORMED_REASONS[reason]]
         malformed.append(templates[int(variant * len(templates))].format(h=h, r=r, t=t) + "\n")
     lines = pa.concat_arrays([duplicates, pa.array(malformed, pa.string())])
@@ -500,9 +519,13 @@ def _write_entities(stream: BinaryIO, rng: np.random.Generator, n_entities: int,
     for start in range(1, n_entities + 1, LINES_PER_WRITE):
         stop = min(start + LINES_PER_WRITE, n_entities + 1)
         numbers = pc.cast(pa.array(np.arange(start, stop, dtype=np.int32)), pa.string())
-        labels = pc.binary_join_element_wise(pc.if_else(pa.array(is_class[start:stop]), "class", "entity"), numbers, " ")
+        labels = pc.binary_join_element_wise(
+            pc.if_else(pa.array(is_class[start:stop]), "class", "entity"), numbers, " "
+        )
         aliases = [
-            pc.if_else(pa.array(n_aliases[start:stop] >= j), pc.binary_join_element_wise("\t", labels, f" alias {j}", ""), "")
+            pc.if_else(
+                pa.array(n_aliases[start:stop] >= j), pc.binary_join_element_wise("\t", labels, f" alias {j}", ""), ""
+            )
             for j in (1, 2)
         ]
         _write_lines(stream, pc.binary_join_element_wise("Q", numbers, "\t", labels, *aliases, "\n", ""))
@@ -514,13 +537,20 @@ def _relation_lines(rng: np.random.Generator) -> str:
     n_aliases = rng.integers(0, 3, RELATIONS + 1)
     lines = []
     for p in range(1, RELATIONS + 1):
-        names = RELATION_NAMES.get(p) or (f"property {p}", *(f"property {p} alias {j}" for j in range(1, n_aliases[p] + 1)))
+        names = RELATION_NAMES.get(p) or (
+            f"property {p}",
+            *(f"property {p} alias {j}" for j in range(1, n_aliases[p] + 1)),
+        )
         lines.append("\t".join((f"P{p}", *names)) + "\n")
     return "".join(lines)
 
 
 def write_dataset(
-    kg: SyntheticKG, out: str | Path, malformed_fraction: float = 0.0, duplicate_fraction: float = 0.0, compress: bool = False
+    kg: SyntheticKG,
+    out: str | Path,
+    malformed_fraction: float = 0.0,
+    duplicate_fraction: float = 0.0,
+    compress: bool = False,
 ) -> dict:
     """Write ``kg`` in the Wikidata5m format (``.txt.gz`` instead of ``.txt`` if ``compress``) and
     ``synth_manifest.json`` into ``out``; returns the manifest.

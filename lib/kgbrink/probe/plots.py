@@ -31,7 +31,15 @@ def heatmap(cells: pd.DataFrame, model: str, path: Path) -> Path:
     ax.set_ylabel("beta (popularity-bias robustness)")
     ax.set_title(f"PROBE: {model}")
     for (i, j), v in pd.DataFrame(value.to_numpy()).stack().items():
-        ax.text(j, i, f"{v:.3f}", ha="center", va="center", color="white" if colour.iloc[i, j] < 0.6 else "black", fontsize=8)
+        ax.text(
+            j,
+            i,
+            f"{v:.3f}",
+            ha="center",
+            va="center",
+            color="white" if colour.iloc[i, j] < 0.6 else "black",
+            fontsize=8,
+        )
     fig.colorbar(image, ax=ax, label="min-max normalised across models")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -48,7 +56,9 @@ def comparison_markdown(cells: pd.DataFrame) -> str:
     norm = cells.pivot(index="model", columns="cell", values="normalised")[order]
     lines = ["| model | " + " | ".join(order) + " |", "|---|" + "---|" * len(order)]
     for model in table.index:
-        lines.append(f"| {model} | " + " | ".join(f"{table.loc[model, c]:.4f} ({norm.loc[model, c]:.2f})" for c in order) + " |")
+        lines.append(
+            f"| {model} | " + " | ".join(f"{table.loc[model, c]:.4f} ({norm.loc[model, c]:.2f})" for c in order) + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -58,7 +68,9 @@ def write_all(results: pd.DataFrame, out_dir: Path) -> list[str]:
     if cells.empty:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [str(heatmap(cells, model, out_dir / f"heatmap_{_safe(model)}.png")) for model in sorted(cells["model"].unique())]
+    written = [
+        str(heatmap(cells, model, out_dir / f"heatmap_{_safe(model)}.png")) for model in sorted(cells["model"].unique())
+    ]
     table = out_dir / "comparison.md"
     table.write_text(comparison_markdown(cells))
     return [*written, str(table)]

@@ -33,7 +33,14 @@ from kgbrink.core.files import decoded_uri, hadoop_path, read_lines, reported_pa
 FORMATS = ("parquet", "csv", "tsv", "jsonl", "probe")
 REQUIRED = ("h", "r", "t", "side", "rank", "num_candidates")
 OPTIONAL = ("model", "run")
-EXTENSIONS = {".parquet": "parquet", ".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "probe"}
+EXTENSIONS = {
+    ".parquet": "parquet",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "probe",
+}
 
 MALFORMED_RECORD = "malformed_record"
 MISSING_FIELD = "missing_field"
@@ -224,14 +231,18 @@ def with_model_and_run(frame: DataFrame, source_file: Column, model: str | None,
     (default: the file name without extensions, URL-decoded as users spell it) and ``run`` (default ``1``)."""
     stem = F.regexp_extract(decoded_uri(source_file), r"([^/]+?)(\.[A-Za-z0-9]+)*(\.gz)?$", 1)
     defaults = {"model": F.lit(model) if model else stem, "run": F.lit(run or "1")}
-    return frame.withColumns({c: F.coalesce(F.col(c).cast("string"), defaults[c]) if c in frame.columns else defaults[c] for c in OPTIONAL})
+    return frame.withColumns(
+        {c: F.coalesce(F.col(c).cast("string"), defaults[c]) if c in frame.columns else defaults[c] for c in OPTIONAL}
+    )
 
 
 def _read_parquet(spark: SparkSession, files: list[str]) -> DataFrame:
     frame = spark.read.parquet(*files)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
-        raise RankFileError(f"{files[0]}: missing column(s) {', '.join(missing)} (has {', '.join(frame.columns)}); a rank file needs {', '.join(REQUIRED)}")
+        raise RankFileError(
+            f"{files[0]}: missing column(s) {', '.join(missing)} (has {', '.join(frame.columns)}); a rank file needs {', '.join(REQUIRED)}"
+        )
     columns = [c for c in (*REQUIRED, *OPTIONAL) if c in frame.columns]
     return frame.select(
         *columns,
@@ -249,23 +260,28 @@ def _read_text(spark: SparkSession, files: list[str], fmt: str) -> DataFrame:
         fields = {c: F.col("_record")[c] for c in (*REQUIRED, *OPTIONAL)}
         malformed = F.col("_record").isNull() & (F.trim("line") != "")
         return parsed.select(
-            "split", "source_file", "block_start", "row_id", "line", *[v.alias(k) for k, v in fields.items()], malformed.alias("_malformed"), (F.trim("line") == "").alias("_skip")
-        )
-    delimiter = "," if fmt == "csv" else "\t"
-    header = _header(spark, files, delimiter)
-    cells = F.split("line", re.escape(delimiter), -1)
-    fields = {c: F.trim(F.get(cells, header.index(c))) for c in (*REQUIRED, *OPTIONAL) if c in header}
-    return (
-        lines.select(
             "split",
             "source_file",
             "block_start",
             "row_id",
             "line",
             *[v.alias(k) for k, v in fields.items()],
-            (F.size(cells) != len(header)).alias("_malformed"),
-            ((F.col("line") == delimiter.join(header)) | (F.trim("line") == "")).alias("_skip"),
+            malformed.alias("_malformed"),
+            (F.trim("line") == "").alias("_skip"),
         )
+    delimiter = "," if fmt == "csv" else "\t"
+    header = _header(spark, files, delimiter)
+    cells = F.split("line", re.escape(delimiter), -1)
+    fields = {c: F.trim(F.get(cells, header.index(c))) for c in (*REQUIRED, *OPTIONAL) if c in header}
+    return lines.select(
+        "split",
+        "source_file",
+        "block_start",
+        "row_id",
+        "line",
+        *[v.alias(k) for k, v in fields.items()],
+        (F.size(cells) != len(header)).alias("_malformed"),
+        ((F.col("line") == delimiter.join(header)) | (F.trim("line") == "")).alias("_skip"),
     )
 
 
@@ -277,7 +293,9 @@ def _header(spark: SparkSession, files: list[str], delimiter: str) -> list[str]:
         names = [c.strip() for c in first[0].rstrip("\r").split(delimiter)] if first else []
         missing = [c for c in REQUIRED if c not in names]
         if missing:
-            raise RankFileError(f"{file}: line 1 must be a header naming {', '.join(REQUIRED)}; missing {', '.join(missing)} (got {names})")
+            raise RankFileError(
+                f"{file}: line 1 must be a header naming {', '.join(REQUIRED)}; missing {', '.join(missing)} (got {names})"
+            )
         if header is not None and names != header:
             raise RankFileError(f"{file}: header {names} differs from {files[0]}'s {header}")
         header = names
@@ -288,7 +306,9 @@ def _read_probe(spark: SparkSession, files: list[str], n_entities: int | None) -
     if not n_entities:
         raise RankFileError("PROBE rank dumps need the dataset's entity count (|E_i| = |E| - filtered_count)")
     whole = spark.read.text(files, wholetext=True).select(F.col("_metadata.file_path").alias("source_file"), "value")
-    records = whole.select("source_file", F.posexplode(F.from_json("value", "array<array<string>>")).alias("_pos", "_rec"))
+    records = whole.select(
+        "source_file", F.posexplode(F.from_json("value", "array<array<string>>")).alias("_pos", "_rec")
+    )
     triple = F.from_json(F.get("_rec", 0), "array<string>")
     dump_name = r"([^/]+?)__(.+?)\.json(\.gz)?$"
     file_name = decoded_uri(F.col("source_file"))
@@ -348,7 +368,9 @@ def validate_ranks(
         frame = frame.withColumns({f"_{c}": _integral(F.col(c), schema[c]) for c in ("h", "r", "t")})
         limits = {"h": n_entities, "r": n_relations, "t": n_entities}
         proven = {c for c, n in limits.items() if facts and n and facts.within(c, 0, n - 1)}
-        known_h, known_r, known_t = (F.lit(True) if c in proven else F.col(f"_{c}") < F.lit(n) for c, n in limits.items())
+        known_h, known_r, known_t = (
+            F.lit(True) if c in proven else F.col(f"_{c}") < F.lit(n) for c, n in limits.items()
+        )
     elif id_kind == "key":
         ents = entities.select(F.col("key").alias("_k"), F.col("id").alias("_id"))
         rels = relations.select(F.col("key").alias("_r_key"), F.col("id").alias("_r"))
@@ -363,33 +385,92 @@ def validate_ranks(
     else:
         raise ValueError(f"id_kind must be 'id' or 'key', got '{id_kind}'")
 
-    rank = F.col("rank").try_cast("double") if isinstance(schema["rank"], T.StringType) else F.col("rank").cast("double")
-    n_text = F.col("num_candidates").try_cast("double") if isinstance(schema["num_candidates"], T.StringType) else F.col("num_candidates").cast("double")
+    rank = (
+        F.col("rank").try_cast("double") if isinstance(schema["rank"], T.StringType) else F.col("rank").cast("double")
+    )
+    n_text = (
+        F.col("num_candidates").try_cast("double")
+        if isinstance(schema["num_candidates"], T.StringType)
+        else F.col("num_candidates").cast("double")
+    )
     raw_side = F.col("side").cast("string")
     side_map = F.create_map(*[F.lit(x) for pair in SIDES.items() for x in pair])
     # exact "head"/"tail" first: lower() and trim() copy the string, the map lookup compares it 4 times
-    side = F.when(raw_side == HEAD, F.lit(HEAD)).when(raw_side == TAIL, F.lit(TAIL)).otherwise(side_map[F.lower(F.trim(raw_side))])
+    side = (
+        F.when(raw_side == HEAD, F.lit(HEAD))
+        .when(raw_side == TAIL, F.lit(TAIL))
+        .otherwise(side_map[F.lower(F.trim(raw_side))])
+    )
     frame = frame.withColumns({"_rank": rank, "_n": n_text, "_side": side})
 
     def blank(c: str) -> Column:
-        return F.col(c).isNull() | (F.trim(F.col(c).cast("string")) == "") if isinstance(schema[c], T.StringType) else F.col(c).isNull()
+        return (
+            F.col(c).isNull() | (F.trim(F.col(c).cast("string")) == "")
+            if isinstance(schema[c], T.StringType)
+            else F.col(c).isNull()
+        )
 
     missing = [(F.lit(False) if c in proven else blank(c), c) for c in REQUIRED]
     malformed = F.col("_malformed") if "_malformed" in frame.columns else F.lit(False)
-    finite = ~F.isnan("_rank") & ~F.isnan("_n") & (F.abs("_rank") < F.lit(float("inf"))) & (F.abs("_n") < F.lit(float("inf")))
+    finite = (
+        ~F.isnan("_rank")
+        & ~F.isnan("_n")
+        & (F.abs("_rank") < F.lit(float("inf")))
+        & (F.abs("_n") < F.lit(float("inf")))
+    )
     # (condition, reason, detail), in order: a bad row's ``check`` is the index of its first failing check
-    checks: list[tuple[Column, str, Column]] = [(malformed, MALFORMED_RECORD, F.lit("the record does not have the expected fields"))]
+    checks: list[tuple[Column, str, Column]] = [
+        (malformed, MALFORMED_RECORD, F.lit("the record does not have the expected fields"))
+    ]
     checks += [(cond, MISSING_FIELD, F.lit(f"field '{c}' is empty or absent")) for cond, c in missing]
     checks += [
-        (F.col("_rank").isNull() | F.col("_n").isNull() | ~finite, BAD_NUMBER, F.format_string("rank '%s' or num_candidates '%s' is not a finite number", F.col("rank").cast("string"), F.col("num_candidates").cast("string"))),
-        (F.col("_side").isNull(), BAD_SIDE, F.format_string("side '%s' is not head/h or tail/t", F.col("side").cast("string"))),
-        ((F.col("_n") < 1) | (F.col("_n") != F.floor("_n")), BAD_NUM_CANDIDATES, F.format_string("num_candidates %s is not an integer >= 1", F.col("_n").cast("string"))),
+        (
+            F.col("_rank").isNull() | F.col("_n").isNull() | ~finite,
+            BAD_NUMBER,
+            F.format_string(
+                "rank '%s' or num_candidates '%s' is not a finite number",
+                F.col("rank").cast("string"),
+                F.col("num_candidates").cast("string"),
+            ),
+        ),
+        (
+            F.col("_side").isNull(),
+            BAD_SIDE,
+            F.format_string("side '%s' is not head/h or tail/t", F.col("side").cast("string")),
+        ),
+        (
+            (F.col("_n") < 1) | (F.col("_n") != F.floor("_n")),
+            BAD_NUM_CANDIDATES,
+            F.format_string("num_candidates %s is not an integer >= 1", F.col("_n").cast("string")),
+        ),
         (F.col("_rank") < 1, RANK_BELOW_ONE, F.format_string("rank %s < 1", F.col("_rank").cast("string"))),
-        (F.col("_rank") > F.col("_n"), RANK_ABOVE_CANDIDATES, F.format_string("rank %s > num_candidates %s", F.col("_rank").cast("string"), F.col("_n").cast("long").cast("string"))),
-        (F.col("_rank") * 2 != F.floor(F.col("_rank") * 2), RANK_NOT_HALF_INTEGER, F.format_string("rank %s is not a multiple of 0.5 (a tie-averaged rank)", F.col("_rank").cast("string"))),
-        (F.coalesce(~known_h, F.lit(True)), UNKNOWN_ENTITY, F.format_string("head '%s' is not an entity of the dataset", F.col("h").cast("string"))),
-        (F.coalesce(~known_t, F.lit(True)), UNKNOWN_ENTITY, F.format_string("tail '%s' is not an entity of the dataset", F.col("t").cast("string"))),
-        (F.coalesce(~known_r, F.lit(True)), UNKNOWN_RELATION, F.format_string("relation '%s' is not a relation of the dataset", F.col("r").cast("string"))),
+        (
+            F.col("_rank") > F.col("_n"),
+            RANK_ABOVE_CANDIDATES,
+            F.format_string(
+                "rank %s > num_candidates %s", F.col("_rank").cast("string"), F.col("_n").cast("long").cast("string")
+            ),
+        ),
+        (
+            F.col("_rank") * 2 != F.floor(F.col("_rank") * 2),
+            RANK_NOT_HALF_INTEGER,
+            F.format_string("rank %s is not a multiple of 0.5 (a tie-averaged rank)", F.col("_rank").cast("string")),
+        ),
+        (
+            F.coalesce(~known_h, F.lit(True)),
+            UNKNOWN_ENTITY,
+            F.format_string("head '%s' is not an entity of the dataset", F.col("h").cast("string")),
+        ),
+        (
+            F.coalesce(~known_t, F.lit(True)),
+            UNKNOWN_ENTITY,
+            F.format_string("tail '%s' is not an entity of the dataset", F.col("t").cast("string")),
+        ),
+        (
+            F.coalesce(~known_r, F.lit(True)),
+            UNKNOWN_RELATION,
+            F.format_string("relation '%s' is not a relation of the dataset", F.col("r").cast("string")),
+        ),
     ]
     check: Column = F.lit(None).cast("int")
     for index, (cond, _, _) in reversed(list(enumerate(checks))):
@@ -399,7 +480,11 @@ def validate_ranks(
     for index, (_, code, text) in enumerate(checks):
         reason = F.when(F.col("check") == index, F.lit(code)).otherwise(reason)
         detail = F.when(F.col("check") == index, text).otherwise(detail)
-    provenance = [c for c in ("split", "source_file", "block_start", "row_id", "line_number", "line", "_skip") if c in frame.columns]
+    provenance = [
+        c
+        for c in ("split", "source_file", "block_start", "row_id", "line_number", "line", "_skip")
+        if c in frame.columns
+    ]
     return frame.select(
         "model",
         "run",

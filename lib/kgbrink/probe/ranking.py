@@ -52,7 +52,14 @@ from pyspark.sql import functions as F
 
 QUERY_KEYS = ("model", "run", "h", "r", "t", "side")
 SIDES = ("head", "tail")
-QUARANTINE_REASONS = ("bad_side", "null_key", "null_candidate", "target_not_scored", "duplicate_candidate", "non_finite_score")
+QUARANTINE_REASONS = (
+    "bad_side",
+    "null_key",
+    "null_candidate",
+    "target_not_scored",
+    "duplicate_candidate",
+    "non_finite_score",
+)
 RANK_COLUMNS = (*QUERY_KEYS, "rank", "num_candidates")
 QUARANTINE_COLUMNS = (*QUERY_KEYS, "reason", "detail")
 
@@ -83,14 +90,42 @@ def _precheck(summary: DataFrame) -> DataFrame:
     """``summary`` with ``reason`` / ``detail`` for the checks that need no second pass (null when valid)."""
     s_star = F.col("_s_star")
     finite = s_star.isNotNull() & ~F.isnan(s_star) & (F.abs(s_star) != _INF)
-    null_key = F.col("model").isNull() | F.col("run").isNull() | F.col("h").isNull() | F.col("r").isNull() | F.col("t").isNull()
+    null_key = (
+        F.col("model").isNull()
+        | F.col("run").isNull()
+        | F.col("h").isNull()
+        | F.col("r").isNull()
+        | F.col("t").isNull()
+    )
     checks = [
-        (~F.coalesce(F.col("side").isin(*SIDES), F.lit(False)), "bad_side", F.format_string("side %s is not head or tail", F.coalesce(F.col("side"), F.lit("null")))),
+        (
+            ~F.coalesce(F.col("side").isin(*SIDES), F.lit(False)),
+            "bad_side",
+            F.format_string("side %s is not head or tail", F.coalesce(F.col("side"), F.lit("null"))),
+        ),
         (null_key, "null_key", F.lit("model, run, h, r and t must not be null")),
-        (F.col("_null_candidates") > 0, "null_candidate", F.format_string("%d of %d rows have no candidate id", "_null_candidates", "_rows")),
-        (F.col("_target_rows") == 0, "target_not_scored", F.format_string("true answer %d is not among the %d candidate rows", "_answer", "_rows")),
-        (F.col("_target_rows") > 1, "duplicate_candidate", F.format_string("true answer %d is scored %d times", "_answer", "_target_rows")),
-        (~finite, "non_finite_score", F.format_string("true answer %d has score %s", F.col("_answer"), F.coalesce(s_star.cast("string"), F.lit("null")))),
+        (
+            F.col("_null_candidates") > 0,
+            "null_candidate",
+            F.format_string("%d of %d rows have no candidate id", "_null_candidates", "_rows"),
+        ),
+        (
+            F.col("_target_rows") == 0,
+            "target_not_scored",
+            F.format_string("true answer %d is not among the %d candidate rows", "_answer", "_rows"),
+        ),
+        (
+            F.col("_target_rows") > 1,
+            "duplicate_candidate",
+            F.format_string("true answer %d is scored %d times", "_answer", "_target_rows"),
+        ),
+        (
+            ~finite,
+            "non_finite_score",
+            F.format_string(
+                "true answer %d has score %s", F.col("_answer"), F.coalesce(s_star.cast("string"), F.lit("null"))
+            ),
+        ),
     ]
     reason, detail = F, F
     for condition, code, text in checks:
@@ -106,17 +141,34 @@ def known_answers(queries: DataFrame, known: DataFrame, broadcast: bool) -> Data
     each triple is looked up once as a head answer (key ``(r, t)``) and once as a tail answer (``(h, r)``)."""
     hint = F.broadcast if broadcast else (lambda frame: frame)
     head = F.col("side") == "head"
-    lookup = queries.withColumns({"_head": head, "_k1": F.when(head, F.col("r")).otherwise(F.col("h")), "_k2": F.when(head, F.col("t")).otherwise(F.col("r"))})
+    lookup = queries.withColumns(
+        {
+            "_head": head,
+            "_k1": F.when(head, F.col("r")).otherwise(F.col("h")),
+            "_k2": F.when(head, F.col("t")).otherwise(F.col("r")),
+        }
+    )
     as_answer = F.explode(
         F.array(
-            F.struct(F.lit(True).alias("_head"), F.col("r").alias("_k1"), F.col("t").alias("_k2"), F.col("h").alias("candidate")),
-            F.struct(F.lit(False).alias("_head"), F.col("h").alias("_k1"), F.col("r").alias("_k2"), F.col("t").alias("candidate")),
+            F.struct(
+                F.lit(True).alias("_head"),
+                F.col("r").alias("_k1"),
+                F.col("t").alias("_k2"),
+                F.col("h").alias("candidate"),
+            ),
+            F.struct(
+                F.lit(False).alias("_head"),
+                F.col("h").alias("_k1"),
+                F.col("r").alias("_k2"),
+                F.col("t").alias("candidate"),
+            ),
         )
     )
     facts = known.select(as_answer.alias("_f")).select("_f.*")
     keys = [c for c in queries.columns if c != "_answer"]
     return (
-        hint(lookup).join(facts, ["_head", "_k1", "_k2"])
+        hint(lookup)
+        .join(facts, ["_head", "_k1", "_k2"])
         .filter(F.col("candidate") != F.col("_answer"))
         .select(*keys, "candidate")
         .distinct()
@@ -152,7 +204,9 @@ def _counts_broadcast(scores: DataFrame, valid: DataFrame, known: DataFrame, che
     """Counts per ``_qid``; per-query tables broadcast, candidate rows shuffled at most once (by qid),
     as narrow rows ``(_qid, candidate, bits)`` with the outcome of each row packed in ``bits``."""
     queries = valid.select(*_KEYS, "_qid", "_answer", "_s_star")
-    removed = known_answers(queries.select(*_KEYS, "_qid", "_answer"), known, True).select("_qid", "candidate", F.lit(True).alias("_known"))
+    removed = known_answers(queries.select(*_KEYS, "_qid", "_answer"), known, True).select(
+        "_qid", "candidate", F.lit(True).alias("_known")
+    )
     kept = F.col("_known").isNull()
     bits = kept.cast("int") + 2 * (kept & _beats()).cast("int") + 4 * (kept & _ties()).cast("int")
     rows = (
@@ -162,10 +216,16 @@ def _counts_broadcast(scores: DataFrame, valid: DataFrame, known: DataFrame, che
         .select("_qid", "candidate", bits.alias("_bits"))
     )
     if check_duplicates:
-        dup = F.coalesce(F.lag("candidate").over(Window.partitionBy("_qid").orderBy("candidate")) == F.col("candidate"), F.lit(False))
+        dup = F.coalesce(
+            F.lag("candidate").over(Window.partitionBy("_qid").orderBy("candidate")) == F.col("candidate"), F.lit(False)
+        )
     else:
         dup = F.lit(False)
-    flags = {"_kept": F.col("_bits").bitwiseAND(1) != 0, "_beats": F.col("_bits").bitwiseAND(2) != 0, "_ties": F.col("_bits").bitwiseAND(4) != 0}
+    flags = {
+        "_kept": F.col("_bits").bitwiseAND(1) != 0,
+        "_beats": F.col("_bits").bitwiseAND(2) != 0,
+        "_ties": F.col("_bits").bitwiseAND(4) != 0,
+    }
     return _counts(rows.withColumn("_dup", dup).withColumns(flags), "_qid")
 
 
@@ -178,10 +238,16 @@ def _counts_shuffle(scores: DataFrame, valid: DataFrame, known: DataFrame, check
     markers = known_answers(queries.select(*_KEYS, "_answer"), known, False).select(
         *_KEYS, "candidate", F.lit(None).cast("double").alias("score"), F.lit(0).alias("_kind")
     )
-    rows = scores.select(*_KEYS, "candidate", "score", F.lit(1).alias("_kind")).unionByName(markers).join(queries, _KEYS)
+    rows = (
+        scores.select(*_KEYS, "candidate", "score", F.lit(1).alias("_kind")).unionByName(markers).join(queries, _KEYS)
+    )
     window = Window.partitionBy(*_KEYS).orderBy("candidate", "_kind")
-    last_marker = F.last(F.when(F.col("_kind") == 0, F.col("candidate")), ignorenulls=True).over(window.rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    repeat = F.coalesce((F.lag("candidate").over(window) == F.col("candidate")) & (F.lag("_kind").over(window) == 1), F.lit(False))
+    last_marker = F.last(F.when(F.col("_kind") == 0, F.col("candidate")), ignorenulls=True).over(
+        window.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    )
+    repeat = F.coalesce(
+        (F.lag("candidate").over(window) == F.col("candidate")) & (F.lag("_kind").over(window) == 1), F.lit(False)
+    )
     flagged = rows.withColumns(
         {
             "_kept": ~F.coalesce(last_marker == F.col("candidate"), F.lit(False)),
@@ -193,7 +259,9 @@ def _counts_shuffle(scores: DataFrame, valid: DataFrame, known: DataFrame, check
     return _counts(flagged.filter(F.col("_kind") == 1), *_KEYS)
 
 
-def query_outcomes(scores: DataFrame, known: DataFrame, broadcast_queries: bool = True, check_duplicates: bool = True) -> DataFrame:
+def query_outcomes(
+    scores: DataFrame, known: DataFrame, broadcast_queries: bool = True, check_duplicates: bool = True
+) -> DataFrame:
     """One row per query of ``scores``: ``model, run, h, r, t, side, rank, num_candidates, reason,
     detail``; ``rank`` / ``num_candidates`` are set when ``reason`` is null (PROBE Sec. 5.1: filtered
     setting, ties get the mean rank of their group). See the module docstring for the plan.
@@ -210,7 +278,9 @@ def query_outcomes(scores: DataFrame, known: DataFrame, broadcast_queries: bool 
     without that barrier Spark re-scans the candidate rows for each of them.
     """
     # Query ids are assigned while materializing, so every consumer sees the same ids.
-    checked = _precheck(query_summary(scores)).withColumn("_qid", F.monotonically_increasing_id()).localCheckpoint(eager=True)
+    checked = (
+        _precheck(query_summary(scores)).withColumn("_qid", F.monotonically_increasing_id()).localCheckpoint(eager=True)
+    )
     valid = checked.filter(F.col("reason").isNull())
     if broadcast_queries:
         outcome = checked.join(F.broadcast(_counts_broadcast(scores, valid, known, check_duplicates)), "_qid", "left")
@@ -218,7 +288,9 @@ def query_outcomes(scores: DataFrame, known: DataFrame, broadcast_queries: bool 
         outcome = checked.join(_counts_shuffle(scores, valid, known, check_duplicates), _KEYS, "left")
     duplicate = F.col("reason").isNull() & (F.col("_dup_rows") > 0)
     reason = F.when(duplicate, F.lit("duplicate_candidate")).otherwise(F.col("reason"))
-    detail = F.when(duplicate, F.format_string("%d duplicate candidate rows (e.g. candidate %d)", "_dup_rows", "_dup_example")).otherwise(F.col("detail"))
+    detail = F.when(
+        duplicate, F.format_string("%d duplicate candidate rows (e.g. candidate %d)", "_dup_rows", "_dup_example")
+    ).otherwise(F.col("detail"))
     ranked = reason.isNull()
     return outcome.select(
         *_KEYS,
@@ -236,7 +308,9 @@ def split_outcomes(outcomes: DataFrame) -> tuple[DataFrame, DataFrame]:
     return ranks, quarantine
 
 
-def filtered_ranks(scores: DataFrame, known: DataFrame, broadcast_queries: bool = True, check_duplicates: bool = True) -> tuple[DataFrame, DataFrame]:
+def filtered_ranks(
+    scores: DataFrame, known: DataFrame, broadcast_queries: bool = True, check_duplicates: bool = True
+) -> tuple[DataFrame, DataFrame]:
     """Filtered ranks of the true answers (PROBE Sec. 5.1) and the quarantined queries.
 
     Returns ``ranks`` (``model, run, h, r, t, side, rank double, num_candidates long``, one row per valid

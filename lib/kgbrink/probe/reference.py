@@ -43,19 +43,44 @@ def published_cells(tables_dir: Path) -> pd.DataFrame:
                     raise ValueError(f"{file}: line for {name} has {len(values)} cells, expected 5")
                 for i, value in enumerate(values):
                     alpha, beta = (TABLE4_ALPHAS[i], 0.0) if table == "table4" else (1.0, TABLE5_BETAS[i])
-                    rows.append({"model": model, "dataset": name, "table": table, "alpha": alpha, "beta": beta, "published": value})
+                    rows.append(
+                        {
+                            "model": model,
+                            "dataset": name,
+                            "table": table,
+                            "alpha": alpha,
+                            "beta": beta,
+                            "published": value,
+                        }
+                    )
     return pd.DataFrame(rows)
 
 
 def score_dataset(spark: SparkSession, config: Config, reference: Path, name: str, dataset_dir: str) -> pd.DataFrame:
     """PROBE grid (mean over runs) of one dataset's rank dumps, statistics from its ``train.txt``."""
-    from kgbrink.jobs import ingest, score
     from kgbrink.core.delta import table_exists
+    from kgbrink.jobs import ingest, score
 
     if not table_exists(spark, f"{dataset_dir}/triples"):
-        ingest.run(spark, config, ingest.IngestOptions(dataset=dataset_dir, format="probe", input=str(reference / "probe" / name)))
-    spec = MetricSpec(alphas=TABLE4_ALPHAS, betas=TABLE5_BETAS, hits=(1, 3, 10), p_values=(), eps=None, popularity_groups=0)
-    summary = score.run(spark, config, score.ScoreOptions(ranks=str(reference / "probe" / name / "ranks"), dataset=dataset_dir, spec=spec, fmt="probe", splits=["train"]))
+        ingest.run(
+            spark,
+            config,
+            ingest.IngestOptions(dataset=dataset_dir, format="probe", input=str(reference / "probe" / name)),
+        )
+    spec = MetricSpec(
+        alphas=TABLE4_ALPHAS, betas=TABLE5_BETAS, hits=(1, 3, 10), p_values=(), eps=None, popularity_groups=0
+    )
+    summary = score.run(
+        spark,
+        config,
+        score.ScoreOptions(
+            ranks=str(reference / "probe" / name / "ranks"),
+            dataset=dataset_dir,
+            spec=spec,
+            fmt="probe",
+            splits=["train"],
+        ),
+    )
     frame = pd.DataFrame(summary.results)
     frame = frame[(frame["run"] == MEAN_RUN) & (frame["metric"] == "probe")]
     return frame.assign(dataset=name)[["model", "dataset", "alpha", "beta", "value"]]
@@ -69,12 +94,18 @@ def compare(published: pd.DataFrame, scored: pd.DataFrame) -> pd.DataFrame:
     return merged.drop(columns="value")
 
 
-def reproduce(spark: SparkSession, config: Config, reference: Path, work_dir: str, datasets: dict[str, str] | None = None) -> pd.DataFrame:
+def reproduce(
+    spark: SparkSession, config: Config, reference: Path, work_dir: str, datasets: dict[str, str] | None = None
+) -> pd.DataFrame:
     """All published cells of :data:`DATASETS` with kgbrink's values. ``datasets`` maps a dataset name to
     an already ingested dataset directory (default: ``<work_dir>/<name>``, ingested when missing)."""
     published = published_cells(reference / "probe" / "tables")
     scored = pd.concat(
-        [score_dataset(spark, config, reference, name, (datasets or {}).get(name, f"{work_dir}/{name}")) for name in DATASETS], ignore_index=True
+        [
+            score_dataset(spark, config, reference, name, (datasets or {}).get(name, f"{work_dir}/{name}"))
+            for name in DATASETS
+        ],
+        ignore_index=True,
     )
     return compare(published, scored)
 
@@ -87,5 +118,7 @@ def report_markdown(comparison: pd.DataFrame) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in comparison.sort_values(["table", "dataset", "model", "beta", "alpha"]).itertuples():
-        lines.append(f"| {r.table} | {r.dataset} | {r.model} | {r.alpha:g} | {r.beta:g} | {r.published:.4f} | {r.kgbrink:.4f} | {'yes' if r.match else 'NO'} |")
+        lines.append(
+            f"| {r.table} | {r.dataset} | {r.model} | {r.alpha:g} | {r.beta:g} | {r.published:.4f} | {r.kgbrink:.4f} | {'yes' if r.match else 'NO'} |"
+        )
     return "\n".join(lines) + "\n"

@@ -114,14 +114,18 @@ def pair_key(entity: Column, relation: Column) -> Column:
     return entity.cast("long") * F.lit(1 << 32) + relation.cast("long")
 
 
-def with_target_degrees(ranks: DataFrame, entity_popularity: DataFrame, entity_relation_popularity: DataFrame, broadcast: bool) -> DataFrame:
+def with_target_degrees(
+    ranks: DataFrame, entity_popularity: DataFrame, entity_relation_popularity: DataFrame, broadcast: bool
+) -> DataFrame:
     """Adds ``entity_degree`` = d(e) and ``relation_degree`` = d(e=>r) of the missing entity e (0 without
     statistics: e never occurs on the statistics' splits, or never with relation r).
 
     ``ranks`` has int ``h, r, t`` and ``side`` in {head, tail}; the statistics tables are those of
     :mod:`kgbrink.kg.stats`."""
     entities = entity_popularity.select(F.col("entity").alias("_target"), F.col("degree").alias("_d"))
-    pairs = entity_relation_popularity.select(pair_key(F.col("entity"), F.col("relation")).alias("_pair"), F.col("relation_degree").alias("_dr"))
+    pairs = entity_relation_popularity.select(
+        pair_key(F.col("entity"), F.col("relation")).alias("_pair"), F.col("relation_degree").alias("_dr")
+    )
     if broadcast:
         entities, pairs = F.broadcast(entities), F.broadcast(pairs)
     target = F.when(F.col("side") == HEAD, F.col("h")).otherwise(F.col("t"))
@@ -152,7 +156,10 @@ def with_deltas(sums: DataFrame, total: int | None) -> DataFrame:
         return sums.withColumns({"delta_e": F.lit(None).cast("double"), "delta_re": F.lit(None).cast("double")})
     zero = F.lit(0.0)
     return sums.withColumns(
-        {"delta_e": F.when(degree > 0, degree / F.lit(total)).otherwise(zero), "delta_re": F.when(degree > 0, relation_degree / degree).otherwise(zero)}
+        {
+            "delta_e": F.when(degree > 0, degree / F.lit(total)).otherwise(zero),
+            "delta_re": F.when(degree > 0, relation_degree / degree).otherwise(zero),
+        }
     )
 
 
@@ -166,7 +173,9 @@ def _power(log_x: Column, exponent: float) -> Column:
     return F.lit(1.0) if exponent == 0 else F.exp(F.lit(float(exponent)) * log_x)
 
 
-def probe_transform(rank_term: Column, n_term: Column, log_rank: Column, log_n: Column, n: Column, alpha: float) -> Column:
+def probe_transform(
+    rank_term: Column, n_term: Column, log_rank: Column, log_n: Column, n: Column, alpha: float
+) -> Column:
     """f*(r, alpha) of Eq. 2 from r^-alpha and N^-alpha (``rank_term``, ``n_term``, computed once per row by
     :func:`group_sums`); the alpha -> 0 limit 1 - ln r / ln N from the logarithms; 1 when N = 1; null when N
     is null (a row :func:`group_sums` must not count)."""
@@ -207,7 +216,9 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
     lr, ln = F.col("_lr"), F.col("_ln")
     # r^-alpha and N^-alpha once per row: inside the aggregate's null-guarded branches Spark evaluates a
     # repeated N^-alpha twice (12 exp per row for the default grid instead of 8)
-    frame = frame.withColumns({f"_{x}_power{i}": _power(log, -a) for i, a in enumerate(spec.alphas) for x, log in (("rank", lr), ("n", ln))})
+    frame = frame.withColumns(
+        {f"_{x}_power{i}": _power(log, -a) for i, a in enumerate(spec.alphas) for x, log in (("rank", lr), ("n", ln))}
+    )
     rank, n = F.col("rank"), F.col("num_candidates")
     wmr_term = (n - 1) * _fixed(lr, LOG_SCALE)
     aggregates = [
@@ -219,11 +230,19 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
         F.sum(F.shiftright(wmr_term, 32)).alias("wmr_hi"),
         F.sum(wmr_term.bitwiseAND(F.lit(LOW_BITS - 1))).alias("wmr_lo"),
         F.array(*[F.sum((rank <= k).cast("long")) for k in spec.hits] or [F.lit(0).cast("long")]).alias("hits"),
-        F.array(*[F.sum(_fixed(probe_transform(F.col(f"_rank_power{i}"), F.col(f"_n_power{i}"), lr, ln, n, a))) for i, a in enumerate(spec.alphas)]).alias("probe"),
+        F.array(
+            *[
+                F.sum(_fixed(probe_transform(F.col(f"_rank_power{i}"), F.col(f"_n_power{i}"), lr, ln, n, a)))
+                for i, a in enumerate(spec.alphas)
+            ]
+        ).alias("probe"),
         F.array(*[F.sum(_fixed(_power(lr, -p))) for p in spec.p_values] or [F.lit(0).cast("long")]).alias("pmrr"),
     ]
     sums = frame.groupBy(*keys).agg(*aggregates) if keys else frame.agg(*aggregates)
-    return sums.select(*[F.lit(fixed[k]).cast(KEY_TYPES[k]).alias(k) if k in fixed else k for k in GROUP_KEYS], *[a for a in sums.columns if a not in GROUP_KEYS])
+    return sums.select(
+        *[F.lit(fixed[k]).cast(KEY_TYPES[k]).alias(k) if k in fixed else k for k in GROUP_KEYS],
+        *[a for a in sums.columns if a not in GROUP_KEYS],
+    )
 
 
 SUM_COLUMNS = ("n", "rank2", "reciprocal", "candidates_minus_one", "wmr_hi", "wmr_lo")
@@ -304,7 +323,9 @@ def finish(sums: pd.DataFrame, spec: MetricSpec) -> Scores:
         rows.append(("amri", None, None, 1 - (rank2 - 2 * n) / cm1 if cm1 else None))
         wmr_log = (sum(int(v) for v in g["wmr_hi"]) * LOW_BITS + sum(int(v) for v in g["wmr_lo"])) / LOG_SCALE
         rows.append(("wmr", None, None, math.exp(wmr_log / cm1) if cm1 else None))
-        out.results.extend({"model": model, "run": run, "metric": m, "alpha": a, "beta": b, "value": v} for m, a, b, v in rows)
+        out.results.extend(
+            {"model": model, "run": run, "metric": m, "alpha": a, "beta": b, "value": v} for m, a, b, v in rows
+        )
         if spec.needs_popularity and spec.popularity_groups:
             out.groups.extend(_popularity_groups(model, run, g, popularity, spec))
     out.results.extend(_mean_over_runs(out.results))
@@ -352,8 +373,14 @@ def _mean_over_runs(results: list[dict]) -> list[dict]:
     frame[["alpha", "beta"]] = frame[["alpha", "beta"]].astype(float)
     means = frame.groupby(keys, dropna=False, sort=True)["value"].mean().reset_index()
     return [
-        {"model": r.model, "run": MEAN_RUN, "metric": r.metric, "alpha": None if math.isnan(r.alpha) else r.alpha,
-         "beta": None if math.isnan(r.beta) else r.beta, "value": None if pd.isna(r.value) else float(r.value)}
+        {
+            "model": r.model,
+            "run": MEAN_RUN,
+            "metric": r.metric,
+            "alpha": None if math.isnan(r.alpha) else r.alpha,
+            "beta": None if math.isnan(r.beta) else r.beta,
+            "value": None if pd.isna(r.value) else float(r.value),
+        }
         for r in means.itertuples()
     ]
 
@@ -361,7 +388,9 @@ def _mean_over_runs(results: list[dict]) -> list[dict]:
 def min_max_by_cell(results: pd.DataFrame, metric: str = "probe") -> pd.DataFrame:
     """Model comparison (Fig. 12): per (alpha, beta) cell, each model's mean-over-runs score min-max
     normalised across models to [0, 1] (1 = best in that cell; every model 1 when all are equal)."""
-    cells = results[(results["run"] == MEAN_RUN) & (results["metric"] == metric)][["model", "alpha", "beta", "value"]].copy()
+    cells = results[(results["run"] == MEAN_RUN) & (results["metric"] == metric)][
+        ["model", "alpha", "beta", "value"]
+    ].copy()
     grouped = cells.groupby(["alpha", "beta"])["value"]
     low, high = grouped.transform("min"), grouped.transform("max")
     spread = (high - low).where(high > low)

@@ -74,7 +74,9 @@ def rules_by_pattern(rules: list[Rule], relation_ids: dict[str, int]) -> dict[tu
     groups: dict[tuple, list[tuple]] = defaultdict(list)
     for rule in rules:
         pattern, relations = rule_pattern(rule)
-        groups[pattern].append((rule.rule_id(), relation_ids[rule.head.relation], *[relation_ids[r] for r in relations]))
+        groups[pattern].append(
+            (rule.rule_id(), relation_ids[rule.head.relation], *[relation_ids[r] for r in relations])
+        )
     return groups
 
 
@@ -95,11 +97,15 @@ def pattern_groundings(shape: Shape, rules: DataFrame, edges: DataFrame, first: 
     """``rule_id, r, a.., v0, v1, v2..``: every grounding of the rules (one variable pattern, columns
     ``rule_id, r, a0..``) whose head is not one of its body triples."""
     order = atom_order(shape, first)
-    bindings = edges.select(F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1")).join(F.broadcast(rules), "r")
+    bindings = edges.select(F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1")).join(
+        F.broadcast(rules), "r"
+    )
     bound = {X, Y}
     for k in order:
         s, o = shape.atoms[k]
-        renamed = edges.select(F.col("rel").alias(slot_column(k)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o)))
+        renamed = edges.select(
+            F.col("rel").alias(slot_column(k)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o))
+        )
         keys = [slot_column(k)] + [var_column(v) for v in (s, o) if v in bound]
         bindings = bindings.join(renamed, keys)
         bound |= {s, o}
@@ -120,8 +126,12 @@ def _shaped(groundings: DataFrame, shape: Shape, seed: int) -> DataFrame:
     return groundings.select(
         "rule_id",
         _triple("r", "v0", "v1").alias("head"),
-        F.array(*[_triple(slot_column(k), var_column(s), var_column(o)) for k, (s, o) in enumerate(shape.atoms)]).alias("body"),
-        F.map_from_arrays(F.array(*[F.lit(n) for n in names]), F.array(*[F.col(var_column(v)) for v in variables])).alias("bindings"),
+        F.array(*[_triple(slot_column(k), var_column(s), var_column(o)) for k, (s, o) in enumerate(shape.atoms)]).alias(
+            "body"
+        ),
+        F.map_from_arrays(
+            F.array(*[F.lit(n) for n in names]), F.array(*[F.col(var_column(v)) for v in variables])
+        ).alias("bindings"),
         F.xxhash64(F.lit(seed), "rule_id", *[F.col(var_column(v)) for v in variables]).alias("sample_hash"),
     )
 
@@ -140,14 +150,19 @@ def groundings(
         raise GroundingError(f"per_rule must be a positive integer, got {per_rule}")
     spark = triples.sparkSession
     groups = rules_by_pattern(rules, relation_ids)
-    empty = spark.createDataFrame([], "rule_id string, head struct<h:int,r:int,t:int>, body array<struct<h:int,r:int,t:int>>, bindings map<string,int>, sample_hash long")
+    empty = spark.createDataFrame(
+        [],
+        "rule_id string, head struct<h:int,r:int,t:int>, body array<struct<h:int,r:int,t:int>>, bindings map<string,int>, sample_hash long",
+    )
     if not groups:
         return empty
     # a sample reads the de-duplicated edges in many passes (degrees, then a count and a sample pass per
     # pattern); cache them, and drop them once every pattern's sample is cached (sample_smallest)
     edges = kg_edges(triples) if per_rule is None else kg_edges(triples).persist()
     head_relations = sorted({m[1] for members in groups.values() for m in members})
-    head_facts = edges.filter(F.col("rel").isin(head_relations)).select(F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1"))
+    head_facts = edges.filter(F.col("rel").isin(head_relations)).select(
+        F.col("rel").alias("r"), F.col("s").alias("v0"), F.col("o").alias("v1")
+    )
     rows: dict = {}
     if any(_start_atom(Shape(p), [], {}) is not None for p in groups):
         for row in single_atom_table(edges, head_facts, entity_relation_degrees(edges)).collect():
@@ -175,8 +190,17 @@ def sample_smallest(found: DataFrame, n: int, widen: float = 1.0) -> DataFrame:
         limits.append((rule_id, None if share >= 1.0 else int(HASH_MIN + share * HASH_SPAN)))
     spark = found.sparkSession
     threshold = spark.createDataFrame(limits, "rule_id string, below long")
-    kept = found.join(F.broadcast(threshold), "rule_id").filter(F.col("below").isNull() | (F.col("sample_hash") < F.col("below")))
-    ranked = kept.withColumn("_rank", F.row_number().over(Window.partitionBy("rule_id").orderBy("sample_hash", "head", "body"))).filter(F.col("_rank") <= n).drop("_rank", "below").cache()
+    kept = found.join(F.broadcast(threshold), "rule_id").filter(
+        F.col("below").isNull() | (F.col("sample_hash") < F.col("below"))
+    )
+    ranked = (
+        kept.withColumn(
+            "_rank", F.row_number().over(Window.partitionBy("rule_id").orderBy("sample_hash", "head", "body"))
+        )
+        .filter(F.col("_rank") <= n)
+        .drop("_rank", "below")
+        .cache()
+    )
     got = {r["rule_id"]: r["count"] for r in ranked.groupBy("rule_id").count().collect()}
     short = [rule_id for rule_id, count in counts.items() if got.get(rule_id, 0) < min(n, count)]
     if not short:

@@ -72,8 +72,8 @@ from functools import reduce
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.rules.model import FRESH_VARIABLES, HEAD_VARIABLES, Atom, Rule
 from kgbrink.core.session import session_setting
+from kgbrink.rules.model import FRESH_VARIABLES, HEAD_VARIABLES, Atom, Rule
 
 X, Y = 0, 1
 LOG = logging.getLogger(__name__)
@@ -107,7 +107,14 @@ class MiningParams:
             value = getattr(self, name)
             if not 0 <= value <= 1:
                 problems.append(f"{name} must lie in [0, 1], got {value}")
-        for name in ("min_support", "min_initial_support", "recursivity_limit", "max_body_paths", "rows_per_batch", "adaptive_min_edges"):
+        for name in (
+            "min_support",
+            "min_initial_support",
+            "recursivity_limit",
+            "max_body_paths",
+            "rows_per_batch",
+            "adaptive_min_edges",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < (1 if name != "min_support" else 0):
                 problems.append(f"{name} must be a positive integer, got {value!r}")
@@ -194,7 +201,11 @@ def relation_profile(edges: DataFrame) -> DataFrame:
     functionality, i.e. #subjects >= #objects: AMIE3's choice of the PCA functional variable)."""
     return (
         edges.groupBy("rel")
-        .agg(F.count(F.lit(1)).alias("facts"), F.countDistinct("s").alias("subjects"), F.countDistinct("o").alias("objects"))
+        .agg(
+            F.count(F.lit(1)).alias("facts"),
+            F.countDistinct("s").alias("subjects"),
+            F.countDistinct("o").alias("objects"),
+        )
         .withColumn("subject_functional", F.col("subjects") >= F.col("objects"))
     )
 
@@ -230,8 +241,18 @@ def single_atom_table(edges: DataFrame, head_facts: DataFrame, degrees: DataFram
         )
         roles = F.explode(
             F.array(
-                F.struct(F.lit(var).alias("subject"), F.lit(2).alias("object"), F.col("support_out").alias("support"), F.col("rows_out").alias("rows")),
-                F.struct(F.lit(2).alias("subject"), F.lit(var).alias("object"), F.col("support_in").alias("support"), F.col("rows_in").alias("rows")),
+                F.struct(
+                    F.lit(var).alias("subject"),
+                    F.lit(2).alias("object"),
+                    F.col("support_out").alias("support"),
+                    F.col("rows_out").alias("rows"),
+                ),
+                F.struct(
+                    F.lit(2).alias("subject"),
+                    F.lit(var).alias("object"),
+                    F.col("support_in").alias("support"),
+                    F.col("rows_in").alias("rows"),
+                ),
             )
         )
         parts.append(
@@ -246,7 +267,14 @@ def single_atom_table(edges: DataFrame, head_facts: DataFrame, degrees: DataFram
         parts.append(
             closing.groupBy("r", "a")
             .agg(F.count(F.lit(1)).alias("support"))
-            .select("r", F.lit(pattern[0]).alias("subject"), F.lit(pattern[1]).alias("object"), "a", "support", F.col("support").alias("rows"))
+            .select(
+                "r",
+                F.lit(pattern[0]).alias("subject"),
+                F.lit(pattern[1]).alias("object"),
+                "a",
+                "support",
+                F.col("support").alias("rows"),
+            )
         )
     return reduce(DataFrame.unionByName, parts)
 
@@ -304,7 +332,9 @@ def _join_atom(
     broadcast (s, o) hash of the edges instead of shuffling the expanded rows (one machine, or edges that
     fit executor memory)."""
     s, o = atom
-    renamed = edges.select(F.col("rel").alias(slot_column(k)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o)))
+    renamed = edges.select(
+        F.col("rel").alias(slot_column(k)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o))
+    )
     keys = [var_column(v) for v in (s, o) if v in bound]
     if broadcast_edges and len(keys) == 2:  # closing: probe the expanded rows against an (s, o) hash, no shuffle
         renamed = F.broadcast(renamed)
@@ -373,7 +403,9 @@ def shape_supports(shape: Shape, inputs: SupportInputs, relations: list[int], pa
         costs = [_endpoint_degree(shape.atoms[k]) for k in expanding]
         choice = F.lit(expanding[-1])
         for k, cost in reversed(list(zip(expanding[:-1], costs[:-1]))):
-            choice = F.when(reduce(lambda a, b: a & b, [cost <= other for other in costs if other is not cost]), F.lit(k)).otherwise(choice)
+            choice = F.when(
+                reduce(lambda a, b: a & b, [cost <= other for other in costs if other is not cost]), F.lit(k)
+            ).otherwise(choice)
         facts = facts.withColumn("_start", choice)
         groups = [(k, facts.filter(F.col("_start") == k)) for k in expanding]
     else:
@@ -392,8 +424,12 @@ def shape_supports(shape: Shape, inputs: SupportInputs, relations: list[int], pa
             pattern = single_pattern(atom)
             allowed = None
             if pattern is not None:
-                allowed = singles.filter((F.col("subject") == pattern[0]) & (F.col("object") == pattern[1])).select("r", F.col("a").alias(slot_column(k)))
-            bindings = _join_atom(bindings, edges, atom, k, bound, allowed, ["r"], broadcast_edges=params.broadcast_edges)
+                allowed = singles.filter((F.col("subject") == pattern[0]) & (F.col("object") == pattern[1])).select(
+                    "r", F.col("a").alias(slot_column(k))
+                )
+            bindings = _join_atom(
+                bindings, edges, atom, k, bound, allowed, ["r"], broadcast_edges=params.broadcast_edges
+            )
             for cond in _slot_constraints(shape, done, k):
                 bindings = bindings.filter(cond)
             done.append(k)
@@ -406,7 +442,9 @@ def shape_supports(shape: Shape, inputs: SupportInputs, relations: list[int], pa
                 bindings = bindings.distinct()
             if prune_prefixes and len(done) >= 2 and position < len(order) - 1:
                 prefix = bindings.groupBy("r", *slots).agg(F.countDistinct("v0", "v1").alias("support"))
-                prefix_passing = prefix.join(F.broadcast(inputs.thresholds), "r").filter(F.col("support") >= F.col("min_count"))
+                prefix_passing = prefix.join(F.broadcast(inputs.thresholds), "r").filter(
+                    F.col("support") >= F.col("min_count")
+                )
                 bindings = bindings.join(prefix_passing.select("r", *slots), ["r", *slots], "left_semi")
         results.append(bindings.filter(_recursivity_ok(shape, params.recursivity_limit)))
     # each fact is in exactly one start group, so the groups' distinct (v0, v1) rows are disjoint
@@ -416,10 +454,16 @@ def shape_supports(shape: Shape, inputs: SupportInputs, relations: list[int], pa
 
 
 def _passing(counts: DataFrame, thresholds: DataFrame, slots: list[str]) -> DataFrame:
-    return counts.join(F.broadcast(thresholds), "r").filter(F.col("support") >= F.col("min_count")).select("r", *slots, "support")
+    return (
+        counts.join(F.broadcast(thresholds), "r")
+        .filter(F.col("support") >= F.col("min_count"))
+        .select("r", *slots, "support")
+    )
 
 
-def batched_shape_supports(shape: Shape, inputs: SupportInputs, relations: list[int], work_dir: str | None) -> DataFrame:
+def batched_shape_supports(
+    shape: Shape, inputs: SupportInputs, relations: list[int], work_dir: str | None
+) -> DataFrame:
     """:func:`shape_supports` with bounded memory and disk: when the expansion (Sum over facts of the
     smaller endpoint degree) exceeds ``rows_per_batch``, the facts are cut into buckets by a hash of the
     head pair, each bucket's support counts are written under ``work_dir`` (a bucket's facts are its own,
@@ -493,11 +537,13 @@ def path_estimates(shape: Shape, bodies: DataFrame, degrees: DataFrame) -> DataF
     (x, y) pairs (for one z all pairs are distinct)."""
     z = path_middle(shape)
     sides = []
-    for k, (s, o) in enumerate(shape.atoms):
+    for k, (s, _o) in enumerate(shape.atoms):
         column = "out_deg" if s == z else "in_deg"
         rels = bodies.select(F.col(slot_column(k)).alias("rel")).distinct()
         sides.append(
-            degrees.join(F.broadcast(rels), "rel").filter(F.col(column) > 0).select("entity", F.col("rel").alias(slot_column(k)), F.col(column).alias(f"d{k}"))
+            degrees.join(F.broadcast(rels), "rel")
+            .filter(F.col(column) > 0)
+            .select("entity", F.col("rel").alias(slot_column(k)), F.col(column).alias(f"d{k}"))
         )
     product = F.col("d0").cast("double") * F.col("d1")
     return (
@@ -516,7 +562,9 @@ def body_pairs(shape: Shape, bodies: DataFrame, edges: DataFrame) -> DataFrame:
     first = order[0]
     s, o = shape.atoms[first]
     rels = bodies.select(F.col(slot_column(first)).alias("rel")).distinct()
-    bindings = edges.join(F.broadcast(rels), "rel").select(F.col("rel").alias(slot_column(first)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o)))
+    bindings = edges.join(F.broadcast(rels), "rel").select(
+        F.col("rel").alias(slot_column(first)), F.col("s").alias(var_column(s)), F.col("o").alias(var_column(o))
+    )
     bound, done = {s, o}, [first]
     for position, k in enumerate(order[1:], start=1):
         previous = [slot_column(j) for j in sorted(done)]
@@ -569,7 +617,9 @@ def affordable_bodies(shape: Shape, candidates: DataFrame, degrees: DataFrame, p
     return estimates.select(*slots)
 
 
-def body_sizes(shape: Shape, candidates: DataFrame, bodies: DataFrame, edges: DataFrame, domains: DataFrame) -> DataFrame:
+def body_sizes(
+    shape: Shape, candidates: DataFrame, bodies: DataFrame, edges: DataFrame, domains: DataFrame
+) -> DataFrame:
     """``r, a.., body_size, pca_body_size`` for the candidate rules of ``shape`` (``r, a.., support,
     functional_var``) whose body is in ``bodies`` (``a..``).
 
@@ -580,7 +630,9 @@ def body_sizes(shape: Shape, candidates: DataFrame, bodies: DataFrame, edges: Da
     per_rule = body_pairs(shape, bodies, edges).join(F.broadcast(candidates), slots)
     keyed = per_rule.withColumn("entity", F.when(F.col("functional_var") == 0, F.col("v0")).otherwise(F.col("v1")))
     marked = keyed.join(domains.withColumn("in_domain", F.lit(1)), ["r", "entity"], "left")
-    return marked.groupBy("r", *slots).agg(F.count(F.lit(1)).alias("body_size"), F.count("in_domain").alias("pca_body_size"))
+    return marked.groupBy("r", *slots).agg(
+        F.count(F.lit(1)).alias("body_size"), F.count("in_domain").alias("pca_body_size")
+    )
 
 
 def head_domains(edges: DataFrame, profile: DataFrame) -> DataFrame:
@@ -703,7 +755,9 @@ def shape_head_relations(shape: Shape, relations: list[int], survivors: dict) ->
     return [r for r in relations if all(p is None or survivors.get((r, p)) for p in patterns)]
 
 
-def support_inputs(edges: DataFrame, degrees: DataFrame, thresholds: DataFrame, heads: list[int], params: MiningParams) -> tuple[SupportInputs, dict]:
+def support_inputs(
+    edges: DataFrame, degrees: DataFrame, thresholds: DataFrame, heads: list[int], params: MiningParams
+) -> tuple[SupportInputs, dict]:
     """The cached :class:`SupportInputs` of the head relations ``heads`` and the one-atom patterns that
     pass, ``{(r, (subject, object)): [body relations]}`` (:func:`single_atom_table`, driver-side)."""
     spark = edges.sparkSession
@@ -724,7 +778,10 @@ def support_inputs(edges: DataFrame, degrees: DataFrame, thresholds: DataFrame, 
     survivors: dict = {}
     for row in single_rows:
         survivors.setdefault((row["r"], (row["subject"], row["object"])), []).append(row["a"])
-    singles = spark.createDataFrame([(r, p[0], p[1], a) for (r, p), rels in survivors.items() for a in rels], "r int, subject int, object int, a int")
+    singles = spark.createDataFrame(
+        [(r, p[0], p[1], a) for (r, p), rels in survivors.items() for a in rels],
+        "r int, subject int, object int, a int",
+    )
     return SupportInputs(head_facts, edges, thresholds, singles.cache(), params), survivors
 
 
@@ -735,7 +792,9 @@ class MiningResult:
     counts: dict
 
 
-def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParams, work_dir: str | None = None) -> MiningResult:
+def mine(
+    triples: DataFrame, relation_names: dict[int, str], params: MiningParams, work_dir: str | None = None
+) -> MiningResult:
     """Mine ``triples`` (``h, r, t`` ids; duplicates ignored) with AMIE3's semantics (module docstring).
     ``relation_names`` maps relation ids to the keys printed in rules; ``work_dir`` (a directory or URI)
     holds the partial support counts of shapes too big for one pass (none without it)."""
@@ -748,15 +807,27 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
     heads = sorted(r for r, n in facts.items() if n >= params.min_initial_support)
     counts = {"facts": sum(facts.values()), "relations": len(facts), "head_relations": len(heads)}
     # small KGs: AQE re-plans the whole (huge) query after every (tiny) stage; see the module docstring
-    with session_setting(triples.sparkSession, "spark.sql.adaptive.enabled", str(counts["facts"] >= params.adaptive_min_edges).lower()):
+    with session_setting(
+        triples.sparkSession, "spark.sql.adaptive.enabled", str(counts["facts"] >= params.adaptive_min_edges).lower()
+    ):
         if not heads:
             return MiningResult([], [], {**counts, "candidates": 0, "rules": 0})
         spark = triples.sparkSession
-        thresholds = spark.createDataFrame([(r, min_support_count(facts[r], params)) for r in heads], "r int, min_count long")
+        thresholds = spark.createDataFrame(
+            [(r, min_support_count(facts[r], params)) for r in heads], "r int, min_count long"
+        )
         degrees = entity_relation_degrees(edges).cache()
         inputs, survivors = support_inputs(edges, degrees, thresholds, heads, params)
-        LOG.info("relation profile, degrees and one-atom supports: %d head relations, %d (relation, atom) pairs pass, %.1f s", len(heads), sum(map(len, survivors.values())), time.perf_counter() - started_all)
-        domains = head_domains(edges.filter(F.col("rel").isin(heads)), spark.createDataFrame([(r, subject_functional[r]) for r in heads], "rel int, subject_functional boolean")).cache()
+        LOG.info(
+            "relation profile, degrees and one-atom supports: %d head relations, %d (relation, atom) pairs pass, %.1f s",
+            len(heads),
+            sum(map(len, survivors.values())),
+            time.perf_counter() - started_all,
+        )
+        domains = head_domains(
+            edges.filter(F.col("rel").isin(heads)),
+            spark.createDataFrame([(r, subject_functional[r]) for r in heads], "rel int, subject_functional boolean"),
+        ).cache()
         edge_count = counts["facts"]
         candidates: list[Rule] = []
         shapes_by_length: dict[int, list[Shape]] = {}
@@ -771,7 +842,9 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
             for index, shape in enumerate(shapes):
                 relations = shape_head_relations(shape, heads, survivors)
                 if relations:
-                    plans.append(batched_shape_supports(shape, inputs, relations, work_dir).withColumn("shape", F.lit(index)))
+                    plans.append(
+                        batched_shape_supports(shape, inputs, relations, work_dir).withColumn("shape", F.lit(index))
+                    )
             if not plans:
                 continue
             if params.broadcast_edges:  # one shape at a time: at most a few edge hash tables in memory
@@ -787,18 +860,27 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
             for index, mine_rows in sorted(by_shape.items()):
                 shape = shapes[index]
                 found = spark.createDataFrame(
-                    [(row["r"], *[row[s] for s in slots], row["support"], 0 if subject_functional[row["r"]] else 1) for row in mine_rows],
+                    [
+                        (row["r"], *[row[s] for s in slots], row["support"], 0 if subject_functional[row["r"]] else 1)
+                        for row in mine_rows
+                    ],
                     ", ".join(["r int", *[f"{s} int" for s in slots], "support long", "functional_var int"]),
                 )
                 bodies = found.select(*slots).distinct()
                 if estimates_bodies(shape, edge_count, params):
                     bodies = affordable_bodies(shape, found, degrees, params)
                 sized.append(body_sizes(shape, found, bodies, edges, domains).withColumn("shape", F.lit(index)))
-            sizes = {(row["shape"], row["r"], *[row[s] for s in slots]): row for row in reduce(DataFrame.unionByName, sized).collect()}
+            sizes = {
+                (row["shape"], row["r"], *[row[s] for s in slots]): row
+                for row in reduce(DataFrame.unionByName, sized).collect()
+            }
             for row in supported:
                 r, shape = row["r"], shapes[row["shape"]]
                 size = sizes.get((row["shape"], r, *[row[s] for s in slots]))
-                body = tuple(Atom(relation_names[row[s]], variable_name(a), variable_name(b)) for s, (a, b) in zip(slots, shape.atoms))
+                body = tuple(
+                    Atom(relation_names[row[s]], variable_name(a), variable_name(b))
+                    for s, (a, b) in zip(slots, shape.atoms)
+                )
                 metrics = {
                     "support": row["support"],
                     "head_coverage": row["support"] / facts[r],
@@ -807,12 +889,23 @@ def mine(triples: DataFrame, relation_names: dict[int, str], params: MiningParam
                     "functional_variable": HEAD_VARIABLES[0] if subject_functional[r] else HEAD_VARIABLES[1],
                 }
                 metrics["std_confidence"] = row["support"] / size["body_size"] if size else None
-                metrics["pca_confidence"] = row["support"] / size["pca_body_size"] if size and size["pca_body_size"] else None
+                metrics["pca_confidence"] = (
+                    row["support"] / size["pca_body_size"] if size and size["pca_body_size"] else None
+                )
                 candidates.append(Rule(Atom(relation_names[r], *HEAD_VARIABLES), body, metrics))
-            LOG.info("rules of %d atoms (%d shapes): %d candidates, %d with body sizes, %.1f s", length, len(shapes), len(supported), len(sizes), time.perf_counter() - started)
+            LOG.info(
+                "rules of %d atoms (%d shapes): %d candidates, %d with body sizes, %.1f s",
+                length,
+                len(shapes),
+                len(supported),
+                len(sizes),
+                time.perf_counter() - started,
+            )
         for frame in (edges, inputs.head_facts, degrees, inputs.singles, domains):
             frame.unpersist()
         unique = {c.key(): c for c in candidates}
         selected = amie_selection(list(unique.values()), params)
         counts.update(candidates=len(unique), rules=len(selected))
-        return MiningResult(sorted(unique.values(), key=lambda r: r.key()), sorted(selected, key=lambda r: r.key()), counts)
+        return MiningResult(
+            sorted(unique.values(), key=lambda r: r.key()), sorted(selected, key=lambda r: r.key()), counts
+        )

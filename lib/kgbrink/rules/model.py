@@ -63,7 +63,16 @@ _COLUMN_ALIASES = {
 }
 # AMIE 3.5 prints the functional variable as its integer code.
 _AMIE_VARIABLE_CODES = {"-1": "?a", "-2": "?b"}
-_REQUIRED_FIELDS = ("rule", "head_coverage", "std_confidence", "pca_confidence", "support", "body_size", "pca_body_size", "functional_variable")
+_REQUIRED_FIELDS = (
+    "rule",
+    "head_coverage",
+    "std_confidence",
+    "pca_confidence",
+    "support",
+    "body_size",
+    "pca_body_size",
+    "functional_variable",
+)
 
 
 class RuleSyntaxError(ValueError):
@@ -217,7 +226,9 @@ def parse_rule(text: str) -> Rule:
         for i in range(0, len(tokens), 3):
             s, r, o = tokens[i : i + 3]
             if not (_VARIABLE.match(s) and _VARIABLE.match(o)):
-                raise RuleSyntaxError(f"atom '{s} {r} {o}' in {text!r}: arguments must be variables like ?a (constants are not supported)")
+                raise RuleSyntaxError(
+                    f"atom '{s} {r} {o}' in {text!r}: arguments must be variables like ?a (constants are not supported)"
+                )
             out.append(Atom(r, s, o))
         return out
 
@@ -270,7 +281,9 @@ def read_amie_tsv(path: str | Path) -> list[Rule]:
         if len(cells) < len(_REQUIRED_FIELDS) or not cells[0].strip().startswith("?"):
             if _TRAILER.match(line):
                 break
-            raise RuleSyntaxError(f"{where}: expected {len(fields)} tab-separated columns starting with a rule, got {line!r}")
+            raise RuleSyntaxError(
+                f"{where}: expected {len(fields)} tab-separated columns starting with a rule, got {line!r}"
+            )
         row = dict(zip(fields, cells))
         try:
             rule = parse_rule(row["rule"])
