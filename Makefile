@@ -17,7 +17,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run lint format test bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run lint format test test-fast bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -67,6 +67,10 @@ format: venv
 
 test: setup
 	$(BIN)/python -m pytest -q --durations=10 tests
+
+# The inner loop: everything but the slow tests and those on ../shared/reference (CI runs all of them).
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow and not reference" tests
 
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest_stats.py --sizes 2000000 20000000

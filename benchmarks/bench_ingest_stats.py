@@ -26,6 +26,7 @@ sys.path.insert(0, str(HERE))
 import duckdb_peer
 from harness import jvm_peak_rss_mb, machine, process_peak_rss_mb
 
+from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import spark_session
 from kgbrink.core.settings import load_config
 from kgbrink.jobs import ingest, stats, synth
@@ -53,16 +54,16 @@ def main() -> None:
     for size in args.sizes:
         kg = out / f"kg-{size}"
         if not (kg / "synth_manifest.json").is_file():
-            synth.run(config, str(kg), size, 7, 0.0, 0.0, gzip=False)
+            synth.run(JobContext(None, config), synth.SynthOptions(out=str(kg), triples=size, seed=7))
         dataset = out / f"ds-{size}"
         shutil.rmtree(dataset, ignore_errors=True)
         t0 = time.perf_counter()
         ingest_summary = ingest.run(
-            spark, config, ingest.IngestOptions(dataset=str(dataset), format="wikidata5m", input=str(kg))
+            JobContext(spark, config), ingest.IngestOptions(dataset=str(dataset), format="wikidata5m", input=str(kg))
         )
         spark_ingest = time.perf_counter() - t0
         t0 = time.perf_counter()
-        stats_summary = stats.run(spark, config, str(dataset), ["train"])
+        stats_summary = stats.run(JobContext(spark, config), stats.StatsOptions(dataset=str(dataset), splits=["train"]))
         spark_stats = time.perf_counter() - t0
 
         peer_dir = out / f"duckdb-{size}"

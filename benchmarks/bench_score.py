@@ -95,21 +95,26 @@ def _spark(task: dict):
 def worker_prepare(task: dict) -> dict:
     """Dataset (made when missing), the statistics as Parquet, the triples' files and the entity count."""
     from kgbrink.core.delta import latest_version, read_table
+    from kgbrink.core.jobs import JobContext
     from kgbrink.jobs import ingest, stats, synth
 
     config, spark, startup = _spark(task)
     kg, ds, made = Path(task["kg"]), Path(task["dataset"]), {}
     if not (kg / "synth_manifest.json").is_file():
         (_, made["synth"]) = timed(
-            lambda: synth.run(config, str(kg), task["triples"], int(config.get("synth.seed")), 0.0, 0.0, gzip=False)
+            lambda: synth.run(JobContext(None, config), synth.SynthOptions(out=str(kg), triples=task["triples"]))
         )
     if not (ds / "triples" / "_delta_log").is_dir():
         (_, made["ingest"]) = timed(
-            lambda: ingest.run(spark, config, ingest.IngestOptions(dataset=str(ds), format="wikidata5m", input=str(kg)))
+            lambda: ingest.run(
+                JobContext(spark, config), ingest.IngestOptions(dataset=str(ds), format="wikidata5m", input=str(kg))
+            )
         )
     stats_dir = ds / "stats" / "train"
     if not (stats_dir / "entity_relation_popularity" / "_delta_log").is_dir():
-        (_, made["stats"]) = timed(lambda: stats.run(spark, config, str(ds), ["train"]))
+        (_, made["stats"]) = timed(
+            lambda: stats.run(JobContext(spark, config), stats.StatsOptions(dataset=str(ds), splits=["train"]))
+        )
     exported = Path(task["stats_parquet"])
     versions = {
         n: latest_version(spark, str(stats_dir / n)) for n in ("entity_popularity", "entity_relation_popularity")
@@ -149,6 +154,7 @@ def _results(summary) -> dict:
 
 
 def worker_spark(task: dict) -> dict:
+    from kgbrink.core.jobs import JobContext
     from kgbrink.jobs import score
     from kgbrink.probe.scoring import MetricSpec
 
@@ -168,7 +174,7 @@ def worker_spark(task: dict) -> dict:
             popularity_groups=0,
         )
         opts = score.ScoreOptions(ranks=ranks, dataset=dataset, spec=metric, fmt="parquet", id_kind="id")
-        summary, timing = timed(lambda: score.run(spark, cfg, opts))
+        summary, timing = timed(lambda: score.run(JobContext(spark, cfg), opts))
         assert summary.counts["quarantined"] == 0, summary.counts
         return {
             **timing,

@@ -9,7 +9,7 @@ relations only; the same skip of maximal-length chain bodies whose lower bound o
 max_z d0(z) d1(z), already exceeds support / min_std_confidence (``mining.affordable_bodies``, applied
 under the same condition: edges² > max_body_paths; such rules get no body size, as in kgbrink); body and
 PCA body sizes of the other candidates (without kgbrink's ``max_body_paths`` failure); AMIE's selection
-with ``kgbrink.rules.mining.amie_selection``.
+with ``kgbrink.rules.selection.amie_selection``.
 """
 
 from __future__ import annotations
@@ -22,17 +22,10 @@ from pathlib import Path
 
 import duckdb
 
-from kgbrink.rules import mining
-from kgbrink.rules.mining import (
-    Shape,
-    X,
-    Y,
-    atom_order,
-    body_shapes,
-    min_support_count,
-    single_pattern,
-)
+from kgbrink.rules import mining, plan, selection, supports
 from kgbrink.rules.model import HEAD_VARIABLES, Atom, Rule
+from kgbrink.rules.plan import Shape, X, Y, atom_order, body_shapes, single_pattern
+from kgbrink.rules.supports import min_support_count
 
 
 def delta_files(table: Path) -> list[str]:
@@ -53,16 +46,16 @@ def _var_sql(v: int, where: dict[int, str]) -> str:
 
 
 def _costs_sql(shape: Shape) -> dict[int, str]:
-    """Per expanding head atom, the bound endpoint's degree in its role (``mining._endpoint_degree``)."""
+    """Per expanding head atom, the bound endpoint's degree in its role (``supports._endpoint_degree``)."""
     return {
         k: (f"hf.out{a[0]}" if a[0] in (X, Y) else f"hf.in{a[1]}")
-        for k in mining.expanding_head_atoms(shape)
+        for k in plan.expanding_head_atoms(shape)
         for a in [shape.atoms[k]]
     }
 
 
 def _start_sql(shape: Shape) -> str | None:
-    """The per-fact choice of ``kgbrink.rules.mining.shape_supports``: the expanding head atom whose endpoint
+    """The per-fact choice of ``kgbrink.rules.supports.shape_supports``: the expanding head atom whose endpoint
     has the fewest edges in its role (ties: the first)."""
     cost = _costs_sql(shape)
     expanding = list(cost)
@@ -76,7 +69,7 @@ def _start_sql(shape: Shape) -> str | None:
 
 
 def _buckets(con, shape: Shape, relations: list[int], rows_per_batch: int) -> int:
-    """``mining.batched_shape_supports``' bucket count: Sum over facts of the cheapest expansion, per
+    """``supports.batched_shape_supports``' bucket count: Sum over facts of the cheapest expansion, per
     ``rows_per_batch``."""
     cost = _costs_sql(shape)
     if not cost or not relations:
@@ -131,7 +124,7 @@ def _supports_sql(shape: Shape, first: int | None, relations: list[int], buckets
 def _affordable_sql(shape: Shape, min_std_confidence: float) -> str:
     """The bodies ``a0, a1`` of a maximal-length chain shape kept by ``mining.affordable_bodies``: lower
     bound max_z d0(z) d1(z) <= max support / min_std_confidence."""
-    z = mining.path_middle(shape)
+    z = supports.path_middle(shape)
     cols = ["out_deg" if s == z else "in_deg" for s, _ in shape.atoms]
     return (
         f"WITH b AS (SELECT a0, a1, max(support) / {min_std_confidence} AS lim FROM cand GROUP BY a0, a1), "
@@ -142,7 +135,7 @@ def _affordable_sql(shape: Shape, min_std_confidence: float) -> str:
 
 
 def _body_sql(shape: Shape) -> str:
-    order = mining.body_atom_order(shape)
+    order = plan.body_atom_order(shape)
     first = order[0]
     s, o = shape.atoms[first]
     where = {s: f"e{first}.s", o: f"e{first}.o"}
@@ -222,12 +215,12 @@ def mine(
     candidates: list[Rule] = []
     for shape in body_shapes(params.max_atoms):
         t = time.perf_counter()
-        relations = mining.shape_head_relations(shape, heads, survivors)
+        relations = supports.shape_head_relations(shape, heads, survivors)
         n = len(shape.atoms)
         per_rule: dict[tuple, int] = {}
         buckets = _buckets(con, shape, relations, params.rows_per_batch)
         for bucket in range(buckets):
-            for first in mining.expanding_head_atoms(shape) or [None]:
+            for first in plan.expanding_head_atoms(shape) or [None]:
                 if relations:  # buckets and start groups partition the facts: their supports add up
                     for row in con.execute(_supports_sql(shape, first, relations, buckets, bucket)).fetchall():
                         per_rule[row[:-1]] = per_rule.get(row[:-1], 0) + row[-1]
@@ -261,7 +254,7 @@ def mine(
             r, slots, support = row[0], row[1 : n + 1], row[n + 1]
             body_size, pca_body_size = sizes.get((r, *slots), (None, None))
             body = tuple(
-                Atom(relation_names[a], mining.variable_name(s), mining.variable_name(o))
+                Atom(relation_names[a], plan.variable_name(s), plan.variable_name(o))
                 for a, (s, o) in zip(slots, shape.atoms)
             )
             metrics = {
@@ -276,7 +269,7 @@ def mine(
             candidates.append(Rule(Atom(relation_names[r], *HEAD_VARIABLES), body, metrics))
         timings[f"shape {shape.atoms}"] = round(time.perf_counter() - t, 1)  # supports and body sizes
     unique = {c.key(): c for c in candidates}
-    selected = mining.amie_selection(list(unique.values()), params)
+    selected = selection.amie_selection(list(unique.values()), params)
     counts = {
         "facts": sum(facts.values()),
         "relations": len(facts),

@@ -28,6 +28,7 @@ sys.path.insert(0, str(HERE))
 
 from harness import load, tree_peak_mb
 
+from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import spark_session
 from kgbrink.core.settings import load_config
 from kgbrink.jobs import ingest, mine
@@ -64,21 +65,20 @@ def main() -> None:
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     for name in args.datasets.split(","):
         dataset = str(OUT / name)
-        ingest.run(spark, config, ingest_options(name, Path(args.reference), dataset))
+        ingest.run(JobContext(spark, config), ingest_options(name, Path(args.reference), dataset))
         splits = ["train"] if name == "brink-family" else ["train", "valid", "test"]
         for max_atoms in args.max_atoms:
             suffix = "" if max_atoms == 3 else f"-maxad{max_atoms}"
             tsv = FIXTURES / f"{name}{suffix}.tsv"
             started = time.perf_counter()
-            summary = mine.run(
-                spark,
-                config,
-                dataset,
+            options = mine.MineOptions(
+                dataset=dataset,
                 splits=splits,
-                out=f"{dataset}/rules{suffix}",
+                rules=f"{dataset}/rules{suffix}",
                 tsv=str(tsv),
-                overrides={**BRINK, "max_atoms": max_atoms},
+                **{**BRINK, "max_atoms": max_atoms},
             )
+            summary = mine.run(JobContext(spark, config), options)
             seconds = round(time.perf_counter() - started, 1)
             if tsv.stat().st_size > 1 << 20:  # big rule sets are kept gzipped (read_amie_tsv reads .gz)
                 Path(f"{tsv}.gz").write_bytes(gzip.compress(tsv.read_bytes(), mtime=0))

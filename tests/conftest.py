@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kgbrink.core.settings import Config, load_config
+from kgbrink.core.jobs import JobContext
+from kgbrink.core.settings import Settings, load_config
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,7 +45,7 @@ def work_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def config(work_dir: Path) -> Config:
+def config(work_dir: Path) -> Settings:
     os.chdir(PROJECT_ROOT)
     return load_config(
         PROJECT_ROOT / "conf" / "test.yaml",
@@ -55,12 +56,13 @@ def config(work_dir: Path) -> Config:
             f"spark.checkpoint_dir={work_dir}/checkpoints",
             f"tracking.uri=sqlite:///{work_dir}/mlflow.db",
             f"tracking.artifact_location={work_dir}/mlflow-artifacts",
+            f"log_dir={work_dir}/logs",
         ],
     )
 
 
 @pytest.fixture(scope="session")
-def spark(config: Config):
+def spark(config: Settings):
     from kgbrink.core.session import spark_session
 
     session = spark_session(config)
@@ -84,7 +86,8 @@ def probe_datasets(spark, config, reference, work_dir) -> dict[str, str]:
     for name in PROBE_DATASETS:
         dataset = str(work_dir / "probe" / name)
         ingest.run(
-            spark, config, ingest.IngestOptions(dataset=dataset, format="probe", input=str(reference / "probe" / name))
+            JobContext(spark, config),
+            ingest.IngestOptions(dataset=dataset, format="probe", input=str(reference / "probe" / name)),
         )
         out[name] = dataset
     return out
@@ -99,8 +102,7 @@ def family(spark, config, reference, work_dir):
 
     dataset = str(work_dir / "brink-family")
     ingest.run(
-        spark,
-        config,
+        JobContext(spark, config),
         ingest.IngestOptions(
             dataset=dataset,
             format="delimited",
@@ -109,5 +111,41 @@ def family(spark, config, reference, work_dir):
         ),
     )
     tsv = work_dir / "family-rules.tsv"
-    summary = mine.run(spark, config, dataset, splits=["train"], tsv=str(tsv))
+    summary = mine.run(JobContext(spark, config), mine.MineOptions(dataset=dataset, splits=["train"], tsv=str(tsv)))
     return dataset, summary, tsv
+
+
+# Tests over ~10 s on 2 cores (pytest --durations): `make test-fast` (-m "not slow and not reference") skips
+# them and every test that reads ../shared/reference; CI runs everything.
+SLOW = {
+    "test_killed_score_run_resumes_without_redoing_or_double_counting",
+    "test_four_atom_rules_equal_the_brute_force_miner",
+    "test_stats_job_uses_only_the_chosen_splits",
+    "test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow",
+    "test_stats_notebook_executes",
+    "test_maximal_selection_is_conflict_free_maximal_and_partition_independent",
+    "test_answers_are_completed_in_the_question_direction",
+    "test_spark_submit_in_client_mode_with_the_jars_as_the_readme_says",
+    "test_score_job_on_keys_with_quarantine",
+    "test_three_atom_body_supports_in_buckets_and_start_groups_equal_naive_joins",
+    "test_output_is_identical_whatever_the_partitioning",
+    "test_cli_score_contract",
+    "test_accounting_and_exact_line_numbers_across_blocks_and_gzip",
+    "test_rank_job_turns_candidate_scores_into_a_rank_file",
+    "test_bucketed_supports_equal_one_pass",
+    "test_refresh_keeps_known_ids_and_appends_new_keys",
+    "test_ingest_and_stats_through_a_hadoop_uri_that_is_not_local",
+    "test_grounding_samples_are_the_smallest_hashes_and_partition_independent",
+    "test_score_job_on_parquet_with_and_without_footer_facts",
+    "test_question_records_downsampling_and_private_ids_ignore_partitioning",
+    "test_generated_dirty_kg_is_accounted_for_exactly",
+}
+REFERENCE_FIXTURES = {"reference", "probe_datasets", "family", "family_build", "family_kg"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.originalname in SLOW:
+            item.add_marker(pytest.mark.slow)
+        if REFERENCE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.reference)

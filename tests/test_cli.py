@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from kgbrink.cli import build_parser, main
@@ -57,7 +58,7 @@ def test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow(spark, config,
     assert ingest["outputs"]["triples"] == {"path": f"{dataset}/triples", "rows": 6000, "version": 0}
     assert {"spark_startup", "parse_and_count_lines", "encode_and_write_triples"} <= set(ingest["timings"])
 
-    client = MlflowClient(tracking_uri=config.get("tracking.uri"))
+    client = MlflowClient(tracking_uri=config.tracking.uri)
     run = client.get_run(ingest["mlflow_run_id"])
     assert run.data.tags["job"] == "ingest" and run.data.tags["status"] == "ok"
     assert run.data.params["output.triples.path"] == f"{dataset}/triples"
@@ -87,3 +88,60 @@ def test_every_subcommand_has_a_spark_submit_entry_point():
     for command in sub.choices:
         entry = PROJECT_ROOT / "jobs" / ("run_pipeline.py" if command == "run" else command.replace("-", "_") + ".py")
         assert entry.is_file() and f'main(["{command}", *sys.argv[1:]])' in entry.read_text(), entry
+
+
+def test_build_on_a_train_only_dataset_needs_no_flags(spark, config, family, tmp_path, capsys):
+    """The README's delimited example ingests one split; `kgbrink build --dataset D` mines, removes and
+    exports it with no other flag (the mining splits default to the dataset's splits)."""
+    import shutil
+
+    dataset = tmp_path / "family"
+    for table in ("entities", "relations", "triples", "quarantine"):
+        shutil.copytree(Path(family[0]) / table, dataset / table)
+    assert main(["build", *_conf_args(config), "--dataset", str(dataset), "--json", str(tmp_path / "b.json")]) == 0
+    summary = json.loads((tmp_path / "b.json").read_text())
+    assert summary["params"]["dataset"] == str(dataset)
+    assert summary["counts"]["mine"]["rules"] == 145
+    assert summary["highlights"]["release"] == str(dataset / "variants" / "brink" / "release")
+    out = capsys.readouterr().out
+    assert f"release: {dataset}/variants/brink/release" in out and "report:" in out
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (["minig.splits=train"], "unknown setting 'minig.splits' (did you mean 'mining.splits'?)"),
+        (["mining.max_atoms=three"], "setting 'mining.max_atoms' must be an integer, got 'three'"),
+    ],
+)
+def test_unknown_settings_and_wrong_types_exit_2(config, settings, message, capsys):
+    args = [a for s in settings for a in ("--set", s)]
+    assert main(["mine", *_conf_args(config), *args, "--no-tracking"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_empty_dataset_and_unwritable_json_exit_2_before_any_work(config, tmp_path, capsys):
+    assert main(["stats", *_conf_args(config), "--dataset", "", "--no-tracking"]) == 2
+    assert "--dataset is empty" in capsys.readouterr().err
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert main(["stats", *_conf_args(config), "--json", str(blocked / "x.json"), "--no-tracking"]) == 2
+    assert "cannot write --json" in capsys.readouterr().err
+
+
+def test_a_jvm_failure_names_the_file_and_cause_without_a_stack_trace(spark, config, tmp_path, capsys):
+    """A truncated .gz input: the message names the file and the cause; the trace goes to a log file."""
+    import gzip
+
+    data = gzip.compress(("".join(f"Q{i}\tP1\tQ{i + 1}\n" for i in range(20000))).encode())
+    broken = tmp_path / "broken.txt.gz"
+    broken.write_bytes(data[: len(data) // 2])
+    args = ["ingest", *_conf_args(config), "--format", "delimited", "--split", f"train={broken}"]
+    assert main([*args, "--dataset", str(tmp_path / "ds"), "--no-tracking", "--json", str(tmp_path / "s.json")]) == 1
+    err = capsys.readouterr().err
+    message = next(line for line in err.splitlines() if line.startswith("kgbrink ingest: error:"))
+    assert "broken.txt.gz" in message and "EOFException" in message, err
+    assert "Traceback" not in err and "\tat " not in err and "Py4JJavaError" not in message
+    trace = Path(err.split("(full trace: ")[1].split(")")[0])
+    assert "Py4JJavaError" in trace.read_text()
+    assert json.loads((tmp_path / "s.json").read_text())["status"] == "failed"

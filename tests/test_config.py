@@ -9,16 +9,16 @@ from tests.conftest import PROJECT_ROOT
 @pytest.mark.parametrize("name", ["local", "test", "cluster"])
 def test_shipped_configs_are_valid(name):
     config = load_config(PROJECT_ROOT / "conf" / f"{name}.yaml")
-    assert config.get("env") == name
-    assert 0 < config.get("ingest.max_bad_fraction") < 1
+    assert config.env == name
+    assert 0 < config.ingest.max_bad_fraction < 1
 
 
 def test_cluster_config_points_at_object_storage_and_sizes_executors():
     config = load_config(PROJECT_ROOT / "conf" / "cluster.yaml")
-    assert config.get("dataset").startswith("s3a://")
-    assert config.get("spark.master") is None  # left to spark-submit
-    assert int(config.get("spark.conf")["spark.executor.instances"]) > 1
-    assert any("s3" in d for d in config.get("spark.jars_dirs"))
+    assert config.dataset.startswith("s3a://")
+    assert config.spark.master is None  # left to spark-submit
+    assert int(config.spark.conf["spark.executor.instances"]) > 1
+    assert any("s3" in d for d in config.spark.jars_dirs)
 
 
 def test_overrides_parse_yaml_scalars_and_keep_spark_keys_whole():
@@ -26,8 +26,8 @@ def test_overrides_parse_yaml_scalars_and_keep_spark_keys_whole():
         PROJECT_ROOT / "conf" / "local.yaml",
         ["ingest.max_bad_fraction=0.5", "spark.conf.spark.sql.shuffle.partitions=3"],
     )
-    assert config.get("ingest.max_bad_fraction") == 0.5
-    assert config.get("spark.conf")["spark.sql.shuffle.partitions"] == 3
+    assert config.ingest.max_bad_fraction == 0.5
+    assert config.spark.conf["spark.sql.shuffle.partitions"] == 3
 
 
 def test_bad_settings_are_named(tmp_path):
@@ -36,8 +36,8 @@ def test_bad_settings_are_named(tmp_path):
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")
     broken = tmp_path / "broken.yaml"
-    broken.write_text("env: x\n")
-    with pytest.raises(ConfigError, match="missing setting 'data_dir'"):
+    broken.write_text("env: x\ndata_dri: ./d\n")
+    with pytest.raises(ConfigError, match=r"unknown setting 'data_dri' \(did you mean 'data_dir'\?\)"):
         load_config(broken)
 
 
@@ -45,3 +45,57 @@ def test_locations_resolve_relative_paths_but_keep_uris(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert resolve_location("data/x") == str(tmp_path / "data" / "x")
     assert resolve_location("s3a://bucket/x") == "s3a://bucket/x"
+
+
+def test_set_parses_by_the_declared_type():
+    conf = PROJECT_ROOT / "conf" / "local.yaml"
+    bare, listed = (load_config(conf, [f"mining.splits={v}"]) for v in ("train", "[train]"))
+    assert bare.mining.splits == listed.mining.splits == ["train"]
+    assert load_config(conf, ["mining.splits=[train, valid]"]).mining.splits == ["train", "valid"]
+    assert load_config(conf, ["mining.splits=null"]).mining.splits is None
+    typed = load_config(
+        conf, ["ingest.max_bad_fraction=1e-2", "mining.max_atoms=4", "stats.broadcast_entity_degrees=false"]
+    )
+    assert typed.ingest.max_bad_fraction == 0.01 and typed.mining.max_atoms == 4
+    assert typed.stats.broadcast_entity_degrees is False
+    assert load_config(conf, ["variant.name=007"]).variant.name == "007"  # a name stays as written
+    assert load_config(conf, ["scoring.alphas=1"]).scoring.alphas == [1.0]
+
+
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("mining.split=train", r"unknown setting 'mining.split' \(did you mean 'mining.splits'\?\)"),
+        ("minig.splits=train", r"unknown setting 'minig.splits' \(did you mean 'mining.splits'\?\)"),
+        ("mining.max_atoms=three", r"setting 'mining.max_atoms' must be an integer, got 'three'"),
+        ("ingest.max_bad_fraction=lots", r"setting 'ingest.max_bad_fraction' must be a number, got 'lots'"),
+        ("stats.broadcast_entity_degrees=maybe", r"'stats.broadcast_entity_degrees' must be true or false"),
+        ("scoring.hits=[1, x]", r"'scoring.hits' must be a list of integers, got \[1, 'x'\]"),
+    ],
+)
+def test_unknown_keys_and_wrong_types_are_named(item, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(PROJECT_ROOT / "conf" / "local.yaml", [item])
+
+
+@pytest.mark.parametrize("name", ["local", "test", "cluster"])
+def test_environment_files_hold_only_what_differs(name):
+    """Every setting an environment file names differs from the declared default (defaults live once);
+    ``env`` names the file's environment."""
+    import yaml
+
+    from kgbrink.core.settings import _build
+
+    defaults = _build({}, "<defaults>", []).as_dict()
+    values = yaml.safe_load((PROJECT_ROOT / "conf" / f"{name}.yaml").read_text())
+    same = []
+    for key, value in values.items():
+        if key == "env":
+            continue
+        for sub, item in value.items() if isinstance(value, dict) else [(None, value)]:
+            default = defaults[key] if sub is None else defaults[key][sub]
+            if sub == "conf":
+                same += [f"spark.conf.{k}" for k, v in item.items() if default.get(k, "<unset>") == v]
+            elif item == default or (isinstance(item, str) and resolve_location(item) == default):
+                same.append(key if sub is None else f"{key}.{sub}")
+    assert same == []

@@ -13,6 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 from kgbrink.cli import main
 from kgbrink.core.delta import read_table
 from kgbrink.core.files import InputError, given_path, reported_path
+from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import session_setting
 from kgbrink.jobs import ingest as job
 from kgbrink.kg import ingest as T
@@ -195,8 +196,7 @@ def test_accounting_and_exact_line_numbers_across_blocks_and_gzip(spark, config,
     write(d / "wikidata5m_entity.txt", ["Q1\tfirst\tone", "Q2\tsecond", "Q99999\tunused", "Q1\tzz repeated"])
     with session_setting(spark, "spark.sql.files.maxPartitionBytes", "1024"):
         summary = job.run(
-            spark,
-            config.with_overrides(["ingest.max_bad_fraction=0.01"]),
+            JobContext(spark, config.with_overrides(["ingest.max_bad_fraction=0.01"])),
             job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(d)),
         )
     c = summary.counts
@@ -230,11 +230,11 @@ def _ids(spark, dataset: Path, table: str) -> dict[str, int]:
 def test_refresh_keeps_known_ids_and_appends_new_keys(spark, config, tmp_path):
     dataset = tmp_path / "ds"
     first = write(tmp_path / "v1" / "wikidata5m_transductive_train.txt", GOOD)
-    job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [first]}))
+    job.run(JobContext(spark, config), job.IngestOptions(dataset=str(dataset), splits={"train": [first]}))
     assert _ids(spark, dataset, "entities") == {"Q1": 0, "Q2": 1, "Q3": 2}
     # the new dump drops Q3 and adds Q7, Q10 and the relation P9
     second = write(tmp_path / "v2" / "train.txt", ["Q2\tP1\tQ7", "Q10\tP9\tQ1", "Q1\tP1\tQ2"])
-    summary = job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [second]}))
+    summary = job.run(JobContext(spark, config), job.IngestOptions(dataset=str(dataset), splits={"train": [second]}))
     assert _ids(spark, dataset, "entities") == {
         "Q1": 0,
         "Q2": 1,
@@ -258,7 +258,7 @@ def test_too_many_bad_lines_fail_with_reasons_and_keep_the_quarantine(spark, con
         job.IngestError,
         match=r"2 of 6 input lines \(33.3333%\) are malformed.*max_bad_fraction = 0.001.*wrong_field_count: 2",
     ):
-        job.run(spark, config, job.IngestOptions(dataset=str(dataset), splits={"train": [path]}))
+        job.run(JobContext(spark, config), job.IngestOptions(dataset=str(dataset), splits={"train": [path]}))
     assert read_table(spark, str(dataset / "quarantine")).count() == 2
     assert not (dataset / "triples").exists()
 
@@ -267,18 +267,21 @@ def test_missing_and_empty_inputs_are_named(spark, config, tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     with pytest.raises(InputError, match="input file is empty: .*empty.txt"):
-        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [str(empty)]}))
+        job.run(
+            JobContext(spark, config), job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [str(empty)]})
+        )
     with pytest.raises(InputError, match="not found: .*nope.txt"):
         job.run(
-            spark,
-            config,
+            JobContext(spark, config),
             job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [str(tmp_path / "nope.txt")]}),
         )
     gz_no_lines = write(tmp_path / "nolines.txt.gz", [], compress=True)
     with pytest.raises(InputError, match="has no lines: .*nolines.txt.gz"):
-        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [gz_no_lines]}))
+        job.run(
+            JobContext(spark, config), job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [gz_no_lines]})
+        )
     with pytest.raises(InputError, match="no wikidata5m_transductive_train.txt"):
-        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(tmp_path)))
+        job.run(JobContext(spark, config), job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(tmp_path)))
 
 
 def test_reported_and_given_paths_spell_a_file_alike():
@@ -293,7 +296,9 @@ def test_reported_and_given_paths_spell_a_file_alike():
 def test_file_names_that_need_url_encoding_are_read(spark, config, tmp_path):
     path = write(tmp_path / "my dump %+1" / "train 1.txt", GOOD)
     (tmp_path / "ds" / "_staging" / "another-run").mkdir(parents=True)  # a concurrent run's scratch space stays
-    summary = job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [path]}))
+    summary = job.run(
+        JobContext(spark, config), job.IngestOptions(dataset=str(tmp_path / "ds"), splits={"train": [path]})
+    )
     assert summary.counts["kept"] == len(GOOD)
     assert [p.name for p in (tmp_path / "ds" / "_staging").iterdir()] == ["another-run"]
 
@@ -310,8 +315,7 @@ def test_ingest_and_stats_through_a_hadoop_uri_that_is_not_local(spark, config, 
     spark.sparkContext._jsc.hadoopConfiguration().set("fs.viewfs.mounttable.kgtest.link./lake", lake.as_uri())
     dataset = "viewfs://kgtest/lake/ds"
     summary = job.run(
-        spark,
-        config.with_overrides(["ingest.max_bad_fraction=0.5"]),
+        JobContext(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"])),
         job.IngestOptions(dataset=dataset, input="viewfs://kgtest/lake/in"),
     )
     assert (summary.counts["kept_per_split"], summary.counts["quarantined"], summary.counts["entities"]) == (
@@ -331,7 +335,7 @@ def test_ingest_and_stats_through_a_hadoop_uri_that_is_not_local(spark, config, 
         ("Q2", None),
         ("Q3", "three"),
     ]
-    popularity = stats.run(spark, config, dataset)
+    popularity = stats.run(JobContext(spark, config), stats.StatsOptions(dataset=dataset))
     assert popularity.counts == {"triples": 4, "entities_with_triples": 3, "entity_relation_pairs": 5, "relations": 2}
     assert (lake / "ds" / "stats" / "train" / "entity_popularity" / "_delta_log").is_dir()
     assert not (lake / "ds" / "_staging").exists()  # the run's scratch space, and its empty parent, are gone
@@ -344,8 +348,7 @@ def test_probe_dictionaries_fix_ids_and_quarantine_unknown_keys(spark, config, t
     write(d / "train.txt", ["carol\tknows\talice", "bob\tlikes\tcarol", "dave\tknows\talice", "bob\thates\talice"])
     write(d / "test.txt", ["alice\tknows\tbob"])
     summary = job.run(
-        spark,
-        config.with_overrides(["ingest.max_bad_fraction=0.5"]),
+        JobContext(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"])),
         job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", input=str(d)),
     )
     assert summary.counts["quarantined_by_reason"] == {"unknown_entity": 1, "unknown_relation": 1}
@@ -356,25 +359,26 @@ def test_probe_dictionaries_fix_ids_and_quarantine_unknown_keys(spark, config, t
     # a refresh keeps the release's closed vocabulary: 'zed', known to the dataset but not to the dict, is unknown
     extra = write(tmp_path / "extra.txt", ["zed\tknows\talice"])
     job.run(
-        spark, config, job.IngestOptions(dataset=str(tmp_path / "ds"), format="delimited", splits={"train": [extra]})
+        JobContext(spark, config),
+        job.IngestOptions(dataset=str(tmp_path / "ds"), format="delimited", splits={"train": [extra]}),
     )
     assert _ids(spark, tmp_path / "ds", "entities")["zed"] == 3
     write(d / "train.txt", ["carol\tknows\talice", "zed\tknows\talice"])
     summary = job.run(
-        spark,
-        config.with_overrides(["ingest.max_bad_fraction=0.5"]),
+        JobContext(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"])),
         job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", input=str(d)),
     )
     assert summary.counts["quarantined_by_reason"] == {"unknown_entity": 1}
     with pytest.raises(InputError, match="--format probe needs --input"):
         job.run(
-            spark,
-            config,
+            JobContext(spark, config),
             job.IngestOptions(dataset=str(tmp_path / "ds"), format="probe", splits={"train": [str(d / "train.txt")]}),
         )
     write(d / "entities.dict", ["0\talice", "0\tbob"])
     with pytest.raises(InputError, match="entities.dict: 2 lines but 1 distinct ids"):
-        job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / "ds2"), format="probe", input=str(d)))
+        job.run(
+            JobContext(spark, config), job.IngestOptions(dataset=str(tmp_path / "ds2"), format="probe", input=str(d))
+        )
 
 
 def test_output_is_identical_whatever_the_partitioning(spark, config, tmp_path):
@@ -386,7 +390,9 @@ def test_output_is_identical_whatever_the_partitioning(spark, config, tmp_path):
             session_setting(spark, "spark.sql.shuffle.partitions", str(n)),
             session_setting(spark, "spark.sql.files.maxPartitionBytes", block),
         ):
-            job.run(spark, config, job.IngestOptions(dataset=str(tmp_path / f"ds{n}"), splits={"train": [path]}))
+            job.run(
+                JobContext(spark, config), job.IngestOptions(dataset=str(tmp_path / f"ds{n}"), splits={"train": [path]})
+            )
         tables.append(
             {
                 name: sorted(map(tuple, read_table(spark, str(tmp_path / f"ds{n}" / name)).collect()))
@@ -444,8 +450,7 @@ def test_ntriples_job_keeps_edges_counts_skips_and_takes_labels(spark, config, t
     ]
     path = write(tmp_path / "truthy.nt.gz", lines, compress=True)
     summary = job.run(
-        spark,
-        config.with_overrides(["ingest.max_bad_fraction=0.2"]),
+        JobContext(spark, config.with_overrides(["ingest.max_bad_fraction=0.2"])),
         job.IngestOptions(dataset=str(tmp_path / "ds"), format="ntriples", splits={"train": [path]}),
     )
     c = summary.counts
@@ -465,8 +470,7 @@ def test_generated_dirty_kg_is_accounted_for_exactly(spark, config, tmp_path):
     kg = synth.generate(8000, seed=11)
     manifest = synth.write_dataset(kg, tmp_path / "kg", malformed_fraction=0.004, duplicate_fraction=0.01)
     summary = job.run(
-        spark,
-        config.with_overrides(["ingest.max_bad_fraction=0.01"]),
+        JobContext(spark, config.with_overrides(["ingest.max_bad_fraction=0.01"])),
         job.IngestOptions(dataset=str(tmp_path / "ds"), input=str(tmp_path / "kg")),
     )
     c = summary.counts

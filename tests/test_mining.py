@@ -14,8 +14,9 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
+from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import session_setting
-from kgbrink.rules import grounding, mining
+from kgbrink.rules import grounding, mining, plan, supports
 from kgbrink.rules.model import Atom, Rule, parse_rule, read_amie_tsv
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -197,8 +198,8 @@ def test_maximal_chain_bodies_ruled_out_by_their_lower_bound_are_not_sized(spark
     b = [(1, 100, y) for y in (11, 12, 13)] + [(1, 102, 14)]
     c = [(2, 100, 20), (2, 101, 21), (2, 101, 22)]
     edges = spark.createDataFrame(a + b + c, "rel int, s int, o int")
-    degrees = mining.entity_relation_degrees(edges)
-    shape = mining.Shape(((0, 2), (2, 1)))
+    degrees = plan.entity_relation_degrees(edges)
+    shape = plan.Shape(((0, 2), (2, 1)))
     candidates = spark.createDataFrame(
         [(5, 0, 1, 3, 1), (5, 0, 2, 3, 1)], "r int, a0 int, a1 int, support long, functional_var int"
     )
@@ -247,14 +248,13 @@ def test_probe_family_rules_equal_the_regression_fixture(spark, config, probe_da
     from kgbrink.jobs import mine
 
     tsv = work_dir / "probe-family-rules.tsv"
-    mine.run(
-        spark,
-        config,
-        probe_datasets["family"],
+    options = mine.MineOptions(
+        dataset=probe_datasets["family"],
         splits=["train", "valid", "test"],
-        out=str(work_dir / "probe-family-rules"),
+        rules=str(work_dir / "probe-family-rules"),
         tsv=str(tsv),
     )
+    mine.run(JobContext(spark, config), options)
     mined = {r.key(): r.metrics for r in read_amie_tsv(tsv)}
     fixture = {r.key(): r.metrics for r in read_amie_tsv(FIXTURES / "rules" / "probe-family.tsv")}
     assert len(fixture) == 273
@@ -267,9 +267,11 @@ def test_rules_table_and_amie_tsv_round_trip_through_the_jobs(spark, config, fam
 
     dataset, _, _ = family
     exported = work_dir / "exported.tsv"
-    mine.export_rules(spark, config, dataset, str(exported))
+    mine.export_rules(JobContext(spark, config), mine.ExportRulesOptions(dataset=dataset, tsv=str(exported)))
     imported = table_path(dataset, "rules_imported")
-    mine.import_rules(spark, config, dataset, str(exported), imported)
+    mine.import_rules(
+        JobContext(spark, config), mine.ImportRulesOptions(dataset=dataset, tsv=str(exported), rules=imported)
+    )
     original = read_table(spark, table_path(dataset, "rules"))
     assert original.count() == 145
     assertDataFrameEqual(read_table(spark, imported), original)
@@ -289,7 +291,10 @@ def test_import_rules_rejects_relations_the_dataset_lacks(spark, config, family,
         "?a  cousin_of  ?b   => ?a  husband_of  ?b\t0.5\t0.5\t0.5\t1\t2\t2\t?a\n"
     )
     with pytest.raises(JobFailed, match="cousin_of"):
-        mine.import_rules(spark, config, dataset, str(bad), str(work_dir / "never"))
+        mine.import_rules(
+            JobContext(spark, config),
+            mine.ImportRulesOptions(dataset=dataset, tsv=str(bad), rules=str(work_dir / "never")),
+        )
 
 
 def test_bucketed_supports_equal_one_pass(spark, family_kg, work_dir):
@@ -312,16 +317,16 @@ def test_three_atom_body_supports_in_buckets_and_start_groups_equal_naive_joins(
     the chain x-z-w-y as plain joins, distinct head pairs per relation assignment."""
     triples = family_kg[2]
     params = mining.MiningParams(max_atoms=4, min_head_coverage=0.1, rows_per_batch=20_000)
-    edges = mining.kg_edges(triples).cache()
-    facts = {r["rel"]: r["facts"] for r in mining.relation_profile(edges).collect()}
+    edges = plan.kg_edges(triples).cache()
+    facts = {r["rel"]: r["facts"] for r in plan.relation_profile(edges).collect()}
     heads = sorted(facts)
     thresholds = spark.createDataFrame(
-        [(r, mining.min_support_count(facts[r], params)) for r in heads], "r int, min_count long"
+        [(r, supports.min_support_count(facts[r], params)) for r in heads], "r int, min_count long"
     )
-    inputs, _ = mining.support_inputs(edges, mining.entity_relation_degrees(edges), thresholds, heads, params)
-    chain = next(s for s in mining.body_shapes(4) if s.atoms == ((0, 2), (2, 3), (3, 1)))
-    one_pass = mining.shape_supports(chain, inputs, heads)
-    bucketed = mining.batched_shape_supports(chain, inputs, heads, str(work_dir / "mine-buckets-4"))
+    inputs, _ = supports.support_inputs(edges, plan.entity_relation_degrees(edges), thresholds, heads, params)
+    chain = next(s for s in plan.body_shapes(4) if s.atoms == ((0, 2), (2, 3), (3, 1)))
+    one_pass = supports.shape_supports(chain, inputs, heads)
+    bucketed = supports.batched_shape_supports(chain, inputs, heads, str(work_dir / "mine-buckets-4"))
     assert len(list((work_dir / "mine-buckets-4").glob("shape-*/bucket=*"))) >= 2
 
     def atom(slot, s, o):
@@ -355,7 +360,7 @@ def test_three_atom_body_supports_in_buckets_and_start_groups_equal_naive_joins(
 @pytest.fixture(scope="module")
 def family_kg(spark, family):
     from kgbrink.core.delta import read_table, table_path
-    from kgbrink.jobs.mine import read_rules
+    from kgbrink.rules.table import read_rules
 
     dataset, _, _ = family
     rules = read_rules(spark, table_path(dataset, "rules"))

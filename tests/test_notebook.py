@@ -6,16 +6,17 @@ import nbformat
 import yaml
 from nbclient import NotebookClient
 
+from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import stats
 from tests.conftest import PROJECT_ROOT
 
 
 def test_stats_notebook_executes(spark, config, probe_datasets, tmp_path, monkeypatch):
     dataset = probe_datasets["family"]
-    stats.run(spark, config, dataset, ["train"])
+    stats.run(JobContext(spark, config), stats.StatsOptions(dataset=dataset, splits=["train"]))
     # The notebook builds its own session from a config file: this run's test config, overrides applied.
     conf = tmp_path / "notebook.yaml"
-    conf.write_text(yaml.safe_dump(config.values))
+    conf.write_text(yaml.safe_dump(config.as_dict()))
     monkeypatch.setenv("KGBRINK_CONF", str(conf))
     monkeypatch.setenv("KGBRINK_DATASET", dataset)
     monkeypatch.setenv("KGBRINK_FIGURES", str(tmp_path / "figures"))

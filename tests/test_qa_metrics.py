@@ -7,6 +7,7 @@ import json
 import pytest
 
 from kgbrink.brink.qa_metrics import aggregate, norm, score_question, split_output
+from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import evaluate_qa
 
 
@@ -94,7 +95,10 @@ def test_evaluate_qa_files_and_missing_predictions(tmp_path):
         ],
     )
     predictions = _jsonl(tmp_path / "pred.jsonl", [{"id": "q1", "prediction": "2, 5"}])
-    summary = evaluate_qa.run([questions], predictions, "private_id", str(tmp_path / "per.jsonl"))
+    summary = evaluate_qa.run(
+        JobContext(None, None),
+        evaluate_qa.EvaluateQAOptions([questions], predictions, "private_id", str(tmp_path / "per.jsonl")),
+    )
     results = {r["metric"]: r["value"] for r in summary.results}
     assert summary.counts == {"questions": 2, "predictions": 1, "missing_predictions": 1}
     assert results["hits_at_any"] == 0.5 and results["hits_at_hard"] == 0.5 and results["hhr"] == 1.0
@@ -116,16 +120,16 @@ def test_evaluate_qa_rejects_bad_prediction_lines(tmp_path, lines, message):
     questions = _jsonl(tmp_path / "q.jsonl", [{"id": "q1", "answers": ["1"], "hard_answer": "1"}])
     predictions = _jsonl(tmp_path / "pred.jsonl", lines)
     with pytest.raises(evaluate_qa.QAInputError, match=message):
-        evaluate_qa.run([questions], predictions, "private_id")
+        evaluate_qa.run(JobContext(None, None), evaluate_qa.EvaluateQAOptions([questions], predictions, "private_id"))
 
 
 def test_evaluate_qa_rejects_bad_question_files(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     with pytest.raises(evaluate_qa.QAInputError, match="no questions"):
-        evaluate_qa.run([str(empty)], str(empty), "private_id")
+        evaluate_qa.run(JobContext(None, None), evaluate_qa.EvaluateQAOptions([str(empty)], str(empty), "private_id"))
     bad = _jsonl(tmp_path / "bad.jsonl", [{"id": "q1", "answers": [], "hard_answer": "1"}])
     with pytest.raises(
         evaluate_qa.QAInputError, match=r"bad.jsonl:1: answers must be a list with at least one non-empty string"
     ):
-        evaluate_qa.run([bad], str(empty), "private_id")
+        evaluate_qa.run(JobContext(None, None), evaluate_qa.EvaluateQAOptions([bad], str(empty), "private_id"))

@@ -7,7 +7,7 @@ import gzip
 
 import pytest
 
-from kgbrink.rules.mining import MiningParams, amie_selection, body_shapes, min_support_count
+from kgbrink.rules.mining import MiningParams
 from kgbrink.rules.model import (
     Atom,
     Rule,
@@ -19,6 +19,9 @@ from kgbrink.rules.model import (
     rule_row,
     write_amie_tsv,
 )
+from kgbrink.rules.plan import body_shapes
+from kgbrink.rules.selection import amie_selection
+from kgbrink.rules.supports import min_support_count
 
 
 def test_parse_and_print_amie_syntax():

@@ -20,10 +20,10 @@ from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.cli import main
 from kgbrink.core.delta import read_table
-from kgbrink.jobs import ingest, score
+from kgbrink.core.jobs import JobContext
+from kgbrink.jobs import ingest, reproduce_probe, score
 from kgbrink.probe import plots
 from kgbrink.probe import rankfiles as RF
-from kgbrink.probe import reference as probe_reference
 from kgbrink.probe import scoring as S
 from tests.conftest import PROJECT_ROOT
 
@@ -285,8 +285,7 @@ def small_dataset(spark, config, tmp_path_factory) -> str:
     (root / "test.tsv").write_text("e\tr1\ta\n")
     dataset = str(root / "ds")
     ingest.run(
-        spark,
-        config,
+        JobContext(spark, config),
         ingest.IngestOptions(
             dataset=dataset,
             format="delimited",
@@ -342,8 +341,8 @@ def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_pat
     ranks.write_text("h,r,t,side,rank,num_candidates\n" + "\n".join(GOOD + [line for line, _ in BAD]) + "\n")
     strict = score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=_hand_spec(), model="hand")
     with pytest.raises(score.ScoreError, match=r"9 of 13 rank rows quarantined"):
-        score.run(spark, config, strict)
-    summary = score.run(spark, config.with_overrides(["scoring.max_bad_fraction=0.9"]), strict)
+        score.run(JobContext(spark, config), strict)
+    summary = score.run(JobContext(spark, config.with_overrides(["scoring.max_bad_fraction=0.9"])), strict)
     assert summary.counts["scored"] == 4 and summary.counts["quarantined"] == 9
     assert summary.counts["quarantined_by_reason"] == {
         "unknown_entity": 1,
@@ -474,8 +473,7 @@ def test_score_job_on_parquet_with_and_without_footer_facts(spark, config, small
     for trust in ("true", "false"):
         cfg = config.with_overrides(["scoring.max_bad_fraction=0.5", f"scoring.parquet_statistics={trust}"])
         runs[trust] = score.run(
-            spark,
-            cfg,
+            JobContext(spark, cfg),
             score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, fmt="parquet", id_kind="id", spec=spec),
         )
     on, off = runs["true"], runs["false"]
@@ -588,23 +586,24 @@ def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, conf
         alphas=(1.0,),
         betas=(0.0, 1.0),
         hits=(1, 3),
-        p_values=tuple(config.get("scoring.p_values")),
-        popularity_groups=config.get("scoring.popularity_groups"),
+        p_values=tuple(config.scoring.p_values),
+        popularity_groups=config.scoring.popularity_groups,
     )
     resumed = score.run(
-        spark,
-        config.with_overrides(["scoring.batch_bytes=1"]),
+        JobContext(spark, config.with_overrides(["scoring.batch_bytes=1"])),
         score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec),
     )
     assert (
         resumed.counts["batches"] == 4 and resumed.counts["batches_skipped"] >= done and resumed.counts["scored"] == 16
     )
-    one_batch = score.run(spark, config, score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec))
+    one_batch = score.run(
+        JobContext(spark, config), score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=spec)
+    )
     assert one_batch.counts["batches"] == 1 and one_batch.results == resumed.results
 
 
 def test_probe_tables_4_and_5_are_reproduced(spark, config, reference, probe_datasets, tmp_path):
-    comparison = probe_reference.reproduce(spark, config, reference, str(tmp_path), datasets=probe_datasets)
+    comparison = reproduce_probe.reproduce(JobContext(spark, config), reference, str(tmp_path), datasets=probe_datasets)
     assert len(comparison) == 240
     assert comparison["match"].all(), comparison[~comparison["match"]].head(10).to_string()
 
@@ -624,8 +623,8 @@ def test_rank_job_turns_candidate_scores_into_a_rank_file(spark, config, small_d
     ).write.parquet(str(tmp_path / "scores"))
     opts = rank.RankOptions(scores=str(tmp_path / "scores"), dataset=small_dataset, out=str(tmp_path / "out"))
     with pytest.raises(score.ScoreError, match="1 of 3 queries quarantined"):
-        rank.run(spark, config, opts)
-    summary = rank.run(spark, config.with_overrides(["scoring.max_bad_fraction=0.5"]), opts)
+        rank.run(JobContext(spark, config), opts)
+    summary = rank.run(JobContext(spark, config.with_overrides(["scoring.max_bad_fraction=0.5"])), opts)
     assert summary.counts["ranked"] == 2 and summary.counts["quarantined_by_reason"] == {"target_not_scored": 1}
     got = sorted(
         (r["side"], r["rank"], r["num_candidates"])
@@ -633,8 +632,7 @@ def test_rank_job_turns_candidate_scores_into_a_rank_file(spark, config, small_d
     )
     assert got == [("head", 2.0, 5), ("tail", 2.5, 4)]
     scored = score.run(
-        spark,
-        config,
+        JobContext(spark, config),
         score.ScoreOptions(
             ranks=str(tmp_path / "out" / "ranks"), dataset=small_dataset, fmt="parquet", id_kind="id", spec=_hand_spec()
         ),

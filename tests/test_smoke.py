@@ -26,7 +26,7 @@ def test_delta_write_read_and_time_travel(spark, work_dir):
 def test_session_has_jars_from_local_cache_only(spark, config):
     jars = spark.conf.get("spark.jars").split(",")
     assert has_jar(jars, "delta-spark_4.2_2.13-4.4.0")
-    assert jars == find_jars(config.get("spark.jars_dirs"))
+    assert jars == find_jars(config.spark.jars_dirs)
     assert spark.conf.get("spark.jars.packages", "") == ""  # nothing resolved through Ivy at start-up
 
 
@@ -69,7 +69,7 @@ def test_spark_submit_in_client_mode_with_the_jars_as_the_readme_says(config, tm
         "spark.range(3).write.format('delta').save(sys.argv[1])\n"
         "print('rows', spark.read.format('delta').option('versionAsOf', 0).load(sys.argv[1]).count())\n"
     )
-    jars = ",".join(find_jars(config.get("spark.jars_dirs")))
+    jars = ",".join(find_jars(config.spark.jars_dirs))
     env = {
         **os.environ,
         "SPARK_LOCAL_IP": "127.0.0.1",

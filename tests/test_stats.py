@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.core.delta import read_table
+from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import stats as job
 from kgbrink.kg import stats as S
 from tests.conftest import PROBE_DATASETS
@@ -108,18 +109,19 @@ def test_stats_job_uses_only_the_chosen_splits(spark, config, tmp_path):
     valid.write_text("Q3\tP2\tQ1\n")
     dataset = str(tmp_path / "ds")
     ingest.run(
-        spark, config, ingest.IngestOptions(dataset=dataset, splits={"train": [str(train)], "valid": [str(valid)]})
+        JobContext(spark, config),
+        ingest.IngestOptions(dataset=dataset, splits={"train": [str(train)], "valid": [str(valid)]}),
     )
-    summary = job.run(spark, config, dataset)
+    summary = job.run(JobContext(spark, config), job.StatsOptions(dataset=dataset))
     assert summary.counts["triples"] == 2
-    both = job.run(spark, config, dataset, ["valid", "train"])
+    both = job.run(JobContext(spark, config), job.StatsOptions(dataset=dataset, splits=["valid", "train"]))
     assert both.counts["triples"] == 3 and both.outputs["entity_popularity"].path.endswith(
         "stats/train+valid/entity_popularity"
     )
     with pytest.raises(ValueError, match="split\\(s\\) tset not in"):
-        job.run(spark, config, dataset, ["tset"])
+        job.run(JobContext(spark, config), job.StatsOptions(dataset=dataset, splits=["tset"]))
     # a later ingest makes triples version 1; the statistics still name the version 0 they were computed from
-    ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, splits={"train": [str(valid)]}))
+    ingest.run(JobContext(spark, config), ingest.IngestOptions(dataset=dataset, splits={"train": [str(valid)]}))
     assert (
         job.triples_version(spark, dataset, ["train"]),
         job.triples_version(spark, dataset, ["train", "valid"]),
@@ -135,7 +137,7 @@ def _rank_records(path):
 def test_delta_equals_probe_release_values_for_every_query(spark, config, probe_datasets, reference, name):
     """p_known / p_rel_given_known in the release's rank files are delta(e) / delta(r|e) of the KNOWN
     entity of each query (t for a head query, h for a tail query), on train.txt."""
-    summary = job.run(spark, config, probe_datasets[name], ["train"])
+    summary = job.run(JobContext(spark, config), job.StatsOptions(dataset=probe_datasets[name], splits=["train"]))
     entity = (
         read_table(spark, summary.outputs["entity_popularity"].path)
         .select("entity", "delta")

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import synth as synth_job
 from kgbrink.kg import synth
 
@@ -173,15 +174,16 @@ def check_dataset(directory: Path, triples: int, malformed_fraction: float, dupl
 def generated(config, tmp_path_factory) -> tuple[Path, synth_job.JobSummary]:
     """The job with conf/test.yaml defaults (20,000 triples, seed 7) and 1 % malformed, 1 % duplicate lines."""
     out = tmp_path_factory.mktemp("synth") / "kg"
-    summary = synth_job.run(config, str(out), None, None, 0.01, 0.01, False)
+    options = synth_job.SynthOptions(out=str(out), malformed_fraction=0.01, duplicate_fraction=0.01)
+    summary = synth_job.run(JobContext(None, config), options)
     return out, summary
 
 
 def test_dataset_invariants(generated, config):
     out, summary = generated
-    data = check_dataset(out, config.get("synth.triples"), 0.01, 0.01)
+    data = check_dataset(out, config.synth.triples, 0.01, 0.01)
     manifest = data["manifest"]
-    assert manifest["seed"] == config.get("synth.seed")
+    assert manifest["seed"] == config.synth.seed
     assert summary.counts["lines"] == {split: len(lines) for split, lines in data["lines"].items()}
     assert summary.counts["triples"] == manifest["splits"]
     assert summary.counts["malformed_lines"] == manifest["malformed_lines"]

@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.brink import questions, removal
+from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import session_setting
 
 GROUNDING_SCHEMA = "rule_id string, head struct<h:int,r:int,t:int>, body array<struct<h:int,r:int,t:int>>, bindings map<string,int>, sample_hash long"
@@ -271,11 +272,11 @@ def family_build(spark, config, family):
     """The complete BRINK build on Family: the rules mined with BRINK's thresholds (session fixture
     ``family``, 145 rules, equal to the regression fixture), then ``kgbrink build`` (ground, remove with
     N = 30, verify, questions, export, report)."""
-    from kgbrink.jobs import variant
+    from kgbrink.jobs import build, variant
 
     dataset = family[0]
     family_config = config.with_overrides(["mining.splits=[train]"])
-    summary = variant.build(spark, family_config, dataset, mine_rules=False)
+    summary = build.build(JobContext(spark, family_config), build.BuildOptions(dataset=dataset, reuse_rules=True))
     return dataset, summary, Path(variant.variant_dir(dataset, "brink"))
 
 
@@ -345,7 +346,7 @@ def test_family_release_files_read_back(family_build):
 
 
 def test_single_file_appends_the_ordered_parts(spark, tmp_path):
-    from kgbrink.jobs.variant import write_single_file
+    from kgbrink.core.files import write_single_file
 
     frame = spark.range(1000).select(F.format_string("%04d", "id").alias("a"), F.lit("x\ty").alias("b"))
     out, staging = tmp_path / "release", tmp_path / "staging"
@@ -377,7 +378,7 @@ def test_single_file_appends_the_ordered_parts(spark, tmp_path):
 def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark, config, family_build, tmp_path):
     """``export --out``: the same release files, byte for byte, written with 7 shuffle partitions instead of 4
     and no adaptive coalescing: every plain file is written in 7 parts appended in order)."""
-    from kgbrink.jobs import variant
+    from kgbrink.jobs import build, variant
 
     dataset, _, root = family_build
     out = tmp_path / "release"
@@ -385,7 +386,10 @@ def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark
         session_setting(spark, "spark.sql.shuffle.partitions", "7"),
         session_setting(spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"),
     ):
-        variant.export(spark, config.with_overrides(["mining.splits=[train]"]), dataset, out=str(out))
+        build.export(
+            JobContext(spark, config.with_overrides(["mining.splits=[train]"])),
+            variant.OutOptions(dataset=dataset, out=str(out)),
+        )
     release = root / "release"
     files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
     assert len(files) == 19 and files == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
@@ -410,9 +414,19 @@ def test_family_build_evaluates_a_perfect_and_an_empty_model(family_build, tmp_p
     perfect.write_text(
         "".join(json.dumps({"id": q["id"], "prediction": ", ".join(q["answers"])}) + "\n" for q in records)
     )
-    got = {r["metric"]: r["value"] for r in evaluate_qa.run([str(test_file)], str(perfect), "private_id").results}
+    got = {
+        r["metric"]: r["value"]
+        for r in evaluate_qa.run(
+            JobContext(None, None), evaluate_qa.EvaluateQAOptions([str(test_file)], str(perfect), "private_id")
+        ).results
+    }
     assert got["hits_at_any"] == got["f1"] == got["hits_at_hard"] == got["hhr"] == 1.0
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    got = {r["metric"]: r["value"] for r in evaluate_qa.run([str(test_file)], str(empty), "private_id").results}
+    got = {
+        r["metric"]: r["value"]
+        for r in evaluate_qa.run(
+            JobContext(None, None), evaluate_qa.EvaluateQAOptions([str(test_file)], str(empty), "private_id")
+        ).results
+    }
     assert got["hits_at_any"] == 0.0 and got["hhr"] is None

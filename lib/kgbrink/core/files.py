@@ -15,6 +15,8 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kgbrink.core.settings import is_uri
+
 SPLIT_ORDER = ("train", "valid", "test")
 
 
@@ -190,3 +192,32 @@ def read_lines(spark: SparkSession, splits: dict[str, list[str]]) -> DataFrame:
     for frame in frames[1:]:
         lines = lines.unionByName(frame)
     return lines.withColumn("row_id", F.monotonically_increasing_id())
+
+
+def local_dir(location: str) -> Path:
+    """A local directory for plain-file outputs; a URI is refused (pass a local --out)."""
+    if is_uri(location):
+        raise ValueError(f"plain-file outputs are written to a local directory; give --out for {location}")
+    return Path(location)
+
+
+def write_single_file(frame: DataFrame, path: Path, fmt: str, staging: str) -> None:
+    """``frame`` (in its order) as one driver-local file ``path``: JSON Lines (``json``) or TAB-separated
+    text of its string columns (``tsv``, no quoting: names are free of TABs and newlines).
+
+    The tasks write one part per partition of the ordered frame under ``staging`` (a directory beside the
+    variant's tables, so on a cluster the executors write to the dataset's file system, e.g. S3); a sorted
+    frame's partitions are consecutive ranges of its order, and the driver appends the parts in partition
+    order (:func:`merge_parts`). The bytes do not depend on the number of partitions."""
+    if fmt == "json":
+        frame.write.mode("overwrite").option("ignoreNullFields", "false").json(staging)
+    elif fmt == "tsv":
+        frame.select(
+            F.concat_ws(
+                "\t", *[F.regexp_replace(F.col(c).cast("string"), "[\t\r\n]", " ") for c in frame.columns]
+            ).alias("line")
+        ).write.mode("overwrite").text(staging)
+    else:
+        raise ValueError(f"unknown single-file format {fmt!r}")
+    merge_parts(frame.sparkSession, staging, str(path))
+    delete_path(frame.sparkSession, staging)

@@ -1,4 +1,4 @@
-"""The one SparkSession factory: every job, test and notebook builds its session here from a Config.
+"""The one SparkSession factory: every job, test and notebook builds its session here from a Settings.
 
 JVM packages (Delta, GraphFrames, hadoop-aws) are never fetched at session start: ``make jars`` resolves
 them with Maven from ``infra/jvm/pom.xml`` into ``.cache/jars/<profile>/`` and this factory passes every
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from kgbrink.core.settings import Config, ConfigError, resolve_location
+from kgbrink.core.settings import ConfigError, Settings, resolve_location
 
 DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
@@ -37,7 +37,7 @@ def has_jar(jars: list[str], artifact_prefix: str) -> bool:
     return any(Path(j).name.startswith(artifact_prefix) for j in jars)
 
 
-def spark_session(config: Config) -> SparkSession:
+def spark_session(config: Settings) -> SparkSession:
     """Build (or return the running) SparkSession for ``config``.
 
     Fails with a clear message when the Delta jars are missing, instead of letting Spark start without
@@ -47,28 +47,29 @@ def spark_session(config: Config) -> SparkSession:
     # Python workers (mapInArrow, UDFs) run the driver's interpreter unless the environment names another
     # (PySpark reads PYSPARK_PYTHON on the driver when it ships a Python function).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    jars = find_jars(config.get("spark.jars_dirs"))
+    jars = find_jars(config.spark.jars_dirs)
     if not has_jar(jars, "delta-spark_"):
         raise ConfigError(
-            f"no Delta jar under {config.get('spark.jars_dirs')}: run `make jars` "
+            f"no Delta jar under {config.spark.jars_dirs}: run `make jars` "
             "(resolves infra/jvm/pom.xml into .cache/jars)"
         )
-    builder = SparkSession.builder.appName(config.get("spark.app_name"))
-    master = config.get("spark.master", None)
+    builder = SparkSession.builder.appName(config.spark.app_name)
+    master = config.spark.master
     if master:
         builder = builder.master(master)
     settings = {
-        **{str(k): _spark_value(v) for k, v in config.get("spark.conf").items()},
+        **{str(k): _spark_value(v) for k, v in config.spark.conf.items()},
+        **_jvm_logging(config),
         **DELTA_SETTINGS,
         "spark.jars": ",".join(jars),
-        "spark.sql.warehouse.dir": resolve_location(config.get("spark.warehouse_dir")),
+        "spark.sql.warehouse.dir": resolve_location(config.spark.warehouse_dir),
     }
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     require_driver_class(spark, DELTA_SETTINGS["spark.sql.extensions"], jars)
     spark.sparkContext.setLogLevel("WARN")
-    spark.sparkContext.setCheckpointDir(resolve_location(config.get("spark.checkpoint_dir")))
+    spark.sparkContext.setCheckpointDir(resolve_location(config.spark.checkpoint_dir))
     return spark
 
 
@@ -84,6 +85,16 @@ def require_driver_class(spark: SparkSession, class_name: str, jars: list[str]) 
             f"the driver JVM cannot load {class_name}: it was started without the project's jars (under spark-submit, "
             f"pass them: --jars {','.join(jars) or '<the jars of spark.jars_dirs>'})"
         ) from exc
+
+
+def _jvm_logging(config: Settings) -> dict[str, str]:
+    """The driver JVM's log4j2 settings (:file:`log4j2.properties` beside this module): its log to
+    ``<log_dir>/jvm.log`` instead of the console. Appended to the user's own driver Java options."""
+    Path(config.log_dir).mkdir(parents=True, exist_ok=True)
+    properties = Path(__file__).with_name("log4j2.properties")
+    own = f"-Dlog4j2.configurationFile={properties.as_uri()} -Dkgbrink.log.dir={config.log_dir}"
+    given = str(config.spark.conf.get("spark.driver.extraJavaOptions", "")).strip()
+    return {"spark.driver.extraJavaOptions": f"{given} {own}".strip()}
 
 
 def _spark_value(value) -> str:

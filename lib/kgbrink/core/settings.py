@@ -1,73 +1,334 @@
-"""Settings per environment, read from ``conf/<env>.yaml``.
+"""Typed settings: one dataclass per section, defaults stated once, here.
 
-A config is a nested mapping; jobs read it through :class:`Config`, which resolves dotted keys, applies
-``--set key=value`` overrides from the command line and turns relative local paths into absolute ones
-(URIs with a scheme such as ``s3a://`` are left as they are).
+``conf/<env>.yaml`` holds only what an environment changes; ``--set key=value`` overrides a setting on the
+command line. Every value is checked against its declared type (``--set mining.splits=train`` and
+``--set 'mining.splits=[train]'`` both give ``["train"]``); an unknown key names the closest valid one.
+Relative local paths become absolute at load time; URIs (``s3a://...``) stay as they are. The settings
+reference in ``docs/configuration.md`` is generated from these classes (:mod:`kgbrink.core.reference_docs`).
 """
 
 from __future__ import annotations
 
-import copy
+import difflib
 import os
+import types
+import typing
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-REQUIRED_KEYS = (
-    "env",
-    "data_dir",
-    "dataset",
-    "spark.app_name",
-    "spark.jars_dirs",
-    "spark.warehouse_dir",
-    "spark.checkpoint_dir",
-    "spark.conf",
-    "tracking.uri",
-    "tracking.experiment",
-    "ingest.max_bad_fraction",
-    "ingest.broadcast_dictionaries",
-    "stats.splits",
-    "stats.broadcast_entity_degrees",
-    "scoring.alphas",
-    "scoring.betas",
-    "scoring.hits",
-    "scoring.p_values",
-    "scoring.popularity_groups",
-    "scoring.max_bad_fraction",
-    "scoring.batch_bytes",
-    "scoring.broadcast_tables",
-    "mining.splits",
-    "variant.name",
-    "variant.groundings_per_rule",
-    "variant.seed",
-    "variant.removal_mode",
-    "variant.tau",
-    "variant.split_ratios",
-    "variant.templates",
-    "variant.max_answers",
-    "mining.max_atoms",
-    "mining.min_head_coverage",
-    "mining.min_std_confidence",
-    "mining.min_pca_confidence",
-    "mining.min_support",
-    "mining.min_initial_support",
-    "mining.recursivity_limit",
-    "mining.max_body_paths",
-    "mining.broadcast_edges",
-    "mining.rows_per_batch",
-    "mining.adaptive_min_edges",
-    "grounding.seed",
-)
+from kgbrink.core.typed import ConfigError, coerce
 
 
-class ConfigError(ValueError):
-    """A config file is missing, malformed, or lacks a required setting."""
+def setting(default: Any, doc: str, *, path: bool = False):
+    """A field with its documentation; ``path``: a location resolved against the working directory."""
+    meta = {"doc": doc, "path": path}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
 
 
-_MISSING = object()
+LOCAL_SPARK_CONF = {
+    "spark.driver.memory": "12g",
+    "spark.sql.shuffle.partitions": 8,
+    "spark.sql.adaptive.enabled": True,
+    "spark.sql.adaptive.coalescePartitions.enabled": True,
+    "spark.sql.files.maxPartitionBytes": "64m",
+    "spark.serializer": "org.apache.spark.serializer.KryoSerializer",
+    "spark.ui.enabled": False,
+    "spark.ui.showConsoleProgress": False,
+    "spark.sql.session.timeZone": "UTC",
+    "spark.databricks.delta.snapshotPartitions": 2,
+    "spark.databricks.delta.stats.skipping": True,
+    "spark.databricks.delta.retentionDurationCheck.enabled": True,
+}
+
+
+@dataclass
+class SparkSettings:
+    master: str | None = setting("local[*]", "Spark master; null leaves it to spark-submit (--master yarn, k8s://...)")
+    app_name: str = setting("kgbrink", "Spark application name")
+    jars_dirs: list[str] = setting(
+        ["./.cache/jars/core", "./.cache/jars/graphframes"],
+        "folders whose *.jar files go into spark.jars (resolved by `make jars` from infra/jvm/pom.xml)",
+        path=True,
+    )
+    warehouse_dir: str = setting("./data/warehouse", "spark.sql.warehouse.dir", path=True)
+    checkpoint_dir: str = setting("./data/checkpoints", "checkpoint folder of iterative jobs", path=True)
+    conf: dict[str, Any] = setting(
+        LOCAL_SPARK_CONF, "Spark settings, merged key by key over these defaults (a key set to null is removed)"
+    )
+
+
+@dataclass
+class TrackingSettings:
+    uri: str = setting("sqlite:///./data/mlflow.db", "MLflow tracking URI (SQLite file, http://..., databricks)")
+    experiment: str = setting("kgbrink", "MLflow experiment of every run")
+    artifact_location: str | None = setting("./data/mlflow-artifacts", "artifact store of a new experiment", path=True)
+
+
+@dataclass
+class IngestSettings:
+    max_bad_fraction: float = setting(0.001, "fail when quarantined lines exceed this share of the input lines")
+    broadcast_dictionaries: bool = setting(
+        True, "join the key -> id dictionaries by broadcast (one machine, up to ~10M keys); off on a cluster"
+    )
+
+
+@dataclass
+class StatsSettings:
+    splits: list[str] = setting(["train"], "splits the popularity statistics are computed on")
+    broadcast_entity_degrees: bool = setting(True, "join d(e) to the (entity, relation) counts by broadcast")
+
+
+@dataclass
+class ScoringSettings:
+    alphas: list[float] = setting([1.0, 0.5, 0.0, -0.5, -1.0], "PROBE alphas of `kgbrink score`")
+    betas: list[float] = setting([0.0, 0.2, 0.4, 0.6, 0.8], "PROBE betas")
+    hits: list[int] = setting([1, 3, 10], "Hits@K")
+    p_values: list[float] = setting([0.25, 0.33, 0.67], "p-MRR exponents")
+    popularity_groups: int = setting(4, "popularity groups of the Fig. 11 breakdown (0: none)")
+    max_bad_fraction: float = setting(0.001, "fail when quarantined rank rows exceed this share of the input rows")
+    parquet_statistics: bool = setting(
+        True, "skip row checks that Parquet footers prove cannot fail (statistics trusted as Spark's filters do)"
+    )
+    batch_bytes: int = setting(1 << 30, "rank files are scored in batches of whole files up to this many bytes")
+    broadcast_tables: bool = setting(True, "broadcast dictionaries and popularity tables to the rank scan")
+
+
+@dataclass
+class MiningSettings:
+    splits: list[str] | None = setting(None, "triples the rules are mined on (null: every split of the dataset)")
+    max_atoms: int = setting(3, "atoms per rule counting the head (AMIE3 -maxad)")
+    min_head_coverage: float = setting(0.1, "AMIE3 -minhc")
+    min_std_confidence: float = setting(0.3, "AMIE3 -minc")
+    min_pca_confidence: float = setting(0.4, "AMIE3 -minpca")
+    min_support: int = setting(0, "support floor on top of head coverage (0: off)")
+    min_initial_support: int = setting(100, "AMIE3 -minis: facts a head relation needs")
+    recursivity_limit: int = setting(3, "a relation at most this many times per rule, head included")
+    max_body_paths: int = setting(2_000_000_000, "fail instead of joining more rows for one rule shape's body sizes")
+    broadcast_edges: bool = setting(False, "ship the edge table to every task for the rule joins")
+    rows_per_batch: int = setting(50_000_000, "head facts of a shape above this many rows are mined in hash buckets")
+    adaptive_min_edges: int = setting(1_000_000, "KGs with fewer edges are mined without adaptive query execution")
+
+
+@dataclass
+class GroundingSettings:
+    seed: int = setting(0, "seed of the per-rule grounding samples (kgbrink ground --per-rule N)")
+
+
+@dataclass
+class SynthSettings:
+    triples: int = setting(200_000, "distinct triples of the generated sample KG (`make run`)")
+    seed: int = setting(7, "seed of the generator")
+    malformed_fraction: float = setting(0.0, "share of extra malformed lines")
+    duplicate_fraction: float = setting(0.0, "share of extra exact duplicate lines")
+
+
+@dataclass
+class VariantSettings:
+    name: str = setting("brink", "variant name: <dataset>/variants/<name>/")
+    groundings_per_rule: int = setting(30, "groundings sampled per rule by seeded hash (BRINK Sec. 3.2)")
+    seed: int = setting(0, "seed of every random choice of a build")
+    removal_mode: str = setting("maximal", "maximal (kgbrink's extension) or reference (the published rule)")
+    tau: float = setting(0.05, "Alg. 1: an answer entity keeps at most floor(tau |Q|) questions")
+    max_answers: int = setting(1000, "questions with more answers are dropped (and counted)")
+    split_ratios: list[float] = setting([0.8, 0.1, 0.1], "train : valid : test of the questions (Sec. 3.3)")
+    templates: dict[str, str] = setting(
+        {"forward": "What is the {relation} of {topic}?", "inverse": "Which entity has {topic} as its {relation}?"},
+        "question text: forward when the topic is the head, inverse when it is the tail",
+    )
+
+
+SECTIONS = {
+    "spark": SparkSettings,
+    "tracking": TrackingSettings,
+    "ingest": IngestSettings,
+    "stats": StatsSettings,
+    "scoring": ScoringSettings,
+    "mining": MiningSettings,
+    "grounding": GroundingSettings,
+    "synth": SynthSettings,
+    "variant": VariantSettings,
+}
+TOP_LEVEL = {
+    "env": (str, "local", "environment name (recorded with every MLflow run)"),
+    "data_dir": (str, "./data", "root of the embedded default's data (sample KG, reports)"),
+    "dataset": (str | None, None, "dataset of jobs run without --dataset (null: --dataset is required)"),
+    "log_dir": (str, "./data/logs", "local folder of the JVM log and the traces of failed jobs"),
+}
+PATH_TOP_LEVEL = {"data_dir", "dataset", "log_dir"}
+
+
+@dataclass
+class Settings:
+    env: str
+    data_dir: str
+    dataset: str | None
+    log_dir: str
+    spark: SparkSettings
+    tracking: TrackingSettings
+    ingest: IngestSettings
+    stats: StatsSettings
+    scoring: ScoringSettings
+    mining: MiningSettings
+    grounding: GroundingSettings
+    synth: SynthSettings
+    variant: VariantSettings
+    source: str = "<defaults>"
+    overrides: list[str] = field(default_factory=list)
+
+    def get(self, dotted: str, default: Any = MISSING) -> Any:
+        """A setting by its dotted key (``spark.conf.<key>`` names one Spark setting)."""
+        node: Any = self
+        for part in _key_parts(dotted):
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            elif not isinstance(node, Mapping) and hasattr(node, part) and part not in ("source", "overrides"):
+                node = getattr(node, part)
+            elif default is not MISSING:
+                return default
+            else:
+                raise ConfigError(f"{self.source}: unknown setting '{dotted}'{_closest(dotted)}")
+        return node
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: getattr(self, k) for k in TOP_LEVEL}
+        for name in SECTIONS:
+            section = getattr(self, name)
+            out[name] = {f.name: _plain(getattr(section, f.name)) for f in fields(section)}
+        return out
+
+    def with_overrides(self, assignments: list[str]) -> Settings:
+        """A copy with ``key=value`` assignments applied, each parsed by the setting's declared type."""
+        values = self.as_dict()
+        for item in assignments:
+            _assign(values, item)
+        return _build(values, self.source, [*self.overrides, *assignments])
+
+    def require_dataset(self, given: str | None) -> str:
+        """``given`` (``--dataset``) or the configured dataset; an empty value is an error."""
+        if given is not None:
+            if not str(given).strip():
+                raise ConfigError("--dataset is empty")
+            return resolve_location(given)
+        if not self.dataset:
+            raise ConfigError(f"no --dataset given and no 'dataset' in {self.source}")
+        return self.dataset
+
+
+def _plain(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value
+
+
+def _key_parts(dotted: str) -> list[str]:
+    parts = dotted.strip().split(".")
+    # Spark keys contain dots themselves: everything after spark.conf. is one key.
+    if parts[:2] == ["spark", "conf"] and len(parts) > 2:
+        return ["spark", "conf", ".".join(parts[2:])]
+    return parts
+
+
+def valid_keys() -> list[str]:
+    keys = list(TOP_LEVEL)
+    for name, cls in SECTIONS.items():
+        keys.extend(f"{name}.{f.name}" for f in fields(cls))
+    return keys
+
+
+def _closest(key: str) -> str:
+    match = difflib.get_close_matches(key, valid_keys(), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _declared(key: str) -> tuple[Any, bool]:
+    """The declared type of a dotted key and whether it is a path setting."""
+    parts = key.split(".")
+    if len(parts) == 1 and parts[0] in TOP_LEVEL:
+        return TOP_LEVEL[parts[0]][0], parts[0] in PATH_TOP_LEVEL
+    if len(parts) == 2 and parts[0] in SECTIONS:
+        hints = typing.get_type_hints(SECTIONS[parts[0]])
+        for f in fields(SECTIONS[parts[0]]):
+            if f.name == parts[1]:
+                return hints[f.name], f.metadata.get("path", False)
+    raise ConfigError(f"unknown setting '{key}'{_closest(key)}")
+
+
+def _assign(values: dict[str, Any], item: str) -> None:
+    """Apply one ``key=value`` override; the value is read as YAML, then coerced to the declared type."""
+    if "=" not in item:
+        raise ConfigError(f"override '{item}' is not of the form key=value")
+    key, raw = item.split("=", 1)
+    parts = _key_parts(key)
+    try:
+        parsed = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        parsed = raw
+    if parts[:2] == ["spark", "conf"] and len(parts) == 3:
+        values["spark"]["conf"][parts[2]] = parsed
+        return
+    kind, _ = _declared(".".join(parts))
+    if kind is str or (typing.get_origin(kind) in (types.UnionType, typing.Union) and str in typing.get_args(kind)):
+        parsed = None if parsed is None else raw  # a name stays as written ('007' is not 7)
+    if len(parts) == 1:
+        values[parts[0]] = parsed
+    else:
+        values[parts[0]][parts[1]] = parsed
+
+
+def _build(values: Mapping[str, Any], source: str, overrides: list[str]) -> Settings:
+    """Typed settings from a mapping of the file's values over the defaults; unknown keys are errors."""
+    kwargs: dict[str, Any] = {}
+    for key in values:
+        if key not in TOP_LEVEL and key not in SECTIONS:
+            raise ConfigError(f"{source}: unknown setting '{key}'{_closest(key)}")
+    for key, (kind, default, _doc) in TOP_LEVEL.items():
+        value = coerce(key, values.get(key, default), kind)
+        kwargs[key] = resolve_location(value) if key in PATH_TOP_LEVEL else value
+    for name, cls in SECTIONS.items():
+        given = values.get(name) or {}
+        if not isinstance(given, Mapping):
+            raise ConfigError(f"{source}: '{name}' must be a mapping of settings")
+        section = cls()
+        hints = typing.get_type_hints(cls)
+        known = {f.name: f for f in fields(cls)}
+        for key, value in given.items():
+            if key not in known:
+                raise ConfigError(f"{source}: unknown setting '{name}.{key}'{_closest(f'{name}.{key}')}")
+            if name == "spark" and key == "conf":
+                if not isinstance(value, Mapping):
+                    raise ConfigError(f"{source}: spark.conf must be a mapping of Spark settings")
+                merged = {**section.conf, **{str(k): v for k, v in value.items()}}
+                value = {k: v for k, v in merged.items() if v is not None}
+            setattr(section, key, coerce(f"{name}.{key}", value, hints[key]))
+        for f in fields(cls):
+            if f.metadata.get("path"):
+                current = getattr(section, f.name)
+                resolved = (
+                    [resolve_location(p) for p in current] if isinstance(current, list) else resolve_location(current)
+                )
+                setattr(section, f.name, resolved)
+        kwargs[name] = section
+    return _validate(Settings(**kwargs, source=source, overrides=list(overrides)))
+
+
+def _validate(settings: Settings) -> Settings:
+    for key in ("ingest.max_bad_fraction", "scoring.max_bad_fraction"):
+        fraction = settings.get(key)
+        if not 0 <= fraction <= 1:
+            raise ConfigError(f"{settings.source}: {key} must be a number in [0, 1], got {fraction!r}")
+    if settings.scoring.batch_bytes < 1:
+        raise ConfigError(f"{settings.source}: scoring.batch_bytes must be a positive integer")
+    for key in ("stats.splits", "mining.splits"):
+        splits = settings.get(key)
+        if splits is not None and (not splits or not all(s.strip() for s in splits)):
+            raise ConfigError(f"{settings.source}: {key} must be a non-empty list of split names")
+    if settings.variant.removal_mode not in ("maximal", "reference"):
+        raise ConfigError(f"{settings.source}: variant.removal_mode must be maximal or reference")
+    return settings
 
 
 def is_uri(path: str) -> bool:
@@ -75,8 +336,8 @@ def is_uri(path: str) -> bool:
     return "://" in str(path)
 
 
-def resolve_location(path: str, base: Path | None = None) -> str:
-    """Absolute local path for a relative one; URIs unchanged."""
+def resolve_location(path: str | None, base: Path | None = None) -> str | None:
+    """Absolute local path for a relative one; URIs and None unchanged."""
     if path is None or is_uri(path):
         return path
     p = Path(os.path.expanduser(str(path)))
@@ -85,78 +346,24 @@ def resolve_location(path: str, base: Path | None = None) -> str:
     return str(p.resolve())
 
 
-@dataclass
-class Config:
-    values: dict[str, Any]
-    source: str = "<dict>"
-    overrides: list[str] = field(default_factory=list)
-
-    def get(self, dotted: str, default: Any = _MISSING) -> Any:
-        node: Any = self.values
-        for part in dotted.split("."):
-            if isinstance(node, Mapping) and part in node:
-                node = node[part]
-            elif default is _MISSING:
-                raise ConfigError(f"{self.source}: missing setting '{dotted}'")
-            else:
-                return default
-        return node
-
-    def location(self, dotted: str) -> str:
-        """A path-valued setting, resolved (see :func:`resolve_location`)."""
-        return resolve_location(self.get(dotted))
-
-    def with_overrides(self, assignments: list[str]) -> Config:
-        """Copy with ``a.b.c=value`` assignments applied; values are parsed as YAML scalars."""
-        values = copy.deepcopy(self.values)
-        for item in assignments:
-            if "=" not in item:
-                raise ConfigError(f"override '{item}' is not of the form key=value")
-            key, raw = item.split("=", 1)
-            node = values
-            parts = key.strip().split(".")
-            # Spark keys contain dots themselves: everything after spark.conf. is one key.
-            if parts[:2] == ["spark", "conf"] and len(parts) > 2:
-                parts = ["spark", "conf", ".".join(parts[2:])]
-            for part in parts[:-1]:
-                node = node.setdefault(part, {})
-                if not isinstance(node, dict):
-                    raise ConfigError(f"override '{item}': '{part}' is not a section")
-            node[parts[-1]] = yaml.safe_load(raw)
-        return Config(values, self.source, [*self.overrides, *assignments])
-
-    def validate(self) -> Config:
-        for key in REQUIRED_KEYS:
-            self.get(key)
-        for key in ("ingest.max_bad_fraction", "scoring.max_bad_fraction"):
-            fraction = self.get(key)
-            if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
-                raise ConfigError(f"{self.source}: {key} must be a number in [0, 1], got {fraction!r}")
-        batch = self.get("scoring.batch_bytes")
-        if not isinstance(batch, int) or batch < 1:
-            raise ConfigError(f"{self.source}: scoring.batch_bytes must be a positive integer, got {batch!r}")
-        if not isinstance(self.get("spark.conf"), Mapping):
-            raise ConfigError(f"{self.source}: spark.conf must be a mapping of Spark settings")
-        splits = self.get("stats.splits")
-        if not isinstance(splits, list) or not splits or not all(isinstance(s, str) for s in splits):
-            raise ConfigError(f"{self.source}: stats.splits must be a non-empty list of split names")
-        return self
-
-
 def default_config_path() -> Path:
     """``$KGBRINK_CONF`` if set, else ``conf/local.yaml`` of the working directory."""
     return Path(os.environ.get("KGBRINK_CONF", "conf/local.yaml"))
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Read and validate a YAML config; ``overrides`` are ``key=value`` strings."""
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Settings:
+    """Settings of an environment file over the defaults, with ``key=value`` overrides applied."""
     path = Path(path) if path else default_config_path()
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        values = yaml.safe_load(path.read_text())
+        values = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    return Config(values, str(path)).with_overrides(overrides or []).validate()
+    base = _build(values, str(path), [])
+    return base.with_overrides(overrides or []) if overrides else base
+
+
+assert all(is_dataclass(cls) for cls in SECTIONS.values())

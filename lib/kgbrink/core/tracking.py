@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kgbrink.core.delta import TableVersion
-from kgbrink.core.settings import Config, is_uri, resolve_location
+from kgbrink.core.settings import Settings, is_uri, resolve_location
 
 
 @dataclass
@@ -37,6 +37,8 @@ class JobSummary:
     extra: dict[str, Any] = field(default_factory=dict)
     # Files (plots, reports) logged as MLflow artifacts.
     artifacts: list[str] = field(default_factory=list)
+    # What a person looks at first (release directory, report): shown in the human summary.
+    highlights: dict[str, str] = field(default_factory=dict)
 
     @contextmanager
     def timed(self, step: str) -> Iterator[None]:
@@ -61,6 +63,7 @@ class JobSummary:
             **({"results": self.results} if self.results else {}),
             **self.extra,
             **({"artifacts": self.artifacts} if self.artifacts else {}),
+            **({"highlights": self.highlights} if self.highlights else {}),
         }
 
     def write_json(self, path: str | Path) -> None:
@@ -82,31 +85,33 @@ def _metric_key(key: str) -> str:
     return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in key)
 
 
-def record_in_mlflow(config: Config, summary: JobSummary) -> str:
+def record_in_mlflow(config: Settings, summary: JobSummary) -> str:
     """Log ``summary`` as one MLflow run; returns its run id."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
-    logging.getLogger("alembic").setLevel(logging.WARNING)
-    logging.getLogger("mlflow").setLevel(logging.WARNING)
     import mlflow
 
-    uri = config.get("tracking.uri")
+    # After the import: MLflow sets its own loggers to INFO when it is imported.
+    for name in ("alembic", "mlflow"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+    uri = config.tracking.uri
     if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
         # Relative SQLite paths are relative to the working directory: make that explicit.
         db = resolve_location(uri[len("sqlite:///") :])
         Path(db).parent.mkdir(parents=True, exist_ok=True)
         uri = f"sqlite:///{db}"
     mlflow.set_tracking_uri(uri)
-    name = config.get("tracking.experiment")
+    name = config.tracking.experiment
     experiment = mlflow.get_experiment_by_name(name)
     if experiment is None:
-        artifacts = config.get("tracking.artifact_location", None)
+        artifacts = config.tracking.artifact_location
         if artifacts and not is_uri(artifacts):
             artifacts = Path(resolve_location(artifacts)).as_uri()
         experiment_id = mlflow.create_experiment(name, artifact_location=artifacts)
     else:
         experiment_id = experiment.experiment_id
     with mlflow.start_run(experiment_id=experiment_id, run_name=summary.job) as run:
-        mlflow.set_tags({"job": summary.job, "status": summary.status, "env": config.get("env")})
+        mlflow.set_tags({"job": summary.job, "status": summary.status, "env": config.env})
         params: dict[str, Any] = {}
         _flatten("", summary.params, params)
         for role, tables in (("input", summary.inputs), ("output", summary.outputs)):

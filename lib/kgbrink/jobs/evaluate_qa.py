@@ -14,9 +14,11 @@ record without the needed fields fails the job with ``file:line``.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from kgbrink.brink import qa_metrics
+from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.tracking import JobSummary
 
 
@@ -75,13 +77,36 @@ def read_predictions(path: Path, questions: dict[str, dict]) -> dict[str, str | 
     return predictions
 
 
-def run(question_paths: list[str], predictions_path: str, scheme: str, per_question: str | None = None) -> JobSummary:
+@dataclass
+class EvaluateQAOptions:
+    questions: list[str] = arg(
+        help="question JSON Lines file of a release (repeatable)", action="append", required=True, factory=list
+    )
+    predictions: str = arg(None, 'JSON Lines: {"id": ..., "prediction": "raw output" or [answers]}', required=True)
+    scheme: str = arg(
+        "private_id", "entity naming of questions and predictions", choices=["private_id", "entity_id", "text_label"]
+    )
+    per_question: str | None = arg(None, "also write per-question scores (JSON Lines) here")
+
+
+@job(
+    "evaluate-qa",
+    "BRINK QA metrics (Hits@Any, P, R, F1, Hits@Hard, HHR, permissive) of predictions",
+    EvaluateQAOptions,
+    spark=False,
+    steps=1,
+)
+def run(ctx: JobContext, opts: EvaluateQAOptions) -> JobSummary:
+    question_paths, predictions_path, scheme, per_question = (
+        opts.questions,
+        opts.predictions,
+        opts.scheme,
+        opts.per_question,
+    )
     if scheme not in ("private_id", "entity_id", "text_label"):
         raise QAInputError(f"--scheme must be private_id, entity_id or text_label, got {scheme!r}")
-    summary = JobSummary(
-        "evaluate-qa", params={"questions": ",".join(question_paths), "predictions": predictions_path, "scheme": scheme}
-    )
-    with summary.timed("evaluate"):
+    summary = ctx.begin(questions=",".join(question_paths), predictions=predictions_path, scheme=scheme)
+    with ctx.step("evaluate"):
         questions = read_questions([Path(p) for p in question_paths])
         predictions = read_predictions(Path(predictions_path), questions)
         scored = {

@@ -7,69 +7,54 @@ seeded hash of each grounding (:mod:`kgbrink.rules.grounding`).
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from dataclasses import dataclass
+
 from pyspark.sql import functions as F
 
-from kgbrink.core.delta import (
-    TableVersion,
-    latest_version,
-    read_table,
-    table_path,
-    write_table,
-)
-from kgbrink.core.settings import Config
+from kgbrink.core import catalog
+from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
-from kgbrink.jobs.mine import read_rules
+from kgbrink.kg.dataset import dataset_splits
 from kgbrink.rules import grounding
+from kgbrink.rules.table import read_rules
 
 
-def run(
-    spark: SparkSession,
-    config: Config,
-    dataset: str,
-    rules_path: str | None = None,
-    out: str | None = None,
-    per_rule: int | None = None,
-    seed: int | None = None,
-    splits: list[str] | None = None,
-) -> JobSummary:
-    rules_path = rules_path or table_path(dataset, "rules")
-    out = out or table_path(dataset, "groundings")
-    splits = sorted(splits or config.get("mining.splits"))
-    seed = int(config.get("grounding.seed") if seed is None else seed)
-    summary = JobSummary(
-        "ground",
-        params={
-            "dataset": dataset,
-            "rules": rules_path,
-            "out": out,
-            "per_rule": per_rule,
-            "seed": seed,
-            "splits": ",".join(splits),
-        },
+@dataclass
+class GroundOptions:
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    rules: str | None = arg(None, "rules Delta table (default: <dataset>/rules)")
+    out: str | None = arg(None, "output Delta table (default: <dataset>/groundings)")
+    per_rule: int | None = arg(None, "at most this many groundings per rule, by seeded hash (default: all)", type=int)
+    seed: int | None = arg(None, "sampling seed (default: setting grounding.seed)", type=int)
+    splits: list[str] | None = arg(
+        None, "comma-separated splits of the KG (default: setting mining.splits, else all)", convert=names
     )
-    for name, path in (
-        ("rules", rules_path),
-        ("relations", table_path(dataset, "relations")),
-        ("triples", table_path(dataset, "triples")),
-    ):
-        summary.inputs[name] = TableVersion(path, latest_version(spark, path))
+
+
+@job("ground", "groundings of a rules table (all, or a seeded sample per rule)", GroundOptions, steps=1)
+def run(ctx: JobContext, opts: GroundOptions) -> JobSummary:
+    spark, config = ctx.spark, ctx.config
+    dataset = config.require_dataset(opts.dataset)
+    rules_path = opts.rules or catalog.path("rules", dataset=dataset)
+    out = opts.out or catalog.path("groundings", dataset=dataset)
+    per_rule = opts.per_rule
+    seed = int(config.grounding.seed if opts.seed is None else opts.seed)
+    summary = ctx.begin(dataset=dataset, rules=rules_path, out=out, per_rule=per_rule, seed=seed)
+    ctx.read("rules", rules_path)
+    relations = ctx.read("relations", catalog.path("relations", dataset=dataset))
+    triples = ctx.read("triples", catalog.path("triples", dataset=dataset))
+    splits = sorted(opts.splits or config.mining.splits or dataset_splits(triples))
+    summary.params["splits"] = ",".join(splits)
     rules = read_rules(spark, rules_path, summary.inputs["rules"].version)
-    relation_ids = {
-        r["key"]: r["id"]
-        for r in read_table(spark, summary.inputs["relations"].path, summary.inputs["relations"].version)
-        .select("id", "key")
-        .collect()
-    }
-    triples = read_table(spark, summary.inputs["triples"].path, summary.inputs["triples"].version)
+    relation_ids = {r["key"]: r["id"] for r in relations.select("id", "key").collect()}
     triples = triples.filter(F.col("split").isin(splits)).select("h", "r", "t")
-    with summary.timed("ground"):
+    with ctx.step("ground"):
         try:
             found = grounding.groundings(rules, triples, relation_ids, per_rule, seed)
         except grounding.GroundingError as e:
             raise JobFailed(f"{rules_path}: {e}", summary) from None
-        summary.outputs["groundings"] = write_table(found, out, description=f"groundings of {len(rules)} rules")
-    written = read_table(spark, out, summary.outputs["groundings"].version)
+        ctx.write("groundings", found, out, description=f"groundings of {len(rules)} rules")
+    written = ctx.written("groundings")
     per = written.groupBy("rule_id").count()
     stats = per.agg(
         F.count(F.lit(1)).alias("rules"), F.min("count").alias("min"), F.max("count").alias("max")

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, replace
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from kgbrink.core import catalog
+from kgbrink.core import quarantine as Q
 from kgbrink.core.delta import (
-    TableVersion,
-    latest_version,
-    read_table,
     table_exists,
     table_path,
-    write_table,
 )
 from kgbrink.core.files import (
     IngestInputs,
@@ -30,18 +28,15 @@ from kgbrink.core.files import (
     delete_if_empty,
     delete_path,
     given_path,
-    probe_inputs,
     read_lines,
     reported_path,
     require_files,
-    wikidata5m_inputs,
 )
 from kgbrink.core.frames import tasks_for
-from kgbrink.core.settings import Config
+from kgbrink.core.jobs import JobContext, job
 from kgbrink.core.tracking import JobSummary
+from kgbrink.jobs.ingest_options import IngestOptions, resolve_inputs, triple_format
 from kgbrink.kg import ingest as T
-
-FORMATS = ("wikidata5m", "probe", "delimited", "ntriples")
 
 
 class IngestError(RuntimeError):
@@ -54,71 +49,6 @@ class IngestError(RuntimeError):
     def __init__(self, *args):
         self.summary = args[0] if args and isinstance(args[0], JobSummary) else None
         super().__init__(*(a for a in args if not isinstance(a, JobSummary)))
-
-
-@dataclass
-class IngestOptions:
-    dataset: str
-    format: str = "wikidata5m"
-    input: str | None = None
-    splits: dict[str, list[str]] = field(default_factory=dict)
-    variant: str = "transductive"
-    delimiter: str = "\t"
-    columns: str = "h,r,t"
-    quote: str | None = None
-    entity_pattern: str | None = None
-    relation_pattern: str | None = None
-    entity_aliases: str | None = None
-    relation_aliases: str | None = None
-    label_language: str = "en"
-
-
-def resolve_inputs(spark: SparkSession, opts: IngestOptions) -> IngestInputs:
-    if opts.format not in FORMATS:
-        raise InputError(f"unknown format '{opts.format}' (one of {', '.join(FORMATS)})")
-    if opts.format == "wikidata5m" and opts.input:
-        inputs = wikidata5m_inputs(spark, opts.input, opts.variant)
-    elif opts.format == "probe" and opts.input:
-        inputs = probe_inputs(spark, opts.input)
-    elif opts.input:
-        raise InputError(f"--input DIR is for wikidata5m and probe; give {opts.format} files with --split NAME=PATH")
-    else:
-        inputs = IngestInputs(dict(opts.splits))
-    if opts.input and opts.splits:
-        inputs = IngestInputs(
-            {**inputs.splits, **opts.splits},
-            inputs.entity_aliases,
-            inputs.relation_aliases,
-            inputs.entity_dict,
-            inputs.relation_dict,
-        )
-    if opts.format == "ntriples" and opts.entity_aliases:
-        raise InputError(
-            "N-Triples entity labels come from the dump's rdfs:label lines; --entity-aliases is not used with --format ntriples"
-        )
-    inputs.entity_aliases = opts.entity_aliases or inputs.entity_aliases
-    inputs.relation_aliases = opts.relation_aliases or inputs.relation_aliases
-    return inputs
-
-
-def triple_format(opts: IngestOptions) -> T.TripleFormat:
-    """The line layout and key rules of ``opts.format``, with any pattern the user overrides.
-
-    Wikidata keys travel as integers (:class:`kgbrink.kg.ingest.KeyCodec`) unless a custom pattern makes
-    that mapping unsafe.
-    """
-    base = {"wikidata5m": T.WIKIDATA5M, "ntriples": T.NTRIPLES}.get(opts.format, T.PROBE)
-    custom = bool(opts.entity_pattern or opts.relation_pattern)
-    return T.TripleFormat(
-        opts.format,
-        delimiter=opts.delimiter,
-        columns=tuple(c.strip() for c in opts.columns.split(",")),
-        quote=opts.quote,
-        entity_pattern=opts.entity_pattern or base.entity_pattern,
-        relation_pattern=opts.relation_pattern or base.relation_pattern,
-        entity_codec=T.STRING_KEYS if custom else base.entity_codec,
-        relation_codec=T.STRING_KEYS if custom else base.relation_codec,
-    )
 
 
 def load_dictionary(spark: SparkSession, path: str) -> DataFrame:
@@ -201,9 +131,9 @@ def _count_lines(counts) -> dict:
     out: dict = {"lines": defaultdict(int), "ok": defaultdict(int), "quarantined": Counter(), "skipped": Counter()}
     for row in counts:
         out["lines"][row["split"]] += row["lines"]
-        if row["status"] == T.OK:
+        if row["status"] == Q.OK:
             out["ok"][row["split"]] += row["lines"]
-        elif row["status"] == T.QUARANTINED:
+        elif row["status"] == Q.QUARANTINED:
             out["quarantined"][row["reason"]] += row["lines"]
         else:
             out["skipped"][row["reason"]] += row["lines"]
@@ -217,11 +147,14 @@ def _count_lines(counts) -> dict:
 LINE_STATE = ["split", "source_file", "block_start", "row_id", "status", "reason"]
 
 
-def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
-    summary = JobSummary("ingest", params={k: v for k, v in asdict(opts).items() if v not in (None, {}, "")})
+@job("ingest", "a KG dump into a dataset's Delta tables", IngestOptions, steps=6)
+def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
+    spark, config = ctx.spark, ctx.config
+    opts = replace(opts, dataset=config.require_dataset(opts.dataset))
+    ctx.begin(**{k: v for k, v in asdict(opts).items() if v not in (None, {}, "")})
     ds = opts.dataset
-    paths = {name: table_path(ds, name) for name in ("entities", "relations", "triples", "quarantine")}
-    with summary.timed("resolve_inputs"):
+    paths = {name: catalog.path(name, dataset=ds) for name in ("entities", "relations", "triples", "quarantine")}
+    with ctx.step("resolve_inputs"):
         inputs = resolve_inputs(spark, opts)
         require_files(spark, inputs.all_files)
     # The dictionaries being extended, pinned to their current version (they are overwritten below).
@@ -229,8 +162,7 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
     for name in ("entities", "relations"):
         previous[name] = None
         if table_exists(spark, paths[name]):
-            summary.inputs[name] = TableVersion(paths[name], latest_version(spark, paths[name]))
-            previous[name] = read_table(spark, paths[name], version=summary.inputs[name].version)
+            previous[name] = ctx.read(name, paths[name])
     vocab = ids_seed = None
     if inputs.entity_dict:
         # The release's dictionaries close the vocabulary; merged with the dataset's they give the ids.
@@ -256,7 +188,7 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
         return spark.read.parquet(f"{staging}/{name}")
 
     try:
-        with summary.timed("parse_and_count_lines"):
+        with ctx.step("parse_and_count_lines"):
             codecs = {"entities": fmt.entity_codec, "relations": fmt.relation_codec}
             label_columns = []
             if "label_key" in parsed.columns:
@@ -280,48 +212,39 @@ def run(spark: SparkSession, config: Config, opts: IngestOptions) -> JobSummary:
             nt_labels = None
             if label_columns:
                 nt_labels = triples_state.filter(F.col("label_code").isNotNull()).select(
-                    F.col("label_code").alias("code"), "label", F.lit(T.OK).alias("status")
+                    F.col("label_code").alias("code"), "label", F.lit(Q.OK).alias("status")
                 )
-            counts = [row for frame in [triples_state, *alias_state.values()] for row in T.line_counts(frame).collect()]
-        return _write_dataset(
-            spark,
-            config,
-            opts,
-            fmt,
-            summary,
-            inputs,
-            paths,
-            previous,
-            ids_seed,
-            parsed,
-            aliases,
-            nt_labels,
-            triples_state,
-            alias_state,
-            counts,
+            counts = [row for frame in [triples_state, *alias_state.values()] for row in Q.line_counts(frame).collect()]
+        state = _Parsed(
+            inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts
         )
+        return _write_dataset(ctx, opts, fmt, state)
     finally:
         delete_path(spark, staging)
         delete_if_empty(spark, table_path(ds, "_staging"))
 
 
-def _write_dataset(
-    spark,
-    config,
-    opts,
-    fmt,
-    summary,
-    inputs,
-    paths,
-    previous,
-    ids_seed,
-    parsed,
-    aliases,
-    nt_labels,
-    triples_state,
-    alias_state,
-    counts,
-) -> JobSummary:
+@dataclass
+class _Parsed:
+    """What the parse step hands to the writes: inputs, table paths, the pinned dictionaries, parsed frames."""
+
+    inputs: IngestInputs
+    paths: dict[str, str]
+    previous: dict[str, DataFrame | None]
+    ids_seed: tuple | None
+    parsed: DataFrame
+    aliases: dict
+    nt_labels: DataFrame | None
+    triples_state: DataFrame
+    alias_state: dict
+    counts: list
+
+
+def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, state: _Parsed) -> JobSummary:
+    spark, config, summary = ctx.spark, ctx.config, ctx.summary
+    inputs, paths, previous, ids_seed = state.inputs, state.paths, state.previous, state.ids_seed
+    parsed, aliases, nt_labels, counts = state.parsed, state.aliases, state.nt_labels, state.counts
+    triples_state, alias_state = state.triples_state, state.alias_state
     seen_files = {reported_path(row["source_file"]) for row in counts}
     unread = [p for p in inputs.all_files if given_path(p) not in seen_files]
     if unread:
@@ -334,21 +257,19 @@ def _write_dataset(
     all_lines = total_lines + sum(alias_tally["lines"].values())
     all_bad = bad_lines + sum(alias_tally["quarantined"].values())
 
-    with summary.timed("write_quarantine"):
-        quarantine = spark.createDataFrame([], T.QUARANTINE_SCHEMA)
+    with ctx.step("write_quarantine"):
+        quarantine = spark.createDataFrame([], Q.QUARANTINE_SCHEMA)
         if all_bad:
-            offsets = T.block_offsets(spark.createDataFrame(counts, schema=T.line_counts(triples_state).schema))
+            offsets = Q.block_offsets(spark.createDataFrame(counts, schema=Q.line_counts(triples_state).schema))
             for frame in [parsed, *(a for a in aliases.values() if a is not None)]:
-                quarantine = quarantine.unionByName(T.quarantine_rows(frame, offsets))
-        summary.outputs["quarantine"] = write_table(
-            quarantine.coalesce(1), paths["quarantine"], description="ingest quarantine"
-        )
+                quarantine = quarantine.unionByName(Q.quarantine_rows(frame, offsets))
+        ctx.write("quarantine", quarantine.coalesce(1), paths["quarantine"], description="ingest quarantine")
         if summary.outputs["quarantine"].rows not in (None, all_bad):
             raise IngestError(
                 f"internal: {all_bad} lines were classified as malformed but {summary.outputs['quarantine'].rows} reached the quarantine table"
             )
     fraction = all_bad / all_lines if all_lines else 0.0
-    max_fraction = float(config.get("ingest.max_bad_fraction"))
+    max_fraction = float(config.ingest.max_bad_fraction)
     summary.counts.update(
         lines=total_lines,
         lines_per_split={s: tally["lines"][s] for s in triple_splits},
@@ -368,13 +289,13 @@ def _write_dataset(
             f"= {max_fraction:g} ({top}); nothing was written but the quarantine table {paths['quarantine']}",
         )
 
-    good = triples_state.filter(F.col("status") == T.OK)
-    broadcast = bool(config.get("ingest.broadcast_dictionaries"))
+    good = triples_state.filter(F.col("status") == Q.OK)
+    broadcast = bool(config.ingest.broadcast_dictionaries)
     previous_rows = {name: frame.count() if frame is not None else None for name, frame in previous.items()}
     shuffle_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     # tasks for the two de-duplications of nearly distinct rows: the entity codes and the encoded triples
     partitions = tasks_for(sum(tally["ok"].values()), T.TRIPLES_PER_DEDUPLICATION_TASK, shuffle_partitions)
-    with summary.timed("dictionaries"):
+    with ctx.step("dictionaries"):
         dictionaries = {}
         duplicate_alias_lines, unused_alias_lines = {}, {}
         # entity codes are nearly distinct (de-duplicated in small tasks); relation codes are few
@@ -395,29 +316,27 @@ def _write_dataset(
             used = Observation(f"{name}_label_lines")
             table = T.with_labels(ids, codec, labels, _with_codes(previous[name], codec))
             table = table.observe(used, F.sum("label_lines").alias("lines")).drop("label_lines")
-            summary.outputs[name] = write_table(table, paths[name], description=f"ingest {opts.format}")
+            ctx.write(name, table, paths[name], description=f"ingest {opts.format}")
             if labels is not None:
                 labels.unpersist()
                 # alias lines that label no key: repeats of a labelled key, and the lines of keys without an id (in no triple)
                 duplicate_alias_lines[name] = (given["lines"] or 0) - given["keys"]
                 unused_alias_lines[name] = (given["lines"] or 0) - (used.get["lines"] or 0)
-            written = read_table(spark, paths[name], version=summary.outputs[name].version)
+            written = ctx.written(name)
             dictionaries[name] = written.select("id", codec.code(F.col("key")).alias("code"))
         new_keys = {name: summary.outputs[name].rows - (previous_rows[name] or 0) for name in ("entities", "relations")}
 
-    with summary.timed("encode_and_write_triples"):
+    with ctx.step("encode_and_write_triples"):
         sizes = (summary.outputs["entities"].rows, summary.outputs["relations"].rows)
         triples = T.encode_triples(
             good, dictionaries["entities"], dictionaries["relations"], broadcast, triple_splits, sizes, partitions
         )
         # The small de-duplication tasks' output is written by as many tasks as any other shuffle makes.
         triples = triples.coalesce(shuffle_partitions)
-        summary.outputs["triples"] = write_table(
-            triples, paths["triples"], partition_by=["split"], description=f"ingest {opts.format}"
-        )
+        ctx.write("triples", triples, paths["triples"], description=f"ingest {opts.format}")
 
-    with summary.timed("verify_counts"):
-        written = read_table(spark, paths["triples"], version=summary.outputs["triples"].version)
+    with ctx.step("verify_counts"):
+        written = ctx.written("triples")
         kept = {r["split"]: r["n"] for r in written.groupBy("split").agg(F.count(F.lit(1)).alias("n")).collect()}
         overlaps = {f"{r['split_a']}/{r['split_b']}": r["shared_triples"] for r in T.split_overlaps(written).collect()}
     duplicates = {split: tally["ok"][split] - kept.get(split, 0) for split in triple_splits}

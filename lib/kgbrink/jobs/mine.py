@@ -6,20 +6,17 @@ Also ``import-rules`` (an AMIE3 TSV file into a rules table, relations checked a
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kgbrink.core import catalog
 from kgbrink.core.delta import (
-    TableVersion,
-    latest_version,
-    read_table,
     table_path,
-    write_table,
 )
-from kgbrink.core.settings import Config
+from kgbrink.core.jobs import JobContext, arg, job, names
+from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.rules import mining
 from kgbrink.rules.model import (
@@ -27,33 +24,16 @@ from kgbrink.rules.model import (
     Rule,
     RuleSyntaxError,
     read_amie_tsv,
-    rule_from_row,
-    rule_row,
     write_amie_tsv,
 )
-
-RULES_SCHEMA = (
-    "id string, rule string, head_relation string, "
-    "body array<struct<relation: string, subject: string, object: string>>, length int, rule_type string, "
-    "support long, head_coverage double, std_confidence double, pca_confidence double, body_size long, "
-    "pca_body_size long, functional_variable string"
-)
+from kgbrink.rules.table import read_rules, rules_frame
 
 
-def mining_params(config: Config, overrides: dict | None = None) -> mining.MiningParams:
+def mining_params(config: Settings, overrides: dict | None = None) -> mining.MiningParams:
     """``mining.*`` settings of the config, with non-None ``overrides`` (CLI flags) on top."""
     values = {f.name: config.get(f"mining.{f.name}") for f in fields(mining.MiningParams)}
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     return mining.MiningParams(**values).validate()
-
-
-def rules_frame(spark: SparkSession, rules: list[Rule]) -> DataFrame:
-    rows = [rule_row(r) for r in rules]
-    return spark.createDataFrame(rows, RULES_SCHEMA).orderBy("head_relation", "id")
-
-
-def read_rules(spark: SparkSession, path: str, version: int | None = None) -> list[Rule]:
-    return [rule_from_row(row) for row in read_table(spark, path, version).orderBy("id").collect()]
 
 
 def _count_types(summary: JobSummary, rules: list[Rule]) -> None:
@@ -64,87 +44,111 @@ def _count_types(summary: JobSummary, rules: list[Rule]) -> None:
     summary.counts["rules_by_type"] = types
 
 
-def _relation_keys(spark: SparkSession, dataset: str, summary: JobSummary) -> dict[int, str]:
-    path = table_path(dataset, "relations")
-    summary.inputs["relations"] = TableVersion(path, latest_version(spark, path))
-    rows = read_table(spark, path, summary.inputs["relations"].version).select("id", "key").collect()
+def _relation_keys(ctx: JobContext, dataset: str) -> dict[int, str]:
+    rows = ctx.read("relations", catalog.path("relations", dataset=dataset)).select("id", "key").collect()
     return {row["id"]: row["key"] for row in rows}
 
 
-def run(
-    spark: SparkSession,
-    config: Config,
-    dataset: str,
-    splits: list[str] | None = None,
-    out: str | None = None,
-    tsv: str | None = None,
-    overrides: dict | None = None,
-) -> JobSummary:
-    params = mining_params(config, overrides)
-    splits = sorted(splits or config.get("mining.splits"))
-    out = out or table_path(dataset, "rules")
-    summary = JobSummary(
-        "mine", params={"dataset": dataset, "splits": ",".join(splits), "rules": out, **params.__dict__}
+@dataclass
+class MineOptions:
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    rules: str | None = arg(None, "output Delta table (default: <dataset>/rules)")
+    splits: list[str] | None = arg(
+        None, "comma-separated splits to mine on (default: setting mining.splits, else all)", convert=names
     )
-    names = _relation_keys(spark, dataset, summary)
-    triples_path = table_path(dataset, "triples")
-    summary.inputs["triples"] = TableVersion(triples_path, latest_version(spark, triples_path))
-    triples = read_table(spark, triples_path, summary.inputs["triples"].version)
+    tsv: str | None = arg(None, "also write the rules as AMIE3 TSV here")
+    max_atoms: int | None = arg(None, "atoms per rule counting the head (AMIE -maxad): 2, 3 or 4", type=int)
+    min_head_coverage: float | None = arg(None, "AMIE -minhc", type=float)
+    min_std_confidence: float | None = arg(None, "AMIE -minc", type=float)
+    min_pca_confidence: float | None = arg(None, "AMIE -minpca", type=float)
+    min_support: int | None = arg(None, "support floor on top of head coverage", type=int)
+    min_initial_support: int | None = arg(None, "AMIE -minis: facts a head relation needs", type=int)
+
+    def thresholds(self) -> dict:
+        keys = ("max_atoms", "min_head_coverage", "min_std_confidence", "min_pca_confidence", "min_support")
+        return {k: getattr(self, k) for k in (*keys, "min_initial_support")}
+
+
+@job("mine", "Horn rules with AMIE3's semantics into <dataset>/rules", MineOptions, steps=2)
+def run(ctx: JobContext, opts: MineOptions) -> JobSummary:
+    spark, config = ctx.spark, ctx.config
+    dataset = config.require_dataset(opts.dataset)
+    params = mining_params(config, opts.thresholds())
+    out = opts.rules or catalog.path("rules", dataset=dataset)
+    summary = ctx.begin(dataset=dataset, rules=out, **params.__dict__)
+    relation_keys = _relation_keys(ctx, dataset)
+    triples_path = catalog.path("triples", dataset=dataset)
+    triples = ctx.read("triples", triples_path)
     known = {r["split"] for r in triples.select("split").distinct().collect()}
+    splits = sorted(opts.splits or config.mining.splits or known)
+    summary.params["splits"] = ",".join(splits)
     missing = sorted(set(splits) - known)
     if missing:
         raise JobFailed(
             f"split(s) {', '.join(missing)} not in {triples_path} (has: {', '.join(sorted(known))})", summary
         )
-    with summary.timed("mine"):
+    with ctx.step("mine"):
         try:
             work = table_path(dataset, "_work/mine")
-            result = mining.mine(triples.filter(F.col("split").isin(splits)).select("h", "r", "t"), names, params, work)
+            selected = triples.filter(F.col("split").isin(splits)).select("h", "r", "t")
+            result = mining.mine(selected, relation_keys, params, work)
         except mining.MiningError as e:
             raise JobFailed(str(e), summary) from None
     summary.counts.update(result.counts)
     _count_types(summary, result.rules)
-    with summary.timed("write"):
-        summary.outputs["rules"] = write_table(
-            rules_frame(spark, result.rules), out, description=f"kgbrink mine on {'+'.join(splits)}"
-        )
-    if tsv:
-        write_amie_tsv(result.rules, tsv)
-        summary.artifacts.append(tsv)
+    with ctx.step("write"):
+        ctx.write("rules", rules_frame(spark, result.rules), out, description=f"kgbrink mine on {'+'.join(splits)}")
+    if opts.tsv:
+        write_amie_tsv(result.rules, opts.tsv)
+        summary.artifacts.append(opts.tsv)
     return summary
 
 
-def import_rules(spark: SparkSession, config: Config, dataset: str, tsv: str, out: str | None = None) -> JobSummary:
+@dataclass
+class ImportRulesOptions:
+    tsv: str = arg(None, "AMIE3 output file (plain or .gz)", required=True)
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    rules: str | None = arg(None, "output Delta table (default: <dataset>/rules)")
+
+
+@job("import-rules", "an AMIE3 TSV rule file into a rules Delta table", ImportRulesOptions)
+def import_rules(ctx: JobContext, opts: ImportRulesOptions) -> JobSummary:
     """An AMIE3 TSV file into a rules table; every relation must be a relation key of ``dataset``."""
-    out = out or table_path(dataset, "rules")
-    summary = JobSummary("import-rules", params={"dataset": dataset, "tsv": tsv, "rules": out})
-    names = set(_relation_keys(spark, dataset, summary).values())
+    dataset, tsv = ctx.config.require_dataset(opts.dataset), opts.tsv
+    out = opts.rules or catalog.path("rules", dataset=dataset)
+    summary = ctx.begin(dataset=dataset, tsv=tsv, rules=out)
+    relation_keys = set(_relation_keys(ctx, dataset).values())
     try:
         rules = read_amie_tsv(tsv)
     except (OSError, RuleSyntaxError) as e:
         raise JobFailed(str(e), summary) from None
-    unknown = sorted({a.relation for r in rules for a in (r.head, *r.body)} - names)
+    unknown = sorted({a.relation for r in rules for a in (r.head, *r.body)} - relation_keys)
     if unknown:
         raise JobFailed(
             f"{tsv}: relation(s) not in dataset {dataset}: {', '.join(unknown[:10])}"
             + (" ..." if len(unknown) > 10 else ""),
             summary,
         )
-    summary.outputs["rules"] = write_table(
-        rules_frame(spark, rules), out, description=f"imported from {Path(tsv).name}"
-    )
+    ctx.write("rules", rules_frame(ctx.spark, rules), out, description=f"imported from {Path(tsv).name}")
     _count_types(summary, rules)
     return summary
 
 
-def export_rules(
-    spark: SparkSession, config: Config, dataset: str, tsv: str, rules_path: str | None = None
-) -> JobSummary:
-    rules_path = rules_path or table_path(dataset, "rules")
-    summary = JobSummary("export-rules", params={"dataset": dataset, "tsv": tsv, "rules": rules_path})
-    summary.inputs["rules"] = TableVersion(rules_path, latest_version(spark, rules_path))
-    rules = read_rules(spark, rules_path, summary.inputs["rules"].version)
-    write_amie_tsv(rules, tsv)
-    summary.artifacts.append(tsv)
+@dataclass
+class ExportRulesOptions:
+    tsv: str = arg(None, "output file", required=True)
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    rules: str | None = arg(None, "rules Delta table (default: <dataset>/rules)")
+
+
+@job("export-rules", "a rules Delta table as AMIE3 TSV", ExportRulesOptions)
+def export_rules(ctx: JobContext, opts: ExportRulesOptions) -> JobSummary:
+    dataset = ctx.config.require_dataset(opts.dataset)
+    rules_path = opts.rules or catalog.path("rules", dataset=dataset)
+    summary = ctx.begin(dataset=dataset, tsv=opts.tsv, rules=rules_path)
+    ctx.read("rules", rules_path)
+    rules = read_rules(ctx.spark, rules_path, summary.inputs["rules"].version)
+    write_amie_tsv(rules, opts.tsv)
+    summary.artifacts.append(opts.tsv)
     _count_types(summary, rules)
     return summary

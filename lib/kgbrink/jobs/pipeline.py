@@ -10,16 +10,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
-from pyspark.sql import SparkSession
-
-from kgbrink.core.settings import Config
+from kgbrink.core.jobs import JobContext, arg, job
+from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
-from kgbrink.jobs import ingest, stats, synth, variant
+from kgbrink.jobs import build, ingest, stats, synth
 
 
-def _sample_is_current(directory: Path, config: Config) -> bool:
+def _sample_is_current(directory: Path, config: Settings) -> bool:
     manifest = directory / "synth_manifest.json"
     if not manifest.is_file():
         return False
@@ -30,27 +30,48 @@ def _sample_is_current(directory: Path, config: Config) -> bool:
         "duplicates": meta.get("duplicate_lines"),
         "malformed": sum(meta.get("malformed_lines", {}).values()),
     }
-    wanted_triples = int(config.get("synth.triples"))
+    wanted_triples = int(config.synth.triples)
     wanted = {
         "triples": wanted_triples,
-        "seed": int(config.get("synth.seed")),
-        "duplicates": round(float(config.get("synth.duplicate_fraction")) * wanted_triples),
-        "malformed": round(float(config.get("synth.malformed_fraction")) * wanted_triples),
+        "seed": int(config.synth.seed),
+        "duplicates": round(float(config.synth.duplicate_fraction) * wanted_triples),
+        "malformed": round(float(config.synth.malformed_fraction) * wanted_triples),
     }
     return planted == wanted
 
 
-def run(spark: SparkSession, config: Config, dataset: str, sample_dir: str | None = None) -> JobSummary:
-    summary = JobSummary("run", params={"dataset": dataset})
-    sample = Path(sample_dir or Path(config.location("data_dir")) / "sample-kg")
-    summary.params["sample_dir"] = str(sample)
+@dataclass
+class RunOptions:
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    sample_dir: str | None = arg(None, "where the generated sample KG goes (default: <data_dir>/sample-kg)")
+
+
+@job(
+    "run",
+    "the main job end to end: sample KG -> ingest -> stats -> build",
+    RunOptions,
+    steps=4,
+    entry_point="run_pipeline.py",
+)
+def run(ctx: JobContext, opts: RunOptions) -> JobSummary:
+    config = ctx.config
+    dataset = config.require_dataset(opts.dataset)
+    sample = Path(opts.sample_dir or Path(config.data_dir) / "sample-kg")
+    summary = ctx.begin(dataset=dataset, sample_dir=str(sample))
     steps: list[JobSummary] = []
-    if not _sample_is_current(sample, config):
-        steps.append(synth.run(config, str(sample), None, None, None, None, gzip=False))
-    steps.append(
-        ingest.run(spark, config, ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(sample)))
+    with ctx.step("synth"):
+        if not _sample_is_current(sample, config):
+            steps.append(ctx.run("synth", synth.SynthOptions(out=str(sample))))
+    with ctx.step("ingest"):
+        steps.append(ctx.run("ingest", ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(sample))))
+    with ctx.step("stats"):
+        steps.append(ctx.run("stats", stats.StatsOptions(dataset=dataset)))
+    with ctx.step("build"):
+        built = ctx.run("build", build.BuildOptions(dataset=dataset))
+    steps.append(built)
+    build.merge_steps(summary, steps)
+    kept = steps[-3].counts.get("kept")
+    summary.highlights.update(
+        dataset=dataset + (f" ({kept:,} triples)" if kept is not None else ""), **built.highlights
     )
-    steps.append(stats.run(spark, config, dataset))
-    steps.append(variant.build(spark, config, dataset))
-    variant.merge_steps(summary, steps)
     return summary

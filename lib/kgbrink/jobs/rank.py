@@ -14,17 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.core.delta import (
-    TableVersion,
-    latest_version,
-    read_table,
-    table_path,
-    write_table,
-)
-from kgbrink.core.settings import Config
+from kgbrink.core import catalog
+from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobSummary, fail_past_bad_fraction
 from kgbrink.probe import ranking
 from kgbrink.probe.rankfiles import list_rank_files, with_model_and_run
@@ -32,32 +25,38 @@ from kgbrink.probe.rankfiles import list_rank_files, with_model_and_run
 
 @dataclass
 class RankOptions:
-    scores: str
-    dataset: str
-    out: str
-    filter_splits: list[str] | None = None
-    model: str | None = None
-    run: str | None = None
-    check_duplicates: bool = True
-
-
-def run(spark: SparkSession, config: Config, opts: RankOptions) -> JobSummary:
-    files = [f for f, _, _ in list_rank_files(spark, opts.scores, "parquet")]
-    summary = JobSummary(
-        "rank",
-        params={
-            "scores": opts.scores,
-            "dataset": opts.dataset,
-            "out": opts.out,
-            "check_duplicates": opts.check_duplicates,
-        },
+    scores: str = arg(
+        None,
+        "candidate-score Parquet file, directory or glob (h, r, t, side, candidate, score ids)",
+        required=True,
     )
-    for name in ("entities", "relations", "triples"):
-        path = table_path(opts.dataset, name)
-        summary.inputs[name] = TableVersion(path, latest_version(spark, path))
-    n_entities = read_table(spark, summary.inputs["entities"].path, summary.inputs["entities"].version).count()
-    n_relations = read_table(spark, summary.inputs["relations"].path, summary.inputs["relations"].version).count()
-    triples = read_table(spark, summary.inputs["triples"].path, summary.inputs["triples"].version)
+    dataset: str | None = arg(None, "dataset whose ids the scores use and whose triples filter the candidates")
+    out: str = arg(None, "output directory: ranks/ (Parquet rank file) and quarantine/ (Delta)", required=True)
+    filter_splits: list[str] | None = arg(
+        None, "splits whose triples are filtered out (default: all splits)", convert=names
+    )
+    model: str | None = arg(None, "model name for files without a model column (default: the file name)")
+    run: str | None = arg(None, "run name for files without a run column (default: 1)", flag="--run")
+    check_duplicates: bool = arg(
+        True,
+        "skip the sort that detects candidates scored twice",
+        flag="--no-duplicate-check",
+        action="store_false",
+        convert=bool,
+    )
+
+
+@job("rank", "filtered ranks (PROBE protocol) from candidate-score Parquet files", RankOptions, steps=1)
+def run(ctx: JobContext, opts: RankOptions) -> JobSummary:
+    spark, config = ctx.spark, ctx.config
+    dataset = config.require_dataset(opts.dataset)
+    files = [f for f, _, _ in list_rank_files(spark, opts.scores, "parquet")]
+    summary = ctx.begin(scores=opts.scores, dataset=dataset, out=opts.out, check_duplicates=opts.check_duplicates)
+    tables = {
+        name: ctx.read(name, catalog.path(name, dataset=dataset)) for name in ("entities", "relations", "triples")
+    }
+    n_entities, n_relations = tables["entities"].count(), tables["relations"].count()
+    triples = tables["triples"]
     if opts.filter_splits:
         triples = triples.filter(F.col("split").isin(opts.filter_splits))
     summary.params["filter_splits"] = ",".join(opts.filter_splits or ["all"])
@@ -81,16 +80,14 @@ def run(spark: SparkSession, config: Config, opts: RankOptions) -> JobSummary:
         in_range("candidate", n_entities).alias("candidate"),
         F.col("score").cast("double").alias("score"),
     )
-    with summary.timed("rank"):
+    with ctx.step("rank"):
         outcomes = ranking.query_outcomes(
-            scores, triples.select("h", "r", "t"), bool(config.get("scoring.broadcast_tables")), opts.check_duplicates
+            scores, triples.select("h", "r", "t"), bool(config.scoring.broadcast_tables), opts.check_duplicates
         )
         outcomes = outcomes.localCheckpoint(eager=True)
         ranks, quarantine = ranking.split_outcomes(outcomes)
         ranks.write.mode("overwrite").parquet(f"{opts.out}/ranks")
-        summary.outputs["quarantine"] = write_table(
-            quarantine, f"{opts.out}/quarantine", description=f"rank {opts.scores}"
-        )
+        ctx.write("quarantine", quarantine, f"{opts.out}/quarantine", f"rank {opts.scores}", table="rank.quarantine")
     tally = {r["reason"]: int(r["n"]) for r in outcomes.groupBy("reason").agg(F.count(F.lit(1)).alias("n")).collect()}
     ranked = tally.pop(None, 0)
     bad = sum(tally.values())
@@ -98,7 +95,7 @@ def run(spark: SparkSession, config: Config, opts: RankOptions) -> JobSummary:
         score_files=len(files), queries=ranked + bad, ranked=ranked, quarantined=bad, quarantined_by_reason=tally
     )
     summary.extra["ranks_path"] = f"{opts.out}/ranks"
-    limit = float(config.get("scoring.max_bad_fraction"))
+    limit = float(config.scoring.max_bad_fraction)
     fail_past_bad_fraction(
         summary, tally, ranked + bad, limit, "scoring.max_bad_fraction", "queries", f"{opts.out}/quarantine"
     )

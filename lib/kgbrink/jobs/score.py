@@ -19,27 +19,29 @@ a constant (``scoring.parquet_statistics``).
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kgbrink.core import catalog
+from kgbrink.core import quarantine as Q
 from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
     table_exists,
     table_path,
-    write_table,
 )
-from kgbrink.core.settings import Config
+from kgbrink.core.jobs import JobContext, arg, job, names
+from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 from kgbrink.jobs import stats as stats_job
-from kgbrink.kg import ingest as T
 from kgbrink.probe import rankfiles as RF
 from kgbrink.probe import scoring as S
 
@@ -51,17 +53,82 @@ QUARANTINE_SCHEMA = "batch_id string, source_file string, line_number long, line
 ScoreError = JobFailed
 
 
+def _numbers(kind: type):
+    """A comma-separated list of numbers (argparse type)."""
+
+    def parse(text: str) -> list:
+        try:
+            values = [kind(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {kind.__name__} values, got '{text}'") from None
+        if not values:
+            raise argparse.ArgumentTypeError("expected at least one value")
+        return values
+
+    return parse
+
+
+def _eps(text: str) -> float | str:
+    if text == "release":
+        return "release"
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--eps is 'release' or a positive number, got '{text}'") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"--eps must be > 0, got {value}")
+    return value
+
+
 @dataclass
 class ScoreOptions:
-    ranks: str
-    dataset: str
-    spec: S.MetricSpec = field(default_factory=S.MetricSpec)
-    fmt: str | None = None
-    id_kind: str | None = None  # None: "id" for PROBE dumps, "key" otherwise
-    model: str | None = None
-    run: str | None = None
-    splits: list[str] | None = None
-    plots_dir: str | None = None
+    ranks: str = arg(None, "a rank file, directory or glob", required=True)
+    dataset: str | None = arg(None, "dataset whose ids/keys the rank files use (default: setting 'dataset')")
+    # What to compute; None: the --alpha/--beta/--hits/--p/--eps/--groups options over the scoring.* settings.
+    spec: S.MetricSpec | None = None
+    fmt: str | None = arg(
+        None, "default: from the file names", flag="--format", choices=["parquet", "csv", "tsv", "jsonl", "probe"]
+    )
+    id_kind: str | None = arg(
+        None,
+        "h, r, t are integer ids or keys (default: id for probe dumps, key otherwise)",
+        flag="--ids",
+        choices=["id", "key"],
+    )
+    model: str | None = arg(None, "model name for files without a model column (default: the file name)")
+    run: str | None = arg(None, "run name for files without a run column (default: 1)", flag="--run")
+    splits: list[str] | None = arg(
+        None, "splits the popularity statistics are computed on (default: setting stats.splits)", convert=names
+    )
+    plots_dir: str | None = arg(None, "write heat maps (Fig. 12) and comparison.md into this directory", flag="--plots")
+    alpha: list[float] | None = arg(
+        None, "PROBE alphas, e.g. 1,0.5,0,-0.5,-1 (default: setting scoring.alphas)", type=_numbers(float)
+    )
+    beta: list[float] | None = arg(
+        None, "PROBE betas, e.g. 0,0.2,0.4,0.6,0.8 (default: setting scoring.betas)", type=_numbers(float)
+    )
+    hits: list[int] | None = arg(None, "Hits@K list (default: setting scoring.hits)", type=_numbers(int))
+    p: list[float] | None = arg(None, "p-MRR exponents (default: setting scoring.p_values)", type=_numbers(float))
+    eps: float | str = arg(
+        "release",
+        "'release' (smallest non-zero delta over the scored queries; default) or a constant",
+        type=_eps,
+    )
+    groups: int | None = arg(
+        None, "popularity groups of the Fig. 11 breakdown (default: setting scoring.popularity_groups)", type=int
+    )
+
+    def metric_spec(self, config: Settings) -> S.MetricSpec:
+        if self.spec is not None:
+            return self.spec
+        return S.MetricSpec(
+            alphas=tuple(self.alpha or config.scoring.alphas),
+            betas=tuple(self.beta or config.scoring.betas),
+            hits=tuple(self.hits or config.scoring.hits),
+            p_values=tuple(self.p or config.scoring.p_values),
+            eps=None if self.eps == "release" else float(self.eps),
+            popularity_groups=config.scoring.popularity_groups if self.groups is None else self.groups,
+        )
 
 
 def batches_of(files: list[tuple[str, int, int]], batch_bytes: int) -> list[list[tuple[str, int, int]]]:
@@ -99,7 +166,7 @@ def _status(checked: DataFrame) -> DataFrame:
     skip = F.col("_skip") if "_skip" in checked.columns else F.lit(False)
     return checked.withColumn(
         "status",
-        F.when(skip, F.lit(T.SKIPPED)).when(F.col("reason").isNotNull(), F.lit(T.QUARANTINED)).otherwise(F.lit(T.OK)),
+        F.when(skip, F.lit(Q.SKIPPED)).when(F.col("reason").isNotNull(), F.lit(Q.QUARANTINED)).otherwise(F.lit(Q.OK)),
     )
 
 
@@ -112,14 +179,17 @@ def _quarantine(checked: DataFrame, batch_id: str) -> DataFrame:
     else:
         state = _status(checked)
         counts = checked.sparkSession.createDataFrame(
-            T.line_counts(state).collect(), schema=T.line_counts(state).schema
+            Q.line_counts(state).collect(), schema=Q.line_counts(state).schema
         )
-        bad = T.quarantine_rows(state, T.block_offsets(counts))
+        bad = Q.quarantine_rows(state, Q.block_offsets(counts))
     return bad.select(F.lit(batch_id).alias("batch_id"), "*")
 
 
-def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
-    spec = opts.spec
+@job("score", "PROBE and the classic rank metrics of rank files", ScoreOptions, steps=3)
+def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
+    spark, config = ctx.spark, ctx.config
+    spec = opts.metric_spec(config)
+    ds = config.require_dataset(opts.dataset)
     files = RF.list_rank_files(spark, opts.ranks, opts.fmt)
     fmt = opts.fmt or RF.format_of(files[0][0])
     other = sorted({RF.format_of(f) for f, _, _ in files} - {fmt}) if not opts.fmt else []
@@ -128,44 +198,21 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
             f"{opts.ranks}: mixed rank file formats ({fmt}, {', '.join(other)}); pass one format with --format"
         )
     id_kind = opts.id_kind or ("id" if fmt == "probe" else "key")
-    splits = sorted(opts.splits or config.get("stats.splits"))
-    summary = JobSummary(
-        "score",
-        params={
-            "ranks": opts.ranks,
-            "dataset": opts.dataset,
-            "format": fmt,
-            "ids": id_kind,
-            "splits": ",".join(splits),
-            **spec.as_params(),
-        },
+    splits = sorted(opts.splits or config.stats.splits)
+    summary = ctx.begin(
+        ranks=opts.ranks, dataset=ds, format=fmt, ids=id_kind, splits=",".join(splits), **spec.as_params()
     )
-
-    ds = opts.dataset
-    for name in ("entities", "relations"):
-        path = table_path(ds, name)
-        summary.inputs[name] = TableVersion(path, latest_version(spark, path))
-    entities = read_table(spark, summary.inputs["entities"].path, summary.inputs["entities"].version).select(
-        "id", "key"
-    )
-    relations = read_table(spark, summary.inputs["relations"].path, summary.inputs["relations"].version).select(
-        "id", "key"
-    )
+    entities = ctx.read("entities", catalog.path("entities", dataset=ds)).select("id", "key")
+    relations = ctx.read("relations", catalog.path("relations", dataset=ds)).select("id", "key")
     n_entities, n_relations = entities.count(), relations.count()
-    broadcast = bool(config.get("scoring.broadcast_tables"))
+    broadcast = bool(config.scoring.broadcast_tables)
     popularity, total = None, None
     if spec.needs_popularity:
         stats_dir = stats_job.stats_dir(ds, splits)
         if not table_exists(spark, f"{stats_dir}/entity_relation_popularity"):
-            with summary.timed("stats"):
-                stats_job.run(spark, config, ds, splits)
-        for name in ("entity_popularity", "entity_relation_popularity"):
-            path = f"{stats_dir}/{name}"
-            summary.inputs[name] = TableVersion(path, latest_version(spark, path))
-        popularity = tuple(
-            read_table(spark, summary.inputs[n].path, summary.inputs[n].version)
-            for n in ("entity_popularity", "entity_relation_popularity")
-        )
+            with ctx.step("stats"):
+                ctx.run("stats", stats_job.StatsOptions(dataset=ds, splits=splits))
+        popularity = tuple(ctx.read(n, f"{stats_dir}/{n}") for n in ("entity_popularity", "entity_relation_popularity"))
         total = S.total_degree(popularity[0])
 
     fingerprint = _digest(
@@ -184,20 +231,16 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
     paths = {name: f"{work}/{name}" for name in ("partials", "quarantine", "batches", "results", "groups")}
     summary.params["work_dir"] = work
     read_opts = RF.ReadOptions(fmt=fmt, model=opts.model, run=opts.run, n_entities=n_entities)
-    batches = batches_of(files, int(config.get("scoring.batch_bytes")))
+    batches = batches_of(files, int(config.scoring.batch_bytes))
     done = _done_batches(spark, paths["batches"])
     skipped = 0
-    with summary.timed("batches"):
+    with ctx.step("batches"):
         for index, batch in enumerate(batches):
             batch_id = f"{index:06d}-{_digest(batch)}"
             if batch_id in done:
                 skipped += 1
                 continue
-            facts = (
-                RF.parquet_facts(spark, batch)
-                if fmt == "parquet" and config.get("scoring.parquet_statistics")
-                else None
-            )
+            facts = RF.parquet_facts(spark, batch) if fmt == "parquet" and config.scoring.parquet_statistics else None
             raw = RF.read_ranks(spark, [f for f, _, _ in batch], read_opts)
             checked = RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
             rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
@@ -246,13 +289,13 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
         summary.outputs["quarantine"] = TableVersion(
             paths["quarantine"], latest_version(spark, paths["quarantine"]), quarantined
         )
-    limit = float(config.get("scoring.max_bad_fraction"))
+    limit = float(config.scoring.max_bad_fraction)
     if scored + quarantined == 0:
         raise ScoreError(f"{opts.ranks}: no rank rows", summary)
     fail_past_bad_fraction(
         summary, by_reason, scored + quarantined, limit, "scoring.max_bad_fraction", "rank rows", paths["quarantine"]
     )
-    with summary.timed("finish"):
+    with ctx.step("finish"):
         merged = S.with_deltas(S.merge_group_sums(partials, spec), total).toPandas()
         scores = S.finish(merged, spec)
     summary.results = scores.results
@@ -261,13 +304,15 @@ def run(spark: SparkSession, config: Config, opts: ScoreOptions) -> JobSummary:
         {"model": m, "run": r, "eps_entity": e, "eps_relation": er} for (m, r), (e, er) in sorted(scores.eps.items())
     ]
     results = scores.frame()
-    summary.outputs["results"] = write_table(
+    ctx.write(
+        "results",
         spark.createDataFrame(results.astype(object).where(results.notna(), None), RESULT_SCHEMA),
         paths["results"],
         description=f"score {opts.ranks}",
     )
     if scores.groups:
-        summary.outputs["groups"] = write_table(
+        ctx.write(
+            "groups",
             spark.createDataFrame(pd.DataFrame(scores.groups)),
             paths["groups"],
             description="popularity groups (Fig. 11)",

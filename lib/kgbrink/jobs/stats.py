@@ -7,22 +7,19 @@ Tables under ``<dataset>/stats/<split>+<split>.../``: ``entity_popularity``,
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from kgbrink.core import catalog
 from kgbrink.core.delta import (
-    TableVersion,
-    latest_version,
-    read_table,
     table_description,
-    table_path,
-    write_table,
 )
 from kgbrink.core.frames import tasks_for
+from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.session import session_setting
-from kgbrink.core.settings import Config
 from kgbrink.core.tracking import JobSummary
 from kgbrink.kg import stats as S
 
@@ -30,7 +27,7 @@ STATS_TABLES = ("entity_popularity", "entity_relation_popularity", "relation_sta
 
 
 def stats_dir(dataset: str, splits: list[str]) -> str:
-    return table_path(dataset, "stats/" + "+".join(sorted(splits)))
+    return catalog.path("stats.entity_popularity", dataset=dataset, splits="+".join(sorted(splits))).rsplit("/", 1)[0]
 
 
 def triples_version(spark: SparkSession, dataset: str, splits: list[str]) -> int:
@@ -45,12 +42,20 @@ def triples_version(spark: SparkSession, dataset: str, splits: list[str]) -> int
     return int(found.group(1))
 
 
-def run(spark: SparkSession, config: Config, dataset: str, splits: list[str] | None = None) -> JobSummary:
-    splits = sorted(splits or config.get("stats.splits"))
-    summary = JobSummary("stats", params={"dataset": dataset, "splits": ",".join(splits)})
-    triples_path = table_path(dataset, "triples")
-    summary.inputs["triples"] = TableVersion(triples_path, latest_version(spark, triples_path))
-    triples_all = read_table(spark, triples_path, version=summary.inputs["triples"].version)
+@dataclass
+class StatsOptions:
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    splits: list[str] | None = arg(None, "comma-separated splits (default: setting stats.splits)", convert=names)
+
+
+@job("stats", "entity/relation popularity statistics of a dataset", StatsOptions, steps=3)
+def run(ctx: JobContext, opts: StatsOptions) -> JobSummary:
+    spark, config = ctx.spark, ctx.config
+    dataset = config.require_dataset(opts.dataset)
+    splits = sorted(opts.splits or config.stats.splits)
+    summary = ctx.begin(dataset=dataset, splits=",".join(splits))
+    triples_path = catalog.path("triples", dataset=dataset)
+    triples_all = ctx.read("triples", triples_path)
     rows = {r["split"]: r["count"] for r in triples_all.groupBy("split").count().collect()}
     known = set(rows)
     missing = sorted(set(splits) - known)
@@ -70,28 +75,18 @@ def run(spark: SparkSession, config: Config, dataset: str, splits: list[str] | N
         )
         counts = S.entity_relation_counts(triples, partitions).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        with summary.timed("entity_relation_counts_and_entity_popularity"):
-            summary.outputs["entity_popularity"] = write_table(
-                S.entity_popularity(counts), f"{out}/entity_popularity", description=note
+        with ctx.step("entity_relation_counts_and_entity_popularity"):
+            ctx.write("entity_popularity", S.entity_popularity(counts), f"{out}/entity_popularity", description=note)
+            entities = ctx.written("entity_popularity")
+        with ctx.step("entity_relation_popularity"):
+            pairs = S.entity_relation_popularity(counts, entities, bool(config.stats.broadcast_entity_degrees))
+            ctx.write("entity_relation_popularity", pairs, f"{out}/entity_relation_popularity", description=note)
+        with ctx.step("relation_statistics_and_histogram"):
+            ctx.write(
+                "relation_statistics", S.relation_statistics(counts), f"{out}/relation_statistics", description=note
             )
-            entities = read_table(
-                spark, f"{out}/entity_popularity", version=summary.outputs["entity_popularity"].version
-            )
-        with summary.timed("entity_relation_popularity"):
-            pairs = S.entity_relation_popularity(counts, entities, bool(config.get("stats.broadcast_entity_degrees")))
-            summary.outputs["entity_relation_popularity"] = write_table(
-                pairs, f"{out}/entity_relation_popularity", description=note
-            )
-        with summary.timed("relation_statistics_and_histogram"):
-            summary.outputs["relation_statistics"] = write_table(
-                S.relation_statistics(counts), f"{out}/relation_statistics", description=note
-            )
-            relations = read_table(
-                spark, f"{out}/relation_statistics", version=summary.outputs["relation_statistics"].version
-            )
-            summary.outputs["degree_histogram"] = write_table(
-                S.degree_histogram(entities), f"{out}/degree_histogram", description=note
-            )
+            relations = ctx.written("relation_statistics")
+            ctx.write("degree_histogram", S.degree_histogram(entities), f"{out}/degree_histogram", description=note)
     finally:
         counts.unpersist()
     summary.counts.update(

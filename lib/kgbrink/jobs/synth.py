@@ -3,41 +3,49 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from kgbrink.core.settings import Config, is_uri
+from kgbrink.core.jobs import JobContext, arg, job
+from kgbrink.core.settings import is_uri
 from kgbrink.core.tracking import JobSummary
 from kgbrink.kg import synth
 
 
-def run(
-    config: Config,
-    out: str,
-    triples: int | None,
-    seed: int | None,
-    malformed_fraction: float | None,
-    duplicate_fraction: float | None,
-    gzip: bool,
-) -> JobSummary:
-    """Generate and write the graph into the local directory ``out``; None arguments take ``synth.*`` settings."""
+@dataclass
+class SynthOptions:
+    out: str | None = arg(None, "output directory", required=True)
+    triples: int | None = arg(None, "number of distinct triples (default: setting synth.triples)", type=int)
+    seed: int | None = arg(None, "random seed (default: setting synth.seed)", type=int)
+    malformed_fraction: float | None = arg(None, "share of extra malformed lines", type=float)
+    duplicate_fraction: float | None = arg(None, "share of extra exact duplicate lines", type=float)
+    gzip: bool = arg(False, "write .txt.gz files", action="store_true")
+
+
+@job("synth", "generate a Wikidata5m-shaped KG in the Wikidata5m file format", SynthOptions, spark=False, steps=2)
+def run(ctx: JobContext, opts: SynthOptions) -> JobSummary:
+    """Generate and write the graph into the local directory ``out``; None options take ``synth.*`` settings."""
+    config, out, gzip = ctx.config, opts.out, opts.gzip
+    if not out:
+        raise ValueError("synth needs an output directory (--out)")
     if is_uri(out):
         raise ValueError(f"synth writes local files; got the URI {out}")
     params = {
         "out": str(Path(out).resolve()),
-        "triples": int(config.get("synth.triples") if triples is None else triples),
-        "seed": int(config.get("synth.seed") if seed is None else seed),
+        "triples": int(config.synth.triples if opts.triples is None else opts.triples),
+        "seed": int(config.synth.seed if opts.seed is None else opts.seed),
         "malformed_fraction": float(
-            config.get("synth.malformed_fraction") if malformed_fraction is None else malformed_fraction
+            config.synth.malformed_fraction if opts.malformed_fraction is None else opts.malformed_fraction
         ),
         "duplicate_fraction": float(
-            config.get("synth.duplicate_fraction") if duplicate_fraction is None else duplicate_fraction
+            config.synth.duplicate_fraction if opts.duplicate_fraction is None else opts.duplicate_fraction
         ),
         "gzip": gzip,
     }
-    summary = JobSummary("synth", params=params)
-    with summary.timed("generate"):
+    summary = ctx.begin(**params)
+    with ctx.step("generate"):
         kg = synth.generate(params["triples"], params["seed"])
-    with summary.timed("write"):
+    with ctx.step("write"):
         manifest = synth.write_dataset(
             kg, params["out"], params["malformed_fraction"], params["duplicate_fraction"], compress=gzip
         )

@@ -14,14 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core.frames import distinct_in_tasks, distinct_packed, with_positions
-
-OK = "ok"
-SKIPPED = "skipped"
-QUARANTINED = "quarantined"
+from kgbrink.core.quarantine import OK, QUARANTINE_SCHEMA, QUARANTINED, SKIPPED  # noqa: F401 - the parsers' statuses
 
 # Quarantine reason codes.
 WRONG_FIELD_COUNT = "wrong_field_count"
@@ -34,10 +31,6 @@ UNKNOWN_RELATION = "unknown_relation"
 MALFORMED_NTRIPLE = "malformed_ntriple"
 EMPTY_LABEL = "empty_label"
 BAD_ALIAS_KEY = "bad_alias_key"
-
-QUARANTINE_SCHEMA = "source_file string, line_number long, line string, reason string, detail string"
-# Share of a line kept in the quarantine table (a 10 MB garbage line must not blow up the table).
-MAX_QUARANTINED_LINE_CHARS = 10_000
 
 
 @dataclass(frozen=True)
@@ -311,42 +304,8 @@ def check_vocabulary(parsed: DataFrame, entities: DataFrame, relations: DataFram
     ).drop("_h", "_t", "_r")
 
 
-def line_counts(parsed: DataFrame) -> DataFrame:
-    """Per (split, file, block, status, reason): lines and the first row id. Small: collect it."""
-    return parsed.groupBy("split", "source_file", "block_start", "status", "reason").agg(
-        F.count(F.lit(1)).alias("lines"), F.min("row_id").alias("first_row_id")
-    )
-
-
-def block_offsets(counts: DataFrame) -> DataFrame:
-    """Per (split, file, block): the lines before the block in its file and the block's first row id.
-
-    Line number of a row = ``lines_before + (row_id - first_row_id) + 1``: rows of one block are read by
-    one task in file order, so their row ids are consecutive (see :func:`kgbrink.core.files.read_lines`).
-    """
-    blocks = counts.groupBy("split", "source_file", "block_start").agg(
-        F.sum("lines").alias("lines"), F.min("first_row_id").alias("first_row_id")
-    )
-    before = (
-        Window.partitionBy("split", "source_file").orderBy("block_start").rowsBetween(Window.unboundedPreceding, -1)
-    )
-    return blocks.withColumn("lines_before", F.coalesce(F.sum("lines").over(before), F.lit(0))).drop("lines")
-
-
-def quarantine_rows(parsed: DataFrame, offsets: DataFrame) -> DataFrame:
-    """Quarantined lines with their 1-based line numbers: ``source_file, line_number, line, reason, detail``."""
-    bad = parsed.filter(F.col("status") == QUARANTINED)
-    return bad.join(F.broadcast(offsets), ["split", "source_file", "block_start"]).select(
-        "source_file",
-        (F.col("lines_before") + F.col("row_id") - F.col("first_row_id") + 1).alias("line_number"),
-        F.substring("line", 1, MAX_QUARANTINED_LINE_CHARS).alias("line"),
-        "reason",
-        "detail",
-    )
-
-
 # Triples per task when the triples or their entity codes are de-duplicated: 100 tasks at 20M triples,
-# whose hash tables stay cache-sized (64-200 tasks measured alike; 8 and 400 slower; BENCHMARKS.md).
+# whose hash tables stay cache-sized (64-200 tasks measured alike; 8 and 400 slower; benchmarks/journal.md).
 TRIPLES_PER_DEDUPLICATION_TASK = 200_000
 
 

@@ -13,10 +13,6 @@ import re
 from pathlib import Path
 
 import pandas as pd
-from pyspark.sql import SparkSession
-
-from kgbrink.core.settings import Config
-from kgbrink.probe.scoring import MEAN_RUN, MetricSpec
 
 DATASETS = ("wn18rr", "family", "umls", "kinship")
 TABLE_LINES = ("FB15k237", "wn18rr", "YAGO3-10", "family", "umls", "kinship")
@@ -56,58 +52,12 @@ def published_cells(tables_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def score_dataset(spark: SparkSession, config: Config, reference: Path, name: str, dataset_dir: str) -> pd.DataFrame:
-    """PROBE grid (mean over runs) of one dataset's rank dumps, statistics from its ``train.txt``."""
-    from kgbrink.core.delta import table_exists
-    from kgbrink.jobs import ingest, score
-
-    if not table_exists(spark, f"{dataset_dir}/triples"):
-        ingest.run(
-            spark,
-            config,
-            ingest.IngestOptions(dataset=dataset_dir, format="probe", input=str(reference / "probe" / name)),
-        )
-    spec = MetricSpec(
-        alphas=TABLE4_ALPHAS, betas=TABLE5_BETAS, hits=(1, 3, 10), p_values=(), eps=None, popularity_groups=0
-    )
-    summary = score.run(
-        spark,
-        config,
-        score.ScoreOptions(
-            ranks=str(reference / "probe" / name / "ranks"),
-            dataset=dataset_dir,
-            spec=spec,
-            fmt="probe",
-            splits=["train"],
-        ),
-    )
-    frame = pd.DataFrame(summary.results)
-    frame = frame[(frame["run"] == MEAN_RUN) & (frame["metric"] == "probe")]
-    return frame.assign(dataset=name)[["model", "dataset", "alpha", "beta", "value"]]
-
-
 def compare(published: pd.DataFrame, scored: pd.DataFrame) -> pd.DataFrame:
     """Published cells joined with kgbrink's values; ``match`` when equal after rounding to 4 decimals."""
     merged = published.merge(scored, on=["model", "dataset", "alpha", "beta"], how="left")
     merged["kgbrink"] = merged["value"].round(4)
     merged["match"] = (merged["kgbrink"] - merged["published"]).abs() < 5e-9
     return merged.drop(columns="value")
-
-
-def reproduce(
-    spark: SparkSession, config: Config, reference: Path, work_dir: str, datasets: dict[str, str] | None = None
-) -> pd.DataFrame:
-    """All published cells of :data:`DATASETS` with kgbrink's values. ``datasets`` maps a dataset name to
-    an already ingested dataset directory (default: ``<work_dir>/<name>``, ingested when missing)."""
-    published = published_cells(reference / "probe" / "tables")
-    scored = pd.concat(
-        [
-            score_dataset(spark, config, reference, name, (datasets or {}).get(name, f"{work_dir}/{name}"))
-            for name in DATASETS
-        ],
-        ignore_index=True,
-    )
-    return compare(published, scored)
 
 
 def report_markdown(comparison: pd.DataFrame) -> str:

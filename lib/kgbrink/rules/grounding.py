@@ -6,7 +6,7 @@ bind distinct entities, as in AMIE). Groundings whose head triple is one of thei
 excluded (possible only through self-loops).
 
 Plan: rules with the same variable pattern share one Spark plan in which relations are columns (as in
-:mod:`kgbrink.rules.mining`): the head facts of every rule's head relation are joined with the rules, then each
+:mod:`kgbrink.rules.plan`): the head facts of every rule's head relation are joined with the rules, then each
 body atom is joined on its bound variables and its relation, closing atoms first, then expanding from
 the head variable whose atoms expand to fewer rows (from degree statistics), so the work is bounded by
 the rows the groundings themselves need, never by body paths through hubs that lack a head fact.
@@ -28,7 +28,8 @@ from functools import reduce
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from kgbrink.rules.mining import (
+from kgbrink.rules.model import FRESH_VARIABLES, HEAD_VARIABLES, Rule
+from kgbrink.rules.plan import (
     Shape,
     X,
     Y,
@@ -41,7 +42,6 @@ from kgbrink.rules.mining import (
     slot_column,
     var_column,
 )
-from kgbrink.rules.model import FRESH_VARIABLES, HEAD_VARIABLES, Rule
 
 HASH_SPAN = 2.0**64
 HASH_MIN = -(2**63)

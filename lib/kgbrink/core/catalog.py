@@ -1,0 +1,219 @@
+"""The table catalog: every table kgbrink writes, with its path pattern, schema and partitioning.
+
+The contract between steps lives here and nowhere else. :meth:`JobContext.write` looks the path it writes
+up here: a catalogued table written with another schema fails the job, and its partitioning comes from
+the entry; ``docs/tables.md`` is generated from it (:mod:`kgbrink.core.reference_docs`). Patterns use
+``{dataset}`` (a dataset directory or URI), ``{splits}`` (the statistics' splits joined by ``+``),
+``{variant}``, ``{fingerprint}`` (a score run) and ``{out}`` (a job's --out).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+TRIPLE = "h int, r int, t int"
+IDS = "struct<h: int, r: int, t: int>"
+RULE_COLUMNS = (
+    "id string, rule string, head_relation string, "
+    "body array<struct<relation: string, subject: string, object: string>>, length int, rule_type string, "
+    "support bigint, head_coverage double, std_confidence double, pca_confidence double, body_size bigint, "
+    "pca_body_size bigint, functional_variable string"
+)
+GROUNDING = f"rule_id string, head {IDS}, body array<{IDS}>, bindings map<string, int>, sample_hash bigint"
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    pattern: str
+    # Spark DDL of the columns; None where the columns follow the job's parameters (stated in ``doc``).
+    schema: str | None
+    writer: str
+    doc: str
+    partition_by: tuple[str, ...] = ()
+    format: str = "delta"
+
+    def path(self, **parts: str) -> str:
+        """The table's location for the given pattern parts (``dataset=...``, ``variant=...``)."""
+        return self.pattern.format(**{k: str(v).rstrip("/") for k, v in parts.items()})
+
+    def matches(self, path: str) -> bool:
+        return _regex(self.pattern).fullmatch(path.rstrip("/")) is not None
+
+
+def _regex(pattern: str) -> re.Pattern:
+    parts = re.split(r"(\{\w+\})", pattern)
+    body = "".join(
+        (".+" if p == "{dataset}" or p == "{out}" else "[^/]+") if p.startswith("{") else re.escape(p) for p in parts
+    )
+    return re.compile(body)
+
+
+def _stats(name: str, schema: str, doc: str) -> Table:
+    return Table(f"stats.{name}", f"{{dataset}}/stats/{{splits}}/{name}", schema, "stats", doc)
+
+
+def _variant(name: str, schema: str, doc: str, writer: str = "remove") -> Table:
+    return Table(f"variant.{name}", f"{{dataset}}/variants/{{variant}}/{name}", schema, writer, doc)
+
+
+def _score(name: str, schema: str | None, doc: str) -> Table:
+    return Table(f"score.{name}", f"{{dataset}}/scores/{{fingerprint}}/{name}", schema, "score", doc)
+
+
+TABLES: tuple[Table, ...] = (
+    Table(
+        "entities",
+        "{dataset}/entities",
+        "id int, key string, label string",
+        "ingest",
+        "entity dictionary: dense ids 0..n-1",
+    ),
+    Table("relations", "{dataset}/relations", "id int, key string, label string", "ingest", "relation dictionary"),
+    Table(
+        "triples",
+        "{dataset}/triples",
+        f"{TRIPLE}, split string",
+        "ingest",
+        "the KG as ids, a set per split",
+        ("split",),
+    ),
+    Table(
+        "quarantine",
+        "{dataset}/quarantine",
+        "source_file string, line_number bigint, line string, reason string, detail string",
+        "ingest",
+        "input lines that were not ingested, with the reason",
+    ),
+    _stats(
+        "entity_popularity",
+        "entity int, degree bigint, in_degree bigint, out_degree bigint, self_loops bigint, delta double",
+        "d(e) and its parts; delta = d(e) / 2|T|",
+    ),
+    _stats(
+        "entity_relation_popularity",
+        "entity int, relation int, out_degree bigint, in_degree bigint, relation_degree bigint, entity_degree bigint, "
+        "delta_rel_given_entity double",
+        "d(e => r) per (entity, relation) pair; delta(r|e) = d(e => r) / d(e)",
+    ),
+    _stats(
+        "relation_statistics",
+        "relation int, facts bigint, distinct_subjects bigint, distinct_objects bigint, functionality double, "
+        "inverse_functionality double",
+        "facts and (inverse) functionality per relation",
+    ),
+    _stats("degree_histogram", "degree bigint, entities bigint", "entities per degree"),
+    Table("rules", "{dataset}/rules", RULE_COLUMNS, "mine, import-rules", "Horn rules with AMIE3's metrics"),
+    Table(
+        "groundings",
+        "{dataset}/groundings",
+        GROUNDING,
+        "ground",
+        "groundings of a rules table (all or per-rule sample)",
+    ),
+    _variant("rules", RULE_COLUMNS, "the rules the variant was built from (a copy)"),
+    _variant(
+        "groundings", f"{GROUNDING}, priority bigint", "the per-rule grounding sample with its selection priority"
+    ),
+    _variant("complete", f"{TRIPLE}, split string", "the complete KG (the mined splits)"),
+    _variant("incomplete", f"{TRIPLE}, split string", "the complete KG without the removed triples"),
+    _variant("removed", f"{TRIPLE}, rule_ids array<string>", "removed triples and the rules that infer them"),
+    _variant(
+        "provenance",
+        f"{TRIPLE}, rule_id string, rule string, bindings map<string, int>, body array<{IDS}>, sample_hash bigint",
+        "one row per selected grounding: the removed triple, its rule, bindings and body",
+    ),
+    _variant(
+        "questions",
+        "id string, h int, r int, t int, direction string, topic int, hard_answer int, answers array<int>, "
+        "n_answers bigint, rule_ids array<string>, split string",
+        "questions of the removed triples: complete answers, Alg. 1 downsampling, split",
+        "questions",
+    ),
+    _variant("violations", f"{TRIPLE}, reason string", "removed triples the verifier could not prove", "verify"),
+    _score(
+        "partials",
+        None,
+        "exact per-batch sums keyed by (batch_id, model, run, entity_degree, relation_degree); "
+        "one column per sum of the metric grid",
+    ),
+    _score(
+        "quarantine",
+        "batch_id string, source_file string, line_number bigint, line string, reason string, detail string",
+        "rank rows that were not scored, with the reason",
+    ),
+    _score("batches", None, "one row per finished batch (batch_id and its counts): what a rerun skips"),
+    _score(
+        "results", "model string, run string, metric string, alpha double, beta double, value double", "the metrics"
+    ),
+    _score("groups", None, "metrics per popularity group (Fig. 11), when scoring.popularity_groups > 0"),
+    Table(
+        "rank.ranks",
+        "{out}/ranks",
+        None,
+        "rank",
+        "filtered ranks in the rank-file format `kgbrink score` reads (Parquet, not Delta)",
+        format="parquet",
+    ),
+    Table(
+        "rank.quarantine",
+        "{out}/quarantine",
+        "model string, run string, h int, r int, t int, side string, reason string, detail string",
+        "rank",
+        "queries that were not ranked, with the reason",
+    ),
+)
+BY_NAME = {t.name: t for t in TABLES}
+
+
+def table(name: str) -> Table:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no table '{name}' in the catalog") from None
+
+
+def path(name: str, **parts: str) -> str:
+    """The location of the catalogued table ``name``."""
+    return table(name).path(**parts)
+
+
+def find(location: str, name: str | None = None) -> Table | None:
+    """The catalog entry a location belongs to: the most specific matching pattern
+    (``{dataset}/variants/{variant}/rules`` before ``{dataset}/rules``), ``name`` among equally specific."""
+    found = [t for t in TABLES if t.matches(location)]
+    if not found:
+        return None
+    return max(found, key=lambda t: (len(re.sub(r"\{(dataset|out)\}", "", t.pattern)), t.name == name))
+
+
+def check_schema(entry: Table, frame) -> None:
+    """Fail when ``frame`` does not have the catalogued columns and types of ``entry`` (nullability aside)."""
+    if entry.schema is None:
+        return
+    from pyspark.sql.types import _parse_datatype_string
+
+    declared = _parse_datatype_string(entry.schema).simpleString()
+    actual = frame.schema.simpleString()
+    if declared != actual:
+        raise RuntimeError(f"internal: table '{entry.name}' written with {actual}; the catalog declares {declared}")
+
+
+def reference_markdown() -> str:
+    """The table reference (a Markdown table) of ``docs/tables.md``."""
+    lines = [
+        "| table | path | written by | partitioned by | columns | what |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t in TABLES:
+        columns = f"`{t.schema}`" if t.schema else "(see what)"
+        fmt = "" if t.format == "delta" else f" ({t.format})"
+        lines.append(
+            f"| {t.name}{fmt} | `{t.pattern}` | {t.writer} | {', '.join(t.partition_by) or '-'} | {columns} | {t.doc} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(reference_markdown(), end="")

@@ -1,0 +1,169 @@
+"""What a person sees: progress on stderr, a short human summary, and errors without stack traces.
+
+Progress: the top job's steps as ``[k/n] name`` with their time, the steps one level down as indented
+lines, and for a Spark stage running longer than :data:`STAGE_REPORT_SECONDS` its task count. Errors:
+a Py4J/JVM failure is reduced to the chain of its causes (which names the file a reader failed on); the
+whole trace goes to a log file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+STAGE_REPORT_SECONDS = 30.0
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
+
+
+@dataclass
+class Progress:
+    """Step reporter; ``depth`` 0 is the job the user started (deeper levels report less)."""
+
+    stream: TextIO | None = None
+    depth: int = 0
+    total: int | None = None
+    counter: list[int] = field(default_factory=lambda: [0])
+    # False for the command line's own reporter: the job it starts is at depth 0.
+    parent_job: bool = False
+
+    def child(self, total: int | None = None) -> Progress:
+        """The reporter of a job run by this one (or by the command line, for the top job: depth 0)."""
+        return Progress(self.stream, self.depth + 1 if self.parent_job else self.depth, total, [0], True)
+
+    def _print(self, text: str) -> None:
+        stream = self.stream or sys.stderr
+        print(text, file=stream, flush=True)
+
+    @contextmanager
+    def step(self, name: str, spark: Any = None) -> Iterator[None]:
+        self.counter[0] += 1
+        k = self.counter[0]
+        label = f"[{k}/{max(k, self.total)}]" if self.total else f"[{k}]"
+        start = time.perf_counter()
+        if self.depth <= 1:
+            self._print(f"{'  ' * self.depth}{label} {name}")
+        watcher = _StageWatcher(spark, self, start) if spark is not None and self.depth <= 2 else None
+        try:
+            yield
+        finally:
+            if watcher:
+                watcher.stop()
+            if self.depth == 0:
+                self._print(f"      {name} done in {_clock(time.perf_counter() - start)}")
+
+
+class _StageWatcher:
+    """Reports the active Spark stage's task progress while a step runs past STAGE_REPORT_SECONDS."""
+
+    def __init__(self, spark: Any, progress: Progress, start: float):
+        self.spark, self.progress, self.start = spark, progress, start
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.done.wait(STAGE_REPORT_SECONDS):
+            try:
+                tracker = self.spark.sparkContext.statusTracker()
+                infos = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+            except Exception:  # noqa: BLE001 - a stopped context ends the reports, never the job
+                return
+            infos = [i for i in infos if i is not None]
+            if infos:
+                tasks = sum(i.numTasks for i in infos)
+                finished = sum(i.numCompletedTasks for i in infos)
+                elapsed = _clock(time.perf_counter() - self.start)
+                self.progress._print(f"{'  ' * (self.progress.depth + 1)}... {elapsed}: {finished}/{tasks} tasks")
+
+    def stop(self) -> None:
+        self.done.set()
+
+
+def java_causes(exc: BaseException) -> list[str]:
+    """The messages of a Py4J Java exception and its causes, outermost first (empty for other errors)."""
+    java = getattr(exc, "java_exception", None)
+    causes: list[str] = []
+    seen = 0
+    while java is not None and seen < 12:
+        seen += 1
+        try:
+            name = java.getClass().getName()
+            message = java.getMessage()
+        except Exception:  # noqa: BLE001
+            break
+        text = f"{name.rsplit('.', 1)[-1]}: {message}" if message else name.rsplit(".", 1)[-1]
+        causes.append(" ".join(str(text).split()))
+        java = java.getCause()
+    return causes
+
+
+_FILE = re.compile(
+    r"(?:file|s3a?|hdfs|viewfs|abfss?|gs)://\S+?(?=[\s,;)\]'\"]|\.?$)|(?<![\w/])/(?:[\w.@%+=-]+/)+[\w.@%+=-]+"
+)
+
+
+def error_message(exc: BaseException) -> str:
+    """One readable message: Python errors as they are; JVM errors as the file they name and the chain of
+    causes (Spark's error classes and their parameters, the root cause last)."""
+    causes = java_causes(exc)
+    if not causes:
+        return f"{type(exc).__name__}: {exc}"
+    files = []
+    for cause in causes:
+        for found in _FILE.findall(cause):
+            if found not in files:
+                files.append(found.rstrip(".,"))
+    unique = []
+    for cause in causes:
+        short = cause[:400]
+        if short not in unique:
+            unique.append(short)
+    where = f"while reading {files[0]}: " if files else ""
+    return where + " <- ".join([unique[0], unique[-1]] if len(unique) > 1 else unique)
+
+
+def write_trace(exc: BaseException, log_dir: str, job: str) -> str | None:
+    """The full Python (and Java) trace into ``<log_dir>/<job>-<time>.log``; its path, or None."""
+    try:
+        directory = Path(log_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{job}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+        path.write_text("".join(traceback.format_exception(exc)))
+        return str(path)
+    except OSError:
+        return None
+
+
+def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None) -> list[str]:
+    """A few lines on what a job built: status and time, where its files are, its key counts."""
+    seconds = sum(v for k, v in summary.timings.items() if "." not in k)
+    lines = [f"kgbrink {summary.job}: {summary.status}" + (f" in {_clock(seconds)}" if seconds else "")]
+    for label, location in summary.highlights.items():
+        lines.append(f"  {label}: {location}")
+    if not summary.highlights and summary.outputs:
+        paths = [table.path for table in summary.outputs.values()]
+        common = paths[0] if len(paths) == 1 else os.path.commonprefix(paths).rsplit("/", 1)[0]
+        lines.append(f"  wrote: {common} ({len(paths)} table{'s' if len(paths) > 1 else ''})")
+    counts = [(k, v) for k, v in summary.counts.items() if isinstance(v, int) and not isinstance(v, bool)]
+    if counts:
+        shown = ", ".join(f"{k} {v:,}" for k, v in counts[:8])
+        lines.append(f"  counts: {shown}")
+    if summary.mlflow_run_id and tracking_uri:
+        lines.append(f"  MLflow run {summary.mlflow_run_id} in {tracking_uri}")
+        lines.append(f"    (browse: mlflow ui --backend-store-uri {tracking_uri}, with the full mlflow package)")
+    if json_path:
+        lines.append(f"  summary JSON: {json_path}")
+    return lines

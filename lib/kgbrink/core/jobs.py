@@ -1,0 +1,165 @@
+"""The job interface: options as a dataclass, ``run(ctx, options) -> JobSummary``, one registry.
+
+A job module declares its options (a dataclass whose fields carry their command-line form, :func:`arg`)
+and registers ``run`` with :func:`job`. The :class:`JobContext` gives a job its SparkSession and
+settings, records every table it reads (pinned to the version it read) and writes in its summary, times
+its steps and reports progress. ``kgbrink <job>`` (:mod:`kgbrink.cli`, whose parser is a loop over
+:data:`REGISTRY`) and the spark-submit entry points ``jobs/<job>.py`` run them; a job composes others with
+:meth:`JobContext.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from kgbrink.core import catalog
+from kgbrink.core.console import Progress
+from kgbrink.core.delta import TableVersion, latest_version, read_table, write_table
+from kgbrink.core.settings import Settings
+from kgbrink.core.tracking import JobSummary
+
+
+def arg(
+    default: Any = None,
+    help: str = "",
+    *,
+    flag: str | None = None,
+    cli: bool = True,
+    factory: Callable[[], Any] | None = None,
+    **argparse_kwargs,
+):
+    """A job option with its command-line form (``--name`` from the field name unless ``flag`` is given;
+    ``argparse_kwargs`` go to ``add_argument``; ``convert`` turns the parsed value into the option's)."""
+    meta = {"help": help, "flag": flag, "cli": cli, "argparse": argparse_kwargs}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    help: str
+    options: type
+    run: Callable[[JobContext, Any], JobSummary]
+    spark: bool = True
+    # Steps the job reports (its ``ctx.step`` calls; the most it runs), for "step k of n".
+    steps: int | None = None
+    # The spark-submit entry point's file under jobs/ (the registry's test checks each exists).
+    entry_point: str = ""
+
+
+REGISTRY: dict[str, Job] = {}
+
+
+def job(
+    name: str, help: str, options: type, *, spark: bool = True, steps: int | None = None, entry_point: str | None = None
+):
+    """Register ``run(ctx, options)`` as the job ``name``; calling it runs it in a context of its own."""
+
+    def register(fn: Callable[[JobContext, Any], JobSummary]) -> Callable[[JobContext, Any], JobSummary]:
+        @functools.wraps(fn)
+        def run(ctx: JobContext, options: Any) -> JobSummary:
+            return ctx.run(name, options)
+
+        REGISTRY[name] = Job(name, help, options, fn, spark, steps, entry_point or name.replace("-", "_") + ".py")
+        return run
+
+    return register
+
+
+@dataclass
+class JobContext:
+    """What a running job has: the session, the settings, its summary and its progress reporter."""
+
+    spark: Any
+    config: Settings
+    summary: JobSummary = field(default_factory=lambda: JobSummary(""))
+    progress: Progress = field(default_factory=Progress)
+
+    def begin(self, **params: Any) -> JobSummary:
+        """The job's summary with its parameters recorded."""
+        self.summary.params.update(params)
+        return self.summary
+
+    def run(self, name: str, options: Any) -> JobSummary:
+        """Run the registered job ``name`` with ``options`` in a child context; its summary is returned."""
+        definition = REGISTRY[name]
+        child = JobContext(self.spark, self.config, JobSummary(name), self.progress.child(definition.steps))
+        try:
+            return definition.run(child, options)
+        except Exception as exc:
+            # The summary a failure carries up is the job's at each level; a failed sub-job is named in it.
+            inner = getattr(exc, "summary", None)
+            if inner is not None and inner is not child.summary:
+                child.summary.extra.setdefault("failed_step", {"job": inner.job, "counts": inner.counts})
+            try:
+                exc.summary = child.summary
+            except AttributeError:  # exceptions with __slots__
+                pass
+            raise
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """A named, timed step (its seconds under ``summary.timings[name]``), reported as progress."""
+        with self.progress.step(name, self.spark), self.summary.timed(name):
+            yield
+
+    def read(self, name: str, path: str, version: int | None = None):
+        """The Delta table at ``path``, pinned: the version read first under ``name`` is recorded in the
+        summary's inputs and every later read of ``name`` sees that same version."""
+        if name not in self.summary.inputs:
+            pinned = latest_version(self.spark, path) if version is None else version
+            self.summary.inputs[name] = TableVersion(path, pinned)
+        return read_table(self.spark, path, self.summary.inputs[name].version)
+
+    def written(self, name: str):
+        """The version of ``name`` this job wrote (the outputs record it), read back."""
+        table = self.summary.outputs[name]
+        return read_table(self.spark, table.path, table.version)
+
+    def write(self, name: str, frame, path: str, description: str = "", table: str | None = None):
+        """Overwrite the Delta table at ``path`` (one new version), recorded under ``name`` in the outputs.
+        A catalogued table (``table``, else the entry ``path`` matches) must have the catalog's columns and
+        is partitioned as the catalog says."""
+        entry = catalog.table(table) if table else catalog.find(path, name)
+        if entry is not None:
+            catalog.check_schema(entry, frame)
+        partition_by = list(entry.partition_by) if entry is not None else None
+        self.summary.outputs[name] = write_table(frame, path, partition_by, description or None)
+        return self.summary.outputs[name]
+
+
+def add_arguments(parser: argparse.ArgumentParser, options: type) -> None:
+    """The options dataclass's fields as ``--flags`` of ``parser``."""
+    for f in fields(options):
+        meta = f.metadata
+        if not meta.get("cli", False):
+            continue
+        kwargs = {k: v for k, v in meta["argparse"].items() if k != "convert"}
+        kwargs.setdefault("default", None)
+        parser.add_argument(meta["flag"] or "--" + f.name.replace("_", "-"), dest=f.name, help=meta["help"], **kwargs)
+
+
+def options_from(args: argparse.Namespace, options: type) -> Any:
+    """The options dataclass from parsed arguments; an option not given keeps its declared default."""
+    values = {}
+    for f in fields(options):
+        if not f.metadata.get("cli", False):
+            continue
+        value = getattr(args, f.name, None)
+        if value is None:
+            continue
+        convert = f.metadata["argparse"].get("convert")
+        values[f.name] = convert(value) if convert else value
+    return options(**values)
+
+
+def names(text: str | None) -> list[str] | None:
+    """``a,b`` -> ``["a", "b"]`` (argparse conversion of comma-separated names)."""
+    return [s.strip() for s in text.split(",") if s.strip()] if text else None
