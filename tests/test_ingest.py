@@ -17,6 +17,7 @@ from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import session_setting
 from kgbrink.jobs import ingest as job
 from kgbrink.kg import ingest as T
+from kgbrink.kg import ntriples
 
 
 def write(path: Path, lines: list[str], compress: bool = False) -> str:
@@ -100,7 +101,7 @@ def test_ntriples_keep_entity_edges_and_skip_the_rest(spark):
         "",
         f"{e}Q1> {p}P31> {e}Q5>",  # no final dot
     ]
-    parsed = T.parse_ntriples(lines_df(spark, lines))
+    parsed = ntriples.parse_ntriples(lines_df(spark, lines))
     assertDataFrameEqual(
         parsed.select("row_id", "status", "reason", "h_key", "r_key", "t_key", "label_key", "label"),
         [
@@ -479,3 +480,55 @@ def test_generated_dirty_kg_is_accounted_for_exactly(spark, config, tmp_path):
     assert c["kept_per_split"] == manifest["splits"]
     assert c["lines_per_split"]["train"] == manifest["train_file_lines"]
     assert c["entities"] == manifest["entities"] and c["relations"] == 822
+
+
+def _ingest_bytes(spark, config, tmp_path, data: bytes, name: str = "kg.tsv"):
+    path = tmp_path / name
+    path.write_bytes(data)
+    dataset = tmp_path / "ds"
+    ctx = JobContext(spark, config.with_overrides(["ingest.max_bad_fraction=1"]))
+    summary = job.run(ctx, job.IngestOptions(dataset=str(dataset), format="delimited", splits={"train": [str(path)]}))
+    quarantine = read_table(spark, str(dataset / "quarantine")).orderBy("line_number").collect()
+    return summary, [(r["line_number"], r["reason"], r["line"]) for r in quarantine]
+
+
+def test_bytes_that_are_not_utf8_are_quarantined_not_merged(spark, config, tmp_path):
+    """Latin-1 'café' and 'cafè' would both decode to 'caf\\ufffd' and merge into one triple."""
+    data = b"caf\xe9\tP1\tQ2\ncaf\xe8\tP1\tQ2\nQ1\tP1\tQ2\ncaf\xc3\xa9\tP1\tQ2\n"
+    summary, bad = _ingest_bytes(spark, config, tmp_path, data)
+    assert bad == [(1, "invalid_utf8", "caf\ufffd\tP1\tQ2"), (2, "invalid_utf8", "caf\ufffd\tP1\tQ2")]
+    assert summary.counts["kept"] == 2  # Q1 and the valid UTF-8 'café'
+    assert summary.counts["duplicates"] == 0
+
+
+def test_lines_end_at_newline_only(spark, config, tmp_path):
+    """A lone \\r stays inside its line (line numbers agree with `wc -l`); \\r\\n ends a line like \\n."""
+    data = b"Q1\tP1\tQ2\rQ3\tP1\tQ4\nQ5\tP1\tQ6\r\nQ7\tP1\n"
+    assert data.count(b"\n") == 3
+    summary, bad = _ingest_bytes(spark, config, tmp_path, data)
+    assert [(n, reason) for n, reason, _ in bad] == [(1, "wrong_field_count"), (3, "wrong_field_count")]
+    assert bad[1][2] == "Q7\tP1"
+    assert summary.counts["kept"] == 1  # Q5 P1 Q6, without its \r
+
+
+def test_a_truncated_gz_is_an_input_error_naming_the_file_and_nothing_is_written(spark, config, tmp_path):
+    data = gzip.compress("".join(f"Q{i}\tP1\tQ{i + 1}\n" for i in range(20000)).encode())
+    broken = tmp_path / "broken.tsv.gz"
+    broken.write_bytes(data[: len(data) // 2])
+    dataset = tmp_path / "ds"
+    with pytest.raises(InputError, match=r"broken.tsv.gz: truncated or corrupt compressed input \(EOFException"):
+        job.run(
+            JobContext(spark, config),
+            job.IngestOptions(dataset=str(dataset), format="delimited", splits={"train": [str(broken)]}),
+        )
+    assert not dataset.exists() or sorted(p.name for p in dataset.iterdir()) == []
+
+
+def test_a_directory_given_as_a_split_file_is_refused(spark, config, tmp_path):
+    folder = tmp_path / "parts"
+    write(folder / "a.tsv", ["Q1\tP1\tQ2"])
+    with pytest.raises(InputError, match=r"input is a directory, not a file: .*parts \(name its files"):
+        job.run(
+            JobContext(spark, config),
+            job.IngestOptions(dataset=str(tmp_path / "ds"), format="delimited", splits={"train": [str(folder)]}),
+        )

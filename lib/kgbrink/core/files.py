@@ -91,6 +91,11 @@ def delete_if_empty(spark: SparkSession, path: str) -> None:
             pass
 
 
+def _is_directory(spark: SparkSession, path: str) -> bool:
+    hpath, fs = hadoop_path(spark, path)
+    return bool(fs.getFileStatus(hpath).isDirectory())
+
+
 def file_size(spark: SparkSession, path: str) -> int:
     hpath, fs = hadoop_path(spark, path)
     return int(fs.getFileStatus(hpath).getLen())
@@ -125,10 +130,35 @@ def first_existing(spark: SparkSession, candidates: list[str]) -> str | None:
     return next((c for c in candidates if path_exists(spark, c)), None)
 
 
+# Root causes of a read that fails on the bytes of a compressed file (truncated or corrupt).
+_CORRUPT = ("EOFException", "ZipException", "Unexpected end of", "Not in GZIP format", "incorrect header check")
+
+
+def corrupt_input(exc: BaseException, paths: list[str]) -> InputError | None:
+    """An :class:`InputError` naming the input file a Spark read failed on, when the JVM failure is a
+    truncated or corrupt compressed file; None for any other failure."""
+    from kgbrink.core.console import java_causes
+
+    causes = java_causes(exc)
+    if not any(marker in cause for cause in causes for marker in _CORRUPT):
+        return None
+    text = " ".join(causes)
+    named = [p for p in paths if given_path(p) in text or p in text or decoded_uri(p) in text]
+    where = ", ".join(named) if named else "one of " + ", ".join(paths)
+    return InputError(f"{where}: truncated or corrupt compressed input ({causes[-1]})")
+
+
 def require_files(spark: SparkSession, paths: list[str]) -> None:
+    """Every path an existing, non-empty file (a directory is refused: its files are to be named)."""
     missing = [p for p in paths if not path_exists(spark, p)]
     if missing:
         raise InputError(f"input file not found: {', '.join(missing)}")
+    folders = [p for p in paths if _is_directory(spark, p)]
+    if folders:
+        raise InputError(
+            f"input is a directory, not a file: {', '.join(folders)} (name its files, e.g. DIR/part1.tsv,DIR/part2.tsv, "
+            "or give a dump directory with --input)"
+        )
     empty = [p for p in paths if file_size(spark, p) == 0]
     if empty:
         raise InputError(f"input file is empty: {', '.join(empty)}")
@@ -177,10 +207,14 @@ def read_lines(spark: SparkSession, splits: dict[str, list[str]]) -> DataFrame:
 
     ``row_id`` is taken right after the scan, so within one file block (a contiguous byte range read by
     one task) the rows of the block carry consecutive ids; with the block's start offset this yields
-    exact line numbers (:func:`kgbrink.kg.ingest.block_offsets`).
+    exact line numbers (:func:`kgbrink.core.quarantine.block_offsets`). Lines end at ``\n`` only (a
+    ``\r\n`` line keeps its ``\r`` for the parsers to strip; a lone ``\r`` stays inside its line, so
+    line numbers agree with ``wc -l``); ``line`` keeps the file's bytes, valid UTF-8 or not.
     """
     frames = [
-        spark.read.text(paths).select(
+        spark.read.option("lineSep", "\n")
+        .text(paths)
+        .select(
             F.lit(split).alias("split"),
             F.col("_metadata.file_path").alias("source_file"),
             F.col("_metadata.file_block_start").alias("block_start"),

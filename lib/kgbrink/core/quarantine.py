@@ -48,7 +48,10 @@ def quarantine_rows(parsed: DataFrame, offsets: DataFrame) -> DataFrame:
     return bad.join(F.broadcast(offsets), ["split", "source_file", "block_start"]).select(
         "source_file",
         (F.col("lines_before") + F.col("row_id") - F.col("first_row_id") + 1).alias("line_number"),
-        F.substring("line", 1, MAX_QUARANTINED_LINE_CHARS).alias("line"),
+        # without the \r of a \r\n ending; invalid UTF-8 bytes shown as U+FFFD (the reason says so)
+        F.make_valid_utf8(F.substring(F.regexp_replace("line", "\r$", ""), 1, MAX_QUARANTINED_LINE_CHARS)).alias(
+            "line"
+        ),
         "reason",
         "detail",
     )

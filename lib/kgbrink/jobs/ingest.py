@@ -12,6 +12,7 @@ import uuid
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, replace
 
+from py4j.protocol import Py4JJavaError
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -25,6 +26,7 @@ from kgbrink.core.delta import (
 from kgbrink.core.files import (
     IngestInputs,
     InputError,
+    corrupt_input,
     delete_if_empty,
     delete_path,
     given_path,
@@ -37,6 +39,7 @@ from kgbrink.core.jobs import JobContext, job
 from kgbrink.core.tracking import JobSummary
 from kgbrink.jobs.ingest_options import IngestOptions, resolve_inputs, triple_format
 from kgbrink.kg import ingest as T
+from kgbrink.kg import ntriples
 
 
 class IngestError(RuntimeError):
@@ -109,7 +112,7 @@ def _parsed_sources(spark: SparkSession, opts: IngestOptions, inputs: IngestInpu
     """Parsed triple lines (N-Triples lines also carry ``label_key, label``)."""
     lines = read_lines(spark, inputs.splits)
     if opts.format == "ntriples":
-        return T.parse_ntriples(lines, opts.label_language)
+        return ntriples.parse_ntriples(lines, opts.label_language)
     parsed = T.parse_delimited_triples(lines, triple_format(opts))
     return T.check_vocabulary(parsed, *vocab) if vocab is not None else parsed
 
@@ -188,33 +191,41 @@ def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
         return spark.read.parquet(f"{staging}/{name}")
 
     try:
-        with ctx.step("parse_and_count_lines"):
-            codecs = {"entities": fmt.entity_codec, "relations": fmt.relation_codec}
-            label_columns = []
-            if "label_key" in parsed.columns:
-                label_columns = [fmt.entity_codec.code(F.col("label_key")).alias("label_code"), "label"]
-            triples_state = stage(
-                parsed.select(
-                    *LINE_STATE,
-                    *(
-                        codecs[kind].code(F.col(f"{role}_key")).alias(f"{role}_code")
-                        for role, kind in (("h", "entities"), ("r", "relations"), ("t", "entities"))
+        try:
+            with ctx.step("parse_and_count_lines"):
+                codecs = {"entities": fmt.entity_codec, "relations": fmt.relation_codec}
+                label_columns = []
+                if "label_key" in parsed.columns:
+                    label_columns = [fmt.entity_codec.code(F.col("label_key")).alias("label_code"), "label"]
+                triples_state = stage(
+                    parsed.select(
+                        *LINE_STATE,
+                        *(
+                            codecs[kind].code(F.col(f"{role}_key")).alias(f"{role}_code")
+                            for role, kind in (("h", "entities"), ("r", "relations"), ("t", "entities"))
+                        ),
+                        *label_columns,
                     ),
-                    *label_columns,
-                ),
-                "triples",
-            )
-            alias_state = {
-                k: stage(a.select(*LINE_STATE, codecs[k].code(F.col("key")).alias("code"), "label"), k)
-                for k, a in aliases.items()
-                if a is not None
-            }
-            nt_labels = None
-            if label_columns:
-                nt_labels = triples_state.filter(F.col("label_code").isNotNull()).select(
-                    F.col("label_code").alias("code"), "label", F.lit(Q.OK).alias("status")
+                    "triples",
                 )
-            counts = [row for frame in [triples_state, *alias_state.values()] for row in Q.line_counts(frame).collect()]
+                alias_state = {
+                    k: stage(a.select(*LINE_STATE, codecs[k].code(F.col("key")).alias("code"), "label"), k)
+                    for k, a in aliases.items()
+                    if a is not None
+                }
+                nt_labels = None
+                if label_columns:
+                    nt_labels = triples_state.filter(F.col("label_code").isNotNull()).select(
+                        F.col("label_code").alias("code"), "label", F.lit(Q.OK).alias("status")
+                    )
+                counts = [
+                    row for frame in [triples_state, *alias_state.values()] for row in Q.line_counts(frame).collect()
+                ]
+        except Py4JJavaError as exc:
+            corrupt = corrupt_input(exc, inputs.all_files)
+            if corrupt is None:
+                raise
+            raise corrupt from None
         state = _Parsed(
             inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts
         )

@@ -31,6 +31,7 @@ UNKNOWN_RELATION = "unknown_relation"
 MALFORMED_NTRIPLE = "malformed_ntriple"
 EMPTY_LABEL = "empty_label"
 BAD_ALIAS_KEY = "bad_alias_key"
+INVALID_UTF8 = "invalid_utf8"
 
 
 @dataclass(frozen=True)
@@ -104,12 +105,15 @@ WIKIDATA5M = TripleFormat(
 # Wikidata truthy N-Triples yield the same Q/P keys (parse_ntriples extracts them).
 NTRIPLES = replace(WIKIDATA5M, name="ntriples")
 PROBE = TripleFormat("probe")
-WIKIDATA_ENTITY_IRI = "http://www.wikidata.org/entity/"
-WIKIDATA_DIRECT_PROPERTY_IRI = "http://www.wikidata.org/prop/direct/"
-LABEL_PREDICATES = ("http://www.w3.org/2000/01/rdf-schema#label", "http://schema.org/name")
 
 
-def _strip_cr(line: Column) -> Column:
+def _utf8_check() -> tuple[Column, str, Column]:
+    """The first check of every line: its bytes are UTF-8 (Latin-1 keys would otherwise be decoded to the
+    same replacement characters and merge)."""
+    return ~F.is_valid_utf8(F.col("line")), INVALID_UTF8, F.lit("the line is not valid UTF-8")
+
+
+def strip_cr(line: Column) -> Column:
     """A line without its Windows line-ending ``\\r`` (cheaper than a regex on every line)."""
     return F.when(line.endswith("\r"), line.substr(F.lit(1), F.length(line) - 1)).otherwise(line)
 
@@ -131,13 +135,14 @@ def parse_delimited_triples(lines: DataFrame, fmt: TripleFormat) -> DataFrame:
     ``status`` is ``ok`` or ``quarantined``; a quarantined line has a reason code and a human detail.
     """
     delimiter = re.escape(fmt.delimiter)
-    parsed = lines.withColumn("_fields", F.split(_strip_cr(F.col("line")), delimiter, -1))
+    parsed = lines.withColumn("_fields", F.split(strip_cr(F.col("line")), delimiter, -1))
     n_fields = F.size("_fields")
     raw = {role: F.col("_fields")[i] for i, role in enumerate(fmt.columns)}
     keys, broken = {}, {}
     for role in ("h", "r", "t"):
         keys[role], broken[role] = _unquote(raw[role], fmt.quote)
     checks: list[tuple[Column, str, Column]] = [
+        _utf8_check(),
         (
             n_fields != 3,
             WRONG_FIELD_COUNT,
@@ -186,71 +191,16 @@ def _classify(df: DataFrame, checks: list[tuple[Column, str, Column]], keys: dic
     )
 
 
-_NT_LINE = r"^\s*(<[^>]*>|_:\S+)\s+<([^>]*)>\s+(<[^>]*>|_:\S+|\"(?:[^\"\\]|\\.)*\"(?:@[A-Za-z][A-Za-z0-9-]*|\^\^<[^>]*>)?)\s*\.\s*$"
-
-
-def parse_ntriples(lines: DataFrame, label_language: str = "en") -> DataFrame:
-    """Wikidata truthy N-Triples: keep ``<entity/Q..> <prop/direct/P..> <entity/Q..>`` edges.
-
-    Adds ``h_key, r_key, t_key, status, reason, detail`` and ``label_key, label`` (English ``rdfs:label``
-    / ``schema:name`` literals, unescaped for ``\\"`` and ``\\\\``). Lines that are well-formed but not
-    entity-to-entity edges get status ``skipped`` with the kind in ``reason``: ``blank_or_comment``,
-    ``non_entity_subject``, ``label``, ``other_predicate``, ``literal_object``, ``non_entity_object``.
-    Lines that are not N-Triples at all are quarantined as ``malformed_ntriple``.
-    """
-    line = _strip_cr(F.col("line"))
-    subject = F.regexp_extract(line, _NT_LINE, 1)
-    predicate = F.regexp_extract(line, _NT_LINE, 2)
-    obj = F.regexp_extract(line, _NT_LINE, 3)
-    entity = rf"^<{re.escape(WIKIDATA_ENTITY_IRI)}({WIKIDATA_ENTITY_KEY})>$"
-    prop = rf"^{re.escape(WIKIDATA_DIRECT_PROPERTY_IRI)}({WIKIDATA_RELATION_KEY})$"
-    is_label = predicate.isin(*LABEL_PREDICATES)
-    label_literal = rf'^"((?:[^"\\]|\\.)*)"@{re.escape(label_language)}$'
-    blank = F.trim(line).rlike("^(#.*)?$")
-    skip_rules = [
-        (blank, "blank_or_comment"),
-        (~line.rlike(_NT_LINE), None),
-        (~subject.rlike(entity), "non_entity_subject"),
-        (is_label, "label"),
-        (~predicate.rlike(prop), "other_predicate"),
-        (obj.startswith('"'), "literal_object"),
-        (~obj.rlike(entity), "non_entity_object"),
-    ]
-    status, reason = F.lit(OK), F.lit(None).cast("string")
-    for condition, kind in reversed(skip_rules):
-        if kind is None:
-            status = F.when(condition, F.lit(QUARANTINED)).otherwise(status)
-            reason = F.when(condition, F.lit(MALFORMED_NTRIPLE)).otherwise(reason)
-        else:
-            status = F.when(condition, F.lit(SKIPPED)).otherwise(status)
-            reason = F.when(condition, F.lit(kind)).otherwise(reason)
-    ok = status == OK
-    label_text = F.regexp_extract(obj, label_literal, 1)
-    has_label = (reason == "label") & obj.rlike(label_literal) & (label_text != "")
-    unescaped = F.regexp_replace(F.regexp_replace(label_text, r'\\"', '"'), r"\\\\", r"\\")
-    return lines.withColumns(
-        {
-            "status": status,
-            "reason": reason,
-            "detail": F.when(status == QUARANTINED, F.lit("not an N-Triples statement '<s> <p> <o> .'")),
-            "h_key": F.when(ok, F.regexp_extract(subject, entity, 1)),
-            "r_key": F.when(ok, F.regexp_extract(predicate, prop, 1)),
-            "t_key": F.when(ok, F.regexp_extract(obj, entity, 1)),
-            "label_key": F.when(has_label, F.regexp_extract(subject, entity, 1)),
-            "label": F.when(has_label, unescaped),
-        }
-    )
-
-
 def parse_aliases(lines: DataFrame, key_pattern: str = r"\S+") -> DataFrame:
     """Alias files (``key<TAB>alias1<TAB>alias2...``; the first alias is the label).
 
     Adds ``key, label, status, reason, detail``; malformed lines are quarantined. A key listed on several
     lines is resolved by :func:`alias_labels`.
     """
-    fields = F.split(_strip_cr(F.col("line")), "\t", -1)
+    fields = F.split(strip_cr(F.col("line")), "\t", -1)
     key, label = fields[0], F.trim(fields[1])
     checks = [
+        _utf8_check(),
         (F.size(fields) < 2, WRONG_FIELD_COUNT, F.lit("expected a key and at least one alias, TAB-separated")),
         (
             ~key.rlike(f"^(?:{key_pattern})$"),
