@@ -99,3 +99,20 @@ def test_environment_files_hold_only_what_differs(name):
             elif item == default or (isinstance(item, str) and resolve_location(item) == default):
                 same.append(key if sub is None else f"{key}.{sub}")
     assert same == []
+
+
+def test_overrides_keep_the_spark_keys_a_file_removes():
+    cluster = load_config(PROJECT_ROOT / "conf" / "cluster.yaml")
+    again = load_config(PROJECT_ROOT / "conf" / "cluster.yaml", ["variant.tau=0.1"])
+    assert "spark.driver.memory" not in cluster.spark.conf and "spark.ui.enabled" not in cluster.spark.conf
+    assert again.spark.conf == cluster.spark.conf
+    assert again.with_overrides(["mining.max_atoms=4"]).spark.conf == cluster.spark.conf
+
+
+def test_empty_paths_and_comma_lists():
+    conf = PROJECT_ROOT / "conf" / "local.yaml"
+    for key in ("dataset", "data_dir", "log_dir", "spark.warehouse_dir"):
+        with pytest.raises(ConfigError, match=f"setting '{key}' is an empty path"):
+            load_config(conf, [f"{key}="])
+    assert load_config(conf, ["stats.splits=train,valid"]).stats.splits == ["train", "valid"]
+    assert load_config(conf, ["scoring.hits=1,5"]).scoring.hits == [1, 5]

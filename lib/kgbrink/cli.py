@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         config = load_config(args.conf, args.set)
     except ConfigError as exc:
         return _usage_error(args.command, str(exc))
-    summary = JobSummary(args.command)
+    summary, usage = JobSummary(args.command), False
     try:
         options = options_from(args, job.options)
         spark, startup = None, None
@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         if startup is not None:
             summary.timings["spark_startup"] = startup
     except Exception as exc:  # noqa: BLE001 - every failure becomes a clear message and exit status 1
+        usage = isinstance(exc, ConfigError)
         summary = getattr(exc, "summary", None) or summary
         summary.status, summary.error = "failed", error_message(exc)
         trace = write_trace(exc, config.log_dir, args.command)
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kgbrink {args.command}: error: cannot write --json {args.json}: {exc}", file=sys.stderr)
             summary.status = "failed"
     print("\n".join(human_summary(summary, config.tracking.uri, written)))
-    return 0 if summary.status == "ok" else 1
+    return 0 if summary.status == "ok" else 2 if usage else 1
 
 
 if __name__ == "__main__":

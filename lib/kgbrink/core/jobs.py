@@ -97,7 +97,12 @@ class JobContext:
             # The summary a failure carries up is the job's at each level; a failed sub-job is named in it.
             inner = getattr(exc, "summary", None)
             if inner is not None and inner is not child.summary:
-                child.summary.extra.setdefault("failed_step", {"job": inner.job, "counts": inner.counts})
+                failed = inner.extra.get("failed_step") or {
+                    "job": inner.job,
+                    "counts": inner.counts,
+                    "outputs": {k: v.as_dict() for k, v in inner.outputs.items()},
+                }
+                child.summary.extra.setdefault("failed_step", failed)
             try:
                 exc.summary = child.summary
             except AttributeError:  # exceptions with __slots__

@@ -207,7 +207,7 @@ class Settings:
         values = self.as_dict()
         for item in assignments:
             _assign(values, item)
-        return _build(values, self.source, [*self.overrides, *assignments])
+        return _build(values, self.source, [*self.overrides, *assignments], merge_spark_conf=False)
 
     def require_dataset(self, given: str | None) -> str:
         """``given`` (``--dataset``) or the configured dataset; an empty value is an error."""
@@ -273,20 +273,31 @@ def _assign(values: dict[str, Any], item: str) -> None:
     kind, _ = _declared(".".join(parts))
     if kind is str or (typing.get_origin(kind) in (types.UnionType, typing.Union) and str in typing.get_args(kind)):
         parsed = None if parsed is None else raw  # a name stays as written ('007' is not 7)
+    elif _is_list(kind) and isinstance(parsed, str) and "," in parsed:
+        parsed = [yaml.safe_load(item) if item.strip() else "" for item in parsed.split(",")]  # a,b is [a, b]
     if len(parts) == 1:
         values[parts[0]] = parsed
     else:
         values[parts[0]][parts[1]] = parsed
 
 
-def _build(values: Mapping[str, Any], source: str, overrides: list[str]) -> Settings:
-    """Typed settings from a mapping of the file's values over the defaults; unknown keys are errors."""
+def _is_list(kind: Any) -> bool:
+    if typing.get_origin(kind) in (types.UnionType, typing.Union):
+        return any(typing.get_origin(a) is list for a in typing.get_args(kind))
+    return typing.get_origin(kind) is list
+
+
+def _build(values: Mapping[str, Any], source: str, overrides: list[str], merge_spark_conf: bool = True) -> Settings:
+    """Typed settings from a mapping of the file's values over the defaults; unknown keys are errors.
+    ``merge_spark_conf``: ``spark.conf`` is a file's, merged over the defaults (not yet-merged settings)."""
     kwargs: dict[str, Any] = {}
     for key in values:
         if key not in TOP_LEVEL and key not in SECTIONS:
             raise ConfigError(f"{source}: unknown setting '{key}'{_closest(key)}")
     for key, (kind, default, _doc) in TOP_LEVEL.items():
         value = coerce(key, values.get(key, default), kind)
+        if key in PATH_TOP_LEVEL and value is not None and not str(value).strip():
+            raise ConfigError(f"{source}: setting '{key}' is an empty path")
         kwargs[key] = resolve_location(value) if key in PATH_TOP_LEVEL else value
     for name, cls in SECTIONS.items():
         given = values.get(name) or {}
@@ -301,12 +312,16 @@ def _build(values: Mapping[str, Any], source: str, overrides: list[str]) -> Sett
             if name == "spark" and key == "conf":
                 if not isinstance(value, Mapping):
                     raise ConfigError(f"{source}: spark.conf must be a mapping of Spark settings")
-                merged = {**section.conf, **{str(k): v for k, v in value.items()}}
+                merged = {**(section.conf if merge_spark_conf else {}), **{str(k): v for k, v in value.items()}}
                 value = {k: v for k, v in merged.items() if v is not None}
             setattr(section, key, coerce(f"{name}.{key}", value, hints[key]))
         for f in fields(cls):
             if f.metadata.get("path"):
                 current = getattr(section, f.name)
+                if any(
+                    c is not None and not str(c).strip() for c in (current if isinstance(current, list) else [current])
+                ):
+                    raise ConfigError(f"{source}: setting '{name}.{f.name}' is an empty path")
                 resolved = (
                     [resolve_location(p) for p in current] if isinstance(current, list) else resolve_location(current)
                 )

@@ -53,7 +53,7 @@ def run(ctx: JobContext, opts: GroundOptions) -> JobSummary:
             found = grounding.groundings(rules, triples, relation_ids, per_rule, seed)
         except grounding.GroundingError as e:
             raise JobFailed(f"{rules_path}: {e}", summary) from None
-        ctx.write("groundings", found, out, description=f"groundings of {len(rules)} rules")
+        ctx.write("groundings", found, out, f"groundings of {len(rules)} rules", table="groundings")
     written = ctx.written("groundings")
     per = written.groupBy("rule_id").count()
     stats = per.agg(

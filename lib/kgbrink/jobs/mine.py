@@ -18,6 +18,7 @@ from kgbrink.core.delta import (
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.kg.dataset import dataset_splits
 from kgbrink.rules import mining
 from kgbrink.rules.model import (
     RULE_TYPES,
@@ -79,7 +80,7 @@ def run(ctx: JobContext, opts: MineOptions) -> JobSummary:
     relation_keys = _relation_keys(ctx, dataset)
     triples_path = catalog.path("triples", dataset=dataset)
     triples = ctx.read("triples", triples_path)
-    known = {r["split"] for r in triples.select("split").distinct().collect()}
+    known = set(dataset_splits(triples))
     splits = sorted(opts.splits or config.mining.splits or known)
     summary.params["splits"] = ",".join(splits)
     missing = sorted(set(splits) - known)
@@ -97,7 +98,7 @@ def run(ctx: JobContext, opts: MineOptions) -> JobSummary:
     summary.counts.update(result.counts)
     _count_types(summary, result.rules)
     with ctx.step("write"):
-        ctx.write("rules", rules_frame(spark, result.rules), out, description=f"kgbrink mine on {'+'.join(splits)}")
+        ctx.write("rules", rules_frame(spark, result.rules), out, f"kgbrink mine on {'+'.join(splits)}", table="rules")
     if opts.tsv:
         write_amie_tsv(result.rules, opts.tsv)
         summary.artifacts.append(opts.tsv)
@@ -129,7 +130,7 @@ def import_rules(ctx: JobContext, opts: ImportRulesOptions) -> JobSummary:
             + (" ..." if len(unknown) > 10 else ""),
             summary,
         )
-    ctx.write("rules", rules_frame(ctx.spark, rules), out, description=f"imported from {Path(tsv).name}")
+    ctx.write("rules", rules_frame(ctx.spark, rules), out, f"imported from {Path(tsv).name}", table="rules")
     _count_types(summary, rules)
     return summary
 

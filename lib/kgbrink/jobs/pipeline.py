@@ -4,7 +4,7 @@
    unless a sample with the same settings is already there;
 2. ``ingest`` it into the dataset (Delta tables);
 3. ``stats`` on the configured splits;
-4. ``build``: mine rules, remove, verify, questions, export and report (:mod:`kgbrink.jobs.variant`).
+4. ``build``: mine rules, remove, verify, questions, export and report (:mod:`kgbrink.jobs.build`).
 """
 
 from __future__ import annotations

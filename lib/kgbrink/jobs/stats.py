@@ -1,7 +1,8 @@
 """``kgbrink stats``: popularity statistics of a dataset's triples on chosen splits, as Delta tables.
 
 Tables under ``<dataset>/stats/<split>+<split>.../``: ``entity_popularity``,
-``entity_relation_popularity``, ``relation_statistics``, ``degree_histogram`` (schemas in README).
+``entity_relation_popularity``, ``relation_statistics``, ``degree_histogram`` (schemas in the catalog,
+:mod:`kgbrink.core.catalog`).
 """
 
 from __future__ import annotations

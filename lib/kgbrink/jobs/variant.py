@@ -1,15 +1,16 @@
-"""The BRINK construction jobs: ``remove``, ``verify``, ``questions``, ``export`` and ``build`` (all of them
-plus ``mine`` and the report).
+"""The BRINK construction jobs ``remove``, ``verify`` and ``questions`` (``export`` and ``build`` are in
+:mod:`kgbrink.jobs.build`).
 
 A variant lives in ``<dataset>/variants/<name>/`` (``variant.name`` in the config): Delta tables
 ``groundings`` (the per-rule sample), ``complete``, ``incomplete`` (``h, r, t, split`` ids),
 ``removed`` (``h, r, t, rule_ids``), ``provenance`` (one row per selected grounding: the removed triple,
 rule id and string, bindings, body triples), ``questions``, ``violations``; the plain-file release
-(``release/``, :func:`export`) and the report (``report/``).
+(``release/``, :func:`kgbrink.jobs.build.export`) and the report (``report/``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,11 +19,7 @@ from pyspark.sql import functions as F
 
 from kgbrink.brink import questions, removal
 from kgbrink.core import catalog
-from kgbrink.core.delta import (
-    TableVersion,
-    read_table,
-    table_path,
-)
+from kgbrink.core.delta import TableVersion, read_table, table_description, table_exists, table_path
 from kgbrink.core.files import delete_path, local_dir, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.tracking import JobFailed, JobSummary
@@ -57,9 +54,16 @@ class Variant:
     def write(self, table: str, frame: DataFrame, description: str) -> TableVersion:
         return self.ctx.write(table, frame, self.path(table), description=description)
 
-    def splits(self) -> list[str]:
-        """The KG's splits: ``mining.splits``, else every split of the dataset."""
-        return sorted(self.ctx.config.mining.splits or dataset_splits(self.read("triples")))
+    def splits(self, from_kg: bool = False) -> list[str]:
+        """The KG's splits: ``mining.splits``; else those ``remove`` built the variant from (the ``complete``
+        table's commit message records them); else (``from_kg``, for ``remove``) every split of the dataset."""
+        if self.ctx.config.mining.splits:
+            return sorted(self.ctx.config.mining.splits)
+        if not from_kg and table_exists(self.spark, self.path("complete")):
+            found = re.match(r"splits (\S+) of ", table_description(self.spark, self.path("complete")) or "")
+            if found:
+                return sorted(found.group(1).split(","))
+        return dataset_splits(self.read("triples"))
 
     def staging(self, relative: Path | None = None) -> str:
         """Where the tasks write the parts of a plain file (``relative``: its path in the release) before
@@ -76,7 +80,7 @@ class Variant:
         return read_rules(self.spark, path, self.summary.inputs["rules"].version)
 
 
-def _settings(v: Variant) -> dict:
+def _settings(v: Variant, from_kg: bool = False) -> dict:
     config = v.ctx.config
     return {
         "per_rule": int(config.variant.groundings_per_rule),
@@ -86,7 +90,7 @@ def _settings(v: Variant) -> dict:
         "ratios": tuple(float(x) for x in config.variant.split_ratios),
         "templates": dict(config.variant.templates),
         "max_answers": int(config.variant.max_answers),
-        "splits": v.splits(),
+        "splits": v.splits(from_kg),
     }
 
 
@@ -124,7 +128,7 @@ def remove(ctx: JobContext, opts: RemoveOptions) -> JobSummary:
     KG, the incomplete KG, the removed triples and their provenance."""
     v = _open(ctx, opts)
     spark, dataset, name, rules_path = ctx.spark, v.dataset, v.name, opts.rules
-    s = _settings(v)
+    s = _settings(v, from_kg=True)
     mode = opts.mode or s["mode"]
     if mode not in removal.MODES:
         raise ValueError(f"removal mode must be one of {', '.join(removal.MODES)}, got {mode!r}")

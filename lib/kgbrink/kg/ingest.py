@@ -18,7 +18,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core.frames import distinct_in_tasks, distinct_packed, with_positions
-from kgbrink.core.quarantine import OK, QUARANTINE_SCHEMA, QUARANTINED, SKIPPED  # noqa: F401 - the parsers' statuses
+from kgbrink.core.quarantine import OK, QUARANTINED
 
 # Quarantine reason codes.
 WRONG_FIELD_COUNT = "wrong_field_count"
@@ -107,7 +107,7 @@ NTRIPLES = replace(WIKIDATA5M, name="ntriples")
 PROBE = TripleFormat("probe")
 
 
-def _utf8_check() -> tuple[Column, str, Column]:
+def utf8_check() -> tuple[Column, str, Column]:
     """The first check of every line: its bytes are UTF-8 (Latin-1 keys would otherwise be decoded to the
     same replacement characters and merge)."""
     return ~F.is_valid_utf8(F.col("line")), INVALID_UTF8, F.lit("the line is not valid UTF-8")
@@ -142,7 +142,7 @@ def parse_delimited_triples(lines: DataFrame, fmt: TripleFormat) -> DataFrame:
     for role in ("h", "r", "t"):
         keys[role], broken[role] = _unquote(raw[role], fmt.quote)
     checks: list[tuple[Column, str, Column]] = [
-        _utf8_check(),
+        utf8_check(),
         (
             n_fields != 3,
             WRONG_FIELD_COUNT,
@@ -200,7 +200,7 @@ def parse_aliases(lines: DataFrame, key_pattern: str = r"\S+") -> DataFrame:
     fields = F.split(strip_cr(F.col("line")), "\t", -1)
     key, label = fields[0], F.trim(fields[1])
     checks = [
-        _utf8_check(),
+        utf8_check(),
         (F.size(fields) < 2, WRONG_FIELD_COUNT, F.lit("expected a key and at least one alias, TAB-separated")),
         (
             ~key.rlike(f"^(?:{key_pattern})$"),

@@ -8,7 +8,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core.quarantine import OK, QUARANTINED, SKIPPED
-from kgbrink.kg.ingest import INVALID_UTF8, MALFORMED_NTRIPLE, WIKIDATA_ENTITY_KEY, WIKIDATA_RELATION_KEY, strip_cr
+from kgbrink.kg.ingest import (
+    INVALID_UTF8,
+    MALFORMED_NTRIPLE,
+    WIKIDATA_ENTITY_KEY,
+    WIKIDATA_RELATION_KEY,
+    strip_cr,
+    utf8_check,
+)
 
 WIKIDATA_ENTITY_IRI = "http://www.wikidata.org/entity/"
 WIKIDATA_DIRECT_PROPERTY_IRI = "http://www.wikidata.org/prop/direct/"
@@ -43,7 +50,7 @@ def parse_ntriples(lines: DataFrame, label_language: str = "en") -> DataFrame:
         (obj.startswith('"'), "literal_object"),
         (~obj.rlike(entity), "non_entity_object"),
     ]
-    skip_rules.insert(0, (~F.is_valid_utf8(F.col("line")), INVALID_UTF8))
+    skip_rules.insert(0, (utf8_check()[0], INVALID_UTF8))
     status, reason = F.lit(OK), F.lit(None).cast("string")
     for condition, kind in reversed(skip_rules):
         if kind in (None, INVALID_UTF8):
@@ -60,7 +67,7 @@ def parse_ntriples(lines: DataFrame, label_language: str = "en") -> DataFrame:
         {
             "status": status,
             "reason": reason,
-            "detail": F.when(reason == INVALID_UTF8, F.lit("the line is not valid UTF-8")).when(
+            "detail": F.when(reason == INVALID_UTF8, utf8_check()[2]).when(
                 status == QUARANTINED, F.lit("not an N-Triples statement '<s> <p> <o> .'")
             ),
             "h_key": F.when(ok, F.regexp_extract(subject, entity, 1)),

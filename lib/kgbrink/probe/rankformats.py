@@ -166,7 +166,7 @@ def _header(spark: SparkSession, files: list[str], delimiter: str) -> list[str]:
     """The header of every file (must all agree and name the required columns)."""
     header: list[str] | None = None
     for file in files:
-        first = spark.read.text(file).head()
+        first = spark.read.option("lineSep", "\n").text(file).head()  # lines as read_lines splits them
         names = [c.strip() for c in first[0].rstrip("\r").split(delimiter)] if first else []
         missing = [c for c in REQUIRED if c not in names]
         if missing:
