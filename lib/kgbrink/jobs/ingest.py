@@ -225,7 +225,7 @@ def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
             corrupt = corrupt_input(exc, inputs.all_files)
             if corrupt is None:
                 raise
-            raise corrupt from None
+            raise corrupt from exc  # the log file keeps the JVM trace
         state = _Parsed(
             inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts
         )
