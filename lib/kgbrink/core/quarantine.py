@@ -15,7 +15,6 @@ OK = "ok"
 SKIPPED = "skipped"
 QUARANTINED = "quarantined"
 
-QUARANTINE_SCHEMA = "source_file string, line_number long, line string, reason string, detail string"
 # Share of a line kept in the quarantine table (a 10 MB garbage line must not blow up the table).
 MAX_QUARANTINED_LINE_CHARS = 10_000
 

@@ -269,7 +269,7 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
     all_bad = bad_lines + sum(alias_tally["quarantined"].values())
 
     with ctx.step("write_quarantine"):
-        quarantine = spark.createDataFrame([], Q.QUARANTINE_SCHEMA)
+        quarantine = spark.createDataFrame([], catalog.table("quarantine").schema)
         if all_bad:
             offsets = Q.block_offsets(spark.createDataFrame(counts, schema=Q.line_counts(triples_state).schema))
             for frame in [parsed, *(a for a in aliases.values() if a is not None)]:

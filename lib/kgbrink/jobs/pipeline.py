@@ -63,14 +63,15 @@ def run(ctx: JobContext, opts: RunOptions) -> JobSummary:
         if not _sample_is_current(sample, config):
             steps.append(ctx.run("synth", synth.SynthOptions(out=str(sample))))
     with ctx.step("ingest"):
-        steps.append(ctx.run("ingest", ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(sample))))
+        ingested = ctx.run("ingest", ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(sample)))
+    steps.append(ingested)
     with ctx.step("stats"):
         steps.append(ctx.run("stats", stats.StatsOptions(dataset=dataset)))
     with ctx.step("build"):
         built = ctx.run("build", build.BuildOptions(dataset=dataset))
     steps.append(built)
     build.merge_steps(summary, steps)
-    kept = steps[-3].counts.get("kept")
+    kept = ingested.counts.get("kept")
     summary.highlights.update(
         dataset=dataset + (f" ({kept:,} triples)" if kept is not None else ""), **built.highlights
     )

@@ -45,10 +45,6 @@ from kgbrink.jobs import stats as stats_job
 from kgbrink.probe import rankfiles as RF
 from kgbrink.probe import scoring as S
 
-RESULT_SCHEMA = "model string, run string, metric string, alpha double, beta double, value double"
-QUARANTINE_SCHEMA = "batch_id string, source_file string, line_number long, line string, reason string, detail string"
-
-
 # The score job's data failures (too many bad rows, no rows); ``summary`` holds the counts so far.
 ScoreError = JobFailed
 
@@ -306,7 +302,9 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     results = scores.frame()
     ctx.write(
         "results",
-        spark.createDataFrame(results.astype(object).where(results.notna(), None), RESULT_SCHEMA),
+        spark.createDataFrame(
+            results.astype(object).where(results.notna(), None), catalog.table("score.results").schema
+        ),
         paths["results"],
         description=f"score {opts.ranks}",
     )
