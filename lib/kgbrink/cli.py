@@ -33,6 +33,8 @@ JOB_MODULES = (
     "variant",
     "build",
     "evaluate_qa",
+    "okgqa",
+    "perturb",
     "pipeline",
 )
 

@@ -4,7 +4,8 @@ The contract between steps lives here and nowhere else. :meth:`JobContext.write`
 up here: a catalogued table written with another schema fails the job, and its partitioning comes from
 the entry; ``docs/tables.md`` is generated from it (:mod:`kgbrink.core.reference_docs`). Patterns use
 ``{dataset}`` (a dataset directory or URI), ``{splits}`` (the statistics' splits joined by ``+``),
-``{variant}``, ``{fingerprint}`` (a score run) and ``{out}`` (a job's --out).
+``{variant}``, ``{fingerprint}`` (a score run), ``{questions}`` (a question set's name) and ``{out}`` (a
+job's --out).
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def _stats(name: str, schema: str, doc: str) -> Table:
 
 def _variant(name: str, schema: str, doc: str, writer: str = "remove") -> Table:
     return Table(f"variant.{name}", f"{{dataset}}/variants/{{variant}}/{name}", schema, writer, doc)
+
+
+def _okgqa(name: str, schema: str | None, doc: str, writer: str, partition_by: tuple[str, ...] = ()) -> Table:
+    return Table(f"okgqa.{name}", f"{{dataset}}/okgqa/{{questions}}/{name}", schema, writer, doc, partition_by)
 
 
 def _score(name: str, schema: str | None, doc: str) -> Table:
@@ -148,6 +153,56 @@ TABLES: tuple[Table, ...] = (
         "results", "model string, run string, metric string, alpha double, beta double, value double", "the metrics"
     ),
     _score("groups", None, "metrics per popularity group (Fig. 11), when scoring.popularity_groups > 0"),
+    _okgqa(
+        "subgraphs",
+        "qid string, h int, r int, t int, ppr_h double, ppr_t double",
+        "PPR-pruned k-hop question subgraphs with the PPR of both ends (paper 004 Sec. 3.1)",
+        "okgqa-subgraphs",
+    ),
+    _okgqa(
+        "subgraph_sizes",
+        "qid string, n_seeds bigint, n_nodes_raw bigint, n_edges_raw bigint, n_nodes_pruned bigint, "
+        "n_edges_pruned bigint, ppr_iterations int, ppr_converged boolean, hubs_not_expanded bigint, "
+        "n_edges_before_cap bigint, caps_applied array<string>",
+        "per question: sizes before and after PPR pruning, PPR convergence, caps applied",
+        "okgqa-subgraphs",
+    ),
+    _okgqa(
+        "quarantine",
+        "source_file string, line_number bigint, qid string, entity string, reason string, detail string",
+        "question lines and entity keys that were not used, with the reason",
+        "okgqa-subgraphs",
+    ),
+    _okgqa(
+        "perturbed",
+        "method string, level double, seed int, scope_key string, h int, r int, t int, split string",
+        "perturbed graphs per (method, level, seed): each question subgraph (scope_key = qid), or the whole KG "
+        "(questions = kg, scope_key = kg, split kept)",
+        "perturb",
+        ("method", "level", "seed"),
+    ),
+    _okgqa(
+        "perturbations",
+        "method string, level double, seed int, operations bigint, noop bigint, collisions bigint, triples bigint",
+        "one row per perturbed graph: operations, no-ops, collisions, triples left (an emptied graph has its row)",
+        "perturb",
+    ),
+    _okgqa(
+        "perturbation_log",
+        "scope_key string, method string, level double, seed int, op_rank bigint, old_h int, old_r int, "
+        "old_t int, new_h int, new_r int, new_t int",
+        "one row per operation up to the largest level; level = the first level that applies it; new_* null for ED",
+        "perturb",
+        ("method",),
+    ),
+    _okgqa(
+        "kg_similarity",
+        "scope string, qid string, method string, level double, seed int, n_triples bigint, "
+        "n_triples_perturbed bigint, n_relations bigint, n_relations_perturbed bigint, ats double, sc2d double, "
+        "sd2 double, scorer string",
+        "ATS, SC2D, SD2 of every perturbed graph against its original (paper 004 App. A.7)",
+        "kg-similarity",
+    ),
     Table(
         "rank.ranks",
         "{out}/ranks",

@@ -143,6 +143,35 @@ class VariantSettings:
     )
 
 
+@dataclass
+class OkgqaSubgraphSettings:
+    k: int = setting(2, "hops of the question subgraph's edge ball (paper 004 Sec. 3.1)")
+    directed: bool = setting(True, "PPR walks follow h -> t (the authors' nx.DiGraph); false: both ways")
+    collapse_parallel: bool = setting(False, "one PPR transition per ordered pair, as the authors' DiGraph")
+    max_expand_degree: int | None = setting(None, "walks stop at non-seed nodes with more triples (null: no cap)")
+    max_subgraph_edges: int | None = setting(None, "triples kept per question, seed triples first (null: all)")
+    alpha: float = setting(0.85, "PPR damping factor (the authors' config.py)")
+    tol: float = setting(1e-6, "PPR tolerance: stop at L1 change < n tol (App. A.5)")
+    max_iter: int = setting(100, "PPR iterations at most (App. A.5)")
+    threshold: float = setting(1e-5, "nodes with PPR below it are pruned (App. A.5)")
+    ppr_implementation: str = setting("local", "local (one task per question, scipy) or batched (DataFrame rounds)")
+    seed: int = setting(42, "seed of the hash order of max_subgraph_edges")
+    max_bad_fraction: float = setting(0.01, "fail when quarantined question entities exceed this share")
+
+
+@dataclass
+class PerturbationSettings:
+    seed: int = setting(42, "seed of every perturbation choice")
+    levels: list[float] = setting([0.2, 0.4, 0.6, 0.8, 1.0], "perturbation levels: shares of the triples in scope")
+    methods: list[str] = setting(["RS", "RR", "ER", "ED"], "relation swap/replacement, edge rewiring/deletion")
+    scope: str = setting("subgraphs", "subgraphs (each question subgraph, as the paper) or kg (the whole KG)")
+    er_candidates: int = setting(8, "hashed candidate targets drawn per rewired triple")
+    scorer: str = setting("type_compatibility", "triple scorer of RR and ATS: type_compatibility, embeddings, scores")
+    scorer_model: str = setting("transe", "embeddings scorer: transe or distmult")
+    gamma: float = setting(12.0, "TransE margin: s = sigmoid(gamma - ||h + r - t||)")
+    max_wedges: int = setting(2_000_000_000, "fail SC2D of the kg scope beyond this many wedges")
+
+
 SECTIONS = {
     "spark": SparkSettings,
     "tracking": TrackingSettings,
@@ -153,6 +182,8 @@ SECTIONS = {
     "grounding": GroundingSettings,
     "synth": SynthSettings,
     "variant": VariantSettings,
+    "okgqa_subgraph": OkgqaSubgraphSettings,
+    "perturbation": PerturbationSettings,
 }
 TOP_LEVEL = {
     "env": (str, "local", "environment name (recorded with every MLflow run)"),
@@ -178,6 +209,8 @@ class Settings:
     grounding: GroundingSettings
     synth: SynthSettings
     variant: VariantSettings
+    okgqa_subgraph: OkgqaSubgraphSettings
+    perturbation: PerturbationSettings
     source: str = "<defaults>"
     overrides: list[str] = field(default_factory=list)
 
@@ -331,7 +364,7 @@ def _build(values: Mapping[str, Any], source: str, overrides: list[str], merge_s
 
 
 def _validate(settings: Settings) -> Settings:
-    for key in ("ingest.max_bad_fraction", "scoring.max_bad_fraction"):
+    for key in ("ingest.max_bad_fraction", "scoring.max_bad_fraction", "okgqa_subgraph.max_bad_fraction"):
         fraction = settings.get(key)
         if not 0 <= fraction <= 1:
             raise ConfigError(f"{settings.source}: {key} must be a number in [0, 1], got {fraction!r}")
@@ -343,7 +376,32 @@ def _validate(settings: Settings) -> Settings:
             raise ConfigError(f"{settings.source}: {key} must be a non-empty list of split names")
     if settings.variant.removal_mode not in ("maximal", "reference"):
         raise ConfigError(f"{settings.source}: variant.removal_mode must be maximal or reference")
+    _validate_okgqa(settings)
     return settings
+
+
+def _validate_okgqa(settings: Settings) -> None:
+    sub, per, src = settings.okgqa_subgraph, settings.perturbation, settings.source
+    checks = [
+        (sub.k >= 1, f"okgqa_subgraph.k must be >= 1, got {sub.k}"),
+        (0 < sub.alpha < 1, f"okgqa_subgraph.alpha must be in (0, 1), got {sub.alpha}"),
+        (sub.tol > 0 and sub.max_iter >= 1, "okgqa_subgraph.tol must be > 0 and max_iter >= 1"),
+        (sub.ppr_implementation in ("local", "batched"), "okgqa_subgraph.ppr_implementation must be local or batched"),
+        (bool(per.levels), "perturbation.levels must not be empty"),
+        (per.scope in ("subgraphs", "kg"), f"perturbation.scope must be subgraphs or kg, got {per.scope!r}"),
+        (per.er_candidates >= 1, "perturbation.er_candidates must be >= 1"),
+        (per.scorer_model in ("transe", "distmult"), "perturbation.scorer_model must be transe or distmult"),
+    ]
+    checks += [(0 < level <= 1, f"perturbation.levels: {level} is outside (0, 1]") for level in per.levels]
+    methods = ("RS", "RR", "ER", "ED")
+    checks += [
+        (m in methods, f"perturbation.methods: unknown method {m!r} (known: RS, RR, ER, ED)") for m in per.methods
+    ]
+    scorers = ("type_compatibility", "embeddings", "scores")
+    checks.append((per.scorer in scorers, f"perturbation.scorer must be one of {', '.join(scorers)}"))
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(f"{src}: {message}")
 
 
 def is_uri(path: str) -> bool:

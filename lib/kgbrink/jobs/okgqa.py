@@ -1,0 +1,105 @@
+"""OKGQA-P jobs (paper 004): ``okgqa-subgraphs`` builds PPR-pruned question subgraphs
+(:mod:`kgbrink.okgqa.subgraphs`) into ``<dataset>/okgqa/<name>/``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from kgbrink.core import catalog
+from kgbrink.core.files import read_lines, require_files
+from kgbrink.core.jobs import JobContext, arg, job, names
+from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.kg.dataset import dataset_splits
+from kgbrink.okgqa import questions as Q
+from kgbrink.okgqa.subgraphs import question_subgraphs
+
+
+def question_set_name(path: str, given: str | None) -> str:
+    name = given or Path(path.rstrip("/")).name.split(".")[0]
+    if not name or "/" in name or name == "kg":
+        raise ValueError(f"--name must be a plain name other than 'kg' (the whole-KG scope), got {name!r}")
+    return name
+
+
+@dataclass
+class SubgraphOptions:
+    questions: str = arg(None, 'question entity sets: JSON Lines {"qid": ..., "entities": [keys]}', required=True)
+    questions_format: str = arg(
+        "jsonl", "jsonl, or delta/parquet: a table (qid, entity)", choices=["jsonl", "delta", "parquet"]
+    )
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    name: str | None = arg(None, "question set name: <dataset>/okgqa/<name>/ (default: the file's stem)")
+    splits: list[str] | None = arg(None, "comma-separated splits of the KG (default: all)", convert=names)
+
+
+@job("okgqa-subgraphs", "OKGQA question subgraphs: 2-hop edge ball pruned by PPR (paper 004)", SubgraphOptions, steps=2)
+def subgraphs(ctx: JobContext, opts: SubgraphOptions) -> JobSummary:
+    spark, config = ctx.spark, ctx.config
+    cfg = config.okgqa_subgraph
+    dataset = config.require_dataset(opts.dataset)
+    name = question_set_name(opts.questions, opts.name)
+    summary = ctx.begin(
+        dataset=dataset, questions=opts.questions, name=name, **{f"okgqa_subgraph.{k}": v for k, v in vars(cfg).items()}
+    )
+    entities = ctx.read("entities", catalog.path("entities", dataset=dataset))
+    triples = ctx.read("triples", catalog.path("triples", dataset=dataset))
+    splits = sorted(opts.splits or dataset_splits(triples))
+    summary.params["splits"] = ",".join(splits)
+    kg = triples.where(F.col("split").isin(splits)).select("h", "r", "t").distinct()
+    out = {
+        t: catalog.path(f"okgqa.{t}", dataset=dataset, questions=name)
+        for t in ("subgraphs", "subgraph_sizes", "quarantine")
+    }
+    with ctx.step("questions"):
+        if opts.questions_format == "jsonl":
+            require_files(spark, [opts.questions])
+            parsed = Q.parse_lines(read_lines(spark, {"questions": [opts.questions]}))
+        else:
+            parsed = Q.from_table(spark.read.format(opts.questions_format).load(opts.questions))
+        parsed = parsed.localCheckpoint()
+        seeds, bad = Q.resolve_entities(parsed, entities)
+        seeds = seeds.localCheckpoint()
+        ctx.write("quarantine", bad, out["quarantine"], f"quarantine of {opts.questions}", table="okgqa.quarantine")
+        reasons = {r["reason"]: r["count"] for r in ctx.written("quarantine").groupBy("reason").count().collect()}
+        n_questions = parsed.where(F.col("reason").isNull()).count()
+        n_keys = parsed.where(F.col("reason").isNull()).select(F.sum(F.size("entities"))).first()[0] or 0
+        summary.counts.update(
+            questions=n_questions,
+            entity_keys=int(n_keys),
+            **{f"quarantined_{k}": v for k, v in sorted(reasons.items())},
+        )
+        bad_share = sum(reasons.values()) / max(
+            1, n_keys + reasons.get("malformed_json", 0) + reasons.get("missing_qid", 0)
+        )
+        if bad_share > cfg.max_bad_fraction:
+            raise JobFailed(
+                f"{opts.questions}: {sum(reasons.values())} quarantined rows ({bad_share:.2%}) exceed "
+                f"okgqa_subgraph.max_bad_fraction = {cfg.max_bad_fraction:g}; see {out['quarantine']} ({reasons})",
+                summary,
+            )
+    with ctx.step("subgraphs"):
+        pruned, sizes = question_subgraphs(kg, seeds, cfg)
+        ctx.write("subgraph_sizes", sizes, out["subgraph_sizes"], f"sizes of {name}", table="okgqa.subgraph_sizes")
+        ctx.write("subgraphs", pruned, out["subgraphs"], f"PPR-pruned subgraphs of {name}", table="okgqa.subgraphs")
+    s = (
+        ctx.written("subgraph_sizes")
+        .agg(
+            F.count("*").alias("q"),
+            F.sum("n_edges_raw").alias("raw"),
+            F.sum("n_edges_pruned").alias("pruned"),
+            F.sum(F.when(~F.col("ppr_converged"), 1).otherwise(0)).alias("unconverged"),
+            F.sum(F.when(F.size("caps_applied") > 0, 1).otherwise(0)).alias("capped"),
+        )
+        .first()
+    )
+    summary.counts.update(
+        subgraphs=s["q"],
+        edges_raw=int(s["raw"] or 0),
+        edges_pruned=int(s["pruned"] or 0),
+        ppr_not_converged=int(s["unconverged"] or 0),
+        questions_capped=int(s["capped"] or 0),
+    )
+    return summary

@@ -1,0 +1,258 @@
+"""OKGQA-P jobs (paper 004 Sec. 3.2, App. A.7): ``perturb`` writes RS/RR/ER/ED perturbations of the
+question subgraphs (scope ``subgraphs``) or of the whole KG (scope ``kg``) at every level and seed, with
+their operation log (:mod:`kgbrink.okgqa.perturb`); ``kg-similarity`` compares each perturbed graph with
+its original (ATS, SC2D, SD2) and writes the Fig. 4 report; ``okgqa-sweep`` runs both.
+
+Tables under ``<dataset>/okgqa/<questions>/`` (``<questions>`` = ``kg`` for the whole-KG scope).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.core import catalog
+from kgbrink.core.delta import read_table, table_exists
+from kgbrink.core.files import local_dir
+from kgbrink.core.jobs import JobContext, arg, job, names
+from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.kg.dataset import dataset_splits
+from kgbrink.okgqa import perturb as P
+from kgbrink.okgqa import report, sweep
+from kgbrink.okgqa.scorers import Scorer, ScorerInputError
+
+
+def _floats(text: str | None) -> list[float] | None:
+    return [float(x) for x in text.split(",") if x.strip()] if text else None
+
+
+def _ints(text: str | None) -> list[int] | None:
+    return [int(x) for x in text.split(",") if x.strip()] if text else None
+
+
+@dataclass
+class PerturbOptions:
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    questions: str | None = arg(None, "question set name (okgqa-subgraphs --name) for scope subgraphs")
+    scope: str | None = arg(None, "subgraphs or kg (default: setting perturbation.scope)", choices=["subgraphs", "kg"])
+    methods: list[str] | None = arg(
+        None, "comma-separated methods (default: setting perturbation.methods)", convert=names
+    )
+    levels: list[float] | None = arg(None, "comma-separated levels in (0, 1] (default: setting)", convert=_floats)
+    seeds: list[int] | None = arg(None, "comma-separated seeds (default: setting perturbation.seed)", convert=_ints)
+    splits: list[str] | None = arg(None, "scope kg: comma-separated splits of the KG (default: all)", convert=names)
+    entity_vectors: str | None = arg(None, "embeddings scorer: Delta/Parquet table (entity int, vec array<float>)")
+    relation_vectors: str | None = arg(None, "embeddings scorer: Delta/Parquet table (relation int, vec array<float>)")
+    scores: str | None = arg(None, "scores scorer: Delta/Parquet table (h int, r int, t int, score double)")
+    report_dir: str | None = arg(None, "kg-similarity: local folder of the report (default: <scope dir>/report)")
+
+
+def _table(spark, path: str | None) -> DataFrame | None:
+    if path is None:
+        return None
+    try:
+        return read_table(spark, path)
+    except Exception:  # not a Delta table: Parquet
+        return spark.read.parquet(path)
+
+
+class _Scope:
+    """What both jobs need: the scope's settings, its original triples and the scorer."""
+
+    def __init__(self, ctx: JobContext, opts: PerturbOptions):
+        config = ctx.config
+        cfg = config.perturbation
+        self.cfg = cfg
+        self.dataset = config.require_dataset(opts.dataset)
+        self.scope = opts.scope or cfg.scope
+        self.methods = opts.methods or cfg.methods
+        self.levels = sorted(opts.levels or cfg.levels)
+        self.seeds = opts.seeds or [cfg.seed]
+        checked = config.with_overrides(
+            [f"perturbation.methods={','.join(self.methods)}", f"perturbation.levels={','.join(map(str, self.levels))}"]
+        )
+        del checked  # validation only: bad levels or methods raise ConfigError naming them
+        if self.scope == "subgraphs" and not opts.questions:
+            raise ValueError("scope subgraphs needs --questions (the name given to okgqa-subgraphs)")
+        self.name = "kg" if self.scope == "kg" else opts.questions
+        triples = ctx.read("triples", catalog.path("triples", dataset=self.dataset))
+        self.splits = sorted(opts.splits or dataset_splits(triples))
+        kg = triples.where(F.col("split").isin(self.splits))
+        self.kg = kg.select("h", "r", "t").distinct()
+        if self.scope == "kg":
+            self.original = (
+                kg.groupBy("h", "r", "t").agg(F.min("split").alias("split")).withColumn("scope_key", F.lit("kg"))
+            )
+        else:
+            sub = ctx.read("subgraphs", catalog.path("okgqa.subgraphs", dataset=self.dataset, questions=self.name))
+            self.original = sub.select(
+                F.col("qid").alias("scope_key"), "h", "r", "t", F.lit(None).cast("string").alias("split")
+            )
+        spark = ctx.spark
+        self.scorer = Scorer(
+            cfg.scorer,
+            self.kg,
+            self.seeds[0],
+            cfg.scorer_model,
+            cfg.gamma,
+            _table(spark, opts.entity_vectors),
+            _table(spark, opts.relation_vectors),
+            _table(spark, opts.scores),
+        )
+        self.path = {
+            t: catalog.path(f"okgqa.{t}", dataset=self.dataset, questions=self.name)
+            for t in ("perturbed", "perturbations", "perturbation_log", "kg_similarity")
+        }
+
+    def params(self) -> dict:
+        return dict(
+            dataset=self.dataset,
+            scope=self.scope,
+            questions=self.name,
+            methods=",".join(self.methods),
+            levels=",".join(map(str, self.levels)),
+            seeds=",".join(map(str, self.seeds)),
+            splits=",".join(self.splits),
+            scorer=self.cfg.scorer,
+            paper_scorer=self.scorer.paper_scorer,
+        )
+
+
+@job("perturb", "OKGQA-P perturbations RS/RR/ER/ED of question subgraphs or the whole KG", PerturbOptions, steps=3)
+def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
+    s = _Scope(ctx, opts)
+    summary = ctx.begin(**s.params())
+    whole = s.scope == "kg"
+    original = s.original.localCheckpoint()
+    scoped = original.select("scope_key", "h", "r", "t")
+    logs, graphs, ops_counts = [], [], {}
+    with ctx.step("operations"):
+        for seed in s.seeds:
+            scorer = Scorer(**{**vars(s.scorer), "seed": seed})
+            for method in s.methods:
+                try:
+                    changed = P.perturbation(scoped, method, s.levels, seed, whole, scorer, s.cfg.er_candidates)
+                    changed = changed.localCheckpoint()
+                except ScorerInputError as e:
+                    raise JobFailed(f"{method}: {e}", summary) from None
+                logs.append(P.log_rows(changed, method, seed))
+                per_level = changed.groupBy("level").agg(
+                    F.count("*").alias("ops"), F.sum(F.col("noop").cast("int")).alias("noop")
+                )
+                firsts = {r["level"]: (r["ops"], r["noop"]) for r in per_level.collect()}
+                for level in s.levels:
+                    ops = sum(v[0] for k, v in firsts.items() if k <= level)
+                    noop = sum(v[1] for k, v in firsts.items() if k <= level)
+                    ops_counts[(method, level, seed)] = (ops, noop)
+                    graph = P.apply_level(scoped, changed, level).join(
+                        original.select("scope_key", "h", "r", "t", "split"), ["scope_key", "h", "r", "t"], "left"
+                    )
+                    if whole:  # a new triple inherits nothing: it takes the split of the triple it replaces
+                        graph = graph.withColumn("split", F.coalesce("split", F.lit(s.splits[0])))
+                    graphs.append(
+                        graph.select(
+                            F.lit(method).alias("method"),
+                            F.lit(float(level)).alias("level"),
+                            F.lit(seed).alias("seed"),
+                            "scope_key",
+                            "h",
+                            "r",
+                            "t",
+                            "split",
+                        )
+                    )
+    with ctx.step("write_log"):
+        ctx.write(
+            "perturbation_log",
+            _union(logs),
+            s.path["perturbation_log"],
+            "perturbation log",
+            table="okgqa.perturbation_log",
+        )
+    with ctx.step("write_perturbed"):
+        ctx.write("perturbed", _union(graphs), s.path["perturbed"], f"perturbed {s.name}", table="okgqa.perturbed")
+    n = original.count()
+    sizes = ctx.written("perturbed").groupBy("method", "level", "seed").count().collect()
+    after = {(r["method"], r["level"], r["seed"]): r["count"] for r in sizes}
+    rows = []
+    for (method, level, seed), (ops, noop) in sorted(ops_counts.items()):
+        kept = after.get((method, level, seed), 0)
+        collisions = n - kept - (ops if method == "ED" else 0)
+        rows.append(
+            dict(method=method, level=level, seed=seed, operations=ops, noop=noop, collisions=collisions, triples=kept)
+        )
+    summary.counts.update(triples_in_scope=n, scopes=original.select("scope_key").distinct().count())
+    summary.results = rows
+    schema = catalog.table("okgqa.perturbations").schema
+    ctx.write(
+        "perturbations", ctx.spark.createDataFrame([tuple(r.values()) for r in rows], schema), s.path["perturbations"]
+    )
+    return summary
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+@job(
+    "kg-similarity",
+    "ATS, SC2D, SD2 of perturbed graphs against their originals, with the Fig. 4 report",
+    PerturbOptions,
+    steps=2,
+)
+def kg_similarity(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
+    s = _Scope(ctx, opts)
+    summary = ctx.begin(**s.params())
+    if not table_exists(ctx.spark, s.path["perturbations"]):
+        raise JobFailed(f"no perturbations under {s.path['perturbations']}: run `kgbrink perturb` first", summary)
+    perturbed = ctx.read("perturbed", s.path["perturbed"])
+    perturbed = perturbed.where(
+        F.col("method").isin(s.methods) & F.col("level").isin(s.levels) & F.col("seed").isin(s.seeds)
+    )
+    combos = [(m, float(lv), sd) for m in s.methods for lv in s.levels for sd in s.seeds]
+    done = ctx.read("perturbations", s.path["perturbations"]).select("method", "level", "seed").collect()
+    missing = set(combos) - {(r["method"], r["level"], r["seed"]) for r in done}
+    if missing:
+        raise JobFailed(
+            f"{s.path['perturbed']} has no perturbed graph for {sorted(missing)[:5]}: run `kgbrink perturb` first",
+            summary,
+        )
+    with ctx.step("similarity"):
+        try:
+            if s.scope == "kg":
+                table = sweep.kg_similarity(ctx.spark, s.original, perturbed, combos, s.scorer, s.cfg.max_wedges)
+            else:
+                table = sweep.subgraph_similarity(
+                    s.original.select("scope_key", "h", "r", "t"), perturbed, combos, s.scorer
+                )
+        except ScorerInputError as e:
+            raise JobFailed(str(e), summary) from None
+        ctx.write(
+            "kg_similarity", table, s.path["kg_similarity"], f"similarity of {s.name}", table="okgqa.kg_similarity"
+        )
+    with ctx.step("report"):
+        means = sweep.summary(ctx.written("kg_similarity").toPandas())
+        out = local_dir(opts.report_dir or str(Path(s.path["kg_similarity"]).parent / "report"))
+        summary.artifacts.extend(report.write(means, out, s.cfg.scorer, s.scorer.paper_scorer))
+    summary.results = means.to_dict("records")
+    summary.counts.update(graphs=summary.outputs["kg_similarity"].rows)
+    summary.highlights["report"] = str(out / "report.md")
+    return summary
+
+
+@job("okgqa-sweep", "perturb, then kg-similarity: methods x levels x seeds (paper 004 Fig. 4)", PerturbOptions, steps=2)
+def okgqa_sweep(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
+    summary = ctx.begin(scope=opts.scope or ctx.config.perturbation.scope)
+    with ctx.step("perturb"):
+        summary.extra["perturb"] = ctx.run("perturb", opts).as_dict()
+    with ctx.step("kg_similarity"):
+        similarity = ctx.run("kg-similarity", opts)
+    summary.results = similarity.results
+    summary.highlights.update(similarity.highlights)
+    return summary

@@ -1,0 +1,178 @@
+"""KG similarity between an original KG G and a perturbed G' (paper 004 App. A.7, spec Sec. 4.C):
+
+    ATS  = mean of s_G(h, r, t) over the triples of G'   (0 when G' is empty)
+    SC2D = 1 - x / (x + 1) = 1 / (1 + x),  x = ||c_o - c_p||_2,  c_o = C / |R|,  c_p = C' / |R'|
+    SD2  = 1 / (1 + ||d_o - d_p||_2),                            d_o = d / |R|,  d_p = d' / |R'|
+
+Conventions of the reference code (``compute_SC2D``, ``compute_SD2``): triples are a set (a repeated row
+counts once); R (R') = the relations on at least one triple of G (G'), self-loops included; a graph
+without triples has the zero vector; vectors are indexed by the union of the nodes of G and G' (absent
+entries are 0). C(x) = sum_r c_r(x) is the networkx clustering of x in the simple undirected G^r, summed
+over r (:mod:`kgbrink.graph.triangles`). The per-relation mean degree sum_r deg^r(x) / |R| (deg^r = in +
+out degree in the r-triples) equals d(x) / |R| with d(x) the triple endpoints at x (a self-loop twice),
+because every triple is in exactly one G^r: SD2 is one degree aggregation per graph.
+
+Consequences (spec 4.C): relation swapping (RS) keeps every degree and the relation set, so SD2 = 1 by the
+formula (not the "similar decrease" of the paper's prose; only a swap that collides with an existing
+triple can lower it). Removing the last triple of a relation changes |R'| and rescales every entry of
+c_p and d_p, so SC2D and SD2 can drop sharply while the structure barely changed (spec App. A.3: deleting
+the one s-triple of a 5-triple KG gives SD2 = 0.348).
+
+Scopes: :func:`ats`, :func:`sc2d`, :func:`sd2` for the whole KG as DataFrames, with sums over nodes as
+exact decimals (partition-independent); :func:`sc2d_local`, :func:`sd2_local` for one question subgraph in
+numpy/scipy.sparse, for ``applyInPandas``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from scipy import sparse
+
+from kgbrink.graph.triangles import ordered_sum, relation_triangles
+
+# ---------------------------------------------------------------------------------------------------------
+# Whole KG (DataFrames)
+
+
+def relation_counts(original: DataFrame, perturbed: DataFrame) -> tuple[int, int]:
+    """(|R|, |R'|): the relations that occur on at least one triple of each graph (one small job)."""
+    counts = dict(_tagged(original, perturbed, "r").select("side", "r").distinct().groupBy("side").count().collect())
+    return counts.get(0, 0), counts.get(1, 0)
+
+
+def _tagged(original: DataFrame, perturbed: DataFrame, *columns: str) -> DataFrame:
+    """``side`` (0 for G, 1 for G') and ``columns`` of both frames in one."""
+    return original.select(F.lit(0).alias("side"), *columns).unionByName(
+        perturbed.select(F.lit(1).alias("side"), *columns)
+    )
+
+
+def sd2(original: DataFrame, perturbed: DataFrame) -> float:
+    """SD2 of ``triples(h, r, t)`` frames by the degree identity, d and d' counted in one aggregation. With
+    ro = max(|R|, 1), rp = max(|R'|, 1): d_o - d_p = (d rp - d' ro) / (ro rp), and the squared numerators
+    are integers, summed exactly."""
+    ro, rp = (max(n, 1) for n in relation_counts(original, perturbed))
+    both = _tagged(original, perturbed, "h", "r", "t").distinct()
+    ends = both.select("side", F.explode(F.array("h", "t")).alias("node"))  # a self-loop twice
+    side = F.col("side")
+    degrees = ends.groupBy("node").agg(
+        F.count(F.when(side == 0, 1)).alias("d"), F.count(F.when(side == 1, 1)).alias("dp")
+    )
+    diff = (F.col("d") * rp - F.col("dp") * ro).cast("decimal(20,0)")
+    squares = degrees.agg(F.sum(diff * diff).alias("s")).first()["s"]
+    return 1.0 / (1.0 + math.sqrt(int(squares or 0)) / (ro * rp))
+
+
+def sc2d(original: DataFrame, perturbed: DataFrame, max_wedges: int | None = None) -> float:
+    """SC2D of ``triples(h, r, t)`` frames from the per-relation triangle counts of both graphs in one
+    pass: node x of G becomes 2x and of G' 2x + 1, so each G^r of the union is the disjoint union of the two
+    G^r. ``max_wedges`` caps the wedges of both together (:func:`kgbrink.graph.triangles.relation_triangles`)."""
+    ro, rp = (max(n, 1) for n in relation_counts(original, perturbed))
+    tag = F.col("side").cast("long")
+    both = _tagged(original, perturbed, "h", "r", "t").select(
+        (F.col("h").cast("long") * 2 + tag).alias("h"), "r", (F.col("t").cast("long") * 2 + tag).alias("t")
+    )
+    per_relation = relation_triangles(both, max_wedges)
+    is_original = F.col("node").bitwiseAND(1) == 0
+    per_node = per_relation.groupBy(F.shiftright("node", 1).alias("node")).agg(
+        ordered_sum(F.when(is_original, F.col("clustering"))).alias("co"),
+        ordered_sum(F.when(~is_original, F.col("clustering"))).alias("cp"),
+    )
+    diff = F.col("co") / ro - F.col("cp") / rp
+    # each square is in [0, 1] (C(x) <= |R|); decimal addition is exact, so the order of the rows is moot
+    squares = per_node.agg(F.sum((diff * diff).cast("decimal(38,24)")).alias("s")).first()["s"]
+    return 1.0 / (1.0 + math.sqrt(float(squares or 0)))
+
+
+def ats(scored_perturbed: DataFrame) -> float:
+    """ATS: the mean ``score`` over the rows of ``scored_perturbed`` (one per triple of G', scored by s_G;
+    null scores are skipped), 0 when there is none. Summed as exact decimals."""
+    row = scored_perturbed.agg(
+        F.sum(F.col("score").cast("decimal(38,24)")).alias("s"), F.count("score").alias("n")
+    ).first()
+    return float(row["s"] / row["n"]) if row["n"] else 0.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One question subgraph (numpy / scipy.sparse)
+
+
+def _triple_array(triples: pd.DataFrame | np.ndarray) -> np.ndarray:
+    """The distinct rows (sorted) of a pandas frame with ``h, r, t`` columns or an (n, 3) integer array."""
+    if isinstance(triples, pd.DataFrame):
+        array = triples[["h", "r", "t"]].to_numpy(dtype=np.int64)
+    else:
+        array = np.asarray(triples, dtype=np.int64)
+        if array.size == 0:
+            array = array.reshape(0, 3)
+        if array.ndim != 2 or array.shape[1] != 3:
+            raise ValueError(f"expected an (n, 3) array of (h, r, t) rows, got shape {array.shape}")
+    return np.unique(array, axis=0)
+
+
+def _n_relations(triples: np.ndarray) -> int:
+    return max(len(np.unique(triples[:, 1])), 1)
+
+
+def clustering_sum_local(triples: pd.DataFrame | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(nodes, C)``: C(x) = sum_r c_r(x) for the sorted nodes of the G^r (as ``triangles.clustering_sum``).
+
+    All G^r at once as one block-diagonal sparse graph on the (r, x) pairs; its edges are oriented low ->
+    high by (degree, index), L. A triangle a < b < c (in that order) is one entry (a, c) of (L L) o L and
+    one entry (b, c) of (L^T L) o L, which count it for a and c, and for b. Degree ordering keeps both
+    products small around hubs, unlike A^3."""
+    t = _triple_array(triples)
+    t = t[t[:, 0] != t[:, 2]]
+    pairs = np.unique(np.stack([t[:, 1], np.minimum(t[:, 0], t[:, 2]), np.maximum(t[:, 0], t[:, 2])], 1), axis=0)
+    nodes = np.unique(pairs[:, 1:])
+    if len(pairs) == 0:
+        return nodes, np.zeros(0)
+    _, rel = np.unique(pairs[:, 0], return_inverse=True)
+    n = len(nodes)
+    keys, index = np.unique(
+        np.concatenate([rel * n + np.searchsorted(nodes, pairs[:, 1]), rel * n + np.searchsorted(nodes, pairs[:, 2])]),
+        return_inverse=True,
+    )
+    i, j = index[: len(pairs)], index[len(pairs) :]
+    m = len(keys)
+    degree = np.bincount(i, minlength=m) + np.bincount(j, minlength=m)
+    rank = np.empty(m, dtype=np.int64)
+    rank[np.lexsort((np.arange(m), degree))] = np.arange(m)
+    low, high = np.where(rank[i] < rank[j], i, j), np.where(rank[i] < rank[j], j, i)
+    lower = sparse.csr_matrix((np.ones(len(low)), (low, high)), shape=(m, m))
+    ends = (lower @ lower).multiply(lower)  # (a, c): triangles with lowest a and highest c
+    middles = (lower.T @ lower).multiply(lower)  # (b, c): triangles with middle b and highest c
+    tri = np.asarray(ends.sum(axis=1)).ravel() + np.asarray(ends.sum(axis=0)).ravel()
+    tri += np.asarray(middles.sum(axis=1)).ravel()
+    pairs_possible = degree * (degree - 1)
+    c = np.divide(2.0 * tri, pairs_possible, out=np.zeros(m), where=degree >= 2)
+    return nodes, np.bincount(keys % n, weights=c, minlength=n)
+
+
+def sc2d_local(original: pd.DataFrame | np.ndarray, perturbed: pd.DataFrame | np.ndarray) -> float:
+    """SC2D of two triple sets held in memory (pandas ``h, r, t`` frames or (n, 3) arrays)."""
+    o, p = _triple_array(original), _triple_array(perturbed)
+    nodes_o, c_o = clustering_sum_local(o)
+    nodes_p, c_p = clustering_sum_local(p)
+    nodes = np.union1d(nodes_o, nodes_p)
+    diff = np.zeros(len(nodes))
+    diff[np.searchsorted(nodes, nodes_o)] += c_o / _n_relations(o)
+    diff[np.searchsorted(nodes, nodes_p)] -= c_p / _n_relations(p)
+    return 1.0 / (1.0 + float(np.linalg.norm(diff)))
+
+
+def sd2_local(original: pd.DataFrame | np.ndarray, perturbed: pd.DataFrame | np.ndarray) -> float:
+    """SD2 of two triple sets held in memory, by the degree identity."""
+    o, p = _triple_array(original), _triple_array(perturbed)
+    nodes = np.unique(np.concatenate([o[:, [0, 2]].ravel(), p[:, [0, 2]].ravel()]))
+
+    def degree(t: np.ndarray) -> np.ndarray:
+        return np.bincount(np.searchsorted(nodes, t[:, [0, 2]].ravel()), minlength=len(nodes))
+
+    diff = degree(o) / _n_relations(o) - degree(p) / _n_relations(p)
+    return 1.0 / (1.0 + float(np.linalg.norm(diff)))

@@ -1,0 +1,156 @@
+"""perturb + kg-similarity: Appendix A.3 through the sweep, paper-shape checks, CLI end to end."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+from pyspark.sql import functions as F
+
+from kgbrink.cli import main
+from kgbrink.okgqa import perturb as P
+from kgbrink.okgqa import similarity as S
+from kgbrink.okgqa import sweep
+from kgbrink.okgqa.scorers import Scorer
+from tests.test_cli import _conf_args
+
+# spec App. A.3: G = {(a,r,b), (b,r,c), (a,r,c), (c,r,d), (a,s,d)} with a..d = 0..3, r = 0, s = 1
+A3 = [(0, 0, 1), (1, 0, 2), (0, 0, 2), (2, 0, 3), (0, 1, 3)]
+
+
+def test_appendix_a3_through_subgraph_similarity(spark):
+    original = spark.createDataFrame([("q", *t) for t in A3], "scope_key string, h int, r int, t int")
+    ed = [t for t in A3 if t != (0, 1, 3)]
+    rs = [(0, 1, 1), (1, 0, 2), (0, 0, 2), (2, 0, 3), (0, 0, 3)]
+    perturbed = spark.createDataFrame(
+        [("ED", 0.2, 1, "q", *t) for t in ed] + [("RS", 0.4, 1, "q", *t) for t in rs],
+        "method string, level double, seed int, scope_key string, h int, r int, t int",
+    )
+    scorer = Scorer("type_compatibility", spark.createDataFrame(A3, "h int, r int, t int"), 1)
+    rows = {
+        r.method: r
+        for r in sweep.subgraph_similarity(original, perturbed, [("ED", 0.2, 1), ("RS", 0.4, 1)], scorer).collect()
+    }
+    assert rows["ED"].sc2d == pytest.approx(0.579212, abs=1e-6) and rows["ED"].sd2 == pytest.approx(0.348331, abs=1e-6)
+    assert rows["RS"].sc2d == pytest.approx(0.585786, abs=1e-6) and rows["RS"].sd2 == 1.0
+    # type compatibility (subjects of r: a, b, c; objects of r: b, c, d; of s: a and d): every ED triple is
+    # original (score 1); of RS's, (a,s,b) scores 0 (b is no object of s) and (a,r,d) scores 1: ATS = 4/5
+    assert rows["ED"].ats == 1.0 and rows["RS"].ats == pytest.approx(4 / 5)
+    assert (rows["ED"].n_relations, rows["ED"].n_relations_perturbed) == (2, 1)
+
+
+def test_paper_shapes_on_the_whole_kg(spark):
+    triples = (
+        spark.range(600)
+        .select(
+            (F.col("id") % 97).cast("int").alias("h"),
+            (F.col("id") % 7).cast("int").alias("r"),
+            ((F.col("id") * 31 + 5) % 101).cast("int").alias("t"),
+        )
+        .distinct()
+    )
+    scoped = triples.withColumn("scope_key", F.lit("kg"))
+    graphs = []
+    combos = [("RS", 1.0, 4), ("ED", 0.5, 4), ("ED", 1.0, 4)]
+    for method in ("RS", "ED"):
+        changed = P.perturbation(scoped, method, [0.5, 1.0], 4, True).localCheckpoint()
+        for level in (1.0,) if method == "RS" else (0.5, 1.0):
+            graph = P.apply_level(scoped, changed, level)
+            graphs.append(
+                graph.select(
+                    F.lit(method).alias("method"), F.lit(level).alias("level"), F.lit(4).alias("seed"), "h", "r", "t"
+                )
+            )
+    perturbed = graphs[0]
+    for g in graphs[1:]:
+        perturbed = perturbed.unionByName(g)
+    scorer = Scorer("type_compatibility", triples, 4)
+    rows = {
+        (r.method, r.level): r for r in sweep.kg_similarity(spark, triples, perturbed, combos, scorer, None).collect()
+    }
+    assert rows[("ED", 1.0)].ats == 0.0 and rows[("ED", 1.0)].n_triples_perturbed == 0
+    assert rows[("ED", 0.5)].sd2 > rows[("ED", 1.0)].sd2
+    # RS keeps every degree and relation: SD2 = 1 unless a swap collided (none can here: h, t determine r)
+    assert rows[("RS", 1.0)].sd2 == 1.0
+    # the sweep's cached-original path agrees with the one-pass definitions of okgqa.similarity
+    half = perturbed.where("method = 'ED' and level = 0.5").select("h", "r", "t")
+    assert rows[("ED", 0.5)].sd2 == pytest.approx(S.sd2(triples, half), abs=1e-12)
+    assert rows[("ED", 0.5)].sc2d == pytest.approx(S.sc2d(triples, half), abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def small_dataset(spark, config, tmp_path_factory):
+    base = tmp_path_factory.mktemp("okgqa-sweep")
+    kg, dataset = base / "kg", base / "ds"
+    assert main(["synth", *_conf_args(config), "--out", str(kg), "--triples", "5000"]) == 0
+    assert main(["ingest", *_conf_args(config), "--input", str(kg), "--dataset", str(dataset)]) == 0
+    keys = [r.key for r in spark.read.format("delta").load(f"{dataset}/entities").orderBy("id").limit(30).collect()]
+    questions = base / "qs.jsonl"
+    questions.write_text(
+        "".join(json.dumps({"qid": f"q{i}", "entities": keys[i : i + 2]}) + "\n" for i in range(0, 24, 2))
+    )
+    assert main(["okgqa-subgraphs", *_conf_args(config), "--dataset", str(dataset), "--questions", str(questions)]) == 0
+    return dataset, base
+
+
+@pytest.mark.parametrize("scope", ["subgraphs", "kg"])
+def test_sweep_through_the_cli_writes_tables_report_and_mlflow_run(spark, config, small_dataset, scope, tmp_path):
+    dataset, base = small_dataset
+    # subgraphs: every method at two levels and two seeds; kg: RS and ED (the whole-KG SC2D costs a
+    # triangle count per graph)
+    args = ["okgqa-sweep", *_conf_args(config), "--dataset", str(dataset), "--scope", scope, "--questions", "qs"]
+    methods = ("RS", "RR", "ER", "ED") if scope == "subgraphs" else ("RS", "ED")
+    seeds = (1, 2) if scope == "subgraphs" else (1,)
+    args += ["--methods", ",".join(methods), "--seeds", ",".join(map(str, seeds))]
+    args += [
+        "--levels",
+        "0.5,1.0",
+        "--seeds",
+        "1,2",
+        "--report-dir",
+        str(tmp_path / "report"),
+        "--json",
+        str(tmp_path / "s.json"),
+    ]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    means = {(r["method"], r["level"]): r for r in summary["results"]}
+    assert set(means) == {(m, lv) for m in methods for lv in (0.5, 1.0)}
+    assert means[("ED", 1.0)]["ats"] == 0.0 and means[("RS", 1.0)]["sd2"] == pytest.approx(1.0, abs=0.02)
+    perturb = summary["perturb"]
+    ops = {(r["method"], r["level"], r["seed"]): r for r in perturb["results"]}
+    n = perturb["counts"]["triples_in_scope"]
+    if scope == "kg":
+        assert ops[("ED", 0.5, 1)]["operations"] == n // 2 and ops[("ED", 1.0, 1)]["triples"] == 0
+    assert (tmp_path / "report" / "similarity.png").stat().st_size > 10_000
+    assert "NOT the paper's s_G" in (tmp_path / "report" / "report.md").read_text()
+    root = dataset / "okgqa" / ("kg" if scope == "kg" else "qs")
+    log = spark.read.format("delta").load(str(root / "perturbation_log"))
+    assert log.where("method = 'ED'").count() == sum(ops[("ED", 1.0, s)]["operations"] for s in seeds)
+    run = MlflowClient(tracking_uri=config.tracking.uri).get_run(summary["mlflow_run_id"])
+    assert run.data.tags["job"] == "okgqa-sweep"
+
+
+def test_bad_levels_methods_and_missing_scorer_rows_are_clear_errors(spark, config, small_dataset, tmp_path, capsys):
+    dataset, base = small_dataset
+    common = ["perturb", *_conf_args(config), "--dataset", str(dataset), "--scope", "kg"]
+    assert main([*common, "--levels", "0.5,1.5"]) == 2
+    assert "1.5 is outside (0, 1]" in capsys.readouterr().err
+    assert main([*common, "--methods", "RS,XX"]) == 2
+    assert "unknown method 'XX'" in capsys.readouterr().err
+    scores = tmp_path / "scores"
+    spark.createDataFrame([(0, 0, 0, 0.5)], "h int, r int, t int, score double").write.parquet(str(scores))
+    with_scores = [
+        *common,
+        "--methods",
+        "RR",
+        "--levels",
+        "0.5",
+        "--scores",
+        str(scores),
+        "--set",
+        "perturbation.scorer=scores",
+    ]
+    assert main(with_scores) == 1
+    assert "the scores table misses" in capsys.readouterr().err
