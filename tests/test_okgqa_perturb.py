@@ -73,6 +73,16 @@ def test_exact_counts_nested_levels_and_invariants(spark, scoped, kg_rows, metho
             assert row.new_r in rels and float((row.h, row.new_r) in subj and (row.t, row.new_r) in obj) == best
 
 
+@pytest.mark.parametrize("method", ["RS", "ED"])
+def test_all_levels_in_one_pass_equal_the_per_level_definition(spark, scoped, method):
+    changed = P.perturbation(scoped, method, LEVELS, 3, False).localCheckpoint()
+    together = P.perturbed_graphs(scoped, changed, LEVELS, method).toPandas()
+    for level in LEVELS:
+        one = sorted(map(tuple, P.apply_level(scoped, changed, level).collect()))
+        got = together[together.level == level]
+        assert sorted(zip(got.scope_key, got.h, got.r, got.t)) == one
+
+
 def test_ed_at_level_one_empties_the_graph_and_rs_collisions_are_counted(spark, scoped, kg_rows):
     changed = P.perturbation(scoped, "ED", LEVELS, 3, False).cache()
     assert P.apply_level(scoped, changed, 1.0).count() == 0

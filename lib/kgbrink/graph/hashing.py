@@ -57,13 +57,13 @@ def smallest(frame: DataFrame, m: int, hash_column: str, keys: list[str]) -> Dat
         edge = marked.where(F.col("_bucket") == boundary)
         edge = edge.withColumn("_pos", F.row_number().over(Window.partitionBy("_bucket").orderBy(*order)))
         chosen = low.unionByName(edge.where(F.col("_pos") <= need).drop("_pos"))
-    # op_rank: rank among the chosen rows; the chosen set is small relative to a bucket only when m is, so
-    # number the chosen rows per bucket and add the counts of the lower buckets.
-    offsets, acc = {}, 0
+    # op_rank = the rows of the lower buckets + the position within the bucket; the offsets travel as a
+    # small broadcast table (a map literal of 65,536 buckets makes Catalyst's planning quadratic)
+    offsets, acc = [], 0
     for b, n in counts:
-        offsets[b] = acc
+        offsets.append((b, acc))
         acc += n
-    pairs = [x for b, off in offsets.items() for x in (F.lit(b), F.lit(off).cast("long"))]
-    offset = F.create_map(*pairs)[F.col("_bucket")] if pairs else F.lit(0).cast("long")
+    offset_table = frame.sparkSession.createDataFrame(offsets or [(0, 0)], "_bucket int, _offset long")
     within = F.row_number().over(Window.partitionBy("_bucket").orderBy(*order)) - 1
-    return chosen.withColumn("op_rank", offset + within).drop("_bucket")
+    ranked = chosen.join(F.broadcast(offset_table), "_bucket").withColumn("op_rank", F.col("_offset") + within)
+    return ranked.drop("_bucket", "_offset")

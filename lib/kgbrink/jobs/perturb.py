@@ -147,23 +147,20 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
                     ops = sum(v[0] for k, v in firsts.items() if k <= level)
                     noop = sum(v[1] for k, v in firsts.items() if k <= level)
                     ops_counts[(method, level, seed)] = (ops, noop)
-                    graph = P.apply_level(scoped, changed, level).join(
-                        original.select("scope_key", "h", "r", "t", "split"), ["scope_key", "h", "r", "t"], "left"
+                # every level in one pass; a new triple takes the split of the triple it replaces
+                graph = P.perturbed_graphs(original, changed, s.levels, method)
+                graphs.append(
+                    graph.select(
+                        F.lit(method).alias("method"),
+                        "level",
+                        F.lit(seed).alias("seed"),
+                        "scope_key",
+                        "h",
+                        "r",
+                        "t",
+                        "split",
                     )
-                    if whole:  # a new triple inherits nothing: it takes the split of the triple it replaces
-                        graph = graph.withColumn("split", F.coalesce("split", F.lit(s.splits[0])))
-                    graphs.append(
-                        graph.select(
-                            F.lit(method).alias("method"),
-                            F.lit(float(level)).alias("level"),
-                            F.lit(seed).alias("seed"),
-                            "scope_key",
-                            "h",
-                            "r",
-                            "t",
-                            "split",
-                        )
-                    )
+                )
     with ctx.step("write_log"):
         ctx.write(
             "perturbation_log",
