@@ -17,7 +17,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run lint format test test-fast bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run lint format test test-fast bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -95,6 +95,10 @@ bench-mine: setup
 	$(BIN)/python benchmarks/bench_mine.py
 
 # kgbrink build on BRINK Family and the make-run sample, beside a DuckDB peer of removal and answers.
+# OKGQA-P: question subgraphs (networkx peer) and the kg-scope perturbation sweep (DuckDB peer), 2M triples.
+bench-okgqa: setup
+	$(BIN)/python benchmarks/bench_okgqa.py --triples 2000000
+
 bench-build: setup
 	$(BIN)/python benchmarks/bench_build.py --dataset data/datasets/sample
 

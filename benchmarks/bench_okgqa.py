@@ -147,6 +147,8 @@ def main() -> None:
     parser.add_argument("--triples", type=int, default=2_000_000)
     parser.add_argument("--questions", type=int, default=1000)
     parser.add_argument("--parts", nargs="+", default=["subgraphs", "sweep"], choices=["subgraphs", "sweep"])
+    parser.add_argument("--methods", default=None, help="sweep: comma-separated methods (default: all four)")
+    parser.add_argument("--levels", default=None, help="sweep: comma-separated levels (default: 0.2,0.4,...,1.0)")
     parser.add_argument("--set", action="append", default=[], help="setting overrides (key=value)")
     parser.add_argument("--out", default=str(HERE / "out"))
     args = parser.parse_args()
@@ -188,7 +190,13 @@ def main() -> None:
         print(json.dumps(record["subgraphs"]), flush=True)
     if "sweep" in args.parts:
         t0 = time.perf_counter()
-        s = perturb.okgqa_sweep(JobContext(spark, config), perturb.PerturbOptions(dataset=str(dataset), scope="kg"))
+        options = perturb.PerturbOptions(
+            dataset=str(dataset),
+            scope="kg",
+            methods=args.methods.split(",") if args.methods else None,
+            levels=[float(x) for x in args.levels.split(",")] if args.levels else None,
+        )
+        s = perturb.okgqa_sweep(JobContext(spark, config), options)
         seconds = time.perf_counter() - t0
         perturbed = spark.read.format("delta").load(str(dataset / "okgqa/kg/perturbed"))
         combos = perturbed.select("method", "level", "seed").distinct().collect()
@@ -215,7 +223,8 @@ def main() -> None:
         print(json.dumps({k: v for k, v in record["sweep"].items() if k != "results"}), flush=True)
     record["spark_driver_peak_rss_mb"] = jvm_peak_rss_mb(spark)
     record["python_peak_rss_mb"] = process_peak_rss_mb()
-    results = HERE / "results" / f"okgqa-{args.triples}.json"
+    suffix = "" if not (args.methods or args.levels) else f"-{args.methods or 'all'}-{args.levels or 'all'}"
+    results = HERE / "results" / f"okgqa-{args.triples}{suffix.replace(',', '+')}.json"
     results.write_text(json.dumps(record, indent=2, default=str) + "\n")
     print(f"written {results}")
 

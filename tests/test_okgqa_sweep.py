@@ -106,8 +106,6 @@ def test_sweep_through_the_cli_writes_tables_report_and_mlflow_run(spark, config
     args += [
         "--levels",
         "0.5,1.0",
-        "--seeds",
-        "1,2",
         "--report-dir",
         str(tmp_path / "report"),
         "--json",
