@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 from pyspark.sql import functions as F
 
 from kgbrink.okgqa import perturb as P
-from kgbrink.okgqa.scorers import Scorer
+from kgbrink.okgqa.scorers import Scorer, ScorerInputError, numpy_scores
 
 LEVELS = [0.2, 0.4, 0.6, 0.8, 1.0]
 
@@ -114,3 +115,28 @@ def test_log_rows_name_the_first_level(spark, scoped):
     assert log.columns == P.LOG_COLUMNS
     first = log.where((F.col("scope_key") == "q0") & (F.col("op_rank") == 0)).first()
     assert first.level == 0.2 and first.new_h is None
+
+
+@pytest.mark.parametrize("model", ["transe", "distmult"])
+def test_embeddings_scorer_scores_and_replaces_by_the_numpy_formula(spark, model):
+    rng = np.random.default_rng(4)
+    ent, rel = rng.normal(size=(6, 3)), rng.normal(size=(4, 3))
+    ev = spark.createDataFrame([(i, v.tolist()) for i, v in enumerate(ent)], "entity int, vec array<float>")
+    rv = spark.createDataFrame([(i, v.tolist()) for i, v in enumerate(rel)], "relation int, vec array<float>")
+    kg_rows = [(0, 0, 1), (1, 1, 2), (2, 2, 3), (3, 3, 4), (4, 0, 5)]
+    kg = spark.createDataFrame(kg_rows, "h int, r int, t int")
+    scorer = Scorer("embeddings", kg, 1, model, 12.0, ev, rv)
+    f32 = lambda a: a.astype(np.float32).astype(np.float64)  # noqa: E731  (the vectors are stored as float)
+    got = scorer.score(kg).orderBy("h").toPandas()
+    h, r, t = (np.array([row[i] for row in kg_rows]) for i in range(3))
+    expected = numpy_scores(f32(ent[h]), f32(rel[r]), f32(ent[t]), model, 12.0)
+    assert np.allclose(got.score, expected, atol=1e-9)
+    scoped = kg.withColumn("scope_key", F.lit("kg"))
+    changed = P.perturbation(scoped, "RR", [1.0], 1, True, scorer).toPandas()
+    for row in changed.itertuples():
+        others = [c for c in range(4) if c != row.r]
+        s = numpy_scores(f32(ent[[row.h] * 3]), f32(rel[others]), f32(ent[[row.t] * 3]), model, 12.0)
+        assert row.new_r == others[int(np.argmin(s))]
+    missing = Scorer("embeddings", kg, 1, model, 12.0, ev.where("entity < 5"), rv)
+    with pytest.raises(ScorerInputError, match="1 triples lack an entity or relation vector"):
+        missing.score(kg)
