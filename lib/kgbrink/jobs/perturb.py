@@ -9,6 +9,7 @@ Tables under ``<dataset>/okgqa/<questions>/`` (``<questions>`` = ``kg`` for the 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 from pathlib import Path
 
 from pyspark.sql import DataFrame
@@ -53,10 +54,7 @@ class PerturbOptions:
 def _table(spark, path: str | None) -> DataFrame | None:
     if path is None:
         return None
-    try:
-        return read_table(spark, path)
-    except Exception:  # not a Delta table: Parquet
-        return spark.read.parquet(path)
+    return read_table(spark, path) if table_exists(spark, path) else spark.read.parquet(path)
 
 
 class _Scope:
@@ -71,10 +69,10 @@ class _Scope:
         self.methods = opts.methods or cfg.methods
         self.levels = sorted(opts.levels or cfg.levels)
         self.seeds = opts.seeds or [cfg.seed]
-        checked = config.with_overrides(
+        # the command line's methods and levels pass the settings' checks (ConfigError naming a bad value)
+        config.with_overrides(
             [f"perturbation.methods={','.join(self.methods)}", f"perturbation.levels={','.join(map(str, self.levels))}"]
         )
-        del checked  # validation only: bad levels or methods raise ConfigError naming them
         if self.scope == "subgraphs" and not opts.questions:
             raise ValueError("scope subgraphs needs --questions (the name given to okgqa-subgraphs)")
         self.name = "kg" if self.scope == "kg" else opts.questions
@@ -164,13 +162,19 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
     with ctx.step("write_log"):
         ctx.write(
             "perturbation_log",
-            _union(logs),
+            reduce(DataFrame.unionByName, logs),
             s.path["perturbation_log"],
             "perturbation log",
             table="okgqa.perturbation_log",
         )
     with ctx.step("write_perturbed"):
-        ctx.write("perturbed", _union(graphs), s.path["perturbed"], f"perturbed {s.name}", table="okgqa.perturbed")
+        ctx.write(
+            "perturbed",
+            reduce(DataFrame.unionByName, graphs),
+            s.path["perturbed"],
+            f"perturbed {s.name}",
+            table="okgqa.perturbed",
+        )
     n = original.count()
     sizes = ctx.written("perturbed").groupBy("method", "level", "seed").count().collect()
     after = {(r["method"], r["level"], r["seed"]): r["count"] for r in sizes}
@@ -188,13 +192,6 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
         "perturbations", ctx.spark.createDataFrame([tuple(r.values()) for r in rows], schema), s.path["perturbations"]
     )
     return summary
-
-
-def _union(frames: list[DataFrame]) -> DataFrame:
-    out = frames[0]
-    for frame in frames[1:]:
-        out = out.unionByName(frame)
-    return out
 
 
 @job(

@@ -20,6 +20,8 @@ counted as a ``collision`` (|T'| = |T| - collisions for RS, RR and ER).
 
 from __future__ import annotations
 
+from functools import reduce
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -127,9 +129,7 @@ def rewire_edges(ops: DataFrame, scoped: DataFrame, seed: int, candidates: int, 
         pending = pending.localCheckpoint()
         if pending.isEmpty():
             break
-    chosen = done[0]
-    for frame in done[1:]:
-        chosen = chosen.unionByName(frame)
+    chosen = reduce(DataFrame.unionByName, done)
     chosen = chosen.select("*", F.col("h").alias("new_h"), F.col("r").alias("new_r"), F.lit(False).alias("rejected"))
     rejected = pending.drop("n_nodes").select(
         "*",

@@ -19,6 +19,7 @@ and the exhaustive argmin runs only for the operations none of them settles.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import reduce
 
 import numpy as np
 from pyspark.sql import DataFrame
@@ -93,9 +94,7 @@ class Scorer:
             draws.append(
                 base.select("scope_key", "op_rank", "h", "r", "t", F.lit(k).alias("k"), pos.cast("long").alias("pos"))
             )
-        drawn = draws[0]
-        for frame in draws[1:]:
-            drawn = drawn.unionByName(frame)
+        drawn = reduce(DataFrame.unionByName, draws)
         drawn = drawn.join(positioned.withColumnRenamed("r", "cand"), ["scope_key", "pos"]).where(
             F.col("cand") != F.col("r")
         )
