@@ -522,13 +522,3 @@ def test_a_truncated_gz_is_an_input_error_naming_the_file_and_nothing_is_written
             job.IngestOptions(dataset=str(dataset), format="delimited", splits={"train": [str(broken)]}),
         )
     assert not dataset.exists() or sorted(p.name for p in dataset.iterdir()) == []
-
-
-def test_a_directory_given_as_a_split_file_is_refused(spark, config, tmp_path):
-    folder = tmp_path / "parts"
-    write(folder / "a.tsv", ["Q1\tP1\tQ2"])
-    with pytest.raises(InputError, match=r"input is a directory, not a file: .*parts \(name its files"):
-        job.run(
-            JobContext(spark, config),
-            job.IngestOptions(dataset=str(tmp_path / "ds"), format="delimited", splits={"train": [str(folder)]}),
-        )

@@ -7,6 +7,7 @@ Paths are local paths or any URI the session's Hadoop file systems can read (``s
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -130,22 +131,63 @@ def first_existing(spark: SparkSession, candidates: list[str]) -> str | None:
     return next((c for c in candidates if path_exists(spark, c)), None)
 
 
-# Root causes of a read that fails on the bytes of a compressed file (truncated or corrupt).
-_CORRUPT = ("EOFException", "ZipException", "Unexpected end of", "Not in GZIP format", "incorrect header check")
+# Root causes of a read that fails on the bytes of a compressed file (truncated or corrupt): the Java
+# exception classes, Hadoop's gzip messages and zlib's (which the Java inflater passes on as they are).
+_CORRUPT = re.compile(
+    r"EOFException|ZipException|DataFormatException|Unexpected end of|Not in GZIP format|unknown gzip format"
+    r"|CRC failure|incorrect (?:header|data|length) check|unknown compression method|too many length or distance"
+    r"|invalid (?:block type|stored block|code lengths|distance|literal|bit length|window size)"
+)
+# How Spark names the file a read failed on (a URL-encoded URI, the sentence's full stop after it).
+_FAILED_FILE = re.compile(r"while reading file (\S+?)\.?(?:\s|$)")
 
 
 def corrupt_input(exc: BaseException, paths: list[str]) -> InputError | None:
     """An :class:`InputError` naming the input file a Spark read failed on, when the JVM failure is a
-    truncated or corrupt compressed file; None for any other failure."""
+    truncated or corrupt compressed file; None for any other failure. The file is the one Spark's message
+    names (decoded, so a name with a space matches), spelled as given in ``paths`` when it is one of them."""
     from kgbrink.core.console import java_causes
 
     causes = java_causes(exc)
-    if not any(marker in cause for cause in causes for marker in _CORRUPT):
+    if not any(_CORRUPT.search(cause) for cause in causes):
         return None
     text = " ".join(causes)
-    named = [p for p in paths if given_path(p) in text or p in text or decoded_uri(p) in text]
+    failed = {reported_path(uri) for uri in _FAILED_FILE.findall(text)}
+    if failed:
+        named = [p for p in paths if given_path(p) in failed] or sorted(failed)
+    else:
+        named = [p for p in paths if given_path(p) in text or p in text]
     where = ", ".join(named) if named else "one of " + ", ".join(paths)
     return InputError(f"{where}: truncated or corrupt compressed input ({causes[-1]})")
+
+
+def expand_directories(spark: SparkSession, paths: list[str]) -> list[str]:
+    """``paths`` with each directory replaced by the files in it, sorted by name, so a directory of part
+    files reads like those files named one by one (line numbers and quarantine rows per file). Names
+    starting with ``.`` or ``_`` (``_SUCCESS``, ``.crc`` files beside Spark's parts) and empty files hold
+    no lines and are left out; a subdirectory is refused rather than guessed at. A missing path is kept
+    for :func:`require_files` to name."""
+    out: list[str] = []
+    for path in paths:
+        if not path_exists(spark, path) or not _is_directory(spark, path):
+            out.append(path)
+            continue
+        hpath, fs = hadoop_path(spark, path)
+        entries = sorted(
+            (s for s in fs.listStatus(hpath) if not s.getPath().getName().startswith((".", "_"))),
+            key=lambda s: s.getPath().getName(),
+        )
+        nested = [s.getPath().getName() for s in entries if s.isDirectory()]
+        if nested:
+            raise InputError(
+                f"input directory {path} holds directories ({', '.join(nested)}): only the files directly in a "
+                "directory are read; name the files of its subdirectories"
+            )
+        files = [f"{path.rstrip('/')}/{s.getPath().getName()}" for s in entries if s.getLen() > 0]
+        if not files:
+            raise InputError(f"input directory has no non-empty files: {path}")
+        out.extend(files)
+    return out
 
 
 def require_files(spark: SparkSession, paths: list[str]) -> None:

@@ -222,7 +222,8 @@ def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
                     row for frame in [triples_state, *alias_state.values()] for row in Q.line_counts(frame).collect()
                 ]
         except Py4JJavaError as exc:
-            corrupt = corrupt_input(exc, inputs.all_files)
+            aliases_given = [p for p in (inputs.entity_aliases, inputs.relation_aliases) if p]
+            corrupt = corrupt_input(exc, [*inputs.all_files, *aliases_given])
             if corrupt is None:
                 raise
             raise corrupt from exc  # the log file keeps the JVM trace

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
-from kgbrink.core.files import IngestInputs, InputError, probe_inputs, wikidata5m_inputs
+from kgbrink.core.files import IngestInputs, InputError, expand_directories, probe_inputs, wikidata5m_inputs
 from kgbrink.core.jobs import arg
 from kgbrink.kg import ingest as T
 
@@ -57,7 +57,7 @@ class IngestOptions:
     format: str = arg("wikidata5m", "input format", choices=["wikidata5m", "probe", "delimited", "ntriples"])
     input: str | None = arg(None, "directory of a wikidata5m or probe dump")
     splits: dict[str, list[str]] = arg(
-        help="triple files of a split (repeatable)",
+        help="triple files of a split, or directories of them (repeatable)",
         flag="--split",
         factory=dict,
         action="append",
@@ -79,8 +79,11 @@ class IngestOptions:
 
 
 def resolve_inputs(spark: SparkSession, opts: IngestOptions) -> IngestInputs:
+    """The files of the dump: ``--input``'s, with any ``--split`` added or replacing a split (a ``--split``
+    directory stands for its files, :func:`kgbrink.core.files.expand_directories`)."""
     if opts.format not in FORMATS:
         raise InputError(f"unknown format '{opts.format}' (one of {', '.join(FORMATS)})")
+    given = {name: expand_directories(spark, paths) for name, paths in opts.splits.items()}
     if opts.format == "wikidata5m" and opts.input:
         inputs = wikidata5m_inputs(spark, opts.input, opts.variant)
     elif opts.format == "probe" and opts.input:
@@ -88,10 +91,10 @@ def resolve_inputs(spark: SparkSession, opts: IngestOptions) -> IngestInputs:
     elif opts.input:
         raise InputError(f"--input DIR is for wikidata5m and probe; give {opts.format} files with --split NAME=PATH")
     else:
-        inputs = IngestInputs(dict(opts.splits))
-    if opts.input and opts.splits:
+        inputs = IngestInputs(given)
+    if opts.input and given:
         inputs = IngestInputs(
-            {**inputs.splits, **opts.splits},
+            {**inputs.splits, **given},
             inputs.entity_aliases,
             inputs.relation_aliases,
             inputs.entity_dict,
