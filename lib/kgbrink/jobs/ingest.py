@@ -55,31 +55,40 @@ class IngestError(RuntimeError):
 
 
 def load_dictionary(spark: SparkSession, path: str) -> DataFrame:
-    """A PROBE-style ``id<TAB>key`` dictionary, validated: well-formed, unique, dense ids from 0."""
+    """A PROBE-style ``id<TAB>key`` dictionary, validated: UTF-8, well-formed, unique, dense ids from 0.
+
+    Lines end at ``\\n`` only, as triple lines do (:func:`kgbrink.core.files.read_lines`): a lone ``\\r``
+    does not make two entries, and a Latin-1 key is refused rather than stored with U+FFFD in it."""
     require_files(spark, [path])
     fields = F.split(F.regexp_replace("value", "\r$", ""), "\t", -1)
-    raw = spark.read.text(path).select(
-        F.col("value").alias("line"),
-        fields[0].alias("id_text"),
-        F.trim(fields[1]).alias("key"),
-        F.size(fields).alias("n"),
+    raw = (
+        spark.read.option("lineSep", "\n")
+        .text(path)
+        .select(
+            F.col("value").alias("line"),
+            fields[0].alias("id_text"),
+            F.trim(fields[1]).alias("key"),
+            F.size(fields).alias("n"),
+        )
     )
     parsed = raw.withColumn("id", F.when(F.col("id_text").rlike("^[0-9]+$"), F.col("id_text").cast("int")))
+    not_utf8 = ~F.is_valid_utf8("line")
+    malformed = (F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == "")
     checks = parsed.agg(
         F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when((F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == ""), 1).otherwise(0)).alias(
-            "malformed"
-        ),
-        F.first(
-            F.when((F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == ""), F.col("line")), ignorenulls=True
-        ).alias("example"),
+        F.sum(not_utf8.cast("int")).alias("not_utf8"),
+        F.first(F.when(not_utf8, F.make_valid_utf8("line")), ignorenulls=True).alias("not_utf8_example"),
+        F.sum(malformed.cast("int")).alias("malformed"),
+        F.first(F.when(malformed, F.col("line")), ignorenulls=True).alias("example"),
         F.countDistinct("id").alias("ids"),
         F.countDistinct("key").alias("keys"),
         F.min("id").alias("min_id"),
         F.max("id").alias("max_id"),
     ).collect()[0]
     problems = []
-    if checks["malformed"]:
+    if checks["not_utf8"]:
+        problems.append(f"{checks['not_utf8']} lines are not valid UTF-8, e.g. {checks['not_utf8_example']!r}")
+    elif checks["malformed"]:
         problems.append(f"{checks['malformed']} malformed lines (expected 'id<TAB>key'), e.g. {checks['example']!r}")
     elif checks["ids"] != checks["rows"] or checks["keys"] != checks["rows"]:
         problems.append(f"{checks['rows']} lines but {checks['ids']} distinct ids and {checks['keys']} distinct keys")
