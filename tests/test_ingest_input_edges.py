@@ -153,3 +153,52 @@ def test_dictionary_lines_end_at_newline_and_must_be_utf8(spark, tmp_path):
     latin1.write_bytes(b"0\talice\n1\tcaf\xe9\n")
     with pytest.raises(InputError, match="latin1.dict: 1 lines are not valid UTF-8, e.g. '1\\\\tcaf\ufffd'"):
         job.load_dictionary(spark, str(latin1))
+
+
+# --- item 7: the command line ----------------------------------------------------------------------
+
+
+def _conf_args(config) -> list[str]:
+    return ["--conf", config.source] + [a for item in config.overrides for a in ("--set", item)]
+
+
+def test_json_path_is_tried_not_inferred_from_permission_bits(tmp_path):
+    """The check leaves no trace: an existing file keeps its bytes, a probe file and missing parents
+    are not left behind."""
+    from kgbrink.cli import _unwritable
+
+    kept = tmp_path / "kept.json"
+    kept.write_text("old")
+    assert _unwritable(str(kept)) is None and kept.read_text() == "old"
+    assert _unwritable(str(tmp_path / "new.json")) is None and not (tmp_path / "new.json").exists()
+    assert _unwritable(str(tmp_path / "a" / "b" / "s.json")) is None and not (tmp_path / "a").exists()
+    assert _unwritable(str(tmp_path)) == "it is a directory"
+    assert _unwritable(str(kept / "s.json")) == f"{kept} is not a directory"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc")
+def test_json_where_no_file_can_be_created_is_refused_before_any_work(config, capsys):
+    """Before: the check read permission bits, which root passes for /proc, so the job ran to its end and
+    only then failed to write the summary."""
+    from kgbrink.cli import main
+
+    assert main(["stats", *_conf_args(config), "--json", "/proc/kgbrink-summary.json", "--no-tracking"]) == 2
+    assert "error: cannot write --json /proc/kgbrink-summary.json (" in capsys.readouterr().err
+
+
+def test_ingest_says_which_dataset_it_writes_also_the_configured_default(spark, config, tmp_path, capsys):
+    """Before: nothing said which dataset a run was overwriting until it succeeded ('wrote: ...'), and
+    a run without --dataset took the configured default silently. The inputs are missing here, so the
+    runs fail at once: the dataset is still named, before the work and in the summary."""
+    from kgbrink.cli import main
+
+    dataset = tmp_path / "default-ds"
+    args = ["ingest", *_conf_args(config), "--set", f"dataset={dataset}", "--format", "delimited"]
+    args += ["--split", f"train={tmp_path / 'missing.tsv'}", "--no-tracking"]
+    assert main(args) == 1
+    out, err = capsys.readouterr()
+    assert f"ingest into {dataset} (no --dataset: the setting 'dataset' of {config.source})\n" in err
+    assert f"  dataset: {dataset}" in out.splitlines()
+    assert main([*args, "--dataset", str(tmp_path / "given")]) == 1
+    out, err = capsys.readouterr()
+    assert f"ingest into {tmp_path / 'given'}\n" in err and f"  dataset: {tmp_path / 'given'}" in out.splitlines()

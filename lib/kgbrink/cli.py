@@ -13,6 +13,7 @@ import importlib
 import logging
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -88,18 +89,38 @@ def _usage_error(command: str, message: str) -> int:
     return 2
 
 
+def _unwritable(path: str) -> str | None:
+    """Why the file ``path`` cannot be written (its missing parents would be created), or None: tried, not
+    read from permission bits, which root passes also on a read-only mount or under /proc."""
+    target = Path(path).resolve()
+    existing = next((p for p in target.parents if p.exists()), None)
+    if target.is_dir():
+        return "it is a directory"
+    if existing is None or not existing.is_dir():
+        return f"{existing or target.parent} is not a directory"
+    try:
+        if target.exists():
+            with open(target, "a"):  # appends nothing: the file is left as it is
+                pass
+        elif existing == target.parent:
+            with open(target, "x"):
+                pass
+            target.unlink()
+        else:
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
 def _check_usage(args: argparse.Namespace) -> str | None:
     """Problems found before any work: an empty --dataset, a --json path that cannot be written."""
     if getattr(args, "dataset", None) is not None and not args.dataset.strip():
         return "--dataset is empty"
-    if args.json:
-        parent = Path(args.json).resolve().parent
-        existing = next((p for p in (parent, *parent.parents) if p.exists()), None)
-        target = Path(args.json)
-        if target.is_dir() or existing is None or not existing.is_dir() or not os.access(existing, os.W_OK):
-            return f"cannot write --json {args.json}"
-        if target.exists() and not os.access(target, os.W_OK):
-            return f"cannot write --json {args.json}"
+    problem = _unwritable(args.json) if args.json else None
+    if problem:
+        return f"cannot write --json {args.json} ({problem})"
     return None
 
 

@@ -47,6 +47,11 @@ class Progress:
         stream = self.stream or sys.stderr
         print(text, file=stream, flush=True)
 
+    def note(self, text: str) -> None:
+        """One line before or between the top job's steps (a job run by another leaves it to that one)."""
+        if self.depth == 0:
+            self._print(text)
+
     @contextmanager
     def step(self, name: str, spark: Any = None) -> Iterator[None]:
         self.counter[0] += 1
@@ -151,6 +156,9 @@ def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None)
     """A few lines on what a job built: status and time, where its files are, its key counts."""
     seconds = sum(v for k, v in summary.timings.items() if "." not in k)
     lines = [f"kgbrink {summary.job}: {summary.status}" + (f" in {_clock(seconds)}" if seconds else "")]
+    # the dataset the job read or wrote, also when it failed (overwriting jobs may default to a setting)
+    if summary.params.get("dataset") and "dataset" not in summary.highlights:
+        lines.append(f"  dataset: {summary.params['dataset']}")
     for label, location in summary.highlights.items():
         lines.append(f"  {label}: {location}")
     if not summary.highlights and summary.outputs:

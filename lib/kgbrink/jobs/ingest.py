@@ -162,8 +162,12 @@ LINE_STATE = ["split", "source_file", "block_start", "row_id", "status", "reason
 @job("ingest", "a KG dump into a dataset's Delta tables", IngestOptions, steps=6)
 def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
     spark, config = ctx.spark, ctx.config
+    given = opts.dataset
     opts = replace(opts, dataset=config.require_dataset(opts.dataset))
     ctx.begin(**{k: v for k, v in asdict(opts).items() if v not in (None, {}, "")})
+    # the tables below are overwritten: say where, above all when the dataset is the configured default
+    default = "" if given is not None else f" (no --dataset: the setting 'dataset' of {config.source})"
+    ctx.progress.note(f"ingest into {opts.dataset}{default}")
     ds = opts.dataset
     paths = {name: catalog.path(name, dataset=ds) for name in ("entities", "relations", "triples", "quarantine")}
     with ctx.step("resolve_inputs"):
