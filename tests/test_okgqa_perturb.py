@@ -74,14 +74,20 @@ def test_exact_counts_nested_levels_and_invariants(spark, scoped, kg_rows, metho
             assert row.new_r in rels and float((row.h, row.new_r) in subj and (row.t, row.new_r) in obj) == best
 
 
-@pytest.mark.parametrize("method", ["RS", "ED"])
-def test_all_levels_in_one_pass_equal_the_per_level_definition(spark, scoped, method):
-    changed = P.perturbation(scoped, method, LEVELS, 3, False).localCheckpoint()
-    together = P.perturbed_graphs(scoped, changed, LEVELS, method).toPandas()
+@pytest.mark.parametrize("method", P.METHODS)
+def test_all_levels_in_one_pass_equal_the_per_level_definition(spark, scoped, kg_rows, method):
+    changed = P.perturbation(scoped, method, LEVELS, 3, False, _scorer(spark, kg_rows)).localCheckpoint()
+    nested = P.nested_graphs(scoped, changed, LEVELS, method).cache()
+    together = P.per_level(nested).toPandas()
     for level in LEVELS:
         one = sorted(map(tuple, P.apply_level(scoped, changed, level).collect()))
         got = together[together.level == level]
         assert sorted(zip(got.scope_key, got.h, got.r, got.t)) == one
+        assert sorted(map(tuple, P.at_level(nested, level).select("scope_key", "h", "r", "t").collect())) == one
+    original = nested.where("original").select("scope_key", "h", "r", "t")
+    assert sorted(map(tuple, original.collect())) == sorted(map(tuple, scoped.collect()))
+    # one row per triple of the union, at most two per operation
+    assert nested.count() == nested.select("scope_key", "h", "r", "t").distinct().count() <= 2 * scoped.count()
 
 
 def test_ed_at_level_one_empties_the_graph_and_rs_collisions_are_counted(spark, scoped, kg_rows):

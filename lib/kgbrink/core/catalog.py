@@ -175,11 +175,13 @@ TABLES: tuple[Table, ...] = (
     ),
     _okgqa(
         "perturbed",
-        "method string, level double, seed int, scope_key string, h int, r int, t int, split string",
-        "perturbed graphs per (method, level, seed): each question subgraph (scope_key = qid), or the whole KG "
-        "(questions = kg, scope_key = kg, split kept)",
+        "method string, seed int, scope_key string, h int, r int, t int, split string, original boolean, "
+        "levels array<double>",
+        "per (method, seed) the original and its perturbed graphs in one: each triple of their union with the levels "
+        "whose graph contains it (graph at level p: array_contains(levels, p)); per question subgraph "
+        "(scope_key = qid) or the whole KG (questions = kg, scope_key = kg, split kept)",
         "perturb",
-        ("method", "level", "seed"),
+        ("method", "seed"),
     ),
     _okgqa(
         "perturbations",

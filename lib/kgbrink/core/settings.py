@@ -169,7 +169,9 @@ class PerturbationSettings:
     scorer: str = setting("type_compatibility", "triple scorer of RR and ATS: type_compatibility, embeddings, scores")
     scorer_model: str = setting("transe", "embeddings scorer: transe or distmult")
     gamma: float = setting(12.0, "TransE margin: s = sigmoid(gamma - ||h + r - t||)")
-    max_wedges: int = setting(2_000_000_000, "fail SC2D of the kg scope beyond this many wedges")
+    max_wedges: int = setting(
+        300_000_000, "fail SC2D of the kg scope when one G^r of one graph has more wedges (held by one task)"
+    )
 
 
 SECTIONS = {

@@ -145,20 +145,9 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
                     ops = sum(v[0] for k, v in firsts.items() if k <= level)
                     noop = sum(v[1] for k, v in firsts.items() if k <= level)
                     ops_counts[(method, level, seed)] = (ops, noop)
-                # every level in one pass; a new triple takes the split of the triple it replaces
-                graph = P.perturbed_graphs(original, changed, s.levels, method)
-                graphs.append(
-                    graph.select(
-                        F.lit(method).alias("method"),
-                        "level",
-                        F.lit(seed).alias("seed"),
-                        "scope_key",
-                        "h",
-                        "r",
-                        "t",
-                        "split",
-                    )
-                )
+                # the original and every level in one table; a new triple takes the split of the one it replaces
+                graph = P.nested_graphs(original, changed, s.levels, method)
+                graphs.append(graph.select(F.lit(method).alias("method"), F.lit(seed).alias("seed"), *graph.columns))
     with ctx.step("write_log"):
         ctx.write(
             "perturbation_log",
@@ -176,7 +165,7 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
             table="okgqa.perturbed",
         )
     n = original.count()
-    sizes = ctx.written("perturbed").groupBy("method", "level", "seed").count().collect()
+    sizes = P.per_level(ctx.written("perturbed")).groupBy("method", "level", "seed").count().collect()
     after = {(r["method"], r["level"], r["seed"]): r["count"] for r in sizes}
     rows = []
     for (method, level, seed), (ops, noop) in sorted(ops_counts.items()):
@@ -206,9 +195,7 @@ def kg_similarity(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
     if not table_exists(ctx.spark, s.path["perturbations"]):
         raise JobFailed(f"no perturbations under {s.path['perturbations']}: run `kgbrink perturb` first", summary)
     perturbed = ctx.read("perturbed", s.path["perturbed"])
-    perturbed = perturbed.where(
-        F.col("method").isin(s.methods) & F.col("level").isin(s.levels) & F.col("seed").isin(s.seeds)
-    )
+    perturbed = perturbed.where(F.col("method").isin(s.methods) & F.col("seed").isin(s.seeds))
     combos = [(m, float(lv), sd) for m in s.methods for lv in s.levels for sd in s.seeds]
     done = ctx.read("perturbations", s.path["perturbations"]).select("method", "level", "seed").collect()
     missing = set(combos) - {(r["method"], r["level"], r["seed"]) for r in done}
@@ -220,10 +207,11 @@ def kg_similarity(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
     with ctx.step("similarity"):
         try:
             if s.scope == "kg":
-                table = sweep.kg_similarity(ctx.spark, s.original, perturbed, combos, s.scorer, s.cfg.max_wedges)
+                table = sweep.kg_similarity(ctx.spark, perturbed, combos, s.scorer, s.cfg.max_wedges)
             else:
+                graphs = P.per_level(perturbed).where(F.col("level").isin(s.levels))
                 table = sweep.subgraph_similarity(
-                    s.original.select("scope_key", "h", "r", "t"), perturbed, combos, s.scorer
+                    s.original.select("scope_key", "h", "r", "t"), graphs, combos, s.scorer
                 )
         except ScorerInputError as e:
             raise JobFailed(str(e), summary) from None

@@ -152,26 +152,58 @@ def apply_level(scoped: DataFrame, changed: DataFrame, level: float) -> DataFram
     return kept.select("scope_key", "h", "r", "t").unionByName(new).distinct()
 
 
-def perturbed_graphs(scoped: DataFrame, changed: DataFrame, levels: list[float], method: str) -> DataFrame:
-    """``level, scope_key, h, r, t, split`` of the perturbed graphs at every level in one pass: each triple
-    of the scope is joined once to its operation; at a level below the operation's it stays, from it on it
-    becomes the new triple (none for ED). Equal to :func:`apply_level` per level; a triple collapsing with
-    another keeps the smaller split. ``scoped`` may lack ``split`` (then null)."""
+def nested_graphs(scoped: DataFrame, changed: DataFrame, levels: list[float], method: str) -> DataFrame:
+    """``scope_key, h, r, t, split, original, levels``: the original and every perturbed graph of one
+    (method, seed) in one table. A row is a triple of the union; ``original`` says whether it is in the
+    original graph and ``levels`` (ascending) the levels whose perturbed graph contains it.
+
+    Each triple of the scope is joined once to its operation: below the operation's level it stays, from
+    it on it becomes the new triple (none for ED). Per level this equals :func:`apply_level` (a triple that
+    collapses with another is one row, with the smaller split of the two). Every operation switches one
+    triple once, so the table holds at most 2 |T| rows instead of |levels| |T|. ``scoped`` may lack
+    ``split`` (then null)."""
     keys = ["scope_key", "h", "r", "t"]
     split = F.col("split") if "split" in scoped.columns else F.lit(None).cast("string")
     ops = changed.select(*keys, F.col("level").alias("op_level"), "new_h", "new_r", "new_t")
     marked = scoped.select(*keys, split.alias("split")).join(ops, keys, "left")
-    per_level = marked.select("*", F.explode(F.array(*[F.lit(float(x)) for x in levels])).alias("level"))
-    old = F.col("op_level").isNull() | (F.col("op_level") > F.col("level"))
-    out = per_level.where(old | F.col("new_h").isNotNull()).select(
-        "level",
-        "scope_key",
-        *[F.when(old, F.col(c)).otherwise(F.col(f"new_{c}")).alias(c) for c in ("h", "r", "t")],
+    every = F.array(*[F.lit(float(x)) for x in sorted(levels)])
+    op_level = F.col("op_level")
+    old = marked.select(
+        *keys,
         "split",
+        F.lit(True).alias("original"),
+        F.filter(every, lambda x: op_level.isNull() | (x < op_level)).alias("levels"),
     )
     if method == "ED":  # a subset of a set: nothing can collapse
-        return out
-    return out.groupBy("level", *keys).agg(F.min("split").alias("split"))
+        return old
+    new = marked.where(F.col("new_h").isNotNull()).select(
+        "scope_key",
+        *[F.col(f"new_{c}").alias(c) for c in ("h", "r", "t")],
+        "split",
+        F.lit(False).alias("original"),
+        F.filter(every, lambda x: x >= op_level).alias("levels"),
+    )
+    return (
+        old.unionByName(new)
+        .groupBy(*keys)
+        .agg(
+            F.min("split").alias("split"),
+            F.max("original").alias("original"),
+            F.array_sort(F.array_distinct(F.flatten(F.collect_list("levels")))).alias("levels"),
+        )
+    )
+
+
+def at_level(nested: DataFrame, level: float) -> DataFrame:
+    """The rows of :func:`nested_graphs` (or of the ``perturbed`` table) in the graph at ``level``."""
+    return nested.where(F.array_contains("levels", float(level)))
+
+
+def per_level(nested: DataFrame) -> DataFrame:
+    """One row per (level, triple) of every perturbed graph in ``nested`` (without ``levels`` and
+    ``original``): the graphs one by one, as :func:`apply_level` gives them."""
+    rest = [c for c in nested.columns if c not in ("levels", "original")]
+    return nested.select(F.explode("levels").alias("level"), *rest)
 
 
 def log_rows(changed: DataFrame, method: str, seed: int) -> DataFrame:

@@ -119,13 +119,16 @@ def _n_relations(triples: np.ndarray) -> int:
     return max(len(np.unique(triples[:, 1])), 1)
 
 
-def clustering_sum_local(triples: pd.DataFrame | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def clustering_sum_local(
+    triples: pd.DataFrame | np.ndarray, max_wedges: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``(nodes, C)``: C(x) = sum_r c_r(x) for the sorted nodes of the G^r (as ``triangles.clustering_sum``).
 
     All G^r at once as one block-diagonal sparse graph on the (r, x) pairs; its edges are oriented low ->
     high by (degree, index), L. A triangle a < b < c (in that order) is one entry (a, c) of (L L) o L and
     one entry (b, c) of (L^T L) o L, which count it for a and c, and for b. Degree ordering keeps both
-    products small around hubs, unlike A^3."""
+    products small around hubs, unlike A^3: they have at most sum C(outdeg, 2) entries (the wedges), and
+    with ``max_wedges`` a ``ValueError`` is raised before the products when that is over the cap."""
     t = _triple_array(triples)
     t = t[t[:, 0] != t[:, 2]]
     pairs = np.unique(np.stack([t[:, 1], np.minimum(t[:, 0], t[:, 2]), np.maximum(t[:, 0], t[:, 2])], 1), axis=0)
@@ -144,6 +147,11 @@ def clustering_sum_local(triples: pd.DataFrame | np.ndarray) -> tuple[np.ndarray
     rank = np.empty(m, dtype=np.int64)
     rank[np.lexsort((np.arange(m), degree))] = np.arange(m)
     low, high = np.where(rank[i] < rank[j], i, j), np.where(rank[i] < rank[j], j, i)
+    if max_wedges is not None:
+        out = np.bincount(low, minlength=m)
+        wedges = int((out * (out - 1) // 2).sum())
+        if wedges > max_wedges:
+            raise ValueError(f"clustering: {wedges:,} wedges, over max_wedges={max_wedges:,}")
     lower = sparse.csr_matrix((np.ones(len(low)), (low, high)), shape=(m, m))
     ends = (lower @ lower).multiply(lower)  # (a, c): triangles with lowest a and highest c
     middles = (lower.T @ lower).multiply(lower)  # (b, c): triangles with middle b and highest c

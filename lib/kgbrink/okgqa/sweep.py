@@ -3,18 +3,19 @@ one row per (method, level, seed, scope_key) with ATS, SC2D and SD2 (:mod:`kgbri
 and the Fig. 4 summary: the means over question subgraphs and seeds per (scope, method, level).
 
 Question subgraphs are compared one group per task (``applyInPandas`` over the original and the perturbed
-triples of the group); the whole KG is compared with the distributed functions, once per perturbed graph.
+triples of the group); the whole KG once per (method, seed), all levels together: degrees by one
+aggregation, the clustering of every G^r in one task per relation (scipy), sums as exact decimals.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.graph.triangles import clustering_sum
 from kgbrink.okgqa import similarity as S
 
 KEYS = ["method", "level", "seed", "scope_key"]
@@ -78,38 +79,103 @@ def subgraph_similarity(original: DataFrame, perturbed: DataFrame, combos: list[
     )
 
 
-def _graph_vectors(triples: DataFrame, max_wedges: int | None) -> tuple[DataFrame, int, int]:
-    """``(node, d, c)`` of one graph (degree d(x) and C(x) = sum_r c_r(x)), its triples and relations."""
-    triples = triples.select("h", "r", "t").distinct().persist()
-    n, n_rel = triples.count(), triples.select("r").distinct().count()
-    ends = triples.select(F.explode(F.array("h", "t")).alias("node"))  # a self-loop twice
-    degrees = ends.groupBy("node").agg(F.count("*").alias("d"))
-    vectors = degrees.join(clustering_sum(triples, max_wedges), "node", "left").fillna(0.0, ["c"]).localCheckpoint()
-    triples.unpersist()
-    return vectors, n, n_rel
+def _bit(k: int) -> F.Column:
+    return F.col("mask").bitwiseAND(F.lit(1 << k)) != 0
 
 
-def kg_similarity(
-    spark, original: DataFrame, perturbed: DataFrame, combos: list[tuple], scorer, max_wedges: int | None
-) -> DataFrame:
-    """Rows of ``kg_similarity`` for the whole KG, one per ``(method, level, seed)`` of ``combos``: the
-    original's degrees and clustering sums are computed once, each perturbed graph's once, and SD2 and
-    SC2D come from one outer join of the two (the definitions of :func:`similarity.sd2`, :func:`similarity.sc2d`;
-    every square is added as an exact decimal, so the result does not depend on the partitioning)."""
+def _relation_clustering(width: int, max_wedges: int | None):
+    """For ``applyInPandas`` grouped by r: ``node, c0 .. c{width-1}``, c_r(x) in the graph of each bit of
+    ``mask`` (:func:`similarity.clustering_sum_local` on G^r), for the nodes with some c > 0."""
+
+    def run(group: pd.DataFrame) -> pd.DataFrame:
+        h, t, mask = (group[c].to_numpy(np.int64) for c in ("h", "t", "mask"))
+        per_bit = []
+        for k in range(width):
+            on = (mask >> k) & 1 == 1
+            triples = np.stack([h[on], np.zeros(on.sum(), np.int64), t[on]], axis=1)
+            per_bit.append(S.clustering_sum_local(triples, max_wedges))
+        nodes = np.unique(np.concatenate([n for n, _ in per_bit]))
+        out = {"node": nodes.astype(np.int32)}
+        for k, (n, c) in enumerate(per_bit):
+            col = np.zeros(len(nodes))
+            col[np.searchsorted(nodes, n)] = c
+            out[f"c{k}"] = col
+        frame = pd.DataFrame(out)
+        return frame[frame[[f"c{k}" for k in range(width)]].to_numpy().any(axis=1)]
+
+    return run
+
+
+def _nested_similarity(graph: DataFrame, levels: list[float], scorer, max_wedges: int | None) -> list[dict]:
+    """ATS, SC2D, SD2 of every level of one (method, seed) against the original, from the nested table
+    (``h, r, t, original, levels``; :func:`kgbrink.okgqa.perturb.nested_graphs`) in one pass each: bit 0 of
+    ``mask`` is the original, bit i + 1 the graph at ``levels[i]``. Degrees per node and bit in one
+    aggregation; c_r(x) per bit in one task per relation (scipy); sums as exact decimals."""
+    width = len(levels) + 1
+    mask = F.when(F.col("original"), 1).otherwise(0)
+    for i, level in enumerate(levels):
+        mask = mask + F.when(F.array_contains("levels", float(level)), 1 << (i + 1)).otherwise(0)
+    g = graph.select("h", "r", "t", mask.cast("long").alias("mask")).where(F.col("mask") != 0).persist()
+    n = g.agg(*[F.count(F.when(_bit(k), 1)).alias(f"n{k}") for k in range(width)]).first()
+    relation_masks = [row["m"] for row in g.groupBy("r").agg(F.bit_or("mask").alias("m")).collect()]
+    n_rel = [sum(1 for m in relation_masks if m >> k & 1) for k in range(width)]
+    ro = max(n_rel[0], 1)
+    rp = [max(x, 1) for x in n_rel]
+
+    ends = g.select(F.explode(F.array("h", "t")).alias("node"), "mask")  # a self-loop twice
+    degrees = ends.groupBy("node").agg(*[F.count(F.when(_bit(k), 1)).alias(f"d{k}") for k in range(width)])
+    dd = [(F.col("d0") * rp[k] - F.col(f"d{k}") * ro).cast("decimal(20,0)") for k in range(width)]
+    deg_sums = degrees.agg(*[F.sum(dd[k] * dd[k]).alias(f"s{k}") for k in range(1, width)]).first()
+
+    schema = "node int, " + ", ".join(f"c{k} double" for k in range(width))
+    per_relation = (
+        g.select("r", "h", "t", "mask").groupBy("r").applyInPandas(_relation_clustering(width, max_wedges), schema)
+    )
+    exact = "decimal(38,24)"  # c_r(x) <= 1 and C(x) <= |R|: 14 integer digits are plenty; addition is exact
+    per_node = per_relation.groupBy("node").agg(
+        *[F.sum(F.col(f"c{k}").cast(exact)).cast("double").alias(f"c{k}") for k in range(width)]
+    )
+    dc = [F.col("c0") / ro - F.col(f"c{k}") / rp[k] for k in range(width)]
+    c_sums = per_node.agg(*[F.sum((dc[k] * dc[k]).cast(exact)).alias(f"s{k}") for k in range(1, width)]).first()
+
+    scored = scorer.score(g.where(F.col("mask") > 1).select("h", "r", "t", "mask"))
+    score = F.col("score").cast(exact)
+    ats = scored.agg(
+        *[F.sum(F.when(_bit(k), score)).alias(f"s{k}") for k in range(1, width)],
+        *[F.count(F.when(_bit(k), score)).alias(f"n{k}") for k in range(1, width)],
+    ).first()
+    g.unpersist()
     rows = []
-    vo, n, n_rel = _graph_vectors(original, max_wedges)
+    for i, level in enumerate(levels):
+        k = i + 1
+        rows.append(
+            dict(
+                level=float(level),
+                n_triples=n["n0"],
+                n_triples_perturbed=n[f"n{k}"],
+                n_relations=n_rel[0],
+                n_relations_perturbed=n_rel[k],
+                ats=float(ats[f"s{k}"] / ats[f"n{k}"]) if ats[f"n{k}"] else 0.0,
+                sc2d=1.0 / (1.0 + math.sqrt(float(c_sums[f"s{k}"] or 0))),
+                sd2=1.0 / (1.0 + math.sqrt(int(deg_sums[f"s{k}"] or 0)) / (ro * rp[k])),
+            )
+        )
+    return rows
+
+
+def kg_similarity(spark, nested: DataFrame, combos: list[tuple], scorer, max_wedges: int | None) -> DataFrame:
+    """Rows of ``kg_similarity`` for the whole KG, one per ``(method, level, seed)`` of ``combos``, from the
+    ``perturbed`` table of scope kg (``method, seed, h, r, t, original, levels``): one pass per (method,
+    seed) over the union of the original and its graphs at every level (:func:`_nested_similarity`), with
+    the definitions of :func:`similarity.sd2`, :func:`similarity.sc2d` and :func:`similarity.ats`."""
+    wanted: dict[tuple, list[float]] = {}
     for method, level, seed in sorted(combos):
-        p = perturbed.where((F.col("method") == method) & (F.col("level") == level) & (F.col("seed") == seed))
-        vp, n_p, n_rel_p = _graph_vectors(p, max_wedges)
-        ro, rp = max(n_rel, 1), max(n_rel_p, 1)
-        joined = vo.join(vp.withColumnRenamed("d", "dp").withColumnRenamed("c", "cp"), "node", "full_outer").fillna(0)
-        dd = (F.col("d") * rp - F.col("dp") * ro).cast("decimal(20,0)")  # (d/ro - dp/rp) ro rp, an integer
-        dc = F.col("c") / ro - F.col("cp") / rp
-        sums = joined.agg(F.sum(dd * dd).alias("dd"), F.sum((dc * dc).cast("decimal(38,24)")).alias("dc")).first()
-        sd2 = 1.0 / (1.0 + math.sqrt(int(sums["dd"] or 0)) / (ro * rp))
-        sc2d = 1.0 / (1.0 + math.sqrt(float(sums["dc"] or 0)))
-        ats = S.ats(scorer.score(p.select("h", "r", "t").distinct()))
-        rows.append(("kg", None, method, float(level), int(seed), n, n_p, n_rel, n_rel_p, ats, sc2d, sd2, scorer.kind))
+        wanted.setdefault((method, seed), []).append(float(level))
+    rows = []
+    for (method, seed), levels in sorted(wanted.items()):
+        graph = nested.where((F.col("method") == method) & (F.col("seed") == seed))
+        for r in _nested_similarity(graph, levels, scorer, max_wedges):
+            rows.append(("kg", None, method, r.pop("level"), int(seed), *r.values(), scorer.kind))
     return spark.createDataFrame(rows, SIMILARITY_SCHEMA)
 
 
