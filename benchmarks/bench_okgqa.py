@@ -124,8 +124,11 @@ def duckdb_peer(dataset: Path, files: dict, threads: int) -> dict:
     clustering("o", "og")
     ro = con.execute("SELECT count(DISTINCT r) FROM o").fetchone()[0]
     out = {}
-    for key, paths in sorted(files["perturbed"].items()):
-        con.execute(f"CREATE OR REPLACE TABLE p AS SELECT DISTINCT h, r, t FROM read_parquet({paths!r})")
+    for key, (paths, level) in sorted(files["perturbed"].items()):
+        con.execute(
+            f"CREATE OR REPLACE TABLE p AS SELECT DISTINCT h, r, t FROM read_parquet({paths!r}) "
+            f"WHERE list_contains(levels, {level!r})"
+        )
         rp = max(con.execute("SELECT count(DISTINCT r) FROM p").fetchone()[0], 1)
         sd2 = con.execute(
             f"SELECT 1 / (1 + sqrt(sum(power(coalesce(a.d, 0) / {ro} - coalesce(b.d, 0) / {rp}, 2)))) "
@@ -199,13 +202,10 @@ def main() -> None:
         s = perturb.okgqa_sweep(JobContext(spark, config), options)
         seconds = time.perf_counter() - t0
         perturbed = spark.read.format("delta").load(str(dataset / "okgqa/kg/perturbed"))
-        combos = perturbed.select("method", "level", "seed").distinct().collect()
         files = {"original": spark.read.format("delta").load(str(dataset / "triples")).inputFiles(), "perturbed": {}}
-        for c in combos:
-            part = perturbed.where(
-                (perturbed.method == c.method) & (perturbed.level == c.level) & (perturbed.seed == c.seed)
-            )
-            files["perturbed"][f"{c.method}-{c.level}"] = part.inputFiles()
+        for r in s.results:  # one graph per (method, level); the partition of (method, seed) holds every level
+            part = perturbed.where(perturbed.method == r["method"])
+            files["perturbed"][f"{r['method']}-{r['level']}"] = (part.inputFiles(), float(r["level"]))
         peer = duckdb_peer(dataset, files, threads)
         ours = {f"{r['method']}-{r['level']}": r for r in s.results}
         worst = max(abs(ours[k][m] - v[m]) for k, v in peer["metrics"].items() for m in ("sd2", "sc2d"))
@@ -224,6 +224,7 @@ def main() -> None:
     record["spark_driver_peak_rss_mb"] = jvm_peak_rss_mb(spark)
     record["python_peak_rss_mb"] = process_peak_rss_mb()
     suffix = "" if not (args.methods or args.levels) else f"-{args.methods or 'all'}-{args.levels or 'all'}"
+    suffix = ("" if len(args.parts) == 2 else f"-{args.parts[0]}") + suffix
     results = HERE / "results" / f"okgqa-{args.triples}{suffix.replace(',', '+')}.json"
     results.write_text(json.dumps(record, indent=2, default=str) + "\n")
     print(f"written {results}")
