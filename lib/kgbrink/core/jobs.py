@@ -19,9 +19,10 @@ from typing import Any
 
 from kgbrink.core import catalog
 from kgbrink.core.console import Progress
-from kgbrink.core.delta import TableVersion, latest_version, read_table, write_table
+from kgbrink.core.delta import TableVersion, read_table, write_table
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
+from kgbrink.core.writer import consistent_version
 
 
 def arg(
@@ -117,9 +118,10 @@ class JobContext:
 
     def read(self, name: str, path: str, version: int | None = None):
         """The Delta table at ``path``, pinned: the version read first under ``name`` is recorded in the
-        summary's inputs and every later read of ``name`` sees that same version."""
+        summary's inputs and every later read of ``name`` sees that same version. A dataset's core tables
+        are read at the last complete ingest's versions (:func:`kgbrink.core.writer.consistent_version`)."""
         if name not in self.summary.inputs:
-            pinned = latest_version(self.spark, path) if version is None else version
+            pinned = consistent_version(self.spark, path) if version is None else version
             self.summary.inputs[name] = TableVersion(path, pinned)
         return read_table(self.spark, path, self.summary.inputs[name].version)
 

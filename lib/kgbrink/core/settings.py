@@ -76,6 +76,9 @@ class IngestSettings:
     broadcast_dictionaries: bool = setting(
         True, "join the key -> id dictionaries by broadcast (one machine, up to ~10M keys); off on a cluster"
     )
+    lease_seconds: float = setting(
+        600.0, "a run's writer lease on its dataset lasts this long unless renewed (every third of it)"
+    )
 
 
 @dataclass

@@ -37,6 +37,7 @@ from kgbrink.core.files import (
 from kgbrink.core.frames import tasks_for
 from kgbrink.core.jobs import JobContext, job
 from kgbrink.core.tracking import JobSummary
+from kgbrink.core.writer import RECORDED, WriterLease
 from kgbrink.jobs.ingest_options import IngestOptions, resolve_inputs, triple_format
 from kgbrink.kg import ingest as T
 from kgbrink.kg import ntriples
@@ -170,6 +171,20 @@ def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
     ctx.progress.note(f"ingest into {opts.dataset}{default}")
     ds = opts.dataset
     paths = {name: catalog.path(name, dataset=ds) for name in ("entities", "relations", "triples", "quarantine")}
+    lease = WriterLease(spark, ds, config.ingest.lease_seconds).acquire()
+    try:
+        summary = _ingest(ctx, opts, ds, paths)
+    except BaseException:
+        lease.release()
+        raise
+    lease.complete({name: summary.outputs[name].version for name in RECORDED})
+    return summary
+
+
+def _ingest(ctx: JobContext, opts: IngestOptions, ds: str, paths: dict[str, str]) -> JobSummary:
+    spark = ctx.spark
+    # the lease is held: staging folders left by killed runs belong to no live run
+    delete_path(spark, table_path(ds, "_staging"))
     with ctx.step("resolve_inputs"):
         inputs = resolve_inputs(spark, opts)
         require_files(spark, inputs.all_files)

@@ -1,0 +1,107 @@
+"""One writer per dataset (issue 28, item 1): the lease is exclusive, racing runs let exactly one win,
+an ingest refuses a dataset another run writes, and a run killed between its writes is skipped by
+readers and taken over (its staging folder removed) by the next ingest."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from pyspark.sql import functions as F
+
+from kgbrink.core.delta import latest_version, read_table
+from kgbrink.core.jobs import JobContext
+from kgbrink.core.writer import DatasetBusy, WriterLease, consistent_version, recorded_versions
+from kgbrink.jobs import ingest as job
+
+
+def _ingest(spark, config, dataset: Path, lines: list[str], tmp_path: Path):
+    source = tmp_path / f"train-{len(lines)}-{abs(hash(tuple(lines)))}.tsv"
+    source.write_text("".join(line + "\n" for line in lines))
+    options = job.IngestOptions(dataset=str(dataset), format="delimited", splits={"train": [str(source)]})
+    return job.run(JobContext(spark, config), options)
+
+
+def _decoded(spark, config, dataset: Path) -> set[tuple[str, str, str]]:
+    """The dataset's triples as keys, through the versions a job reads."""
+    ctx = JobContext(spark, config)
+    ent = {r.id: r.key for r in ctx.read("entities", f"{dataset}/entities").collect()}
+    rel = {r.id: r.key for r in ctx.read("relations", f"{dataset}/relations").collect()}
+    return {(ent[r.h], rel[r.r], ent[r.t]) for r in ctx.read("triples", f"{dataset}/triples").collect()}
+
+
+def test_the_lease_is_exclusive_until_released(spark, tmp_path):
+    first = WriterLease(spark, str(tmp_path / "ds"), 60).acquire()
+    with pytest.raises(DatasetBusy, match=r"is being written by another run \(host .*, pid \d+"):
+        WriterLease(spark, str(tmp_path / "ds"), 60).acquire()
+    first.complete({"entities": 0, "relations": 0, "triples": 0})
+    second = WriterLease(spark, str(tmp_path / "ds"), 60).acquire()
+    second.release()
+    assert recorded_versions(spark, str(tmp_path / "ds")) == {"entities": 0, "relations": 0, "triples": 0}
+
+
+def test_racing_runs_let_exactly_one_win(spark, tmp_path):
+    dataset = str(tmp_path / "ds")
+    WriterLease(spark, dataset, 60).acquire().complete({"entities": 0, "relations": 0, "triples": 0})
+    for _ in range(3):
+        leases = [WriterLease(spark, dataset, 60) for _ in range(3)]
+        start, outcome = threading.Barrier(len(leases)), {}
+
+        def take(lease, start=start, outcome=outcome):
+            start.wait()
+            try:
+                lease.acquire()
+                outcome[lease.owner] = "won"
+            except DatasetBusy:
+                outcome[lease.owner] = "busy"
+
+        threads = [threading.Thread(target=take, args=(lease,)) for lease in leases]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(outcome.values()) == ["busy", "busy", "won"]
+        next(lease for lease in leases if outcome[lease.owner] == "won").release()
+
+
+def test_an_ingest_refuses_a_dataset_another_run_writes(spark, config, tmp_path):
+    dataset = tmp_path / "ds"
+    _ingest(spark, config, dataset, ["a\tp\tb"], tmp_path)
+    before = latest_version(spark, f"{dataset}/triples")
+    other = WriterLease(spark, str(dataset), 60).acquire()
+    with pytest.raises(DatasetBusy, match="is being written by another run"):
+        _ingest(spark, config, dataset, ["c\tp\td"], tmp_path)
+    other.release()
+    assert latest_version(spark, f"{dataset}/triples") == before
+    assert _decoded(spark, config, dataset) == {("a", "p", "b")}
+
+
+def test_a_killed_run_is_skipped_by_readers_and_taken_over(spark, config, tmp_path):
+    dataset = tmp_path / "ds"
+    _ingest(spark, config, dataset, ["a\tp\tb", "b\tp\tc"], tmp_path)
+    recorded = recorded_versions(spark, str(dataset))
+    # a run that wrote new dictionaries (keys renumbered) and was killed before its triples
+    killed = WriterLease(spark, str(dataset), 600).acquire()
+    killed._stop_renewing()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed._update(F.col("owner") == killed.owner, {"pid": dead.pid})  # its process is gone
+    ids = {r.key: r.id for r in read_table(spark, f"{dataset}/entities").collect()}
+    renumbered = spark.createDataFrame(
+        [(0, "z", None), (1, "c", None), (2, "b", None), (3, "a", None)], "id int, key string, label string"
+    )
+    renumbered.write.format("delta").mode("overwrite").save(f"{dataset}/entities")
+    (dataset / "_staging" / "deadbeef").mkdir(parents=True)
+    (dataset / "_staging" / "deadbeef" / "part-0").write_text("x")
+    assert latest_version(spark, f"{dataset}/entities") == recorded["entities"] + 1
+    assert consistent_version(spark, f"{dataset}/entities") == recorded["entities"]
+    assert _decoded(spark, config, dataset) == {("a", "p", "b"), ("b", "p", "c")}  # not ("c", "p", "b"), ...
+    # the next ingest takes the dead run's lease, removes its staging and extends the recorded dictionaries
+    summary = _ingest(spark, config, dataset, ["a\tp\tb", "c\tp\td"], tmp_path)
+    assert summary.counts["new_entities"] == 1  # d: against the recorded dictionary, not the killed one
+    assert not (dataset / "_staging").exists()
+    assert _decoded(spark, config, dataset) == {("a", "p", "b"), ("c", "p", "d")}
+    latest = {r.key: r.id for r in read_table(spark, f"{dataset}/entities").collect()}
+    assert set(latest) == {"a", "b", "c", "d"} and all(latest[k] == ids[k] for k in ids)
