@@ -65,7 +65,7 @@ def choose_operations(scoped: DataFrame, method: str, levels: list[float], seed:
     else:
         order = Window.partitionBy("scope_key").orderBy("_u", "h", "r", "t")
         chosen = hashed.withColumn("op_rank", (F.row_number().over(order) - 1).cast("long"))
-    chosen = chosen.join(F.broadcast(n_scope) if whole_kg else n_scope, "scope_key")
+    chosen = chosen.join(F.broadcast(n_scope), "scope_key")
     return chosen.withColumn("level", _first_level(method, levels)).where(F.col("level").isNotNull()).drop("_u")
 
 
@@ -116,7 +116,7 @@ def rewire_edges(ops: DataFrame, scoped: DataFrame, seed: int, candidates: int, 
         .union(scoped.select("scope_key", F.col("t"), F.col("h")))
         .distinct()
     )
-    pending = ops.join(n_nodes, "scope_key")
+    pending = ops.join(F.broadcast(n_nodes), "scope_key")  # one row per scope: never a one-key shuffle
     done = []
     for k in range(candidates):
         draw = F.floor(uniform(u64(seed, F.lit("ER"), F.lit(k), "scope_key", "h", "r", "t")) * F.col("n_nodes"))

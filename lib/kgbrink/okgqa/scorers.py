@@ -73,7 +73,10 @@ class Scorer:
             settled, pending = self._draw_zero_scores(ops, relations)
         else:
             settled, pending = None, ops
-        candidates = pending.select(*keys, "h", "r", "t").join(relations.withColumnRenamed("r", "cand"), "scope_key")
+        # the scope's relations travel to every task (a join on scope_key alone is one task for the kg scope)
+        candidates = pending.select(*keys, "h", "r", "t").join(
+            F.broadcast(relations.withColumnRenamed("r", "cand")), "scope_key"
+        )
         candidates = candidates.where(F.col("cand") != F.col("r"))
         scored = self.score(candidates.select(*keys, "h", F.col("cand").alias("r"), "t", F.col("r").alias("old_r")))
         tie = u64(self.seed, F.lit("RR"), "scope_key", "h", "old_r", "t", "r")
@@ -85,7 +88,7 @@ class Scorer:
         """Operations settled by the first seeded uniform draw of a relation r' != r with score 0."""
         positioned = relations.withColumn("pos", F.row_number().over(Window.partitionBy("scope_key").orderBy("r")) - 1)
         n_rel = positioned.groupBy("scope_key").agg(F.count("*").alias("n_rel"))
-        base = ops.join(n_rel, "scope_key")
+        base = ops.join(F.broadcast(n_rel), "scope_key")
         draws = []
         for k in range(self.draws):
             pos = F.floor(
@@ -95,7 +98,7 @@ class Scorer:
                 base.select("scope_key", "op_rank", "h", "r", "t", F.lit(k).alias("k"), pos.cast("long").alias("pos"))
             )
         drawn = reduce(DataFrame.unionByName, draws)
-        drawn = drawn.join(positioned.withColumnRenamed("r", "cand"), ["scope_key", "pos"]).where(
+        drawn = drawn.join(F.broadcast(positioned.withColumnRenamed("r", "cand")), ["scope_key", "pos"]).where(
             F.col("cand") != F.col("r")
         )
         scored = self.score(drawn.select("scope_key", "op_rank", "h", "t", "k", F.col("cand").alias("r")))
