@@ -149,6 +149,8 @@ SLOW = {
     "test_random_multigraphs_against_networkx",
     "test_whole_kg_scope_equals_one_scope_and_ignores_partitioning",
     "test_exact_counts_nested_levels_and_invariants",
+    "test_cli_builds_questions_with_mcq_and_scores_them",
+    "test_cli_contract_on_a_hand_table",
 }
 REFERENCE_FIXTURES = {"reference", "probe_datasets", "family", "family_build", "family_kg"}
 

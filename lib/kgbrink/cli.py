@@ -36,6 +36,7 @@ JOB_MODULES = (
     "evaluate_qa",
     "okgqa",
     "perturb",
+    "score_mcq",
     "pipeline",
 )
 

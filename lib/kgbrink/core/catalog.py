@@ -220,6 +220,29 @@ TABLES: tuple[Table, ...] = (
         "rank",
         "queries that were not ranked, with the reason",
     ),
+    Table(
+        "mcq.scores",
+        "{out}/mcq_scores",
+        "model string, run string, difficulty string, group_kind string, group string, n bigint, accuracy double, "
+        "nkd double, n_nkd bigint",
+        "score-mcq",
+        "accuracy and mean NKD per difficulty and group (group_kind all, degree, fixed_position; spec 3.C); nkd over "
+        "the n_nkd predictions with scores",
+    ),
+    Table(
+        "mcq.overlap",
+        "{out}/mcq_overlap",
+        "model string, run string, easy boolean, medium boolean, hard boolean, n bigint",
+        "score-mcq",
+        "queries (triple, task) by the difficulties answered correctly (null: no prediction), the Venn counts",
+    ),
+    Table(
+        "mcq.prediction_quarantine",
+        "{out}/mcq_quarantine",
+        "source_file string, line_number bigint, line string, reason string, detail string",
+        "score-mcq",
+        "predictions that were not scored, with the reason (line_number null for a Delta table)",
+    ),
 )
 BY_NAME = {t.name: t for t in TABLES}
 

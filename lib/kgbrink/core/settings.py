@@ -177,6 +177,14 @@ class PerturbationSettings:
     )
 
 
+@dataclass
+class McqScoringSettings:
+    max_bad_fraction: float = setting(0.001, "score-mcq fails when quarantined predictions exceed this share of them")
+    degree_bins: str = setting("log2", "topic-degree groups: log2 ([1,2), [2,4), ...) or quantiles (equal counts)")
+    degree_groups: int = setting(4, "groups of degree_bins quantiles")
+    api_raw: bool = setting(False, "logprobs as given, not renormalised (the authors' API code; spec 3.C)")
+
+
 SECTIONS = {
     "spark": SparkSettings,
     "tracking": TrackingSettings,
@@ -189,6 +197,7 @@ SECTIONS = {
     "variant": VariantSettings,
     "okgqa_subgraph": OkgqaSubgraphSettings,
     "perturbation": PerturbationSettings,
+    "mcq_scoring": McqScoringSettings,
 }
 TOP_LEVEL = {
     "env": (str, "local", "environment name (recorded with every MLflow run)"),
@@ -216,6 +225,7 @@ class Settings:
     variant: VariantSettings
     okgqa_subgraph: OkgqaSubgraphSettings
     perturbation: PerturbationSettings
+    mcq_scoring: McqScoringSettings
     source: str = "<defaults>"
     overrides: list[str] = field(default_factory=list)
 
@@ -369,7 +379,8 @@ def _build(values: Mapping[str, Any], source: str, overrides: list[str], merge_s
 
 
 def _validate(settings: Settings) -> Settings:
-    for key in ("ingest.max_bad_fraction", "scoring.max_bad_fraction", "okgqa_subgraph.max_bad_fraction"):
+    fractions = ("ingest.max_bad_fraction", "scoring.max_bad_fraction", "okgqa_subgraph.max_bad_fraction")
+    for key in (*fractions, "mcq_scoring.max_bad_fraction"):
         fraction = settings.get(key)
         if not 0 <= fraction <= 1:
             raise ConfigError(f"{settings.source}: {key} must be a number in [0, 1], got {fraction!r}")
