@@ -151,6 +151,9 @@ SLOW = {
     "test_exact_counts_nested_levels_and_invariants",
     "test_cli_builds_questions_with_mcq_and_scores_them",
     "test_cli_contract_on_a_hand_table",
+    "test_probekgc_wn_statistics_through_the_cli",
+    "test_identical_questions_whatever_the_partitioning",
+    "test_hand_written_kg_gives_the_hand_computed_options",
 }
 REFERENCE_FIXTURES = {"reference", "probe_datasets", "family", "family_build", "family_kg"}
 

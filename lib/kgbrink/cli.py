@@ -36,6 +36,7 @@ JOB_MODULES = (
     "evaluate_qa",
     "okgqa",
     "perturb",
+    "mcq",
     "score_mcq",
     "pipeline",
 )

@@ -63,6 +63,10 @@ def _okgqa(name: str, schema: str | None, doc: str, writer: str, partition_by: t
     return Table(f"okgqa.{name}", f"{{dataset}}/okgqa/{{questions}}/{name}", schema, writer, doc, partition_by)
 
 
+def _mcq(name: str, schema: str | None, doc: str, writer: str, partition_by: tuple[str, ...] = ()) -> Table:
+    return Table(f"mcq.{name}", f"{{dataset}}/mcq/{{questions}}/{name}", schema, writer, doc, partition_by)
+
+
 def _score(name: str, schema: str | None, doc: str) -> Table:
     return Table(f"score.{name}", f"{{dataset}}/scores/{{fingerprint}}/{name}", schema, "score", doc)
 
@@ -204,6 +208,21 @@ TABLES: tuple[Table, ...] = (
         "sd2 double, scorer string",
         "ATS, SC2D, SD2 of every perturbed graph against its original (paper 004 App. A.7)",
         "kg-similarity",
+    ),
+    _mcq(
+        "questions",
+        "id string, h int, r int, t int, task string, query_entity int, gold int, difficulty string, "
+        "options array<int>, gold_position int, distractor_source string, fallback boolean, topic_degree bigint, "
+        "text string",
+        "ProbeKGC multiple-choice questions (paper 003, spec 3.A): options in A.. order, one true answer",
+        "mcq",
+        ("difficulty",),
+    ),
+    _mcq(
+        "statistics",
+        "difficulty string, entities bigint, relations bigint, triples bigint, options int",
+        "the ProbeKGC README's statistics per difficulty (spec 3.D: entities of the triples and the options)",
+        "mcq",
     ),
     Table(
         "rank.ranks",

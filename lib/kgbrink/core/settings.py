@@ -177,6 +177,38 @@ class PerturbationSettings:
     )
 
 
+MCQ_DEFAULT_TEMPLATES = {
+    "tail prediction": "What is the <relation> of <head entity>?",
+    "head prediction": "Which entity has <relation> <tail entity>?",
+}
+
+
+@dataclass
+class McqSettings:
+    seed: int = setting(42, "seed of the triple sample, the distractor draws and the option order (spec 3.A)")
+    n_triples: int = setting(2000, "triples sampled from mcq.split, two queries each (ProbeKGC: 2,000)")
+    split: str = setting("test", "split the triples are sampled from")
+    options: int = setting(4, "options per question: the gold and options - 1 distractors")
+    difficulties: list[str] = setting(["easy", "medium", "hard"], "option sets built: easy, medium, hard")
+    filter_splits: list[str] | None = setting(
+        None, "splits whose triples are true answers no distractor may be (null: every split)"
+    )
+    easy_candidates: int = setting(8, "hashed draws per distractor slot and round (easy and medium pools)")
+    type_relation: str | None = setting(
+        None, "medium: keep pool entities sharing a type (object of this relation key, e.g. P31) with the gold"
+    )
+    hard_mode: str = setting("scores", "hard distractors: scores (--scores) or embedding_neighbours (--entity-vectors)")
+    hard_restrict_to_medium_pool: bool = setting(False, "hard (scores): only candidates of the medium pool")
+    templates: dict[str, Any] = setting(
+        {}, "per relation key: {'head prediction': ..., 'tail prediction': ...} with <head entity>, <tail entity>"
+    )
+    default_templates: dict[str, str] = setting(
+        MCQ_DEFAULT_TEMPLATES, "question templates of relations without their own (<relation>: its label)"
+    )
+    renderings: list[str] = setting(["ids", "keys", "text"], "JSON Lines renderings written: ids, keys, text")
+    position_variants: bool = setting(True, "also write the variants with the gold moved to each letter")
+
+
 @dataclass
 class McqScoringSettings:
     max_bad_fraction: float = setting(0.001, "score-mcq fails when quarantined predictions exceed this share of them")
@@ -197,6 +229,7 @@ SECTIONS = {
     "variant": VariantSettings,
     "okgqa_subgraph": OkgqaSubgraphSettings,
     "perturbation": PerturbationSettings,
+    "mcq": McqSettings,
     "mcq_scoring": McqScoringSettings,
 }
 TOP_LEVEL = {
@@ -225,6 +258,7 @@ class Settings:
     variant: VariantSettings
     okgqa_subgraph: OkgqaSubgraphSettings
     perturbation: PerturbationSettings
+    mcq: McqSettings
     mcq_scoring: McqScoringSettings
     source: str = "<defaults>"
     overrides: list[str] = field(default_factory=list)
@@ -393,6 +427,7 @@ def _validate(settings: Settings) -> Settings:
     if settings.variant.removal_mode not in ("maximal", "reference"):
         raise ConfigError(f"{settings.source}: variant.removal_mode must be maximal or reference")
     _validate_okgqa(settings)
+    _validate_mcq(settings)
     return settings
 
 
@@ -415,6 +450,31 @@ def _validate_okgqa(settings: Settings) -> None:
     ]
     scorers = ("type_compatibility", "embeddings", "scores")
     checks.append((per.scorer in scorers, f"perturbation.scorer must be one of {', '.join(scorers)}"))
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(f"{src}: {message}")
+
+
+def _validate_mcq(settings: Settings) -> None:
+    mcq, src = settings.mcq, settings.source
+    known = ("easy", "medium", "hard")
+    checks = [
+        (mcq.n_triples >= 1, f"mcq.n_triples must be >= 1, got {mcq.n_triples}"),
+        (2 <= mcq.options <= 26, f"mcq.options must be in 2..26, got {mcq.options}"),
+        (mcq.easy_candidates >= 1, "mcq.easy_candidates must be >= 1"),
+        (bool(mcq.difficulties), "mcq.difficulties must not be empty"),
+        (mcq.hard_mode in ("scores", "embedding_neighbours"), "mcq.hard_mode must be scores or embedding_neighbours"),
+        (bool(mcq.renderings), "mcq.renderings must not be empty"),
+    ]
+    checks += [(d in known, f"mcq.difficulties: unknown {d!r} (known: easy, medium, hard)") for d in mcq.difficulties]
+    checks += [
+        (x in ("ids", "keys", "text"), f"mcq.renderings: unknown {x!r} (ids, keys, text)") for x in mcq.renderings
+    ]
+    tasks = ("head prediction", "tail prediction")
+    checks += [(k in mcq.default_templates, f"mcq.default_templates needs a {k!r} template") for k in tasks]
+    for relation, given in mcq.templates.items():
+        ok = isinstance(given, dict) and all(isinstance(given.get(k), str) for k in tasks)
+        checks.append((ok, f"mcq.templates.{relation} must map 'head prediction' and 'tail prediction' to text"))
     for ok, message in checks:
         if not ok:
             raise ConfigError(f"{src}: {message}")

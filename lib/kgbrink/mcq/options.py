@@ -1,0 +1,505 @@
+"""ProbeKGC questions and options (paper 003 README "Overview", "Option Design"; spec 3.A steps 1-5).
+
+Every random choice is a seeded hash of content (:mod:`kgbrink.graph.hashing`), so the questions do not
+depend on the partitioning:
+
+- sample: the ``n`` triples of a split with the smallest ``u64(seed, h, r, t)``; two queries each,
+  ``tail prediction`` (h, r, ?) and ``head prediction`` (?, r, t);
+- true answers of a query: every e with (h, r, e) (tail) or (e, r, t) (head) in the filter splits, and
+  the gold; a distractor is never a true answer nor the query entity, and the distractors are distinct;
+- easy: uniform over all entities (dense ids); medium: uniform over the answer-side pool P(r, side) of the
+  KG, optionally within one type of the gold (``type_relation``); hard: the highest-scored candidates of
+  a candidate-score table (ties by hash), or the entities nearest to the gold in given vectors (L2);
+- uniform draws from a pool: the pools are numbered densely (``with_positions``), so a draw is
+  ``start + floor(uniform(u64(seed, tag, qid, j)) * size)``; draws j = 0, 1, ... are taken in order,
+  the first valid and distinct ones win (``candidates`` draws per slot and round, three rounds), and the
+  few queries still short after that take the valid pool entries in hash order (exhaustive);
+- a pool with fewer valid entries than needed is filled from the easy procedure (``fallback``);
+- options = gold + distractors sorted by ``u64(seed, id, difficulty, entity)``; ``gold_position``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import reduce
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from kgbrink.core.frames import with_positions
+from kgbrink.graph.hashing import smallest, u64, uniform
+
+TASKS = {"tail": "tail prediction", "head": "head prediction"}
+DIFFICULTIES = ("easy", "medium", "hard")
+ROUNDS = 3
+NO_TYPE = -1  # the type key of the untyped answer-side pools
+_MASK = 0x7FFF_FFFF_FFFF_FFFF
+
+
+def hex_hash(column: str | Column) -> Column:
+    """A 64-bit hash as 16 lower-case hex digits (two's complement for negative values)."""
+    c = F.col(column) if isinstance(column, str) else column
+    return F.lpad(F.lower(F.hex(c)), 16, "0")
+
+
+def sample_triples(triples: DataFrame, n: int, seed: int) -> DataFrame:
+    """``h, r, t, triple_hash``: the ``n`` distinct triples with the smallest ``u64(seed, h, r, t)``
+    (spec 3.A step 1; all if fewer). Self-loops are left out: their gold would be the query entity."""
+    distinct = triples.select("h", "r", "t").distinct().where(F.col("h") != F.col("t"))
+    distinct = distinct.withColumn("triple_hash", u64(seed, "h", "r", "t"))
+    distinct = distinct.localCheckpoint()
+    return smallest(distinct, n, "triple_hash", ["h", "r", "t"]).drop("op_rank")
+
+
+def queries(sampled: DataFrame) -> DataFrame:
+    """``qid, h, r, t, task, side, query_entity, gold``: two queries per sampled triple (step 2);
+    ``qid`` = ``<triple hash>-<side>``, ``side`` as in the candidate-score format (tail: (h, r, ?))."""
+
+    def one(side: str, query: str, gold: str) -> DataFrame:
+        return sampled.select(
+            F.concat(hex_hash("triple_hash"), F.lit(f"-{side}")).alias("qid"),
+            "h",
+            "r",
+            "t",
+            F.lit(TASKS[side]).alias("task"),
+            F.lit(side).alias("side"),
+            F.col(query).alias("query_entity"),
+            F.col(gold).alias("gold"),
+        )
+
+    return one("tail", "h", "t").unionByName(one("head", "t", "h"))
+
+
+def excluded_entities(queries: DataFrame, known: DataFrame) -> DataFrame:
+    """``qid, entity, answer``: the true answers of each query among the ``known`` triples (every split,
+    step 3) plus the gold (``answer`` true), and the query entity (``answer`` false unless it answers too)."""
+    kg = known.select("h", "r", "t").distinct()
+    tail = queries.where(F.col("side") == "tail").select("qid", "h", "r")
+    tail = tail.join(kg.select("h", "r", F.col("t").alias("entity")), ["h", "r"]).select("qid", "entity")
+    head = queries.where(F.col("side") == "head").select("qid", "r", "t")
+    head = head.join(kg.select("r", "t", F.col("h").alias("entity")), ["r", "t"]).select("qid", "entity")
+    answers = tail.unionByName(head).unionByName(queries.select("qid", F.col("gold").alias("entity")))
+    answers = answers.withColumn("answer", F.lit(True))
+    query = queries.select("qid", F.col("query_entity").alias("entity"), F.lit(False).alias("answer"))
+    return answers.unionByName(query).groupBy("qid", "entity").agg(F.max("answer").alias("answer"))
+
+
+def topic_degrees(kg: DataFrame, queries: DataFrame) -> DataFrame:
+    """``query_entity, topic_degree``: the KG triples containing the entity (a self-loop once; README
+    "Factors Affecting Accuracy and NKD", spec 3.C)."""
+    wanted = queries.select("query_entity").distinct()
+    ends = kg.select("h", "r", "t").distinct().select(F.explode(F.array_distinct(F.array("h", "t"))).alias("e"))
+    counts = ends.join(wanted.withColumnRenamed("query_entity", "e"), "e", "left_semi").groupBy("e").count()
+    return wanted.join(counts.withColumnRenamed("e", "query_entity"), "query_entity", "left").select(
+        "query_entity", F.coalesce(F.col("count"), F.lit(0)).cast("long").alias("topic_degree")
+    )
+
+
+# --- pools ---------------------------------------------------------------------------------------------
+
+
+def answer_pools(kg: DataFrame, type_relation: int | None = None) -> DataFrame:
+    """``r, side, type, entity, gpos``: the answer-side pools P(r, side) of the KG (objects of r for tail
+    prediction, subjects for head prediction; ``type`` = -1) and, with a ``type_relation``, the typed pools
+    P(r, side, type) = the members with (entity, type_relation, type) in the KG; ``gpos`` numbers all
+    pools densely in (r, side, type, entity) order, so each pool is one range of positions."""
+    distinct = kg.select("h", "r", "t").distinct()
+    members = (
+        distinct.select("r", F.lit("tail").alias("side"), F.col("t").alias("entity"))
+        .unionByName(distinct.select("r", F.lit("head").alias("side"), F.col("h").alias("entity")))
+        .distinct()
+    )
+    pools = members.withColumn("type", F.lit(NO_TYPE))
+    if type_relation is not None:
+        types = entity_types(kg, type_relation)
+        pools = pools.unionByName(members.join(types, "entity").select("r", "side", "entity", "type"))
+    return with_positions(pools.select("r", "side", "type", "entity"), ["r", "side", "type", "entity"], "gpos")
+
+
+def entity_types(kg: DataFrame, type_relation: int) -> DataFrame:
+    """``entity, type``: the objects of ``type_relation`` (e.g. P31 "instance of") per subject."""
+    typed = kg.where(F.col("r") == type_relation).select(F.col("h").alias("entity"), F.col("t").alias("type"))
+    return typed.distinct()
+
+
+def pool_bounds(pools: DataFrame) -> DataFrame:
+    """``r, side, type, start, size``: each pool's range of positions."""
+    return pools.groupBy("r", "side", "type").agg(F.min("gpos").alias("start"), F.count("*").alias("size"))
+
+
+def _valid_in_pool(requests: DataFrame, pools: DataFrame, excluded: DataFrame) -> DataFrame:
+    """``requests`` (qid, r, side, type, start, size, ...) plus ``valid`` = size - |excluded in the pool|."""
+    inside = (
+        excluded.select("qid", "entity")
+        .join(requests.select("qid", "r", "side", "type"), "qid")
+        .join(pools.select("r", "side", "type", "entity"), ["r", "side", "type", "entity"], "left_semi")
+        .groupBy("qid", "type")
+        .agg(F.count("*").alias("_inside"))
+    )
+    joined = requests.join(inside, ["qid", "type"], "left")
+    return joined.withColumn("valid", F.col("size") - F.coalesce(F.col("_inside"), F.lit(0))).drop("_inside")
+
+
+def medium_requests(
+    queries: DataFrame, pools: DataFrame, excluded: DataFrame, need: int, seed: int, typed: bool
+) -> DataFrame:
+    """``qid, start, size, need, source``: the pool each query draws its medium distractors from (step 4).
+
+    Untyped: P(r, side) (``relation_pool``). Typed: among the gold's types T whose pool P(r, side, T)
+    keeps >= ``need`` valid entries, the one with the smallest ``u64(seed, "type", qid, T)``
+    (``relation_type_pool``), else P(r, side). ``need`` = min(need, valid entries); 0 when the pool is
+    empty or holds only true answers (then everything is filled from easy)."""
+    bounds = pool_bounds(pools)
+    base = queries.select("qid", "r", "side", "gold")
+    plain = base.withColumn("type", F.lit(NO_TYPE)).join(bounds, ["r", "side", "type"], "left")
+    plain = _valid_in_pool(plain.fillna(0, ["start", "size"]), pools, excluded)
+    plain = plain.withColumn("source", F.lit("relation_pool"))
+    if typed:
+        gold_types = pools.where(F.col("type") != NO_TYPE).select(F.col("entity").alias("gold"), "type").distinct()
+        options = base.join(gold_types, "gold").join(bounds, ["r", "side", "type"])
+        options = _valid_in_pool(options, pools, excluded).where(F.col("valid") >= need)
+        pick = u64(seed, F.lit("type"), "qid", "type")
+        chosen = (
+            options.withColumn("_k", pick)
+            .groupBy("qid")
+            .agg(F.min_by(F.struct("type", "start", "size", "valid"), F.struct("_k", "type")).alias("c"))
+        )
+        chosen = chosen.select("qid", "c.*", F.lit("relation_type_pool").alias("source"))
+        plain = plain.join(chosen.select("qid"), "qid", "left_anti").select(*chosen.columns).unionByName(chosen)
+    return plain.select(
+        "qid", "start", "size", F.least(F.lit(need), F.col("valid")).cast("int").alias("need"), "source"
+    )
+
+
+# --- drawing -------------------------------------------------------------------------------------------
+
+
+def draw_distinct(
+    requests: DataFrame,
+    index: DataFrame | None,
+    excluded: DataFrame,
+    seed: int,
+    tag: str,
+    per_round: int,
+    rounds: int = ROUNDS,
+) -> DataFrame:
+    """``qid, entity, draw``: per request (``qid, start, size, need``) the first ``need`` distinct
+    entities of the draws ``j = 0, 1, ...`` at ``start + floor(uniform(u64(seed, tag, qid, j)) size)``
+    that are not ``excluded`` (qid, entity); ``per_round`` draws per round. ``index`` maps positions to
+    entities (``gpos, entity``; None: the position is the entity id). Requests still short after
+    ``rounds`` rounds take the valid entries of their range in ``u64(seed, tag, qid, entity)`` order
+    (draw numbers after the rounds'). ``need`` must not exceed the valid entries of the range."""
+    excluded = excluded.select("qid", "entity")
+    pending = requests.select("qid", "start", "size", "need").where(F.col("need") > 0)
+    taken: DataFrame | None = None
+    for rnd in range(rounds):
+        lo = rnd * per_round
+        draws = pending.select(
+            "qid", "start", "size", "need", F.explode(F.sequence(F.lit(lo), F.lit(lo + per_round - 1))).alias("draw")
+        )
+        pos = F.col("start") + F.floor(uniform(u64(seed, F.lit(tag), "qid", "draw")) * F.col("size"))
+        draws = draws.withColumn("gpos", pos.cast("long"))
+        got = _first_valid(_entities(draws, index), excluded, taken)
+        taken = got if taken is None else taken.unionByName(got)
+        pending = _still_short(pending, got)
+        if pending.isEmpty():
+            return taken
+    enumerated = pending.select(
+        "qid", "need", F.explode(F.sequence(F.col("start"), F.col("start") + F.col("size") - 1)).alias("gpos")
+    )
+    enumerated = _entities(enumerated, index)
+    # draw numbers after the rounds': offset + the hash's top 61 bits (non-negative), ties by entity
+    key = F.shiftright(u64(seed, F.lit(tag), "qid", "entity").bitwiseAND(F.lit(_MASK)), 2)
+    enumerated = enumerated.withColumn("draw", F.lit(rounds * per_round).cast("long") + key)
+    return taken.unionByName(_first_valid(enumerated, excluded, taken))
+
+
+def _entities(draws: DataFrame, index: DataFrame | None) -> DataFrame:
+    if index is None:
+        return draws.withColumn("entity", F.col("gpos").cast("int"))
+    return draws.join(index.select("gpos", "entity"), "gpos")
+
+
+def _first_valid(candidates: DataFrame, excluded: DataFrame, taken: DataFrame | None) -> DataFrame:
+    """Per qid the first ``need`` (in draw order) distinct entities neither excluded nor taken before."""
+    ok = candidates.join(excluded, ["qid", "entity"], "left_anti")
+    if taken is not None:
+        ok = ok.join(taken.select("qid", "entity"), ["qid", "entity"], "left_anti")
+    first = ok.groupBy("qid", "need", "entity").agg(F.min("draw").alias("draw"))
+    rank = F.row_number().over(Window.partitionBy("qid").orderBy("draw", "entity"))
+    first = first.withColumn("_n", rank).where(F.col("_n") <= F.col("need"))
+    return first.select("qid", "entity", "draw").localCheckpoint()
+
+
+def _still_short(pending: DataFrame, got: DataFrame) -> DataFrame:
+    counts = got.groupBy("qid").agg(F.count("*").alias("_got"))
+    left = pending.join(counts, "qid", "left").withColumn("need", F.col("need") - F.coalesce("_got", F.lit(0)))
+    return left.drop("_got").where(F.col("need") > 0).localCheckpoint()
+
+
+def easy_distractors(
+    queries: DataFrame, excluded: DataFrame, n_entities: int, need: int, seed: int, candidates: int, tag: str = "easy"
+) -> DataFrame:
+    """``qid, entity, draw``: up to ``need`` distinct distractors per query uniform over the entity ids
+    0..n_entities-1 (step 4 easy; ``candidates`` draws per slot and round)."""
+    counts = excluded.groupBy("qid").agg(F.count("*").alias("_excluded"))
+    requests = queries.select("qid", F.lit(need).alias("need")).join(counts, "qid", "left")
+    valid = F.lit(n_entities) - F.coalesce(F.col("_excluded"), F.lit(0))
+    requests = requests.select(
+        "qid",
+        F.lit(0).cast("long").alias("start"),
+        F.lit(n_entities).cast("long").alias("size"),
+        F.least(F.col("need"), valid).cast("int").alias("need"),
+    )
+    return draw_distinct(requests, None, excluded, seed, tag, candidates * max(need, 1))
+
+
+def fill_from_easy(
+    queries: DataFrame,
+    chosen: DataFrame,
+    excluded: DataFrame,
+    n_entities: int,
+    need: int,
+    seed: int,
+    candidates: int,
+    difficulty: str,
+) -> DataFrame:
+    """``qid, entity, draw, fill``: ``chosen`` (qid, entity, draw) topped up to ``need`` per query by
+    easy draws (tag ``<difficulty>-fill``) distinct from the chosen ones; ``fill`` marks those (step 4:
+    "fill from the easy procedure and set fallback = true")."""
+    counts = chosen.groupBy("qid").agg(F.count("*").alias("_n"))
+    short = queries.select("qid").join(counts, "qid", "left").where(F.coalesce("_n", F.lit(0)) < need)
+    short = short.select("qid", (F.lit(need) - F.coalesce("_n", F.lit(0))).alias("_need"))
+    out = chosen.select("qid", "entity", "draw", F.lit(False).alias("fill"))
+    if short.isEmpty():
+        return out
+    blocked = excluded.select("qid", "entity").unionByName(chosen.select("qid", "entity"))
+    blocked = blocked.join(short.select("qid"), "qid", "left_semi")
+    n_blocked = blocked.groupBy("qid").agg(F.count("*").alias("_b"))
+    requests = short.join(n_blocked, "qid", "left").select(
+        "qid",
+        F.lit(0).cast("long").alias("start"),
+        F.lit(n_entities).cast("long").alias("size"),
+        F.least(F.col("_need"), F.lit(n_entities) - F.coalesce("_b", F.lit(0))).cast("int").alias("need"),
+    )
+    filled = draw_distinct(requests, None, blocked, seed, f"{difficulty}-fill", candidates * need)
+    # fill draws come after the chosen ones in the option order of the record
+    filled = filled.select("qid", "entity", (F.col("draw") + F.lit(2**62)).alias("draw"), F.lit(True).alias("fill"))
+    return out.unionByName(filled)
+
+
+def medium_distractors(
+    queries: DataFrame, pools: DataFrame, excluded: DataFrame, need: int, seed: int, candidates: int, typed: bool
+) -> tuple[DataFrame, DataFrame]:
+    """``(chosen, sources)``: ``qid, entity, draw`` drawn uniformly from each query's medium pool, and
+    ``qid, source`` (``relation_pool`` / ``relation_type_pool``)."""
+    requests = medium_requests(queries, pools, excluded, need, seed, typed).localCheckpoint()
+    index = pools.select("gpos", "entity")
+    chosen = draw_distinct(requests, index, excluded, seed, "medium", candidates * need)
+    return chosen, requests.select("qid", "source")
+
+
+def hard_from_scores(
+    queries: DataFrame,
+    scores: DataFrame,
+    excluded: DataFrame,
+    need: int,
+    seed: int,
+    n_entities: int,
+    pools: DataFrame | None = None,
+) -> DataFrame:
+    """``qid, entity, draw``: per query the ``need`` highest-scored candidates that are not excluded
+    (step 4 hard; candidate-score format ``h, r, t, side, candidate, score``; a candidate scored twice
+    keeps its best score; NaN scores and candidates outside 0..n_entities-1 are ignored), ties by
+    ``u64(seed, "hard", qid, candidate)``. ``pools``: only candidates of the query's untyped medium pool
+    (``mcq.hard_restrict_to_medium_pool``)."""
+    side = F.lower(F.trim(F.col("side").cast("string")))
+    side = F.when(side.isin("tail", "t"), "tail").when(side.isin("head", "h"), "head")
+    candidate = F.when(F.col("candidate").between(0, n_entities - 1), F.col("candidate").cast("int"))
+    s = scores.select(
+        "h", "r", "t", side.alias("side"), candidate.alias("entity"), F.col("score").cast("double").alias("score")
+    )
+    s = s.where(F.col("entity").isNotNull() & F.col("score").isNotNull() & ~F.isnan("score"))
+    s = s.join(queries.select("qid", "h", "r", "t", "side"), ["h", "r", "t", "side"])
+    if pools is not None:
+        members = pools.where(F.col("type") == NO_TYPE).select("r", "side", "entity")
+        s = s.join(members, ["r", "side", "entity"], "left_semi")
+    best = s.groupBy("qid", "entity").agg(F.max("score").alias("score"))
+    best = best.join(excluded.select("qid", "entity"), ["qid", "entity"], "left_anti")
+    tie = u64(seed, F.lit("hard"), "qid", "entity")
+    rank = F.row_number().over(Window.partitionBy("qid").orderBy(F.desc("score"), tie, "entity"))
+    ranked = best.withColumn("_n", rank).where(F.col("_n") <= need)
+    return ranked.select("qid", "entity", (F.col("_n") - 1).cast("long").alias("draw"))
+
+
+def hard_from_vectors(
+    queries: DataFrame, vectors: DataFrame, excluded: DataFrame, need: int, spark_context=None
+) -> DataFrame:
+    """``qid, entity, draw``: per query the ``need`` entities nearest to the gold in ``vectors``
+    (``entity, vec``; L2, ties by entity id) that are not excluded (step 4 hard, ``embedding_neighbours``).
+    The vectors are broadcast to the tasks as one matrix (driver memory bounds the entity count); a gold
+    without a vector gets none (then filled from easy)."""
+    frame = vectors.select(F.col("entity").cast("int").alias("entity"), "vec").toPandas()
+    n = int(frame["entity"].max()) + 1 if len(frame) else 0
+    dim = len(frame["vec"].iloc[0]) if len(frame) else 0
+    matrix = np.full((n, dim), np.nan)
+    if len(frame):
+        matrix[frame["entity"].to_numpy()] = np.vstack(frame["vec"].map(np.asarray)).astype(np.float64)
+    shared = (spark_context or queries.sparkSession.sparkContext).broadcast(matrix)
+    requests = queries.select("qid", "gold").join(
+        excluded.groupBy("qid").agg(F.collect_list("entity").alias("excluded")), "qid", "left"
+    )
+
+    def nearest(batches):
+        m = shared.value
+        known = ~np.isnan(m).any(axis=1) if len(m) else np.zeros(0, bool)
+        clean = np.nan_to_num(m)
+        for pdf in batches:
+            rows = []
+            for qid, gold, ex in zip(pdf["qid"], pdf["gold"], pdf["excluded"], strict=True):
+                if gold >= len(m) or not known[gold]:
+                    continue
+                d = np.where(known, ((clean - clean[gold]) ** 2).sum(axis=1), np.inf)
+                if ex is not None:
+                    ex = np.asarray(ex, dtype=np.int64)
+                    d[ex[ex < len(d)]] = np.inf
+                order = np.lexsort((np.arange(len(d)), d))[:need]
+                rows += [(qid, int(e), k) for k, e in enumerate(order) if np.isfinite(d[e])]
+            yield pd.DataFrame(rows, columns=["qid", "entity", "draw"])
+
+    return requests.mapInPandas(nearest, "qid string, entity int, draw long")
+
+
+# --- all difficulties ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What :func:`build` makes: the difficulties, options per question, seed, draws per slot and round,
+    the type relation's id (None: untyped medium pools), the hard mode and its pool restriction."""
+
+    difficulties: list[str]
+    options: int = 4
+    seed: int = 42
+    candidates: int = 8
+    type_relation: int | None = None
+    hard_mode: str = "scores"
+    restrict_to_medium_pool: bool = False
+
+
+def build(
+    queries: DataFrame,
+    excluded: DataFrame,
+    degrees: DataFrame,
+    kg: DataFrame,
+    n_entities: int,
+    plan: Plan,
+    scores: DataFrame | None = None,
+    vectors: DataFrame | None = None,
+) -> DataFrame:
+    """The assembled questions of every difficulty of ``plan`` (:func:`assemble`; ``complete`` false:
+    fewer distractors than needed). Hard needs ``scores`` (mode ``scores``) or ``vectors``."""
+    seed, k, need = plan.seed, plan.candidates, plan.options - 1
+    parts = []
+    if "easy" in plan.difficulties:
+        chosen = easy_distractors(queries, excluded, n_entities, need, seed, k).withColumn("fill", F.lit(False))
+        parts.append(with_source(chosen, "easy", "uniform"))
+    pools = None
+    if "medium" in plan.difficulties or ("hard" in plan.difficulties and plan.restrict_to_medium_pool):
+        pools = answer_pools(kg, plan.type_relation)
+    if "medium" in plan.difficulties:
+        chosen, sources = medium_distractors(queries, pools, excluded, need, seed, k, plan.type_relation is not None)
+        filled = fill_from_easy(queries, chosen, excluded, n_entities, need, seed, k, "medium")
+        parts.append(with_source(filled.join(sources, "qid"), "medium", F.col("source")))
+    if "hard" in plan.difficulties:
+        if plan.hard_mode == "scores":
+            if scores is None:
+                raise ValueError("the hard difficulty needs a candidate-score table (h, r, t, side, candidate, score)")
+            restrict = pools if plan.restrict_to_medium_pool else None
+            chosen, source = hard_from_scores(queries, scores, excluded, need, seed, n_entities, restrict), "scores"
+        elif plan.hard_mode == "embedding_neighbours":
+            if vectors is None:
+                raise ValueError("hard mode embedding_neighbours needs entity vectors (entity, vec)")
+            chosen, source = hard_from_vectors(queries, vectors, excluded, need), "embedding"
+        else:
+            raise ValueError(f"unknown hard mode {plan.hard_mode!r} (scores, embedding_neighbours)")
+        chosen = chosen.localCheckpoint()
+        filled = fill_from_easy(queries, chosen, excluded, n_entities, need, seed, k, "hard")
+        parts.append(with_source(filled, "hard", source))
+    if not parts:
+        raise ValueError(f"no known difficulty in {plan.difficulties} (easy, medium, hard)")
+    difficulties = [d for d in DIFFICULTIES if d in plan.difficulties]
+    return assemble(queries, union_all(parts), degrees, seed, plan.options, difficulties).localCheckpoint()
+
+
+# --- assembly ------------------------------------------------------------------------------------------
+
+
+def assemble(
+    queries: DataFrame, distractors: DataFrame, degrees: DataFrame, seed: int, options: int, difficulties: list[str]
+) -> DataFrame:
+    """One row per (query, difficulty of ``difficulties``) with the spec's ``mcq_questions`` columns
+    (``text`` null) and ``complete`` (all ``options - 1`` distractors found; false also for a query that
+    got none). ``distractors``: ``qid, difficulty, entity, draw, fill, source``. ``distractor_source`` =
+    the difficulty's source, ``uniform`` when every distractor came from the easy fill; ``fallback`` =
+    some did (step 4). Options sorted by ``u64(seed, id, difficulty, entity)`` (step 5)."""
+    grouped = distractors.groupBy("qid", "difficulty").agg(
+        F.array_sort(F.collect_list(F.struct("draw", "entity"))).alias("_d"),
+        F.max(F.col("fill").cast("int")).alias("_fill"),
+        F.min(F.col("fill").cast("int")).alias("_all_fill"),
+        F.max("source").alias("_source"),
+    )
+    wanted = F.explode(F.array(*[F.lit(d) for d in difficulties])).alias("difficulty")
+    q = queries.select("*", wanted).join(grouped, ["qid", "difficulty"], "left").join(degrees, "query_entity", "left")
+    q = q.withColumn("_d", F.coalesce("_d", F.array().cast("array<struct<draw: bigint, entity: int>>")))
+    qid = F.concat_ws("-", "qid", "difficulty")
+    q = q.withColumn("id", qid)
+    entities = F.concat(F.array("gold"), F.transform("_d", lambda x: x["entity"]))
+    keyed = F.transform(entities, lambda e: F.struct(u64(seed, "id", "difficulty", e).alias("k"), e.alias("e")))
+    ordered = F.transform(F.array_sort(keyed), lambda x: x["e"])
+    q = q.withColumn("options", ordered)
+    return q.select(
+        "id",
+        "h",
+        "r",
+        "t",
+        "task",
+        "query_entity",
+        "gold",
+        "difficulty",
+        "options",
+        (F.array_position("options", F.col("gold")) - 1).cast("int").alias("gold_position"),
+        F.when(F.col("_all_fill") == 0, F.col("_source")).otherwise(F.lit("uniform")).alias("distractor_source"),
+        F.coalesce(F.col("_fill") == 1, F.lit(False)).alias("fallback"),
+        F.coalesce("topic_degree", F.lit(0)).cast("long").alias("topic_degree"),
+        F.lit(None).cast("string").alias("text"),
+        (F.size("_d") == options - 1).alias("complete"),
+    )
+
+
+def with_source(chosen: DataFrame, difficulty: str, source: str | Column) -> DataFrame:
+    """``chosen`` (qid, entity, draw, fill) tagged with its difficulty and source."""
+    src = F.lit(source) if isinstance(source, str) else source
+    return chosen.select(
+        "qid", F.lit(difficulty).alias("difficulty"), "entity", F.col("draw").cast("long"), "fill", src.alias("source")
+    )
+
+
+def statistics(questions: DataFrame, options: int) -> DataFrame:
+    """``difficulty, entities, relations, triples, options``: the ProbeKGC README's statistics (spec 3.D:
+    #Entities = distinct heads and tails of the sampled triples and options of the difficulty)."""
+    ends = questions.select("difficulty", F.explode(F.concat(F.array("h", "t"), "options")).alias("e"))
+    ents = ends.groupBy("difficulty").agg(F.countDistinct("e").alias("entities"))
+    rest = questions.groupBy("difficulty").agg(
+        F.countDistinct("r").alias("relations"), F.countDistinct("h", "r", "t").alias("triples")
+    )
+    return ents.join(rest, "difficulty").select(
+        "difficulty", "entities", "relations", "triples", F.lit(options).alias("options")
+    )
+
+
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    return reduce(DataFrame.unionByName, frames)
