@@ -165,8 +165,12 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
             table="okgqa.perturbed",
         )
     n = original.count()
-    sizes = P.per_level(ctx.written("perturbed")).groupBy("method", "level", "seed").count().collect()
-    after = {(r["method"], r["level"], r["seed"]): r["count"] for r in sizes}
+    # triples per graph: one scan, a conditional count per level (no row per level)
+    per_level = [
+        F.count(F.when(F.array_contains("levels", float(lv)), 1)).alias(str(i)) for i, lv in enumerate(s.levels)
+    ]
+    sizes = ctx.written("perturbed").groupBy("method", "seed").agg(*per_level).collect()
+    after = {(r["method"], lv, r["seed"]): r[str(i)] for r in sizes for i, lv in enumerate(s.levels)}
     rows = []
     for (method, level, seed), (ops, noop) in sorted(ops_counts.items()):
         kept = after.get((method, level, seed), 0)
