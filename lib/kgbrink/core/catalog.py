@@ -67,6 +67,10 @@ def _mcq(name: str, schema: str | None, doc: str, writer: str, partition_by: tup
     return Table(f"mcq.{name}", f"{{dataset}}/mcq/{{questions}}/{name}", schema, writer, doc, partition_by)
 
 
+def _synthkgqa(name: str, schema: str | None, doc: str, writer: str, partition_by: tuple[str, ...] = ()) -> Table:
+    return Table(f"synthkgqa.{name}", f"{{dataset}}/synthkgqa/{{questions}}/{name}", schema, writer, doc, partition_by)
+
+
 def _score(name: str, schema: str | None, doc: str) -> Table:
     return Table(f"score.{name}", f"{{dataset}}/scores/{{fingerprint}}/{name}", schema, "score", doc)
 

@@ -217,6 +217,65 @@ class McqScoringSettings:
     api_raw: bool = setting(False, "logprobs as given, not renormalised (the authors' API code; spec 3.C)")
 
 
+@dataclass
+class SeedGraphSettings:
+    seed: int = setting(1111, "seed of the start entities and every Softmax draw of Algorithm 1 (paper 002 App. A.1)")
+    n_samples: int = setting(1000, "seed subgraphs sampled")
+    n_nodes: int = setting(10, "node limit N_nodes (the authors' code: 10)")
+    n_edges: int = setting(30, "edge limit N_edges (the authors' code: 30; the paper: typically 50 to 100)")
+    degree: str = setting("edges", "d(x) of Softmax(1/d): edges (the paper) or neighbours (distinct, the code)")
+    exclude_relations: list[str] = setting(
+        ["P21", "P31", "P530", "P735"], "relation keys left out of the sampled graph (the authors' code)"
+    )
+    trim_to_edge_limit: bool = setting(False, "subsample Q to n_edges after the last step (the code; the paper keeps)")
+    rejection_draws: int = setting(16, "hashed positions tried per step for a hub pivot (exact rejection sampling)")
+    enumerate_below_degree: int = setting(4096, "pivots with fewer neighbours draw from their full neighbour list")
+    prompt_edges: int = setting(2, "k, edges the LLM is asked to use (carried into the prompt records)")
+
+
+@dataclass
+class GtQuestionSettings:
+    max_edges: int = setting(6, "answer subgraphs with more triples are invalid (paper 002 Sec. 3)")
+    max_bad_fraction: float = setting(0.01, "fail when quarantined question records exceed this share")
+    max_answers: int = setting(
+        10, "answer sets: questions with more answers are flagged (the code's --max-num-answers)"
+    )
+    seed: int = setting(1111, "seed of the procedural question generator")
+    types: list[str] = setting(
+        ["(1)", "(2)", "(1)(1)", "(2)(1)", "((1)(1))", "(3)", "(1)(1)(1)", "(2)(1)(1)"],
+        "isomorphism types the procedural generator plants (Table A1 identifiers)",
+    )
+    per_type: int = setting(100, "questions the procedural generator plants per type")
+
+
+@dataclass
+class QuestionGraphSettings:
+    mode: str = setting("directed_union", "k-hop neighbourhood: directed_union (the code) or undirected (the paper)")
+    k_min: int = setting(3, "hop radius k = max(k_min, n_hops) (App. C.1)")
+    mixed_step_cap: int = setting(60000, "out-then-in / in-then-out triples kept per question (directed_union)")
+    max_expand_degree: int | None = setting(None, "undirected: do not expand through nodes with more triples")
+    max_neighbourhood_edges: int | None = setting(None, "neighbourhood triples kept per question (null: all)")
+    top_nodes: int = setting(2500, "PPR top nodes kept (App. C.1)")
+    min_ppr: float = setting(1e-6, "PPR score a top node must exceed")
+    max_triples: int = setting(20000, "kept triples at most before the re-additions")
+    shrink_step: int = setting(100, "top nodes dropped per round while over max_triples")
+    min_top_nodes: int = setting(150, "below this many top nodes, keep a hashed sample of max_triples - 2 triples")
+    keep_always_cap: int = setting(7500, "triples touching GT nodes with one endpoint outside kept at most")
+    metapath_cap: int = setting(650, "confounder triples per GT metapath")
+    sp_metapath_cap: int = setting(7500, "shortest-path metapath triples re-added at most")
+    metapath_directed: bool = setting(False, "GT metapaths keep the direction of each triple (the code drops it)")
+    alpha: float = setting(0.85, "PPR damping factor (networkx default)")
+    tol: float = setting(1e-6, "PPR tolerance: stop at L1 change < n tol")
+    max_iter: int = setting(100, "PPR iterations at most")
+    seed: int = setting(1111, "seed of the hashed samples of the caps")
+
+
+@dataclass
+class ShortestPathSettings:
+    graph: str = setting("neighbourhood", "paths searched in the question's neighbourhood or in the full_kg")
+    answers: str = setting("generated", "answer nodes: the generated answer or all answers of the query")
+
+
 SECTIONS = {
     "spark": SparkSettings,
     "tracking": TrackingSettings,
@@ -231,6 +290,10 @@ SECTIONS = {
     "perturbation": PerturbationSettings,
     "mcq": McqSettings,
     "mcq_scoring": McqScoringSettings,
+    "seed_graphs": SeedGraphSettings,
+    "gt_questions": GtQuestionSettings,
+    "question_graphs": QuestionGraphSettings,
+    "shortest_paths": ShortestPathSettings,
 }
 TOP_LEVEL = {
     "env": (str, "local", "environment name (recorded with every MLflow run)"),
@@ -260,6 +323,10 @@ class Settings:
     perturbation: PerturbationSettings
     mcq: McqSettings
     mcq_scoring: McqScoringSettings
+    seed_graphs: SeedGraphSettings
+    gt_questions: GtQuestionSettings
+    question_graphs: QuestionGraphSettings
+    shortest_paths: ShortestPathSettings
     source: str = "<defaults>"
     overrides: list[str] = field(default_factory=list)
 
