@@ -21,6 +21,13 @@ RULE_COLUMNS = (
     "support bigint, head_coverage double, std_confidence double, pca_confidence double, body_size bigint, "
     "pca_body_size bigint, functional_variable string"
 )
+# Paper 002's question table (spec 2.0) and the classification columns of spec 2.B / 2.C: what
+# seed-graphs, question-graphs and sp-analysis read.
+GT_QUESTION_COLUMNS = (
+    f"id string, split string, seeds array<int>, answer int, answer_subgraph array<{IDS}>, "
+    "graph_isomorphism string, dutt_label string, n_hops int, n_edges int, n_seeds int, n_intermediate int, "
+    "all_answers array<int>, n_answers int, answer_in_set boolean"
+)
 GROUNDING = f"rule_id string, head {IDS}, body array<{IDS}>, bindings map<string, int>, sample_hash bigint"
 
 
@@ -227,6 +234,30 @@ TABLES: tuple[Table, ...] = (
         "difficulty string, entities bigint, relations bigint, triples bigint, options int",
         "the ProbeKGC README's statistics per difficulty (spec 3.D: entities of the triples and the options)",
         "mcq",
+    ),
+    _synthkgqa(
+        "gt_questions",
+        GT_QUESTION_COLUMNS,
+        "questions with their ground-truth answer subgraph (paper 002, spec 2.0) and its isomorphism type "
+        "(Table A1 identifier), Dutt label (null: N/A), hops, edges, seeds and intermediate nodes (spec 2.B); "
+        "all_answers, n_answers, answer_in_set: the tree query's answer set on the KG (spec 2.C; null when not "
+        "computed)",
+        "gt-questions",
+        ("split",),
+    ),
+    _synthkgqa(
+        "question_quarantine",
+        "source_file string, line_number bigint, id string, line string, reason string, detail string",
+        "question records that were not used, with the reason (spec 2.B's invalid_reason for a subgraph that "
+        "is not a valid answer tree)",
+        "gt-questions",
+    ),
+    _synthkgqa(
+        "answer_types",
+        "split string, graph_isomorphism string, dutt_label string, n_hops int, n_edges int, n_seeds int, "
+        "questions bigint",
+        "questions per split and isomorphism type (Table A1's layout)",
+        "gt-questions",
     ),
     Table(
         "rank.ranks",
