@@ -1,0 +1,259 @@
+"""Seed subgraphs by Algorithm 1 of paper 002 (App. A.1; spec 2.A), every sample in lock-step.
+
+A sample starts from an entity ``s`` (uniform over the KG's nodes by seeded hash, with replacement as the
+authors' code) with ``N = [s]``, ``Q = {}`` and repeats while ``|N| < n_nodes`` and ``|Q| < n_edges``:
+
+1. pivot ``z`` from the valid pivots ``V = {x in N : N(x) \\ N != {}}`` with ``P(x) ~ exp(1/d(x))``;
+   ``V`` empty stops the sample with ``exhausted`` (the paper's loop would spin; the code adds a random
+   unconnected node). Drawing from ``V`` is the paper's loop that re-draws ``z`` until ``M`` is non-empty;
+2. new node ``n`` from ``M = N(z) \\ N`` (distinct undirected neighbours) with ``P(x) ~ exp(1/d(x))``;
+3. ``Q += {(h, r, t) : {h, t} = {n, y}, y in N}`` (every parallel triple; no self-loop of ``n``), append ``n``.
+
+So ``Q`` is the subgraph induced by ``N`` without self-loops, and ``x`` has new neighbours iff its distinct
+neighbours outnumber its distinct neighbours in ``Q``. ``d`` is the triple count at ``x`` (paper text) or
+its distinct neighbours (``degree: neighbours``, the code), both after the excluded relations.
+
+Every draw is exact and a function of (seed, sample, step, content): Gumbel-max ``argmax 1/d(x) + g_x``
+with ``g = -ln(-ln U)`` from :func:`kgbrink.graph.hashing.uniform`, ties to the smaller id. A pivot with
+more than ``enumerate_below_degree`` neighbours (a hub) is not enumerated: ``rejection_draws`` uniform
+positions of its indexed neighbour list are tried in order, draw ``k`` accepted iff its node is not in
+``N`` and ``U'_k < exp(1/d - 1)`` (the target over the proposal, at most 1), which is an exact draw from
+``M``; when no draw is accepted the hub's list is enumerated, so the mixture stays exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from kgbrink.core.frames import with_positions
+from kgbrink.graph import views
+from kgbrink.graph.hashing import u64, uniform
+
+SEED_GRAPH_SCHEMA = (
+    "sample_id long, seed int, nodes array<int>, triples array<struct<h: int, r: int, t: int, step: int>>, "
+    "n_nodes int, n_edges int, steps int, exhausted boolean"
+)
+_TRIPLE = "struct<h: int, r: int, t: int, step: int>"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The parameters of one sampling run (settings ``seed_graphs``)."""
+
+    n_samples: int
+    n_nodes: int = 10
+    n_edges: int = 30
+    seed: int = 1111
+    degree: str = "edges"
+    trim_to_edge_limit: bool = False
+    rejection_draws: int = 16
+    enumerate_below_degree: int = 4096
+
+    def __post_init__(self):
+        if self.degree not in ("edges", "neighbours"):
+            raise ValueError(f"seed_graphs.degree must be 'edges' or 'neighbours', got {self.degree!r}")
+        for name in ("n_samples", "n_nodes", "n_edges", "rejection_draws"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"seed_graphs.{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass
+class SamplingGraph:
+    """The KG as Algorithm 1 reads it (cached by :func:`sampling_graph`).
+
+    - ``nodes``: ``node, w, n_nbrs`` with ``w = 1/d(node)``;
+    - ``nbr_index``: ``node, pos, nbr, w`` -- each node's distinct neighbours at dense positions 0.. (by id),
+      with the neighbour's weight;
+    - ``pairs``: ``u, v, h, r, t`` -- every non-loop triple under its unordered endpoint pair ``u < v``.
+    """
+
+    nodes: DataFrame
+    nbr_index: DataFrame
+    pairs: DataFrame
+
+    def unpersist(self) -> None:
+        for frame in (self.nodes, self.nbr_index, self.pairs):
+            frame.unpersist()
+
+
+def sampling_graph(triples: DataFrame, degree: str = "edges") -> SamplingGraph:
+    """The views of :class:`SamplingGraph` from ``h, r, t`` (excluded relations already removed)."""
+    kg = triples.select("h", "r", "t").distinct()
+    d = views.degrees(kg)
+    weight = 1.0 / F.col("degree" if degree == "edges" else "n_nbrs").cast("double")
+    nodes = d.select("node", F.when(F.col("n_nbrs") > 0, weight).otherwise(F.lit(0.0)).alias("w"), "n_nbrs")
+    nodes = nodes.persist()
+    nbrs = views.neighbours(kg).join(nodes.select(F.col("node").alias("nbr"), "w"), "nbr")
+    position = F.row_number().over(Window.partitionBy("node").orderBy("nbr")) - 1
+    nbr_index = nbrs.select("node", position.cast("int").alias("pos"), "nbr", "w").persist()
+    pairs = (
+        kg.where(F.col("h") != F.col("t"))
+        .select(F.least("h", "t").alias("u"), F.greatest("h", "t").alias("v"), "h", "r", "t")
+        .persist()
+    )
+    return SamplingGraph(nodes, nbr_index, pairs)
+
+
+def _gumbel(seed: int, *keys: str | Column) -> Column:
+    return -F.log(-F.log(uniform(u64(seed, *keys))))
+
+
+def _softmax_pick(candidates: DataFrame, seed: int, salt: str, step: int, group: str, item: str) -> DataFrame:
+    """``group, item``: per group the Gumbel-max draw of ``item`` with weights ``exp(w)``, ties by smaller id."""
+    key = F.col("w") + _gumbel(seed, F.lit(salt), F.lit(step), group, item)
+    order = F.struct(key.alias("k"), (-F.col(item)).alias("tie"))
+    return candidates.groupBy(group).agg(F.max_by(item, order).alias(item))
+
+
+def starts(graph: SamplingGraph, n_samples: int, seed: int) -> DataFrame:
+    """``sample_id, seed``: the start entity of each sample, uniform over the nodes with replacement."""
+    numbered = with_positions(graph.nodes.select("node"), ["node"], "idx")
+    n = numbered.count()
+    if n == 0:
+        raise ValueError("seed-graphs: the KG has no triple left after the excluded relations")
+    spark = graph.nodes.sparkSession
+    samples = spark.range(n_samples).withColumnRenamed("id", "sample_id")
+    idx = F.floor(uniform(u64(seed, F.lit("start"), "sample_id")) * F.lit(n)).cast("long")
+    return (
+        samples.withColumn("idx", idx)
+        .join(numbered, "idx")
+        .select("sample_id", F.col("node").cast("int").alias("seed"))
+    )
+
+
+def _initial(start: DataFrame, plan: Plan) -> DataFrame:
+    return start.select(
+        "sample_id",
+        "seed",
+        F.array("seed").alias("nodes"),
+        F.array().cast(f"array<{_TRIPLE}>").alias("triples"),
+        F.lit(False).alias("exhausted"),
+        F.lit(plan.n_nodes <= 1).alias("done"),
+    )
+
+
+def _pivots(active: DataFrame, graph: SamplingGraph, plan: Plan, step: int) -> DataFrame:
+    """``sample_id, z, n_nbrs``: each active sample's pivot (no row: no valid pivot, exhausted)."""
+    members = active.select("sample_id", F.explode("nodes").alias("node"))
+    ends = active.select("sample_id", F.explode("triples").alias("q")).select(
+        "sample_id",
+        F.explode(F.array(F.array("q.h", "q.t"), F.array("q.t", "q.h"))).alias("e"),
+    )
+    in_q = (
+        ends.select("sample_id", F.col("e")[0].alias("node"), F.col("e")[1].alias("y"))
+        .distinct()
+        .groupBy("sample_id", "node")
+        .agg(F.count("*").alias("in_q"))
+    )
+    valid = (
+        graph.nodes.join(F.broadcast(members), "node")
+        .join(in_q, ["sample_id", "node"], "left")
+        .where(F.col("n_nbrs") > F.coalesce("in_q", F.lit(0)))
+    )
+    z = _softmax_pick(valid, plan.seed, "z", step, "sample_id", "node").withColumnRenamed("node", "z")
+    return z.join(valid.select("sample_id", F.col("node").alias("z"), "n_nbrs"), ["sample_id", "z"])
+
+
+def _new_nodes(active: DataFrame, pivots: DataFrame, graph: SamplingGraph, plan: Plan, step: int) -> DataFrame:
+    """``sample_id, n``: the node each sample with a pivot adds (exact Softmax(1/d) over ``N(z) \\ N``)."""
+    members = F.broadcast(active.select("sample_id", F.explode("nodes").alias("nbr")))
+    hubs = pivots.where(F.col("n_nbrs") > plan.enumerate_below_degree)
+    draws = hubs.select(
+        "sample_id", "z", "n_nbrs", F.explode(F.sequence(F.lit(0), F.lit(plan.rejection_draws - 1))).alias("k")
+    ).select(
+        "sample_id",
+        F.col("z").alias("node"),
+        "k",
+        F.floor(uniform(u64(plan.seed, F.lit("pos"), F.lit(step), "sample_id", "k")) * F.col("n_nbrs"))
+        .cast("int")
+        .alias("pos"),
+    )
+    accept = uniform(u64(plan.seed, F.lit("accept"), F.lit(step), "sample_id", "k")) < F.exp(F.col("w") - 1.0)
+    accepted = (
+        graph.nbr_index.join(F.broadcast(draws), ["node", "pos"])
+        .join(members, ["sample_id", "nbr"], "left_anti")
+        .where(accept)
+        .groupBy("sample_id")
+        .agg(F.min_by("nbr", "k").alias("n"))
+    )
+    # every other pivot (small, or a hub whose draws were all rejected) enumerates its neighbours
+    listed = pivots.join(accepted, "sample_id", "left_anti").select("sample_id", F.col("z").alias("node"))
+    candidates = (
+        graph.nbr_index.join(F.broadcast(listed), "node")
+        .select("sample_id", "nbr", "w")
+        .join(members, ["sample_id", "nbr"], "left_anti")
+    )
+    enumerated = _softmax_pick(candidates, plan.seed, "n", step, "sample_id", "nbr").withColumnRenamed("nbr", "n")
+    return accepted.unionByName(enumerated)
+
+
+def _added_triples(active: DataFrame, new: DataFrame, graph: SamplingGraph, step: int) -> DataFrame:
+    """``sample_id, added``: the triples between each new node and the sample's earlier nodes, sorted."""
+    links = (
+        active.select("sample_id", F.explode("nodes").alias("y"))
+        .join(new, "sample_id")
+        .select("sample_id", F.least("n", "y").alias("u"), F.greatest("n", "y").alias("v"))
+    )
+    found = graph.pairs.join(F.broadcast(links), ["u", "v"])
+    triple = F.struct("h", "r", "t", F.lit(step).alias("step"))
+    return found.groupBy("sample_id").agg(F.sort_array(F.collect_list(triple)).alias("added"))
+
+
+def _advance(state: DataFrame, graph: SamplingGraph, plan: Plan, step: int) -> DataFrame:
+    active = state.where(~F.col("done"))
+    pivots = _pivots(active, graph, plan, step)
+    new = _new_nodes(active, pivots, graph, plan, step)
+    added = _added_triples(active, new, graph, step)
+    moved = active.drop("exhausted", "done").join(new, "sample_id", "left").join(added, "sample_id", "left")
+    nodes = F.when(F.col("n").isNull(), F.col("nodes")).otherwise(F.concat("nodes", F.array("n")))
+    triples = F.concat("triples", F.coalesce("added", F.array().cast(f"array<{_TRIPLE}>")))
+    moved = moved.select(
+        "sample_id", "seed", nodes.alias("nodes"), triples.alias("triples"), F.col("n").isNull().alias("exhausted")
+    )
+    done = F.col("exhausted") | (F.size("nodes") >= plan.n_nodes) | (F.size("triples") >= plan.n_edges)
+    return state.where(F.col("done")).unionByName(moved.withColumn("done", done))
+
+
+def _trimmed(state: DataFrame, plan: Plan) -> DataFrame:
+    """The code's ``trim_to_edge_limit``: ``n_edges`` triples of each larger Q, smallest seeded hashes."""
+    if not plan.trim_to_edge_limit:
+        return state
+    key = F.transform(
+        "triples",
+        lambda q: F.struct(
+            F.xxhash64(F.lit(plan.seed), F.lit("trim"), F.col("sample_id"), q["h"], q["r"], q["t"]).alias("k"),
+            q.alias("q"),
+        ),
+    )
+    kept = F.transform(F.slice(F.array_sort(key), 1, plan.n_edges), lambda x: x["q"])
+    return state.withColumn(
+        "triples", F.when(F.size("triples") > plan.n_edges, F.array_sort(kept)).otherwise(F.col("triples"))
+    )
+
+
+def seed_graphs(graph: SamplingGraph, plan: Plan, start: DataFrame | None = None) -> DataFrame:
+    """The seed subgraphs (:data:`SEED_GRAPH_SCHEMA`) of ``plan.n_samples`` samples, or of the given
+    ``start`` (``sample_id, seed``). At most ``n_nodes - 1`` rounds, each a few broadcast joins against the
+    cached graph views; the per-sample state is checkpointed every round."""
+    start = starts(graph, plan.n_samples, plan.seed) if start is None else start
+    state = _initial(start, plan).localCheckpoint()
+    for step in range(1, plan.n_nodes):
+        if state.where(~F.col("done")).isEmpty():
+            break
+        state = _advance(state, graph, plan, step).localCheckpoint()
+    state = _trimmed(state, plan)
+    steps = F.size("nodes") - 1
+    return state.select(
+        F.col("sample_id").cast("long"),
+        F.col("seed").cast("int"),
+        "nodes",
+        "triples",
+        F.size("nodes").alias("n_nodes"),
+        F.size("triples").alias("n_edges"),
+        steps.alias("steps"),
+        "exhausted",
+    )
