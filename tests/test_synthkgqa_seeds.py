@@ -113,10 +113,10 @@ def _random_multigraph(seed, n=7, m=13):
 @pytest.mark.parametrize(
     ("mode", "plan"),
     [
-        ("enumerate", Plan(n_samples=6000, n_nodes=4, n_edges=30, seed=3)),
+        ("enumerate", Plan(n_samples=4000, n_nodes=4, n_edges=30, seed=3)),
         # every pivot a hub: rejection draws, and with 2 draws the enumerated fallback too
-        ("rejection", Plan(n_samples=6000, n_nodes=4, n_edges=30, seed=4, enumerate_below_degree=0, rejection_draws=2)),
-        ("neighbours", Plan(n_samples=6000, n_nodes=4, n_edges=5, seed=5, degree="neighbours")),
+        ("rejection", Plan(n_samples=4000, n_nodes=4, n_edges=30, seed=4, enumerate_below_degree=0, rejection_draws=2)),
+        ("neighbours", Plan(n_samples=4000, n_nodes=4, n_edges=5, seed=5, degree="neighbours")),
     ],
 )
 def test_whole_samples_follow_the_exact_distribution(spark, mode, plan):
@@ -152,7 +152,7 @@ def test_a_small_component_exhausts_and_the_limits_stop_sampling(spark):
 
 def test_samples_are_identical_whatever_the_partitioning(spark):
     rows = _random_multigraph(5, n=40, m=120)
-    plan = Plan(n_samples=300, n_nodes=6, n_edges=12, seed=9, enumerate_below_degree=3)
+    plan = Plan(n_samples=200, n_nodes=4, n_edges=12, seed=9, enumerate_below_degree=3)
     results = []
     for parts in (1, 7):
         triples = _triples(spark, rows).repartition(parts)
@@ -160,7 +160,7 @@ def test_samples_are_identical_whatever_the_partitioning(spark):
         results.append(sorted(tuple(r) for r in seed_graphs(graph, plan).collect()))
         graph.unpersist()
     assert results[0] == results[1]
-    assert len(results[0]) == 300 and len({r[1] for r in results[0]}) > 20
+    assert len(results[0]) == 200 and len({r[1] for r in results[0]}) > 20
 
 
 def test_the_exact_oracle_is_a_distribution():
