@@ -330,3 +330,21 @@ def shape(identifier_text: str) -> Shape:
     if canonical != text:
         raise ValueError(f"{identifier_text!r} is not in canonical form; the canonical identifier is {canonical!r}")
     return result
+
+
+def rooted_triples(answer, triples: Iterable[Sequence]) -> list[tuple]:
+    """The triples ``(h, r, t)`` of a valid answer tree oriented from the answer: per triple ``(child,
+    parent, r, child_is_head, depth of the child)``, in breadth-first order from the answer."""
+    by_node: dict = {}
+    for h, r, t in triples:
+        by_node.setdefault(h, []).append((t, r, True))
+        by_node.setdefault(t, []).append((h, r, False))
+    out, seen, queue = [], {answer}, [(answer, 0)]
+    for node, depth in queue:
+        for other, r, node_is_head in sorted(by_node.get(node, []), key=repr):
+            if other in seen:
+                continue
+            seen.add(other)
+            out.append((other, node, r, not node_is_head, depth + 1))
+            queue.append((other, depth + 1))
+    return out

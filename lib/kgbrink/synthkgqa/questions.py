@@ -1,0 +1,419 @@
+"""Question records with ground-truth answer subgraphs (paper 002, spec 2.0, 2.B, 2.C) as DataFrames.
+
+Input: JSON Lines, one question per line::
+
+    {"id": "q1", "split": "test", "seeds": ["Q90", "Q142"], "answer": "Q7", "answer_subgraph":
+     [["Q90", "P17", "Q142"], ["Q7", "P19", "Q90"]]}
+
+(``split`` optional; entity and relation KEYS of the dataset's dictionaries; other fields are ignored.)
+Every non-blank line ends in exactly one place: the ``gt_questions`` table (:data:`QUESTION_COLUMNS`, ids,
+with the classification of :mod:`kgbrink.synthkgqa.answer_types`) or the quarantine
+(:data:`QUARANTINE_COLUMNS`) with its file, line number and the first reason that applies, in this order:
+
+``malformed_json`` (not a JSON object of the expected shape), ``missing_field`` (id, seeds, answer or
+answer_subgraph absent or null; detail names them), ``bad_triple`` (an answer_subgraph element that is not
+three keys), ``duplicate_id`` (every line of an id after its first), ``unknown_entity``,
+``unknown_relation`` (keys not in the dictionaries; detail lists them), ``triple_not_in_kg`` (a triple of
+the subgraph is not in the KG, i.e. the chosen splits; detail lists them), then the answer-subgraph
+reasons of :data:`kgbrink.synthkgqa.answer_types.REASONS`.
+
+Seeds and subgraph triples are sets: repeats are dropped (first occurrence order kept).
+
+:func:`answer_sets` evaluates each question's tree query on the KG (spec 2.C): seeds are constants, the
+answer and intermediate nodes variables, each triple an atom with its direction. Bindings are propagated
+from the leaves to the root with one join per tree level and direction (a semi-join reduction, exact for
+tree queries), so no question's bindings are enumerated beyond one node at a time.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from kgbrink.core.quarantine import MAX_QUARANTINED_LINE_CHARS, block_offsets, line_counts
+from kgbrink.synthkgqa import answer_types as A
+
+TRIPLE_TYPE = "array<struct<h: int, r: int, t: int>>"
+QUESTION_COLUMNS = [
+    "id",
+    "split",
+    "seeds",
+    "answer",
+    "answer_subgraph",
+    "graph_isomorphism",
+    "dutt_label",
+    "n_hops",
+    "n_edges",
+    "n_seeds",
+    "n_intermediate",
+    "all_answers",
+    "n_answers",
+    "answer_in_set",
+]
+QUARANTINE_COLUMNS = ["source_file", "line_number", "id", "line", "reason", "detail"]
+RECORD_REASONS = (
+    "malformed_json",
+    "missing_field",
+    "bad_triple",
+    "duplicate_id",
+    "unknown_entity",
+    "unknown_relation",
+    "triple_not_in_kg",
+)
+REASONS = RECORD_REASONS + A.REASONS
+_RECORD = (
+    "struct<id: string, split: string, seeds: array<string>, answer: string, "
+    "answer_subgraph: array<array<string>>, _corrupt: string>"
+)
+_FIELDS = ("id", "seeds", "answer", "answer_subgraph")
+_VERDICT = T.StructType(
+    [
+        T.StructField("reason", T.StringType()),
+        T.StructField("detail", T.StringType()),
+        T.StructField("graph_isomorphism", T.StringType()),
+        T.StructField("dutt_label", T.StringType()),
+        T.StructField("n_hops", T.IntegerType()),
+        T.StructField("n_edges", T.IntegerType()),
+        T.StructField("n_seeds", T.IntegerType()),
+        T.StructField("n_intermediate", T.IntegerType()),
+    ]
+)
+
+
+# --- parsing ------------------------------------------------------------------------------------------
+
+
+def parse_lines(lines: DataFrame) -> DataFrame:
+    """``source_file, line_number, line, id, split, seeds, answer, triples, reason, detail`` per non-blank
+    line of :func:`kgbrink.core.files.read_lines` output (keys as strings; ``reason`` null for a good record,
+    ``duplicate_id`` for every line of an id after its first)."""
+    lines = lines.where(F.trim(F.regexp_replace("line", "\r$", "")) != "")
+    record = F.from_json("line", _RECORD, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
+    rec = lines.withColumn("rec", record)
+    missing = F.filter(
+        F.array(*[F.when(F.col(f"rec.{f}").isNull(), F.lit(f)) for f in _FIELDS]), lambda x: x.isNotNull()
+    )
+    null_key = F.exists(F.col("rec.seeds"), lambda x: x.isNull())
+    bad_triples = F.filter(
+        F.col("rec.answer_subgraph"), lambda x: x.isNull() | (F.size(x) != 3) | F.exists(x, lambda k: k.isNull())
+    )
+    malformed = ~F.trim("line").startswith("{") | F.col("rec").isNull() | F.col("rec._corrupt").isNotNull()
+    parsed = rec.select(
+        "split",
+        "source_file",
+        "block_start",
+        "row_id",
+        F.make_valid_utf8(F.substring(F.regexp_replace("line", "\r$", ""), 1, MAX_QUARANTINED_LINE_CHARS)).alias(
+            "line"
+        ),
+        F.col("rec.id").alias("id"),
+        F.col("rec.split").alias("question_split"),
+        F.col("rec.seeds").alias("seeds"),
+        F.col("rec.answer").alias("answer"),
+        F.col("rec.answer_subgraph").alias("triples"),
+        F.when(malformed, "malformed_json")
+        .when(F.size(missing) > 0, "missing_field")
+        .when(null_key, "missing_field")
+        .when(F.size(bad_triples) > 0, "bad_triple")
+        .alias("reason"),
+        F.when(malformed, "not a JSON object with id, seeds, answer and answer_subgraph of the expected types")
+        .when(F.size(missing) > 0, F.concat(F.lit("missing or null: "), F.array_join(missing, ", ")))
+        .when(null_key, F.lit("a seed is null"))
+        .when(
+            F.size(bad_triples) > 0,
+            F.concat(
+                F.lit("answer_subgraph elements must be [head, relation, tail] keys, got "),
+                F.to_json(F.element_at(bad_triples, 1)),
+            ),
+        )
+        .alias("detail"),
+    )
+    counts = line_counts(parsed.withColumn("status", F.lit("any")).withColumn("reason", F.lit(None)))
+    offsets = block_offsets(counts)
+    numbered = parsed.join(F.broadcast(offsets), ["split", "source_file", "block_start"]).select(
+        "source_file",
+        (F.col("lines_before") + F.col("row_id") - F.col("first_row_id") + 1).alias("line_number"),
+        "line",
+        "id",
+        F.col("question_split").alias("split"),
+        "seeds",
+        "answer",
+        "triples",
+        "reason",
+        "detail",
+    )
+    return mark_duplicates(numbered)
+
+
+def mark_duplicates(records: DataFrame) -> DataFrame:
+    """Good records of an id after its first (by file and line) get the reason ``duplicate_id``."""
+    first = Window.partitionBy("id").orderBy("source_file", "line_number")
+    good = records.where(F.col("reason").isNull()).withColumns(
+        {"_n": F.row_number().over(first), "_first": F.first("line_number").over(first)}
+    )
+    repeated = good.where(F.col("_n") > 1).select(
+        *[c for c in records.columns if c not in ("reason", "detail")],
+        F.lit("duplicate_id").alias("reason"),
+        F.concat(F.lit("the id of line "), F.col("_first").cast("string")).alias("detail"),
+    )
+    return (
+        records.where(F.col("reason").isNotNull())
+        .unionByName(good.where(F.col("_n") == 1).drop("_n", "_first"))
+        .unionByName(repeated)
+    )
+
+
+# --- keys to ids ---------------------------------------------------------------------------------------
+
+
+def _quarantine(frame: DataFrame) -> DataFrame:
+    return frame.select(*QUARANTINE_COLUMNS)
+
+
+def _lookup(keys: DataFrame, dictionary: DataFrame, broadcast: bool) -> DataFrame:
+    """Per question: ``map`` key -> id of its keys found in ``dictionary(id, key)`` and the sorted
+    ``unknown`` keys."""
+    table = dictionary.select("key", F.col("id").alias("value"))
+    found = keys.join(F.broadcast(table) if broadcast else table, "key", "left")
+    return found.groupBy("id").agg(
+        F.map_from_entries(F.collect_list(F.when(F.col("value").isNotNull(), F.struct("key", "value")))).alias("map"),
+        F.array_sort(F.collect_set(F.when(F.col("value").isNull(), F.col("key")))).alias("unknown"),
+    )
+
+
+def resolve_keys(records: DataFrame, entities: DataFrame, relations: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """``(questions, quarantine)``: good records with their keys looked up in ``entities(id, key)`` and
+    ``relations(id, key)``: ``source_file, line_number, line, id, split, seeds array<int>, answer int,
+    answer_subgraph array<struct<h, r, t>>`` (repeats dropped), and the bad records with their reasons."""
+    bad = _quarantine(records.where(F.col("reason").isNotNull()))
+    good = records.where(F.col("reason").isNull()).drop("reason", "detail")
+    ends = F.flatten(F.transform("triples", lambda x: F.array(x[0], x[2])))
+    entity_keys = good.select(
+        "id", F.explode(F.array_distinct(F.concat("seeds", F.array("answer"), ends))).alias("key")
+    )
+    relation_keys = good.select("id", F.explode(F.array_distinct(F.transform("triples", lambda x: x[1]))).alias("key"))
+    ent = _lookup(entity_keys, entities, broadcast=False).select(
+        "id", F.col("map").alias("emap"), F.col("unknown").alias("unknown_entities")
+    )
+    rel = _lookup(relation_keys, relations, broadcast=True).select(
+        "id", F.col("map").alias("rmap"), F.col("unknown").alias("unknown_relations")
+    )
+    joined = good.join(ent, "id").join(rel, "id", "left")
+    reason = F.when(F.size("unknown_entities") > 0, "unknown_entity").when(
+        F.coalesce(F.size("unknown_relations"), F.lit(0)) > 0, "unknown_relation"
+    )
+    detail = F.when(F.size("unknown_entities") > 0, F.array_join("unknown_entities", ", ")).when(
+        F.coalesce(F.size("unknown_relations"), F.lit(0)) > 0, F.array_join("unknown_relations", ", ")
+    )
+    checked = joined.withColumn("reason", reason).withColumn("detail", detail).localCheckpoint()
+    bad = bad.unionByName(_quarantine(checked.where(F.col("reason").isNotNull())))
+
+    def entity(key: Column) -> Column:
+        return F.element_at(F.col("emap"), key)
+
+    subgraph = F.array_distinct(
+        F.transform(
+            "triples",
+            lambda x: F.struct(
+                entity(x[0]).alias("h"), F.element_at(F.col("rmap"), x[1]).alias("r"), entity(x[2]).alias("t")
+            ),
+        )
+    )
+    questions = checked.where(F.col("reason").isNull()).select(
+        "source_file",
+        "line_number",
+        "line",
+        "id",
+        "split",
+        F.array_distinct(F.transform("seeds", entity)).alias("seeds"),
+        entity(F.col("answer")).alias("answer"),
+        F.coalesce(subgraph, F.array()).cast(TRIPLE_TYPE).alias("answer_subgraph"),
+    )
+    return questions, bad
+
+
+def check_in_kg(questions: DataFrame, kg: DataFrame) -> tuple[DataFrame, DataFrame]:
+    """``(questions, quarantine)``: questions whose every subgraph triple is a triple of ``kg(h, r, t)``,
+    and the others as ``triple_not_in_kg`` with the missing triples (ids) in the detail. The KG is scanned
+    once against the (broadcast) subgraph triples."""
+    wanted = questions.select("id", F.explode("answer_subgraph").alias("x")).select("id", "x.h", "x.r", "x.t")
+    present = kg.select("h", "r", "t").join(
+        F.broadcast(wanted.select("h", "r", "t").distinct()), ["h", "r", "t"], "left_semi"
+    )
+    missing = (
+        wanted.join(present.distinct(), ["h", "r", "t"], "left_anti")
+        .groupBy("id")
+        .agg(F.array_sort(F.collect_set(F.struct("h", "r", "t"))).alias("missing"))
+        .select(
+            "id",
+            F.lit("triple_not_in_kg").alias("reason"),
+            F.concat(
+                F.lit("(h, r, t) ids not in the KG: "),
+                F.array_join(
+                    F.transform(
+                        "missing",
+                        lambda x: F.concat_ws(" ", x["h"].cast("string"), x["r"].cast("string"), x["t"].cast("string")),
+                    ),
+                    "; ",
+                ),
+            ).alias("detail"),
+        )
+    )
+    bad = _quarantine(questions.join(missing, "id"))
+    return questions.join(missing.select("id"), "id", "left_anti"), bad
+
+
+# --- classification ------------------------------------------------------------------------------------
+
+
+def verdict_udf(max_edges: int):
+    """A UDF ``(seeds, answer, answer_subgraph) -> struct`` of :data:`_VERDICT` (answer_types.classify)."""
+
+    def run(seeds, answer, triples):
+        verdict = A.classify(seeds or [], answer, [(x[0], x[1], x[2]) for x in triples or []], max_edges)
+        t = verdict.type
+        if t is None:
+            return (verdict.reason, verdict.detail, None, None, None, None, None, None)
+        return (None, None, t.graph_isomorphism, t.dutt_label, t.n_hops, t.n_edges, t.n_seeds, t.n_intermediate)
+
+    return F.udf(run, _VERDICT)
+
+
+def classify(questions: DataFrame, max_edges: int) -> tuple[DataFrame, DataFrame]:
+    """``(valid, quarantine)``: questions (ids) with the classification columns of spec 2.B added, and the
+    invalid ones with their reason. Keeps every other column of ``questions``."""
+    v = verdict_udf(max_edges)("seeds", "answer", "answer_subgraph")
+    judged = questions.withColumn("_v", v).localCheckpoint()
+    bad = _quarantine(
+        judged.where(F.col("_v.reason").isNotNull()).withColumns({"reason": "_v.reason", "detail": "_v.detail"})
+    )
+    valid = judged.where(F.col("_v.reason").isNull()).select(
+        *questions.columns, *[F.col(f"_v.{f.name}").alias(f.name) for f in _VERDICT.fields[2:]]
+    )
+    return valid, bad
+
+
+def ingest(records: DataFrame, entities: DataFrame, relations: DataFrame, kg: DataFrame, max_edges: int):
+    """``(questions, quarantine)`` from parsed records (:func:`parse_lines`): keys resolved, triples checked
+    against ``kg``, subgraphs classified. ``questions`` has ``source_file, line_number, line`` and the
+    columns of :data:`QUESTION_COLUMNS` up to ``n_intermediate``."""
+    resolved, bad_keys = resolve_keys(records, entities, relations)
+    in_kg, bad_kg = check_in_kg(resolved, kg)
+    valid, bad_type = classify(in_kg, max_edges)
+    return valid, bad_keys.unionByName(bad_kg).unionByName(bad_type)
+
+
+def as_table(questions: DataFrame, answers: DataFrame | None = None) -> DataFrame:
+    """The ``synthkgqa.gt_questions`` columns: answer-set columns from ``answers(id, all_answers,
+    n_answers, answer_in_set)`` (null when not given)."""
+    if answers is None:
+        frame = questions.withColumns(
+            {
+                "all_answers": F.lit(None).cast("array<int>"),
+                "n_answers": F.lit(None).cast("int"),
+                "answer_in_set": F.lit(None).cast("boolean"),
+            }
+        )
+    else:
+        frame = questions.join(answers, "id", "left")
+    return frame.select(
+        F.col("id").cast("string"),
+        F.col("split").cast("string"),
+        F.col("seeds").cast("array<int>"),
+        F.col("answer").cast("int"),
+        F.col("answer_subgraph").cast(TRIPLE_TYPE),
+        *[F.col(c) for c in ("graph_isomorphism", "dutt_label")],
+        *[F.col(c).cast("int") for c in ("n_hops", "n_edges", "n_seeds", "n_intermediate")],
+        F.col("all_answers").cast("array<int>"),
+        F.col("n_answers").cast("int"),
+        F.col("answer_in_set").cast("boolean"),
+    )
+
+
+def type_counts(questions: DataFrame) -> DataFrame:
+    """``synthkgqa.answer_types``: questions per (split, type) with the type's Dutt label, hops, edges,
+    seeds."""
+    return questions.groupBy("split", "graph_isomorphism", "dutt_label", "n_hops", "n_edges", "n_seeds").agg(
+        F.count("*").alias("questions")
+    )
+
+
+# --- answer sets (spec 2.C) ----------------------------------------------------------------------------
+
+_TREE = "array<struct<child: int, parent: int, r: int, child_is_head: boolean, depth: int>>"
+
+
+def _tree_udf():
+    return F.udf(
+        lambda answer, triples: A.rooted_triples(answer, [(x[0], x[1], x[2]) for x in triples]),
+        _TREE,
+    )
+
+
+def answer_sets(questions: DataFrame, kg: DataFrame, max_answers: int) -> DataFrame:
+    """``id, all_answers, n_answers, answer_in_set`` of valid questions ``(id, seeds, answer,
+    answer_subgraph, n_hops)``: the answers of each tree query on ``kg(h, r, t)`` (spec 2.C). ``n_answers``
+    and ``answer_in_set`` are exact; ``all_answers`` is the sorted set, null when there are more than
+    ``max_answers`` answers (the questions the reference code discards with --max-num-answers).
+
+    Bottom-up semi-join evaluation: the bindings of a node are the entities joined by the atom's relation
+    (in the atom's direction) to a binding of every child; seeds bind to themselves. One pass per tree
+    level, two KG joins each (child as head, child as tail)."""
+    kg = kg.select("h", "r", "t")
+    tree = questions.select("id", F.explode(_tree_udf()("answer", "answer_subgraph")).alias("e")).select("id", "e.*")
+    tree = tree.localCheckpoint()
+    children = tree.groupBy("id", F.col("parent").alias("node")).agg(F.count("*").alias("n_children"))
+    seeds = questions.select("id", F.explode("seeds").alias("node")).withColumn("x", F.col("node"))
+    depth = questions.agg(F.max("n_hops")).first()[0] or 0
+    computed = None
+    for d in range(depth, 0, -1):
+        bound = seeds if computed is None else seeds.unionByName(computed)
+        step = tree.where(F.col("depth") == d).join(
+            bound, (tree["id"] == bound["id"]) & (F.col("child") == F.col("node"))
+        )
+        step = step.select(tree["id"].alias("id"), "child", "parent", "r", "child_is_head", "x")
+        as_head = step.where(F.col("child_is_head")).join(
+            kg.select(F.col("h").alias("x"), "r", F.col("t").alias("y")), ["x", "r"]
+        )
+        as_tail = step.where(~F.col("child_is_head")).join(
+            kg.select(F.col("t").alias("x"), "r", F.col("h").alias("y")), ["x", "r"]
+        )
+        reached = as_head.unionByName(as_tail).select("id", "parent", "child", "y").distinct()
+        computed = (
+            reached.groupBy("id", F.col("parent").alias("node"), F.col("y").alias("x"))
+            .agg(F.count("*").alias("n"))
+            .join(children, ["id", "node"])
+            .where(F.col("n") == F.col("n_children"))
+            .select("id", "node", "x")
+            .localCheckpoint()
+        )
+    out = questions.select("id", "answer")
+    if computed is None:  # no question with an edge
+        return out.select(
+            "id",
+            F.array().cast("array<int>").alias("all_answers"),
+            F.lit(0).alias("n_answers"),
+            F.lit(False).alias("answer_in_set"),
+        )
+    at_root = computed.join(questions.select("id", F.col("answer").alias("node")), ["id", "node"])
+    counts = at_root.groupBy("id").agg(
+        F.count("*").cast("int").alias("n_answers"),
+        F.max(F.col("x") == F.col("node")).alias("answer_in_set"),
+    )
+    listed = (
+        at_root.join(counts.where(F.col("n_answers") <= max_answers).select("id"), "id", "left_semi")
+        .groupBy("id")
+        .agg(F.array_sort(F.collect_list("x")).alias("all_answers"))
+    )
+    n = F.coalesce(F.col("n_answers"), F.lit(0))
+    return (
+        out.join(counts, "id", "left")
+        .join(listed, "id", "left")
+        .select(
+            "id",
+            F.when(n <= max_answers, F.coalesce("all_answers", F.array().cast("array<int>"))).alias("all_answers"),
+            n.alias("n_answers"),
+            F.coalesce("answer_in_set", F.lit(False)).alias("answer_in_set"),
+        )
+    )
