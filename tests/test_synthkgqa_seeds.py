@@ -3,6 +3,7 @@ of the algorithm's distribution, exhaustion, induced subgraphs, determinism (spe
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
@@ -10,7 +11,9 @@ from collections import Counter
 import pytest
 from pyspark.sql import functions as F
 
+from kgbrink.cli import main
 from kgbrink.synthkgqa.seeds import Plan, sampling_graph, seed_graphs
+from tests.test_cli import _conf_args
 
 # A.5: s with neighbours x (degree 1) and y (degree 3: s, a, b)
 A5 = [(0, 0, 1), (0, 0, 2), (2, 1, 3), (4, 1, 2)]
@@ -169,3 +172,24 @@ def test_the_exact_oracle_is_a_distribution():
     p = math.exp(1) / (math.exp(1) + math.exp(1 / 3))
     assert out[(S, X, Y)] == pytest.approx(p)
     assert sum(v for k, v in out.items() if k[:2] == (S, Y)) == pytest.approx(1 - p)
+
+
+def test_seed_graphs_cli_on_umls_writes_the_table_and_prompts(spark, config, probe_datasets, tmp_path):
+    dataset = probe_datasets["umls"]
+    out = tmp_path / "prompts.jsonl"
+    args = ["seed-graphs", *_conf_args(config), "--dataset", dataset, "--n-samples", "50", "--seed", "3"]
+    assert main([*args, "--set", "seed_graphs.n_nodes=5", "--out", str(out), "--json", str(tmp_path / "s.json")]) == 0
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["counts"]["samples"] == 50 and summary["counts"]["exhausted"] == 0
+    assert summary["exclude_relations_not_in_dataset"] == ["P21", "P31", "P530", "P735"]
+    graphs = spark.read.format("delta").load(f"{dataset}/synthkgqa/seeds/seed_graphs")
+    assert graphs.where("n_nodes != 5").count() == 0
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["sample_id"] for r in records] == list(range(50))
+    first = graphs.where("sample_id = 0").first()
+    rec = records[0]
+    assert len(rec["nodes"]) == 5 and len(rec["triples"]) == first["n_edges"] == len(rec["flattened"].split(";"))
+    assert rec["k"] == 2 and all(len(t) == 3 for t in rec["triples"])
+    # the names come from the dictionaries: label (KEY), the key alone where a label is missing
+    relations = {r["key"] for r in spark.read.format("delta").load(f"{dataset}/relations").collect()}
+    assert all(t[1] in relations for t in rec["triples"])

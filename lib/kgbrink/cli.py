@@ -38,6 +38,7 @@ JOB_MODULES = (
     "perturb",
     "mcq",
     "score_mcq",
+    "seed_graphs",
     "pipeline",
 )
 

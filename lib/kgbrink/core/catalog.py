@@ -220,6 +220,13 @@ TABLES: tuple[Table, ...] = (
         "ATS, SC2D, SD2 of every perturbed graph against its original (paper 004 App. A.7)",
         "kg-similarity",
     ),
+    _synthkgqa(
+        "seed_graphs",
+        "sample_id long, seed int, nodes array<int>, triples array<struct<h: int, r: int, t: int, step: int>>, "
+        "n_nodes int, n_edges int, steps int, exhausted boolean",
+        "seed subgraphs of paper 002 Algorithm 1 (spec 2.A): nodes in insertion order, triples with their step",
+        "seed-graphs",
+    ),
     _mcq(
         "questions",
         "id string, h int, r int, t int, task string, query_entity int, gold int, difficulty string, "

@@ -1,0 +1,151 @@
+"""``kgbrink seed-graphs``: seed subgraphs of paper 002 (Algorithm 1, App. A.1; :mod:`kgbrink.synthkgqa.seeds`)
+from an ingested dataset, for an LLM step outside kgbrink that writes a question from each.
+
+Writes under ``<dataset>/synthkgqa/<name>/``: ``seed_graphs`` (Delta) and ``prompts.jsonl`` (or ``--out``),
+one record per sample with the nodes and triples by key and label and the code's ``flattened`` text
+(``label (KEY)-label (PID)-label (KEY)`` joined by ``;``), sorted by ``sample_id``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.core import catalog
+from kgbrink.core.files import local_dir, write_single_file
+from kgbrink.core.jobs import JobContext, arg, job, names
+from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.kg.dataset import dataset_splits
+from kgbrink.synthkgqa.seeds import Plan, sampling_graph, seed_graphs
+
+
+@dataclass
+class SeedGraphOptions:
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    name: str = arg("seeds", "seed-graph set name: <dataset>/synthkgqa/<name>/")
+    n_samples: int | None = arg(None, "samples (default: setting seed_graphs.n_samples)", type=int)
+    seed: int | None = arg(None, "seed (default: setting seed_graphs.seed)", type=int)
+    splits: list[str] | None = arg(None, "comma-separated splits of the KG (default: all)", convert=names)
+    out: str | None = arg(None, "local file of the prompt records (default: <dataset>/synthkgqa/<name>/prompts.jsonl)")
+
+
+def _named(ids: DataFrame, prefix: str) -> DataFrame:
+    """``id, <prefix>_key, <prefix>_name``: the dictionary's key and ``label (KEY)`` (the key alone unlabelled)."""
+    name = F.when(F.col("label").isNull() | (F.col("label") == ""), F.col("key")).otherwise(
+        F.concat("label", F.lit(" ("), "key", F.lit(")"))
+    )
+    return ids.select("id", F.col("key").alias(f"{prefix}_key"), name.alias(f"{prefix}_name"))
+
+
+def prompt_records(graphs: DataFrame, entities: DataFrame, relations: DataFrame, k: int) -> DataFrame:
+    """One prompt record per sample: ``sample_id, seed, k, nodes [{key, label}], triples [[h, r, t] keys],
+    flattened`` (the authors' ``flatten``: triples as ``h-r-t`` names joined by ``;``)."""
+    ent = _named(entities.select("id", "key", "label"), "e")
+    rel = _named(relations.select("id", "key", "label"), "r")
+    triples = graphs.select("sample_id", F.posexplode("triples").alias("i", "q")).select(
+        "sample_id", "i", "q.h", "q.r", "q.t"
+    )
+    for side, table in (("h", ent), ("r", rel), ("t", ent)):
+        pre = "e" if side != "r" else "r"
+        renamed = table.select(
+            F.col("id").alias(side),
+            F.col(f"{pre}_key").alias(f"{side}_key"),
+            F.col(f"{pre}_name").alias(f"{side}_name"),
+        )
+        triples = triples.join(renamed, side, "left")
+    per_sample = triples.groupBy("sample_id").agg(
+        F.sort_array(
+            F.collect_list(
+                F.struct(
+                    "i",
+                    F.array("h_key", "r_key", "t_key").alias("keys"),
+                    F.concat_ws("-", "h_name", "r_name", "t_name").alias("text"),
+                )
+            )
+        ).alias("qs")
+    )
+    nodes = (
+        graphs.select("sample_id", F.posexplode("nodes").alias("i", "id"))
+        .join(entities.select("id", "key", "label"), "id", "left")
+        .groupBy("sample_id")
+        .agg(F.sort_array(F.collect_list(F.struct("i", "key", "label"))).alias("ns"))
+    )
+    seed_key = entities.select(F.col("id").alias("seed"), F.col("key").alias("seed_key"))
+    return (
+        graphs.join(seed_key, "seed", "left")
+        .join(nodes, "sample_id", "left")
+        .join(per_sample, "sample_id", "left")
+        .select(
+            "sample_id",
+            F.col("seed_key").alias("seed"),
+            F.lit(k).alias("k"),
+            F.transform("ns", lambda n: F.struct(n["key"].alias("key"), n["label"].alias("label"))).alias("nodes"),
+            F.coalesce(F.transform("qs", lambda q: q["keys"]), F.array().cast("array<array<string>>")).alias("triples"),
+            F.coalesce(F.array_join(F.transform("qs", lambda q: q["text"]), ";"), F.lit("")).alias("flattened"),
+            "exhausted",
+        )
+    )
+
+
+@job("seed-graphs", "paper 002 seed subgraphs (Algorithm 1) and their prompt records", SeedGraphOptions, steps=3)
+def run(ctx: JobContext, opts: SeedGraphOptions) -> JobSummary:
+    config = ctx.config
+    sets = [f"seed_graphs.{k}={v}" for k, v in (("n_samples", opts.n_samples), ("seed", opts.seed)) if v is not None]
+    cfg = config.with_overrides(sets).seed_graphs if sets else config.seed_graphs
+    plan = Plan(
+        n_samples=cfg.n_samples,
+        n_nodes=cfg.n_nodes,
+        n_edges=cfg.n_edges,
+        seed=cfg.seed,
+        degree=cfg.degree,
+        trim_to_edge_limit=cfg.trim_to_edge_limit,
+        rejection_draws=cfg.rejection_draws,
+        enumerate_below_degree=cfg.enumerate_below_degree,
+    )
+    dataset = config.require_dataset(opts.dataset)
+    if not opts.name or "/" in opts.name:
+        raise ValueError(f"--name must be a plain name, got {opts.name!r}")
+    summary = ctx.begin(dataset=dataset, name=opts.name, **{f"seed_graphs.{k}": v for k, v in vars(cfg).items()})
+    entities = ctx.read("entities", catalog.path("entities", dataset=dataset))
+    relations = ctx.read("relations", catalog.path("relations", dataset=dataset))
+    triples = ctx.read("triples", catalog.path("triples", dataset=dataset))
+    splits = sorted(opts.splits or dataset_splits(triples))
+    summary.params["splits"] = ",".join(splits)
+    excluded = {r["key"]: r["id"] for r in relations.where(F.col("key").isin(cfg.exclude_relations)).collect()}
+    missing = sorted(set(cfg.exclude_relations) - set(excluded))
+    if missing:
+        summary.extra["exclude_relations_not_in_dataset"] = missing
+    kg = triples.where(F.col("split").isin(splits) & ~F.col("r").isin(list(excluded.values()))).select("h", "r", "t")
+    path = catalog.path("synthkgqa.seed_graphs", dataset=dataset, questions=opts.name)
+
+    with ctx.step("graph"):
+        graph = sampling_graph(kg, plan.degree)
+        summary.counts["nodes"] = graph.nodes.count()
+        if summary.counts["nodes"] == 0:
+            raise JobFailed(
+                f"{dataset}: no triple of splits {splits} is left after excluding {sorted(excluded)}", summary
+            )
+    with ctx.step("sample"):
+        graphs = seed_graphs(graph, plan)
+        ctx.write("seed_graphs", graphs, path, f"seed subgraphs {opts.name}", table="synthkgqa.seed_graphs")
+        graph.unpersist()
+    written = ctx.written("seed_graphs")
+    s = written.agg(
+        F.count("*").alias("n"),
+        F.sum(F.col("exhausted").cast("int")).alias("exhausted"),
+        F.avg("n_nodes").alias("nodes"),
+        F.avg("n_edges").alias("edges"),
+        F.sum((F.col("n_edges") > plan.n_edges).cast("int")).alias("over"),
+    ).first()
+    summary.counts.update(samples=s["n"], exhausted=int(s["exhausted"] or 0), over_edge_limit=int(s["over"] or 0))
+    summary.extra.update(mean_nodes=s["nodes"], mean_edges=s["edges"])
+
+    with ctx.step("prompts"):
+        base = f"{dataset.rstrip('/')}/synthkgqa/{opts.name}"
+        target = local_dir(opts.out or f"{base}/prompts.jsonl")
+        records = prompt_records(written, entities, relations, cfg.prompt_edges).orderBy("sample_id")
+        write_single_file(records, target, "json", f"{base}/_prompts_staging")
+        summary.highlights["prompts"] = str(target)
+    return summary
