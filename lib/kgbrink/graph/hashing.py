@@ -7,7 +7,9 @@ Every choice is a function of (seed, content keys), never of row order or partit
 - :func:`smallest`: exactly m rows, those with the smallest ``(u64, keys)`` (signed order), without a
   global sort: one count per top-16-bit bucket of the hash finds the bucket holding the m-th row; the rows of lower
   buckets are taken whole and that bucket's smallest fill up to m. Taking the m smallest of one order
-  makes levels nested: the rows taken for m are a subset of those taken for any m' > m.
+  makes levels nested: the rows taken for m are a subset of those taken for any m' > m;
+- :func:`smallest_per_key`: the same choice within each group of small groups (a window per group), for
+  per-question caps.
 """
 
 from __future__ import annotations
@@ -67,3 +69,21 @@ def smallest(frame: DataFrame, m: int, hash_column: str, keys: list[str]) -> Dat
     within = F.row_number().over(Window.partitionBy("_bucket").orderBy(*order)) - 1
     ranked = chosen.join(F.broadcast(offset_table), "_bucket").withColumn("op_rank", F.col("_offset") + within)
     return ranked.drop("_bucket", "_offset")
+
+
+def smallest_per_key(
+    frame: DataFrame, m: int | None, key: list[str], hash_column: Column, order: list[str], first: Column | None = None
+) -> tuple[DataFrame, DataFrame]:
+    """``(kept, counts(*key, n_before_cap, capped))``: per group of ``key`` the ``m`` rows with the smallest
+    ``(hash_column, *order)`` (all rows when ``m`` is None or the group is small enough). ``order`` must make
+    the order unique within a group; rows with ``first`` true come before all others (e.g. complete walks
+    before partial ones). One window over the groups: for groups of up to a few million rows."""
+    counts = frame.groupBy(*key).agg(F.count("*").alias("n_before_cap"))
+    if m is None:
+        return frame, counts.withColumn("capped", F.lit(False))
+    if m < 0:
+        raise ValueError(f"smallest_per_key: m must be >= 0, got {m}")
+    ranks = [] if first is None else [F.desc(first)]
+    window = Window.partitionBy(*key).orderBy(*ranks, hash_column, *[F.col(c) for c in order])
+    kept = frame.withColumn("_pos", F.row_number().over(window)).where(F.col("_pos") <= m).drop("_pos")
+    return kept, counts.withColumn("capped", F.col("n_before_cap") > m)

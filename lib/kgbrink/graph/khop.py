@@ -4,7 +4,7 @@
 ``(qid, node)`` rows with the triples and anti-joins the visited ones, so a node's distance is its BFS
 distance from the query's seeds. Hubs are visited but not expanded beyond: a non-seed node whose degree
 (triple endpoints) exceeds ``max_expand_degree`` stops the walk, and the number of such stops is
-recorded per query.
+recorded per query. A per-query radius (``limits(qid, k)``) stops each query at its own k in one loop.
 
 Edge sets from the visited nodes:
 - :func:`edge_ball`: triples incident to an expanded node at distance <= k - 1: for k = 2 every triple
@@ -43,14 +43,17 @@ def expand(
     max_expand_degree: int | None = None,
     degrees: DataFrame | None = None,
     checkpoint_every: int = 2,
+    limits: DataFrame | None = None,
 ) -> tuple[DataFrame, DataFrame]:
     """``visited(qid, node, dist, hub)`` for dist <= k, and ``hubs(qid, hubs_not_expanded)``.
 
     ``seeds(qid, node)``; ``degrees(node, degree)`` is needed only with ``max_expand_degree`` (computed from
     ``triples`` when not given). ``hub`` marks a non-seed node above ``max_expand_degree``: it is visited
-    but the walk does not continue through it. Seeds are always expanded."""
+    but the walk does not continue through it. Seeds are always expanded. ``limits(qid, k)`` (optional)
+    caps each query's distance at its own k (<= the argument ``k``); a query without a row uses ``k``."""
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
+    radius = None if limits is None else F.broadcast(limits.select("qid", F.col("k").alias("_k")))
     steps = _steps(triples, direction).persist()
     hubs = None
     if max_expand_degree is not None:
@@ -62,6 +65,8 @@ def expand(
     visited = visited.persist()
     for step in range(1, k + 1):
         frontier = visited.where((F.col("dist") == step - 1) & ~F.col("hub")).select("qid", "node")
+        if radius is not None:
+            frontier = frontier.join(radius, "qid", "left").where(F.coalesce("_k", F.lit(k)) >= step).drop("_k")
         new = (
             frontier.join(steps, "node")
             .select("qid", F.col("nbr").alias("node"))

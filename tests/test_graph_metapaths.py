@@ -1,0 +1,170 @@
+"""Metapath walks (local and distributed), the shortest-path metapath trie, per-query k-hop radii and
+per-key hash caps: brute-force walk enumeration and networkx as oracles, hand-computed caps."""
+
+from __future__ import annotations
+
+import networkx as nx
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+from pyspark.testing import assertDataFrameEqual
+
+from kgbrink.graph import hashing, khop, metapaths
+from kgbrink.graph import local_metapaths as LM
+
+
+def _enumerate_walks(triples, start, paths, directed):
+    """``(complete, reached)`` triple indices by enumerating every walk (the reference code's
+    ``bfs_with_rule_original`` / ``bfs_with_rule`` on a networkx MultiGraph)."""
+    complete, reached = set(), set()
+    for path in paths:
+        frontier = [(start, [])]
+        for label in path:
+            grown = []
+            for node, used in frontier:
+                for i, (h, r, t) in enumerate(triples):
+                    ways = [(t, True)] if h == node else []
+                    if t == node and (directed or h != t):
+                        ways.append((h, False))
+                    for nbr, forward in ways:
+                        if LM.step_labels(np.array([r]), forward, directed)[0] == label:
+                            grown.append((nbr, used + [i]))
+                            reached.add(i)
+            frontier = grown
+        complete.update(i for _, used in frontier for i in used)
+    return complete, reached
+
+
+def _networkx_metapaths(triples, s, a):
+    """The relation sequences of ``nx.all_shortest_paths`` on the MultiGraph, every parallel triple."""
+    g = nx.MultiGraph()
+    g.add_nodes_from([s, a])
+    g.add_edges_from((h, t, {"r": r}) for h, r, t in triples)
+    try:
+        paths = list(nx.all_shortest_paths(g, s, a))
+    except nx.NetworkXNoPath:
+        return []
+    found = set()
+    for path in paths:
+        sequences = [()]
+        for x, y in zip(path, path[1:]):
+            sequences = [q + (d["r"],) for q in sequences for d in g[x][y].values()]
+        found.update(sequences)
+    return sorted(found)
+
+
+graph = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.integers(0, 5)), max_size=14, unique=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    triples=graph,
+    start=st.integers(0, 6),
+    directed=st.booleans(),
+    paths=st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=3), min_size=1, max_size=3),
+)
+def test_local_walk_equals_walk_enumeration(triples, start, directed, paths):
+    paths = [[x % (6 if directed else 3) for x in p] for p in paths]
+    h, r, t = np.array(triples, dtype=np.int64).reshape(-1, 3).T
+    got = LM.walk(h, r, t, start, LM.trie(paths), directed)
+    complete, reached = _enumerate_walks(triples, start, paths, directed)
+    assert set(np.flatnonzero(got.complete)) == complete
+    assert set(np.flatnonzero(got.reached)) == reached
+
+
+@settings(max_examples=300, deadline=None)
+@given(triples=graph, s=st.integers(0, 6), a=st.integers(0, 6))
+def test_shortest_path_trie_equals_networkx_paths(triples, s, a):
+    h, r, t = np.array(triples, dtype=np.int64).reshape(-1, 3).T
+    assert LM.shortest_path_trie(h, r, t, s, a).paths() == _networkx_metapaths(triples, s, a)
+
+
+def test_trie_and_directed_labels_by_hand():
+    paths = LM.trie([(1, 2), (1, 3), (1,), (4,)])
+    assert paths.paths() == [(1,), (1, 2), (1, 3), (4,)]
+    assert list(paths.depth) == [0, 1, 2, 2, 1]
+    # 0 -1-> 1 <-1- 2: directed, the metapath "1 forward, 1 backward" is 0 -> 1 <- 2
+    h, r, t = np.array([0, 2]), np.array([1, 1]), np.array([1, 1])
+    there_and_back = LM.trie([(3, 2)])  # 2 r + 1 forward, 2 r backward
+    assert list(LM.walk(h, r, t, 0, there_and_back, directed=True).complete) == [True, True]
+    assert list(LM.walk(h, r, t, 0, LM.trie([(3, 3)]), directed=True).reached) == [True, False]
+    # the SP trie keeps directions when asked: 0 -> 1 <- 2 from 0 to 2
+    assert LM.shortest_path_trie(h, r, t, 0, 2, directed=True).paths() == [(3, 2)]
+    assert LM.shortest_path_trie(h, r, t, 0, 0).paths() == [()]  # s == a: the empty metapath
+    assert LM.shortest_path_trie(h, r, t, 0, 9).paths() == []  # unreachable
+
+
+walk_batches = st.lists(
+    st.tuples(
+        graph,
+        st.integers(0, 6),
+        st.lists(st.tuples(st.integers(0, 2), st.booleans()), min_size=1, max_size=3),
+    ),
+    min_size=30,
+    max_size=30,
+)
+
+
+@settings(max_examples=1, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=walk_batches)
+def test_distributed_walk_equals_local_walks(spark, batch):
+    # walk g runs on its own copy of its graph (ids moved to 10 g ..), so that one Spark input holds all
+    triple_rows, walk_rows, expected = [], [], set()
+    for g, (triples, start, steps) in enumerate(batch):
+        moved = [(10 * g + h, r, 10 * g + t) for h, r, t in triples]
+        triple_rows += moved
+        relations, forward = [s[0] for s in steps], [s[1] for s in steps]
+        walk_rows.append((g, 10 * g + start, relations, forward))
+        directed = g % 2 == 1
+        labels = [LM.step_labels(np.array([x]), f, directed)[0] for x, f in steps]
+        h, r, t = np.array(moved, dtype=np.int64).reshape(-1, 3).T
+        got = LM.walk(h, r, t, 10 * g + start, LM.trie([labels]), directed)
+        expected |= {(g, *moved[i], bool(got.complete[i])) for i in np.flatnonzero(got.reached)}
+    triples = spark.createDataFrame(triple_rows, "h int, r int, t int").repartition(3)
+    walks = spark.createDataFrame(walk_rows, "key int, start int, relations array<int>, forward array<boolean>")
+    undirected, _ = metapaths.walk(triples, walks.where(F.col("key") % 2 == 0))
+    directed, capped = metapaths.walk(triples, walks.where(F.col("key") % 2 == 1), directed=True)
+    got = {tuple(row) for row in undirected.unionByName(directed).collect()}
+    assert got == expected
+    assert capped.where("capped").count() == 0
+
+
+def test_distributed_walk_caps_each_step_by_hash(spark):
+    # a star: 0 -1-> 10..19, each 1x -2-> 100 + x; the first step keeps 3 of 10 transitions, the smallest
+    # u64(seed, key, step, h, r, t, src); only their far ends continue to the second step
+    rows = [(0, 1, 10 + i) for i in range(10)] + [(10 + i, 2, 100 + i) for i in range(10)]
+    triples = spark.createDataFrame(rows, "h int, r int, t int")
+    walks = spark.createDataFrame([("q", 0, [1, 2])], "key string, start int, relations array<int>")
+    walked, capped = metapaths.walk(triples, walks, cap=3, seed=5)
+    first = spark.createDataFrame(rows[:10], "h int, r int, t int").withColumn(
+        "u", hashing.u64(5, F.lit("q"), F.lit(1), "h", "r", "t", "h")
+    )
+    chosen = [row.t for row in first.orderBy("u", "t").limit(3).collect()]
+    expected = [("q", 0, 1, x, True) for x in chosen] + [("q", x, 2, x + 90, True) for x in chosen]
+    assertDataFrameEqual(walked, spark.createDataFrame(expected, "key string, h int, r int, t int, complete boolean"))
+    assert [tuple(r) for r in capped.collect()] == [("q", True)]
+
+
+def test_expand_with_a_radius_per_query(spark):
+    # a path 0 - 1 - 2 - 3 - 4: q stops at 1 hop, p at 3, o (no limit row) at the loop's k = 4
+    triples = spark.createDataFrame([(i, 0, i + 1) for i in range(4)], "h int, r int, t int")
+    seeds = spark.createDataFrame([("q", 0), ("p", 0), ("o", 0)], "qid string, node int")
+    limits = spark.createDataFrame([("q", 1), ("p", 3)], "qid string, k int")
+    visited, _ = khop.expand(triples, seeds, 4, limits=limits)
+    reach = {r.qid: r.n for r in visited.groupBy("qid").agg(F.max("dist").alias("n")).collect()}
+    assert reach == {"q": 1, "p": 3, "o": 4}
+
+
+def test_smallest_per_key_with_complete_rows_first(spark):
+    frame = spark.createDataFrame(
+        [("a", i, i % 3 == 0) for i in range(10)] + [("b", 1, False)], "key string, x int, first boolean"
+    ).withColumn("u", hashing.u64(1, "key", "x"))
+    kept, counts = hashing.smallest_per_key(frame, 4, ["key"], F.col("u"), ["x"], first=F.col("first"))
+    expected = sorted(range(0, 10, 3))  # the four rows of 'a' marked first, whatever their hashes
+    assert sorted(r.x for r in kept.where("key = 'a'").collect()) == expected
+    assert kept.where("key = 'b'").count() == 1
+    assert sorted(map(tuple, counts.collect())) == [("a", 10, True), ("b", 1, False)]
+    others = frame.where("key = 'a' and not first").orderBy("u", "x").limit(2).collect()
+    kept2, _ = hashing.smallest_per_key(frame, 6, ["key"], F.col("u"), ["x"], first=F.col("first"))
+    assert sorted(r.x for r in kept2.where("key = 'a'").collect()) == sorted(expected + [r.x for r in others])
