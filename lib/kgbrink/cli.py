@@ -39,6 +39,7 @@ JOB_MODULES = (
     "mcq",
     "score_mcq",
     "seed_graphs",
+    "gt_questions",
     "pipeline",
 )
 

@@ -168,7 +168,8 @@ def mark_duplicates(records: DataFrame) -> DataFrame:
 
 
 def _quarantine(frame: DataFrame) -> DataFrame:
-    return frame.select(*QUARANTINE_COLUMNS)
+    types = ("string", "bigint", "string", "string", "string", "string")
+    return frame.select(*[F.col(c).cast(t) for c, t in zip(QUARANTINE_COLUMNS, types, strict=True)])
 
 
 def _lookup(keys: DataFrame, dictionary: DataFrame, broadcast: bool) -> DataFrame:

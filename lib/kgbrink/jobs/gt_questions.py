@@ -1,0 +1,223 @@
+"""``kgbrink gt-questions``: questions with ground-truth answer subgraphs (paper 002, spec 2.0, 2.B, 2.C)
+into ``<dataset>/synthkgqa/<questions>/``.
+
+Either ingests a question file (``--input``, JSON Lines by key, :mod:`kgbrink.synthkgqa.questions`):
+records are checked against the dataset's dictionaries and the KG (``--splits``, default every split),
+bad ones quarantined with their reasons, valid ones classified (isomorphism type, Dutt label, hops,
+edges, seeds, intermediates); or plants questions of ``gt_questions.types`` in the KG (``--generate``,
+:mod:`kgbrink.synthkgqa.generator`), classifies them the same way, and exports them as JSON Lines by key
+(the ``--input`` form). ``--answers`` adds each tree query's answer set on the KG (spec 2.C).
+
+Writes ``gt_questions`` (partitioned by split), ``question_quarantine`` and ``answer_types`` (questions
+per split and type); fails when the quarantined share of the records exceeds
+``gt_questions.max_bad_fraction`` (the quarantine is written first, to be looked at).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from kgbrink.core import catalog
+from kgbrink.core.files import delete_path, local_dir, merge_parts, read_lines, require_files
+from kgbrink.core.jobs import JobContext, arg, job, names
+from kgbrink.core.settings import is_uri
+from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.kg.dataset import dataset_splits
+from kgbrink.synthkgqa import generator as G
+from kgbrink.synthkgqa import questions as Q
+
+GENERATED = "generated"
+
+
+@dataclass
+class GtQuestionOptions:
+    input: str | None = arg(None, "question file: JSON Lines {id, split?, seeds, answer, answer_subgraph} by key")
+    generate: bool = arg(False, "plant questions of gt_questions.types in the KG instead", action="store_true")
+    questions: str | None = arg(
+        None, "question set name: <dataset>/synthkgqa/<questions>/ (default: the file's stem, or 'generated')"
+    )
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    splits: list[str] | None = arg(
+        None, "comma-separated splits that are the KG: triples checked, planted, queried (default: all)", convert=names
+    )
+    answers: bool = arg(
+        False, "evaluate each question's tree query: all_answers, n_answers (spec 2.C)", action="store_true"
+    )
+    types: list[str] | None = arg(
+        None, "--generate: comma-separated type identifiers (default: setting gt_questions.types)", convert=names
+    )
+    per_type: int | None = arg(
+        None, "--generate: questions per type (default: setting gt_questions.per_type)", type=int
+    )
+    seed: int | None = arg(None, "--generate: seed (default: setting gt_questions.seed)", type=int)
+    split: str | None = arg(None, "--generate: the split of the planted questions (default: none)")
+    export: str | None = arg(
+        None, "--generate: local JSON Lines file of the questions by key (default: <set>/export/questions.jsonl)"
+    )
+
+
+def question_set_name(opts: GtQuestionOptions) -> str:
+    name = opts.questions or (GENERATED if opts.generate else Path(opts.input.rstrip("/")).name.split(".")[0])
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"--questions must be a plain name, got {name!r}")
+    return name
+
+
+def _settings(ctx: JobContext, opts: GtQuestionOptions):
+    sets = []
+    if opts.types:
+        sets.append(f"gt_questions.types={','.join(opts.types)}")
+    if opts.per_type is not None:
+        sets.append(f"gt_questions.per_type={opts.per_type}")
+    if opts.seed is not None:
+        sets.append(f"gt_questions.seed={opts.seed}")
+    return ctx.config.with_overrides(sets).gt_questions if sets else ctx.config.gt_questions
+
+
+@job(
+    "gt-questions",
+    "questions with ground-truth answer subgraphs: ingest and classify, or plant them (paper 002)",
+    GtQuestionOptions,
+    steps=4,
+)
+def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
+    spark, config = ctx.spark, ctx.config
+    if bool(opts.input) == bool(opts.generate):
+        raise ValueError("give either --input FILE (a question file) or --generate")
+    cfg = _settings(ctx, opts)
+    dataset = config.require_dataset(opts.dataset)
+    name = question_set_name(opts)
+    summary = ctx.begin(
+        dataset=dataset,
+        input=opts.input,
+        generate=opts.generate,
+        questions=name,
+        answers=opts.answers,
+        **{f"gt_questions.{k}": ",".join(v) if isinstance(v, list) else v for k, v in vars(cfg).items()},
+    )
+    if opts.generate:
+        try:
+            G.shapes(cfg.types)
+        except ValueError as exc:
+            raise JobFailed(f"gt_questions.types: {exc}", summary) from None
+    entities = ctx.read("entities", catalog.path("entities", dataset=dataset))
+    relations = ctx.read("relations", catalog.path("relations", dataset=dataset))
+    triples = ctx.read("triples", catalog.path("triples", dataset=dataset))
+    available = dataset_splits(triples)
+    splits = sorted(opts.splits or available)
+    unknown = [s for s in splits if s not in available]
+    if unknown:
+        raise JobFailed(f"{dataset} has no split(s) {', '.join(unknown)} (splits: {', '.join(available)})", summary)
+    summary.params["splits"] = ",".join(splits)
+    kg = triples.where(F.col("split").isin(splits)).select("h", "r", "t")
+    out = {
+        t: catalog.path(f"synthkgqa.{t}", dataset=dataset, questions=name)
+        for t in ("gt_questions", "question_quarantine", "answer_types")
+    }
+    base = f"{dataset.rstrip('/')}/synthkgqa/{name}"
+
+    with ctx.step("questions"):
+        if opts.generate:
+            planted = G.plant(kg, entities.select("id"), cfg.types, cfg.per_type, cfg.seed, opts.split)
+            planted = planted.withColumns(
+                {
+                    "source_file": F.lit("<generated>"),
+                    "line_number": F.lit(None).cast("bigint"),
+                    "line": F.lit(None).cast("string"),
+                }
+            ).localCheckpoint()
+            valid, bad = Q.classify(planted, cfg.max_edges)
+            n_records = planted.count()
+        else:
+            require_files(spark, [opts.input])
+            records = Q.parse_lines(read_lines(spark, {"questions": [opts.input]})).localCheckpoint()
+            n_records = records.count()
+            valid, bad = Q.ingest(records, entities, relations, kg, cfg.max_edges)
+        valid = valid.localCheckpoint()
+        ctx.write(
+            "question_quarantine",
+            bad.select(*Q.QUARANTINE_COLUMNS),
+            out["question_quarantine"],
+            f"quarantine of {name}",
+            table="synthkgqa.question_quarantine",
+        )
+        reasons = {
+            r["reason"]: r["count"] for r in ctx.written("question_quarantine").groupBy("reason").count().collect()
+        }
+        n_bad = sum(reasons.values())
+        summary.counts.update(
+            records=n_records,
+            quarantined=n_bad,
+            **{f"quarantined_{k}": v for k, v in sorted(reasons.items())},
+        )
+        share = n_bad / max(1, n_records)
+        if share > cfg.max_bad_fraction:
+            raise JobFailed(
+                f"{opts.input or 'generated questions'}: {n_bad} of {n_records} question records quarantined "
+                f"({share:.2%}) exceed gt_questions.max_bad_fraction = {cfg.max_bad_fraction:g}; see "
+                f"{out['question_quarantine']} ({reasons})",
+                summary,
+            )
+
+    answers = None
+    if opts.answers:
+        with ctx.step("answers"):
+            answers = Q.answer_sets(valid, kg, cfg.max_answers).localCheckpoint()
+
+    with ctx.step("write"):
+        table = Q.as_table(valid, answers)
+        ctx.write("gt_questions", table, out["gt_questions"], f"questions {name}", table="synthkgqa.gt_questions")
+        written = ctx.written("gt_questions")
+        types = Q.type_counts(written).orderBy("split", F.desc("questions"), "graph_isomorphism")
+        ctx.write("answer_types", types, out["answer_types"], f"types of {name}", table="synthkgqa.answer_types")
+        summary.results = [
+            r.asDict() for r in ctx.written("answer_types").orderBy("split", "n_edges", "graph_isomorphism").collect()
+        ]
+        s = written.agg(
+            F.count("*").alias("n"),
+            F.avg("n_hops").alias("hops"),
+            F.avg("n_edges").alias("edges"),
+            F.avg("n_seeds").alias("seeds"),
+            F.sum(F.when(F.col("n_answers") > cfg.max_answers, 1).otherwise(0)).alias("over"),
+            F.sum(F.when(~F.col("answer_in_set"), 1).otherwise(0)).alias("missing"),
+            F.avg("n_answers").alias("answers"),
+        ).first()
+        summary.counts.update(
+            questions=s["n"],
+            types=len({r["graph_isomorphism"] for r in summary.results}),
+            mean_hops=round(s["hops"] or 0.0, 4),
+            mean_edges=round(s["edges"] or 0.0, 4),
+            mean_seeds=round(s["seeds"] or 0.0, 4),
+        )
+        if opts.answers:
+            summary.counts.update(
+                mean_answers=round(s["answers"] or 0.0, 4),
+                over_max_answers=int(s["over"] or 0),
+                answer_not_in_set=int(s["missing"] or 0),
+            )
+        if opts.generate:
+            got = {}
+            for r in summary.results:
+                got[r["graph_isomorphism"]] = got.get(r["graph_isomorphism"], 0) + r["questions"]
+            short = {t: got.get(t, 0) for t in cfg.types if got.get(t, 0) < cfg.per_type}
+            summary.counts["types_short"] = short
+            if short:
+                summary.highlights["short"] = ", ".join(f"{t}: {n} of {cfg.per_type}" for t, n in short.items())
+
+    if opts.generate:
+        with ctx.step("export"):
+            target = opts.export or (None if is_uri(base) else f"{base}/export/questions.jsonl")
+            if target:
+                path = local_dir(str(Path(target).parent)) / Path(target).name
+                records = G.to_records(written, entities, relations).orderBy("id").select("value")
+                staging = f"{base}/_export_staging"
+                records.write.mode("overwrite").text(staging)
+                merge_parts(spark, staging, str(path))
+                delete_path(spark, staging)
+                summary.highlights["export"] = str(path)
+                summary.extra["files"] = [str(path)]
+    summary.highlights["questions"] = out["gt_questions"]
+    return summary

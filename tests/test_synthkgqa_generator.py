@@ -1,0 +1,126 @@
+"""The procedural question generator of paper 002's types on a generated KG: every planted type is
+recovered by the classifier, the questions do not depend on the partitioning, and `kgbrink gt-questions`
+plants, exports, re-reads and classifies them through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+from pyspark.sql import functions as F
+
+from kgbrink.cli import main
+from kgbrink.core import catalog
+from kgbrink.core.delta import read_table
+from kgbrink.core.jobs import JobContext
+from kgbrink.synthkgqa import answer_types as A
+from kgbrink.synthkgqa import generator as G
+from kgbrink.synthkgqa import questions as Q
+from tests.test_cli import _conf_args
+from tests.test_synthkgqa_answer_types import TEMPLATES
+
+
+@pytest.fixture(scope="module")
+def synth_dataset(spark, config, tmp_path_factory) -> str:
+    from kgbrink.jobs import ingest
+    from kgbrink.kg import synth
+
+    root = tmp_path_factory.mktemp("gtq")
+    synth.write_dataset(synth.generate(6000, seed=5), root / "kg")
+    ingest.run(JobContext(spark, config), ingest.IngestOptions(dataset=str(root / "ds"), input=str(root / "kg")))
+    return str(root / "ds")
+
+
+def _kg(spark, dataset):
+    return read_table(spark, catalog.path("triples", dataset=dataset)).select("h", "r", "t")
+
+
+def test_every_planted_type_is_recovered(spark, synth_dataset):
+    kg = _kg(spark, synth_dataset)
+    nodes = read_table(spark, catalog.path("entities", dataset=synth_dataset)).select("id")
+    types = list(TEMPLATES)
+    planted = G.plant(kg, nodes, types, per_type=3, seed=7, split="test").localCheckpoint()
+    framed = planted.withColumns({"source_file": F.lit("g"), "line_number": F.lit(1), "line": F.lit("")})
+    valid, bad = Q.classify(framed, 6)
+    assert bad.count() == 0
+    in_kg, not_in_kg = Q.check_in_kg(framed, kg)
+    assert not_in_kg.count() == 0 and in_kg.count() == 3 * len(TEMPLATES)
+    rows = valid.collect()
+    by_type = {}
+    for r in rows:
+        planted_type = r.id.rsplit(":", 1)[0]
+        assert r.graph_isomorphism == planted_type, r
+        assert r.split == "test" and r.answer not in r.seeds
+        assert len({x for t in r.answer_subgraph for x in (t.h, t.t)}) == r.n_edges + 1
+        by_type[planted_type] = by_type.get(planted_type, 0) + 1
+    assert by_type == dict.fromkeys(types, 3)
+
+
+def test_planted_questions_ignore_partitioning(spark, synth_dataset):
+    kg = _kg(spark, synth_dataset)
+    nodes = read_table(spark, catalog.path("entities", dataset=synth_dataset)).select("id")
+    types = ["(1)", "(2)(1)", "((1)(1))", "(3)", "(2)(1)(1)"]
+    runs = []
+    for parts in (1, 5):
+        planted = G.plant(kg.repartition(parts), nodes.repartition(parts), types, per_type=6, seed=3)
+        runs.append(sorted(planted.collect()))
+    assert runs[0] == runs[1] and len(runs[0]) == 30
+    other = sorted(G.plant(kg, nodes, types, per_type=6, seed=4).collect())
+    assert other != runs[0]
+
+
+def test_types_are_checked():
+    with pytest.raises(ValueError, match="canonical"):
+        G.shapes(["(1)(2)"])
+    with pytest.raises(ValueError, match="repeated"):
+        G.shapes(["(1)", "(1)"])
+    assert [s.n_edges for s in G.shapes(["(1)", "((1)(1)(1))(2)"])] == [1, 6]
+    assert A.shape("((1)(1)(1))(2)").seeds == (3, 4, 5, 6)  # the (2) chain ends in node 3
+
+
+def test_cli_generates_exports_and_re_ingests(spark, config, synth_dataset, tmp_path):
+    args = ["gt-questions", *_conf_args(config), "--dataset", synth_dataset]
+    summary_path = tmp_path / "gen.json"
+    export = tmp_path / "planted.jsonl"
+    code = main(
+        [*args, "--generate", "--per-type", "4", "--answers", "--export", str(export), "--json", str(summary_path)]
+    )
+    assert code == 0
+    summary = json.loads(summary_path.read_text())
+    types = config.gt_questions.types
+    assert summary["counts"]["questions"] == 4 * len(types) and summary["counts"]["types_short"] == {}
+    assert summary["counts"]["answer_not_in_set"] == 0
+    run = MlflowClient(tracking_uri=config.tracking.uri).get_run(summary["mlflow_run_id"])
+    assert run.data.tags["job"] == "gt-questions"
+    lines = export.read_text().splitlines()
+    assert len(lines) == 4 * len(types)
+    record = json.loads(lines[0])
+    assert set(record) == {"id", "seeds", "answer", "answer_subgraph"} and isinstance(record["answer"], str)
+    planted = read_table(spark, catalog.path("synthkgqa.gt_questions", dataset=synth_dataset, questions="generated"))
+    assert all(r.answer_in_set and r.n_answers >= 1 for r in planted.collect())
+
+    # the exported file read back: the same questions, ids and classification
+    summary_path = tmp_path / "read.json"
+    assert main([*args, "--input", str(export), "--questions", "reread", "--json", str(summary_path)]) == 0
+    summary = json.loads(summary_path.read_text())
+    assert summary["counts"]["quarantined"] == 0 and summary["counts"]["records"] == len(lines)
+    reread = read_table(spark, catalog.path("synthkgqa.gt_questions", dataset=synth_dataset, questions="reread"))
+    cols = ["id", "seeds", "answer", "answer_subgraph", "graph_isomorphism", "n_hops", "n_edges", "n_seeds"]
+    assert sorted(reread.select(cols).collect()) == sorted(planted.select(cols).collect())
+    counts = read_table(spark, catalog.path("synthkgqa.answer_types", dataset=synth_dataset, questions="reread"))
+    assert {r.graph_isomorphism: r.questions for r in counts.collect()} == dict.fromkeys(types, 4)
+
+
+def test_cli_fails_past_the_bad_fraction(spark, config, synth_dataset, tmp_path, capsys):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(
+        '{"id": "a", "seeds": ["nope"], "answer": "x", "answer_subgraph": [["nope", "P1", "x"]]}\nnot json\n'
+    )
+    args = ["gt-questions", *_conf_args(config), "--dataset", synth_dataset, "--input", str(path), "--no-tracking"]
+    assert main(args) == 1
+    assert "max_bad_fraction" in capsys.readouterr().err
+    bad = read_table(spark, catalog.path("synthkgqa.question_quarantine", dataset=synth_dataset, questions="bad"))
+    assert sorted((r.line_number, r.reason) for r in bad.collect()) == [(1, "unknown_entity"), (2, "malformed_json")]
+    assert main([*args, "--generate"]) != 0  # a file and --generate
+    assert "either --input" in capsys.readouterr().err
