@@ -46,6 +46,9 @@ LINES = [
     _rec("c2", ["Q0"], "Q0", [["Q0", "P0", "Q1"]]),  # 13: answer is a seed
     _rec("c3", ["Q0"], "Q2", [["Q0", "P0", "Q1"], ["Q1", "P1", "Q2"], ["Q4", "P2", "Q2"]]),  # 14: non-seed leaf
     _rec(7, ["Q0"], "Q1", [["Q0", "P0", "Q1"], ["Q0", "P0", "Q1"]], split="valid"),  # 15: numeric id, repeat
+    # 16, 17: GTSQA's own type and hops are kept beside the classification
+    _rec("g1", ["Q5"], "Q2", [["Q5", "P0", "Q6"], ["Q6", "P1", "Q2"]], graph_isomorphism="(2)", n_hops=2),
+    _rec("g2", ["Q3"], "Q1", [["Q3", "P0", "Q1"]], graph_isomorphism="(2)", n_hops="1"),
 ]
 
 
@@ -57,7 +60,10 @@ def test_ingest_with_quarantine_reasons_and_line_numbers(spark, tmp_path):
     valid, bad = Q.ingest(records, entities, relations, kg.select("h", "r", "t"), max_edges=6)
     table = Q.as_table(valid).collect()
     got = {r.id: r for r in table}
-    assert sorted(got) == ["7", "ok1", "ok2"]
+    assert sorted(got) == ["7", "g1", "g2", "ok1", "ok2"]
+    given = {r.id: (r.given_type, r.given_hops, r.graph_isomorphism, r.n_hops) for r in valid.collect()}
+    assert given["g1"] == ("(2)", "2", "(2)", 2) and given["g2"] == ("(2)", "1", "(1)", 1)
+    assert given["ok1"][:2] == (None, None)
     assert got["ok1"].graph_isomorphism == "(2)(1)" and got["ok1"].split == "test"
     assert got["ok1"].seeds == [0, 4] and got["ok1"].answer == 2
     assert [tuple(x) for x in got["ok1"].answer_subgraph] == [(0, 0, 1), (1, 1, 2), (4, 2, 2)]
@@ -86,7 +92,13 @@ def test_ingest_with_quarantine_reasons_and_line_numbers(spark, tmp_path):
     row = next(r for r in bad.collect() if r.line_number == 4)
     assert row.line == "not json" and row.source_file.endswith("questions.jsonl")
     counts = {(r.split, r.graph_isomorphism): r.questions for r in Q.type_counts(Q.as_table(valid)).collect()}
-    assert counts == {("test", "(2)(1)"): 1, ("train", "((1)(1))"): 1, ("valid", "(1)"): 1}
+    assert counts == {
+        ("test", "(2)(1)"): 1,
+        ("train", "((1)(1))"): 1,
+        ("valid", "(1)"): 1,
+        (None, "(2)"): 1,
+        (None, "(1)"): 1,
+    }
 
 
 def _brute_answers(kg: set, seeds, answer, triples) -> set:

@@ -162,6 +162,27 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
                 summary,
             )
 
+    if "given_type" in valid.columns:
+        # GTSQA records carry their type and hops: kgbrink's classification must reproduce them (spec 2.G)
+        given = valid.agg(
+            F.count("given_type").alias("types"),
+            F.sum(F.when(F.col("given_type") != F.col("graph_isomorphism"), 1).otherwise(0)).alias("type_diff"),
+            F.count("given_hops").alias("hops"),
+            F.sum(F.when(F.col("given_hops") != F.col("n_hops").cast("string"), 1).otherwise(0)).alias("hops_diff"),
+        ).first()
+        if given["types"] or given["hops"]:
+            summary.counts.update(
+                given_types=given["types"],
+                given_type_mismatch=int(given["type_diff"] or 0),
+                given_hops=given["hops"],
+                given_hops_mismatch=int(given["hops_diff"] or 0),
+            )
+            if given["type_diff"] or given["hops_diff"]:
+                summary.highlights["mismatch"] = (
+                    f"{given['type_diff'] or 0} given graph_isomorphism and {given['hops_diff'] or 0} given n_hops "
+                    "differ from the classification"
+                )
+
     answers = None
     if opts.answers:
         with ctx.step("answers"):

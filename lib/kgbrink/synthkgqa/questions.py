@@ -5,7 +5,9 @@ Input: JSON Lines, one question per line::
     {"id": "q1", "split": "test", "seeds": ["Q90", "Q142"], "answer": "Q7", "answer_subgraph":
      [["Q90", "P17", "Q142"], ["Q7", "P19", "Q90"]]}
 
-(``split`` optional; entity and relation KEYS of the dataset's dictionaries; other fields are ignored.)
+(``split`` optional; entity and relation KEYS of the dataset's dictionaries. GTSQA's ``graph_isomorphism``
+and ``n_hops``, when given, are kept as ``given_type`` and ``given_hops`` to be compared with the
+classification; other fields are ignored.)
 Every non-blank line ends in exactly one place: the ``gt_questions`` table (:data:`QUESTION_COLUMNS`, ids,
 with the classification of :mod:`kgbrink.synthkgqa.answer_types`) or the quarantine
 (:data:`QUARANTINE_COLUMNS`) with its file, line number and the first reason that applies, in this order:
@@ -64,7 +66,7 @@ RECORD_REASONS = (
 REASONS = RECORD_REASONS + A.REASONS
 _RECORD = (
     "struct<id: string, split: string, seeds: array<string>, answer: string, "
-    "answer_subgraph: array<array<string>>, _corrupt: string>"
+    "answer_subgraph: array<array<string>>, graph_isomorphism: string, n_hops: string, _corrupt: string>"
 )
 _FIELDS = ("id", "seeds", "answer", "answer_subgraph")
 _VERDICT = T.StructType(
@@ -85,7 +87,8 @@ _VERDICT = T.StructType(
 
 
 def parse_lines(lines: DataFrame) -> DataFrame:
-    """``source_file, line_number, line, id, split, seeds, answer, triples, reason, detail`` per non-blank
+    """``source_file, line_number, line, id, split, seeds, answer, triples, given_type, given_hops, reason,
+    detail`` per non-blank
     line of :func:`kgbrink.core.files.read_lines` output (keys as strings; ``reason`` null for a good record,
     ``duplicate_id`` for every line of an id after its first)."""
     lines = lines.where(F.trim(F.regexp_replace("line", "\r$", "")) != "")
@@ -112,6 +115,8 @@ def parse_lines(lines: DataFrame) -> DataFrame:
         F.col("rec.seeds").alias("seeds"),
         F.col("rec.answer").alias("answer"),
         F.col("rec.answer_subgraph").alias("triples"),
+        F.col("rec.graph_isomorphism").alias("given_type"),
+        F.col("rec.n_hops").alias("given_hops"),
         F.when(malformed, "malformed_json")
         .when(F.size(missing) > 0, "missing_field")
         .when(null_key, "missing_field")
@@ -140,6 +145,8 @@ def parse_lines(lines: DataFrame) -> DataFrame:
         "seeds",
         "answer",
         "triples",
+        "given_type",
+        "given_hops",
         "reason",
         "detail",
     )
@@ -230,6 +237,8 @@ def resolve_keys(records: DataFrame, entities: DataFrame, relations: DataFrame) 
         F.array_distinct(F.transform("seeds", entity)).alias("seeds"),
         entity(F.col("answer")).alias("answer"),
         F.coalesce(subgraph, F.array()).cast(TRIPLE_TYPE).alias("answer_subgraph"),
+        "given_type",
+        "given_hops",
     )
     return questions, bad
 
