@@ -205,8 +205,9 @@ def _added_triples(active: DataFrame, new: DataFrame, graph: SamplingGraph, step
 
 def _advance(state: DataFrame, graph: SamplingGraph, plan: Plan, step: int) -> DataFrame:
     active = state.where(~F.col("done"))
-    pivots = _pivots(active, graph, plan, step)
-    new = _new_nodes(active, pivots, graph, plan, step)
+    # one small row per sample each; checkpointed so the scans of the graph views run once per round
+    pivots = _pivots(active, graph, plan, step).localCheckpoint()
+    new = _new_nodes(active, pivots, graph, plan, step).localCheckpoint()
     added = _added_triples(active, new, graph, step)
     moved = active.drop("exhausted", "done").join(new, "sample_id", "left").join(added, "sample_id", "left")
     nodes = F.when(F.col("n").isNull(), F.col("nodes")).otherwise(F.concat("nodes", F.array("n")))
