@@ -35,6 +35,7 @@ JOB_MODULES = (
     "build",
     "evaluate_qa",
     "okgqa",
+    "question_graphs",
     "perturb",
     "mcq",
     "score_mcq",

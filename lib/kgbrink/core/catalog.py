@@ -266,6 +266,76 @@ TABLES: tuple[Table, ...] = (
         "questions per split and isomorphism type (Table A1's layout)",
         "gt-questions",
     ),
+    _synthkgqa(
+        "question_graphs",
+        "id string, split string, h int, r int, t int, is_gt boolean, on_sp boolean, source string, ppr double",
+        "question-specific graphs (paper 002 App. C.1, spec 2.D): per question its triples, is_gt (in the answer "
+        "subgraph), on_sp (on a shortest seed-answer path of the search graph), source (neighbourhood, "
+        "sp_metapath, confounder, gt_readd: the step that kept it) and ppr (the smaller PPR of its ends; null "
+        "for a re-added triple outside the search graph)",
+        "question-graphs",
+        ("split",),
+    ),
+    _synthkgqa(
+        "question_graph_sizes",
+        "id string, k int, mode string, n_neighbourhood bigint, n_top_nodes int, n_kept_ppr bigint, "
+        "n_confounders bigint, n_sp_metapath bigint, n_gt_readded bigint, n_final bigint, "
+        "caps_applied array<string>, ppr_iterations int, ppr_converged boolean",
+        "per question: radius, neighbourhood and confounder triples of the search graph, top nodes left after "
+        "the shrink loop, triples kept by PPR, shortest-path-metapath triples, answer-subgraph triples "
+        "re-added, final triples, caps applied (name: detail), PPR iterations and convergence",
+        "question-graphs",
+    ),
+    _synthkgqa(
+        "question_graph_quarantine",
+        "id string, split string, reason string, detail string",
+        "questions question-graphs did not use, with the reason (missing or repeated id, no seeds, no answer, "
+        "empty answer subgraph, unknown entity or relation id, no seed-answer path in the answer subgraph)",
+        "question-graphs",
+    ),
+    _synthkgqa(
+        "sp_pairs",
+        "id string, split string, seed int, answer int, gt_len int, sp_len int, shortcut boolean, "
+        "n_node_paths double, n_triple_paths double",
+        "per (question, seed, answer): ground-truth and shortest path lengths (null: no path), shortcut, the "
+        "number of shortest paths as node sequences and with parallel triples multiplying (paper 002 App. D.2)",
+        "sp-analysis",
+    ),
+    _synthkgqa(
+        "sp_triples",
+        f"id string, {TRIPLE}",
+        "per question the triples on some shortest seed-answer path (distance-sum test, spec 2.E)",
+        "sp-analysis",
+    ),
+    _synthkgqa(
+        "sp_overlap",
+        "id string, split string, n_hops int, n_gt bigint, n_sp bigint, n_gt_in_sp bigint, pct_gt_in_sp double, "
+        "pct_sp_in_gt double",
+        "per question: answer-subgraph and shortest-path triples, their overlap and its shares (Table D2's "
+        "per-question values; pct_sp_in_gt null when no shortest path exists)",
+        "sp-analysis",
+    ),
+    _synthkgqa(
+        "sp_table_d2",
+        "split string, n_hops int, questions bigint, pct_gt_in_sp double, pct_sp_in_gt double, n_gt double, "
+        "n_sp double",
+        "Table D2 of paper 002: the means of sp_overlap per split and hop count",
+        "sp-analysis",
+    ),
+    _synthkgqa(
+        "sp_figure_d9",
+        "split string, gt_len int, pairs bigint, reachable bigint, sp_len double, n_node_paths double, "
+        "n_triple_paths double, shortcut_share double",
+        "Fig. D9 of paper 002: per split and ground-truth path length the means over reachable seed-answer "
+        "pairs of the shortest-path length and path counts, and the share of shortcuts",
+        "sp-analysis",
+    ),
+    _synthkgqa(
+        "sp_quarantine",
+        "id string, split string, reason string, detail string",
+        "questions sp-analysis did not use, with the reason (as question_graph_quarantine)",
+        "sp-analysis",
+    ),
     Table(
         "rank.ranks",
         "{out}/ranks",

@@ -1,0 +1,228 @@
+"""Paper 002 (SynthKGQA / GTSQA) jobs on a question set ``<dataset>/synthkgqa/<questions>/``:
+
+- ``question-graphs``: question-specific graphs (App. C.1; :mod:`kgbrink.synthkgqa.question_graphs`) into
+  ``question_graphs`` (partitioned by split), ``question_graph_sizes`` and ``question_graph_quarantine``;
+- ``sp-analysis``: shortest paths against ground-truth paths (App. D.2; :mod:`kgbrink.synthkgqa.
+  shortest_paths`) into ``sp_pairs``, ``sp_triples``, ``sp_overlap``, ``sp_table_d2``, ``sp_figure_d9``,
+  ``sp_quarantine`` and a report (``report.md``, ``shortest_paths.png``).
+
+Both read the set's ``gt_questions`` table (catalog ``synthkgqa.gt_questions``, written by ``gt-questions``)
+or ``--input`` (a Delta or Parquet table with at least id, seeds, answer, answer_subgraph), and the KG of
+``--splits``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.core import catalog
+from kgbrink.core.delta import table_exists
+from kgbrink.core.files import local_dir
+from kgbrink.core.jobs import JobContext, arg, job, names
+from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.kg.dataset import dataset_splits
+from kgbrink.synthkgqa import question_graphs as QG
+from kgbrink.synthkgqa import report
+from kgbrink.synthkgqa import shortest_paths as SP
+
+
+@dataclass
+class QuestionGraphOptions:
+    questions: str = arg("generated", "question set name: <dataset>/synthkgqa/<questions>/ (gt-questions writes it)")
+    input: str | None = arg(
+        None, "a question table to read instead of the set's gt_questions (Delta or Parquet: id, seeds, answer, ...)"
+    )
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    splits: list[str] | None = arg(None, "comma-separated splits of the KG (default: all)", convert=names)
+
+
+@dataclass
+class SpAnalysisOptions(QuestionGraphOptions):
+    graph: str | None = arg(
+        None,
+        "graph searched: neighbourhood or full_kg (default: setting shortest_paths.graph)",
+        choices=list(SP.GRAPHS),
+    )
+    answers: str | None = arg(
+        None, "answers: generated or all (default: setting shortest_paths.answers)", choices=list(SP.ANSWERS)
+    )
+    report_dir: str | None = arg(None, "local folder of the report (default: <dataset>/synthkgqa/<questions>/report)")
+
+
+@dataclass
+class _Inputs:
+    dataset: str
+    kg: DataFrame
+    questions: DataFrame
+    paths: DataFrame
+    n_questions: int
+    path: dict
+
+
+def _inputs(ctx: JobContext, opts: QuestionGraphOptions, summary: JobSummary, quarantine: str, tables) -> _Inputs:
+    """The KG, the validated questions and their GT paths; the quarantine written, the job failed past
+    ``gt_questions.max_bad_fraction``."""
+    spark, config = ctx.spark, ctx.config
+    dataset = config.require_dataset(opts.dataset)
+    if not opts.questions or "/" in opts.questions:
+        raise ValueError(f"--questions must be a plain name (a question set), got {opts.questions!r}")
+    path = {t: catalog.path(f"synthkgqa.{t}", dataset=dataset, questions=opts.questions) for t in tables}
+    entities = ctx.read("entities", catalog.path("entities", dataset=dataset))
+    relations = ctx.read("relations", catalog.path("relations", dataset=dataset))
+    triples = ctx.read("triples", catalog.path("triples", dataset=dataset))
+    splits = sorted(opts.splits or dataset_splits(triples))
+    summary.params["splits"] = ",".join(splits)
+    kg = triples.where(F.col("split").isin(splits)).select("h", "r", "t").distinct().persist()
+    source = opts.input or catalog.path("synthkgqa.gt_questions", dataset=dataset, questions=opts.questions)
+    summary.params["questions"] = source
+    if table_exists(spark, source):
+        given = ctx.read("gt_questions", source)
+    elif opts.input:
+        given = spark.read.parquet(source)
+    else:
+        raise JobFailed(f"no question table at {source}: run gt-questions first or give --input", summary)
+    questions, paths, bad = QG.prepare_questions(given, entities, relations)
+    ctx.write("quarantine", bad, path[quarantine], f"quarantine of {opts.questions}", table=f"synthkgqa.{quarantine}")
+    reasons = {r["reason"]: r["count"] for r in ctx.written("quarantine").groupBy("reason").count().collect()}
+    questions = questions.localCheckpoint()
+    n_good = questions.count()
+    n_bad = sum(reasons.values())
+    summary.counts.update(questions=n_good, **{f"quarantined_{k}": v for k, v in sorted(reasons.items())})
+    limit = config.gt_questions.max_bad_fraction
+    if n_bad > limit * max(1, n_good + n_bad):
+        raise JobFailed(
+            f"{source}: {n_bad} quarantined questions ({n_bad / max(1, n_good + n_bad):.2%}) exceed "
+            f"gt_questions.max_bad_fraction = {limit:g}; see {path[quarantine]} ({reasons})",
+            summary,
+        )
+    return _Inputs(dataset, kg, questions, paths, n_good, path)
+
+
+@job(
+    "question-graphs",
+    "SynthKGQA question-specific graphs: neighbourhood, confounders, PPR pruning, GT re-added (paper 002)",
+    QuestionGraphOptions,
+    steps=2,
+)
+def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
+    cfg = ctx.config.question_graphs
+    QG.check_settings(cfg)
+    summary = ctx.begin(
+        dataset=ctx.config.require_dataset(opts.dataset),
+        questions=opts.questions,
+        **{f"question_graphs.{k}": v for k, v in vars(cfg).items()},
+    )
+    tables = ("question_graphs", "question_graph_sizes", "question_graph_quarantine")
+    with ctx.step("questions"):
+        got = _inputs(ctx, opts, summary, "question_graph_quarantine", tables)
+    with ctx.step("graphs"):
+        graphs, sizes = QG.question_graphs(got.kg, got.questions, got.paths, cfg)
+        ctx.write(
+            "sizes",
+            sizes,
+            got.path["question_graph_sizes"],
+            f"sizes of {opts.questions}",
+            table="synthkgqa.question_graph_sizes",
+        )
+        ctx.write(
+            "graphs",
+            graphs,
+            got.path["question_graphs"],
+            f"question graphs of {opts.questions}",
+            table="synthkgqa.question_graphs",
+        )
+    s = (
+        ctx.written("sizes")
+        .agg(
+            F.count("*").alias("q"),
+            F.sum("n_final").alias("final"),
+            F.max("n_final").alias("largest"),
+            F.sum("n_gt_readded").alias("readded"),
+            F.sum(F.when(~F.col("ppr_converged"), 1).otherwise(0)).alias("unconverged"),
+            F.sum(F.when(F.size("caps_applied") > 0, 1).otherwise(0)).alias("capped"),
+        )
+        .first()
+    )
+    by_source = {r["source"]: r["count"] for r in ctx.written("graphs").groupBy("source").count().collect()}
+    summary.counts.update(
+        graphs=s["q"],
+        triples=int(s["final"] or 0),
+        largest_graph=int(s["largest"] or 0),
+        gt_triples_readded=int(s["readded"] or 0),
+        ppr_not_converged=int(s["unconverged"] or 0),
+        questions_capped=int(s["capped"] or 0),
+        **{f"triples_{k}": v for k, v in sorted(by_source.items())},
+    )
+    return summary
+
+
+@job(
+    "sp-analysis",
+    "SynthKGQA shortest paths against ground-truth paths: Table D2, Fig. D9 (paper 002)",
+    SpAnalysisOptions,
+    steps=3,
+)
+def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
+    config = ctx.config
+    sets = [f"shortest_paths.{k}={v}" for k, v in (("graph", opts.graph), ("answers", opts.answers)) if v]
+    cfg = config.with_overrides(sets).shortest_paths if sets else config.shortest_paths
+    SP.check_settings(cfg)
+    if cfg.graph == "neighbourhood":
+        QG.check_settings(config.question_graphs)
+    summary = ctx.begin(
+        dataset=config.require_dataset(opts.dataset),
+        questions=opts.questions,
+        **{f"shortest_paths.{k}": v for k, v in vars(cfg).items()},
+        **(
+            {f"question_graphs.{k}": v for k, v in vars(config.question_graphs).items()}
+            if cfg.graph == "neighbourhood"
+            else {}
+        ),
+    )
+    tables = ("sp_pairs", "sp_triples", "sp_overlap", "sp_table_d2", "sp_figure_d9", "sp_quarantine")
+    with ctx.step("questions"):
+        got = _inputs(ctx, opts, summary, "sp_quarantine", tables)
+    with ctx.step("shortest paths"):
+        pairs = SP.seed_answer_pairs(got.questions, got.paths, cfg.answers).localCheckpoint()
+        if cfg.graph == "neighbourhood":
+            graph, _ = QG.search_graph(got.kg, got.questions, got.paths, config.question_graphs)
+            found, sp_triples = SP.shortest_paths_local(graph, pairs)
+        else:
+            found, sp_triples = SP.shortest_paths_full_kg(got.kg, pairs, config.question_graphs.seed)
+        write = lambda name, frame, what: ctx.write(  # noqa: E731
+            name, frame, got.path[name], f"{what} of {opts.questions}", table=f"synthkgqa.{name}"
+        )
+        write("sp_pairs", SP.pair_table(pairs, found), "seed-answer shortest paths")
+        write("sp_triples", sp_triples.select(F.col("qid").alias("id"), "h", "r", "t"), "shortest-path triples")
+        sp_rows = ctx.written("sp_triples").withColumnRenamed("id", "qid")
+        write("sp_overlap", SP.overlap(got.questions, sp_rows), "GT / SP overlap")
+    with ctx.step("tables and report"):
+        write("sp_table_d2", SP.table_d2(ctx.written("sp_overlap")), "Table D2")
+        write("sp_figure_d9", SP.figure_d9(ctx.written("sp_pairs")), "Fig. D9")
+        d2 = ctx.written("sp_table_d2").toPandas().sort_values(["split", "n_hops"])
+        d9 = ctx.written("sp_figure_d9").toPandas().sort_values(["split", "gt_len"])
+        out = local_dir(opts.report_dir or str(Path(got.path["sp_pairs"]).parent / "report"))
+        summary.artifacts.extend(report.write(d2, d9, out, cfg.graph, cfg.answers))
+        summary.highlights["report"] = str(out / "report.md")
+        summary.results = json.loads(d2.to_json(orient="records"))
+    pair_stats = (
+        ctx.written("sp_pairs")
+        .agg(
+            F.count("*").alias("pairs"),
+            F.sum(F.col("shortcut").cast("int")).alias("shortcuts"),
+            F.sum(F.col("sp_len").isNull().cast("int")).alias("unreachable"),
+        )
+        .first()
+    )
+    summary.counts.update(
+        pairs=pair_stats["pairs"],
+        shortcuts=int(pair_stats["shortcuts"] or 0),
+        unreachable_pairs=int(pair_stats["unreachable"] or 0),
+        sp_triples=ctx.written("sp_triples").count(),
+    )
+    return summary
