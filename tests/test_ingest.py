@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.cli import main
-from kgbrink.core.delta import read_table
+from kgbrink.core.delta import latest_version, read_table
 from kgbrink.core.files import InputError, given_path, reported_path
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import session_setting
@@ -250,6 +250,66 @@ def test_refresh_keeps_known_ids_and_appends_new_keys(spark, config, tmp_path):
         read_table(spark, str(dataset / "triples")), [(1, 0, 3, "train"), (4, 2, 0, "train"), (0, 0, 1, "train")]
     )
     assertDataFrameEqual(read_table(spark, str(dataset / "triples"), version=0).filter("h = 2"), [(2, 1, 0, "train")])
+
+
+def test_reingesting_the_same_dump_commits_no_version(spark, config, tmp_path):
+    """Issue 28 item 5 (a). Before: every re-ingest wrote new versions of quarantine, entities, relations
+    and triples, and the summary could not say that nothing changed."""
+    d, dataset = tmp_path / "wd5m", tmp_path / "ds"
+    write(d / "wikidata5m_transductive_train.txt", [*GOOD, "Q1\tP1"])  # one quarantined line
+    write(d / "wikidata5m_entity.txt", ["Q1\tone", "Q2\ttwo"])
+    names = ("quarantine", "entities", "relations", "triples")
+
+    def ingest():
+        ctx = JobContext(spark, config.with_overrides(["ingest.max_bad_fraction=0.5"]))
+        return job.run(ctx, job.IngestOptions(dataset=str(dataset), input=str(d)))
+
+    first = ingest()
+    assert first.counts["tables_written"] == list(names) and first.counts["triples_added_per_split"] == {"train": 4}
+    versions = {name: latest_version(spark, str(dataset / name)) for name in names}
+    again = ingest()
+    assert {name: latest_version(spark, str(dataset / name)) for name in names} == versions
+    assert {name: again.outputs[name].version for name in names} == versions
+    c = again.counts
+    assert (c["changed"], c["tables_written"], c["new_entities"], c["new_relations"]) == (False, [], 0, 0)
+    assert (c["triples_added_per_split"], c["triples_removed_per_split"], c["kept"]) == ({"train": 0}, {"train": 0}, 4)
+    assert again.outputs["entities"].rows == 3 and again.highlights["tables written"].startswith("none")
+    # a label the dump changes is a change of the entities alone
+    write(d / "wikidata5m_entity.txt", ["Q1\tone", "Q2\tzwei"])
+    assert ingest().counts["tables_written"] == ["entities"]
+    assert {r["key"]: r["label"] for r in read_table(spark, str(dataset / "entities")).collect()}["Q2"] == "zwei"
+
+
+def test_a_refresh_reports_triples_added_and_removed_per_split_and_warns_of_a_missing_split(
+    spark, config, tmp_path, caplog
+):
+    """Issue 28 item 5 (b, c). Before: a refresh summary gave only new entities and relations, and a
+    split the new dump lacked vanished from the dataset without a word."""
+    dataset = tmp_path / "ds"
+    test = write(tmp_path / "v1" / "test.txt", ["Q3\tP1\tQ2"])
+    v1 = {"train": [write(tmp_path / "v1" / "train.txt", GOOD)], "test": [test]}
+    v1["valid"] = [write(tmp_path / "v1" / "valid.txt", ["Q2\tP2\tQ1"])]
+    job.run(JobContext(spark, config), job.IngestOptions(dataset=str(dataset), splits=v1))
+    # train loses Q1 P2 Q3 and gains two triples (one with the new Q4); test is the same; valid is gone
+    train = write(tmp_path / "v2" / "train.txt", [*GOOD[:3], "Q4\tP1\tQ1", "Q2\tP2\tQ4"])
+    out = tmp_path / "refresh.json"
+    conf_args = ["--conf", config.source] + [a for item in config.overrides for a in ("--set", item)]
+    args = ["--dataset", str(dataset), "--split", f"train={train}", "--split", f"test={test}", "--json", str(out)]
+    assert main(["ingest", *conf_args, *args]) == 0
+    report = json.loads(out.read_text())
+    c = report["counts"]
+    assert (c["new_entities"], c["new_relations"], c["kept_per_split"]) == (1, 0, {"train": 5, "test": 1})
+    assert c["triples_added_per_split"] == {"train": 2, "test": 0, "valid": 0} and c["triples_added"] == 2
+    assert c["triples_removed_per_split"] == {"train": 1, "test": 0, "valid": 1} and c["triples_removed"] == 2
+    assert c["missing_splits"] == ["valid"] and c["changed"] is True
+    warning = "split 'valid' is in the dataset but not in this dump: its 1 triples are removed (triples version 0"
+    assert report["warnings"] == [warning + " keeps them)"]
+    assert any(warning in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+    from mlflow.tracking import MlflowClient
+
+    metrics = MlflowClient(tracking_uri=config.tracking.uri).get_run(report["mlflow_run_id"]).data.metrics
+    assert (metrics["count.triples_added_per_split.train"], metrics["count.triples_removed_per_split.valid"]) == (2, 1)
+    assert (metrics["count.new_entities"], metrics["count.triples_removed"]) == (1, 2)
 
 
 def test_too_many_bad_lines_fail_with_reasons_and_keep_the_quarantine(spark, config, tmp_path):

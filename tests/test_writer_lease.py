@@ -24,6 +24,16 @@ def _ingest(spark, config, dataset: Path, lines: list[str], tmp_path: Path):
     return job.run(JobContext(spark, config), options)
 
 
+def _kill(spark, dataset: Path) -> WriterLease:
+    """The lease of a run that was killed: held, no longer renewed, its process gone."""
+    killed = WriterLease(spark, str(dataset), 600).acquire()
+    killed._stop_renewing()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    killed._update(F.col("owner") == killed.owner, {"pid": dead.pid})
+    return killed
+
+
 def _decoded(spark, config, dataset: Path) -> set[tuple[str, str, str]]:
     """The dataset's triples as keys, through the versions a job reads."""
     ctx = JobContext(spark, config)
@@ -83,11 +93,7 @@ def test_a_killed_run_is_skipped_by_readers_and_taken_over(spark, config, tmp_pa
     _ingest(spark, config, dataset, ["a\tp\tb", "b\tp\tc"], tmp_path)
     recorded = recorded_versions(spark, str(dataset))
     # a run that wrote new dictionaries (keys renumbered) and was killed before its triples
-    killed = WriterLease(spark, str(dataset), 600).acquire()
-    killed._stop_renewing()
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    killed._update(F.col("owner") == killed.owner, {"pid": dead.pid})  # its process is gone
+    _kill(spark, dataset)
     ids = {r.key: r.id for r in read_table(spark, f"{dataset}/entities").collect()}
     renumbered = spark.createDataFrame(
         [(0, "z", None), (1, "c", None), (2, "b", None), (3, "a", None)], "id int, key string, label string"
@@ -101,7 +107,25 @@ def test_a_killed_run_is_skipped_by_readers_and_taken_over(spark, config, tmp_pa
     # the next ingest takes the dead run's lease, removes its staging and extends the recorded dictionaries
     summary = _ingest(spark, config, dataset, ["a\tp\tb", "c\tp\td"], tmp_path)
     assert summary.counts["new_entities"] == 1  # d: against the recorded dictionary, not the killed one
+    # the triples too (issue 28 item 5 d): b p c went, c p d came
+    added, removed = summary.counts["triples_added_per_split"], summary.counts["triples_removed_per_split"]
+    assert (added, removed) == ({"train": 1}, {"train": 1})
     assert not (dataset / "_staging").exists()
     assert _decoded(spark, config, dataset) == {("a", "p", "b"), ("c", "p", "d")}
     latest = {r.key: r.id for r in read_table(spark, f"{dataset}/entities").collect()}
     assert set(latest) == {"a", "b", "c", "d"} and all(latest[k] == ids[k] for k in ids)
+
+
+def test_a_rerun_after_a_killed_first_ingest_reports_every_key_new(spark, config, tmp_path):
+    """Issue 28 item 5 (d). Before: the dictionaries of a first ingest killed before its triples were
+    taken for the dataset's, so the rerun reported ``new_entities: 0`` although no ingest had completed."""
+    dataset = tmp_path / "ds"
+    _kill(spark, dataset)
+    schema = "id int, key string, label string"
+    spark.createDataFrame([(0, "a", None), (1, "b", None)], schema).write.format("delta").save(f"{dataset}/entities")
+    spark.createDataFrame([(0, "p", None)], schema).write.format("delta").save(f"{dataset}/relations")
+    summary = _ingest(spark, config, dataset, ["a\tp\tb", "b\tp\tc"], tmp_path)
+    c = summary.counts
+    assert (c["new_entities"], c["new_relations"], c["triples_added_per_split"]) == (3, 1, {"train": 2})
+    assert c["tables_written"] == ["quarantine", "entities", "relations", "triples"]
+    assert _decoded(spark, config, dataset) == {("a", "p", "b"), ("b", "p", "c")}

@@ -3,11 +3,14 @@
 Writes ``entities(id, key, label)``, ``relations(id, key, label)``, ``triples(h, r, t, split)``
 (partitioned by split) and ``quarantine(source_file, line_number, line, reason, detail)``. Re-ingesting a
 new dump into an existing dataset keeps every known key's id (scheduled refreshes rely on it) and
-replaces ``triples`` with the new dump as a new Delta version.
+replaces ``triples`` with the new dump as a new Delta version. A table whose content would not change
+gets no new version, and the summary reports the refresh against the last complete ingest: the triples
+added and removed per split, the new keys, and a warning for each split the new dump no longer has.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, replace
@@ -20,6 +23,7 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog
 from kgbrink.core import quarantine as Q
 from kgbrink.core.delta import (
+    latest_version,
     table_exists,
     table_path,
 )
@@ -41,6 +45,8 @@ from kgbrink.core.writer import RECORDED, WriterLease
 from kgbrink.jobs.ingest_options import IngestOptions, resolve_inputs, triple_format
 from kgbrink.kg import ingest as T
 from kgbrink.kg import ntriples
+
+log = logging.getLogger(__name__)
 
 
 class IngestError(RuntimeError):
@@ -172,8 +178,10 @@ def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
     ds = opts.dataset
     paths = {name: catalog.path(name, dataset=ds) for name in ("entities", "relations", "triples", "quarantine")}
     lease = WriterLease(spark, ds, config.ingest.lease_seconds).acquire()
+    # a writer table without a complete ingest: the tables there are a killed first run's, not a dataset
+    extend = lease.created or lease.previous["completed_by"] is not None
     try:
-        summary = _ingest(ctx, opts, ds, paths)
+        summary = _ingest(ctx, opts, ds, paths, extend)
     except BaseException:
         lease.release()
         raise
@@ -181,18 +189,18 @@ def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
     return summary
 
 
-def _ingest(ctx: JobContext, opts: IngestOptions, ds: str, paths: dict[str, str]) -> JobSummary:
+def _ingest(ctx: JobContext, opts: IngestOptions, ds: str, paths: dict[str, str], extend: bool) -> JobSummary:
     spark = ctx.spark
     # the lease is held: staging folders left by killed runs belong to no live run
     delete_path(spark, table_path(ds, "_staging"))
     with ctx.step("resolve_inputs"):
         inputs = resolve_inputs(spark, opts)
         require_files(spark, inputs.all_files)
-    # The dictionaries being extended, pinned to their current version (they are overwritten below).
-    previous: dict[str, DataFrame | None] = {}
-    for name in ("entities", "relations"):
-        previous[name] = None
-        if table_exists(spark, paths[name]):
+    # The dictionaries being extended and the triples being replaced, pinned to the last complete
+    # ingest's versions: the refresh is reported against them (a killed run's later versions are not).
+    previous: dict[str, DataFrame | None] = dict.fromkeys(RECORDED)
+    for name in RECORDED:
+        if extend and table_exists(spark, paths[name]):
             previous[name] = ctx.read(name, paths[name])
     vocab = ids_seed = None
     if inputs.entity_dict:
@@ -215,8 +223,7 @@ def _ingest(ctx: JobContext, opts: IngestOptions, ds: str, paths: dict[str, str]
     staging = table_path(ds, f"_staging/{uuid.uuid4().hex}")
 
     def stage(frame: DataFrame, name: str) -> DataFrame:
-        frame.write.parquet(f"{staging}/{name}")
-        return spark.read.parquet(f"{staging}/{name}")
+        return _stage(frame, f"{staging}/{name}")
 
     try:
         try:
@@ -256,7 +263,7 @@ def _ingest(ctx: JobContext, opts: IngestOptions, ds: str, paths: dict[str, str]
                 raise
             raise corrupt from exc  # the log file keeps the JVM trace
         state = _Parsed(
-            inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts
+            inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts, staging
         )
         return _write_dataset(ctx, opts, fmt, state)
     finally:
@@ -278,6 +285,25 @@ class _Parsed:
     triples_state: DataFrame
     alias_state: dict
     counts: list
+    staging: str
+
+
+def _stage(frame: DataFrame, path: str) -> DataFrame:
+    """``frame`` computed once into Parquet at ``path``, read back."""
+    frame.write.parquet(path)
+    return frame.sparkSession.read.parquet(path)
+
+
+def _keep_or_write(ctx: JobContext, name: str, frame: DataFrame, path: str, same: bool, rows: int, description: str):
+    """Write ``frame`` as a new version of the table ``name`` unless ``same`` (it holds exactly the rows of
+    the version this run read) and that version is still the latest: then no commit is made and the
+    output is that version. A version read that is not the latest (a killed run wrote after it) is
+    written again, so the latest version is the consistent one again."""
+    read = ctx.summary.inputs[name]
+    if same and read.version == latest_version(ctx.spark, path):
+        ctx.summary.outputs[name] = replace(read, rows=rows)
+    else:
+        ctx.write(name, frame, path, description=description)
 
 
 def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, state: _Parsed) -> JobSummary:
@@ -303,7 +329,14 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
             offsets = Q.block_offsets(spark.createDataFrame(counts, schema=Q.line_counts(triples_state).schema))
             for frame in [parsed, *(a for a in aliases.values() if a is not None)]:
                 quarantine = quarantine.unionByName(Q.quarantine_rows(frame, offsets))
-        ctx.write("quarantine", quarantine.coalesce(1), paths["quarantine"], description="ingest quarantine")
+        quarantine = quarantine.coalesce(1)
+        before = ctx.read("quarantine", paths["quarantine"]) if table_exists(spark, paths["quarantine"]) else None
+        if before is None or before.count() != all_bad:
+            ctx.write("quarantine", quarantine, paths["quarantine"], description="ingest quarantine")
+        else:
+            quarantine = _stage(quarantine, f"{state.staging}/quarantine_table") if all_bad else quarantine
+            same = not all_bad or quarantine.subtract(before).isEmpty()
+            _keep_or_write(ctx, "quarantine", quarantine, paths["quarantine"], same, all_bad, "ingest quarantine")
         if summary.outputs["quarantine"].rows not in (None, all_bad):
             raise IngestError(
                 f"internal: {all_bad} lines were classified as malformed but {summary.outputs['quarantine'].rows} reached the quarantine table"
@@ -331,7 +364,7 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
 
     good = triples_state.filter(F.col("status") == Q.OK)
     broadcast = bool(config.ingest.broadcast_dictionaries)
-    previous_rows = {name: frame.count() if frame is not None else None for name, frame in previous.items()}
+    previous_rows = {name: previous[name].count() if previous[name] is not None else None for name in previous}
     shuffle_partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     # tasks for the two de-duplications of nearly distinct rows: the entity codes and the encoded triples
     partitions = tasks_for(sum(tally["ok"].values()), T.TRIPLES_PER_DEDUPLICATION_TASK, shuffle_partitions)
@@ -352,11 +385,19 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
             if label_lines is not None:
                 labels = T.alias_labels(label_lines, "code").persist(StorageLevel.MEMORY_AND_DISK)
                 given = labels.agg(F.count(F.lit(1)).alias("keys"), F.sum("lines").alias("lines")).collect()[0]
-            # the label lines of keys that get an id, counted while the table is written
+            # the label lines of keys that get an id, and the keys, counted while the table is written
             used = Observation(f"{name}_label_lines")
             table = T.with_labels(ids, codec, labels, _with_codes(previous[name], codec))
-            table = table.observe(used, F.sum("label_lines").alias("lines")).drop("label_lines")
-            ctx.write(name, table, paths[name], description=f"ingest {opts.format}")
+            table = table.observe(used, F.sum("label_lines").alias("lines"), F.count(F.lit(1)).alias("rows"))
+            table = table.drop("label_lines")
+            if previous[name] is None:
+                ctx.write(name, table, paths[name], description=f"ingest {opts.format}")
+            else:
+                table = _stage(table, f"{state.staging}/{name}_table")
+                rows = used.get["rows"]
+                # known keys keep their ids and labels unless the dump gives labels: then only a diff tells
+                same = rows == previous_rows[name] and (labels is None or table.subtract(previous[name]).isEmpty())
+                _keep_or_write(ctx, name, table, paths[name], same, rows, f"ingest {opts.format}")
             if labels is not None:
                 labels.unpersist()
                 # alias lines that label no key: repeats of a labelled key, and the lines of keys without an id (in no triple)
@@ -371,15 +412,46 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
         triples = T.encode_triples(
             good, dictionaries["entities"], dictionaries["relations"], broadcast, triple_splits, sizes, partitions
         )
-        # The small de-duplication tasks' output is written by as many tasks as any other shuffle makes.
-        triples = triples.coalesce(shuffle_partitions)
-        ctx.write("triples", triples, paths["triples"], description=f"ingest {opts.format}")
+        before, changes = previous["triples"], None
+        if before is None:
+            # The small de-duplication tasks' output is written by as many tasks as any other shuffle makes.
+            ctx.write("triples", triples.coalesce(shuffle_partitions), paths["triples"], f"ingest {opts.format}")
+        else:
+            # a refresh: staged, compared by fingerprint with the triples it replaces, diffed when they differ
+            fingerprint = Observation("triples_fingerprint")
+            triples = _stage(triples.observe(fingerprint, *T.triples_fingerprint()), f"{state.staging}/encoded")
+            same = fingerprint.get == before.agg(*T.triples_fingerprint()).collect()[0].asDict()
+            changes = {} if same else {r["split"]: r for r in T.triple_changes(triples, before).collect()}
+            rows, description = fingerprint.get["triples"], f"ingest {opts.format}"
+            _keep_or_write(
+                ctx, "triples", triples.coalesce(shuffle_partitions), paths["triples"], same, rows, description
+            )
 
     with ctx.step("verify_counts"):
         written = ctx.written("triples")
         kept = {r["split"]: r["n"] for r in written.groupBy("split").agg(F.count(F.lit(1)).alias("n")).collect()}
         overlaps = {f"{r['split_a']}/{r['split_b']}": r["shared_triples"] for r in T.split_overlaps(written).collect()}
     duplicates = {split: tally["ok"][split] - kept.get(split, 0) for split in triple_splits}
+    # the refresh against the last complete ingest (a first ingest adds every triple)
+    missing = sorted(set(changes or {}) - set(triple_splits))
+    if changes is None:
+        added, removed = {s: kept.get(s, 0) for s in triple_splits}, dict.fromkeys(triple_splits, 0)
+    else:
+        added = {s: changes[s]["added"] if s in changes else 0 for s in [*triple_splits, *missing]}
+        removed = {s: changes[s]["removed"] if s in changes else 0 for s in [*triple_splits, *missing]}
+    for split in missing:
+        warning = (
+            f"split '{split}' is in the dataset but not in this dump: its {removed[split]} triples are removed "
+            f"(triples version {summary.inputs['triples'].version} keeps them)"
+        )
+        log.warning(warning)
+        summary.extra.setdefault("warnings", []).append(warning)
+    tables_written = [
+        name
+        for name in ("quarantine", "entities", "relations", "triples")
+        if name not in summary.inputs or summary.outputs[name].version != summary.inputs[name].version
+    ]
+    summary.highlights["tables written"] = ", ".join(tables_written) or "none (the dataset already holds this dump)"
     summary.counts.update(
         kept=sum(kept.values()),
         kept_per_split=kept,
@@ -392,5 +464,12 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
         relations=summary.outputs["relations"].rows,
         new_entities=new_keys["entities"],
         new_relations=new_keys["relations"],
+        triples_added=sum(added.values()),
+        triples_added_per_split=added,
+        triples_removed=sum(removed.values()),
+        triples_removed_per_split=removed,
+        missing_splits=missing,
+        changed=bool(tables_written),
+        tables_written=tables_written,
     )
     return summary

@@ -368,3 +368,26 @@ def split_overlaps(triples: DataFrame) -> DataFrame:
         .groupBy("split_a", "split_b")
         .agg(F.count(F.lit(1)).alias("shared_triples"))
     )
+
+
+def triples_fingerprint() -> list[Column]:
+    """Aggregates that identify a set of ``(h, r, t, split)`` rows whatever their order and partitioning:
+    its size and the XOR of the rows' 64-bit hashes. Two different sets agree with a chance of about
+    2^-64, so a refresh compares fingerprints, two scans, before diffing the triples (a shuffle of both)."""
+    return [
+        F.count(F.lit(1)).alias("triples"),
+        F.coalesce(F.bit_xor(F.xxhash64("h", "r", "t", "split")), F.lit(0).cast("long")).alias("hash"),
+    ]
+
+
+def triple_changes(new: DataFrame, old: DataFrame) -> DataFrame:
+    """Per split of either set: ``split, added, removed``, the triples of ``new`` not in ``old`` and those
+    of ``old`` not in ``new`` (both sets of ``(h, r, t, split)``). One aggregation of the two: a triple is
+    tagged 1 in ``new`` and 2 in ``old``, so its sum is 1 (added), 2 (removed) or 3 (kept)."""
+    columns = ["h", "r", "t", "split"]
+    tagged = new.select(*columns, F.lit(1).alias("side")).unionByName(old.select(*columns, F.lit(2).alias("side")))
+    side = tagged.groupBy(*columns).agg(F.sum("side").alias("side"))
+    return side.groupBy("split").agg(
+        F.count(F.when(F.col("side") == 1, 1)).alias("added"),
+        F.count(F.when(F.col("side") == 2, 1)).alias("removed"),
+    )
