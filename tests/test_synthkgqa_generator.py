@@ -124,3 +124,17 @@ def test_cli_fails_past_the_bad_fraction(spark, config, synth_dataset, tmp_path,
     assert sorted((r.line_number, r.reason) for r in bad.collect()) == [(1, "unknown_entity"), (2, "malformed_json")]
     assert main([*args, "--generate"]) != 0  # a file and --generate
     assert "either --input" in capsys.readouterr().err
+
+
+def test_hubs_are_preselected_and_a_full_draw_covers_a_miss(spark):
+    # A (0) and the hub H (1) share 1,000 parallel triples; H's only other neighbour is B (2); C (3) hangs
+    # from B. A planted (2) from A must go A-H-B, and a (3) A-H-B-C: H-B is rarely among H's preselected
+    # triples (64 of 1,001), so the attempt falls back to H's full incidence.
+    triples = [(0, r, 1) for r in range(1000)] + [(1, 5, 2), (2, 6, 3)]
+    kg = spark.createDataFrame(triples, "h int, r int, t int")
+    nodes = spark.createDataFrame([(0,)], "id int")
+    got = {r.id: r for r in G.plant(kg, nodes, ["(2)", "(3)"], per_type=1, seed=11).collect()}
+    assert got["(2):0"].seeds == [2] and got["(2):0"].answer == 0
+    assert [(x.h, x.t) for x in got["(2):0"].answer_subgraph] == [(0, 1), (1, 2)]
+    assert got["(2):0"].answer_subgraph[1].r == 5
+    assert got["(3):0"].seeds == [3] and [x.t for x in got["(3):0"].answer_subgraph] == [1, 2, 3]

@@ -5,11 +5,13 @@ For each type (an identifier, :func:`kgbrink.synthkgqa.answer_types.shape`) the 
 answer entities by seeded hash and grows the type's tree from each, node by node in the shape's order: a
 new node is a neighbour of its parent's entity through a real triple, either direction, chosen as the
 incident triple with the smallest seeded hash ``u64(seed, type, answer, node index, h, r, t)`` among those
-whose other end is not yet in the question. Every node is thus a distinct entity, every edge a distinct
+whose other end is not yet in the question (for an entity with more than PRESELECT triples: among a
+hashed preselection of about PRESELECT of them, shared by every question there, so hubs cost their
+degree once per node index, not once per question). Every node is thus a distinct entity, every edge a distinct
 KG triple joining a new node to the tree, and the question's answer subgraph is a tree of exactly the
 planted type whose leaves are the seeds. A candidate that reaches a node with no unused neighbour fails;
 each type keeps its first ``per_type`` successes in hash order, drawing further candidates in later
-rounds (disjoint hash ranges) while it is short.
+rounds (disjoint hash ranges, sized by the type's success rate so far) while it is short.
 
 Everything runs as DataFrame joins of the (small, broadcast) growing questions with the KG, two scans of
 the KG per node index, so the KG is never collected; every choice is a function of the seed and of
@@ -29,9 +31,15 @@ from kgbrink.graph.hashing import u64, uniform
 from kgbrink.synthkgqa import answer_types as A
 from kgbrink.synthkgqa.questions import TRIPLE_TYPE
 
-# Candidate answers drawn per type and round, as a multiple of the questions still wanted.
+# Candidate answers drawn per type in the first round, as a multiple of the questions wanted; later rounds
+# draw what the type's observed success rate says is needed, times SAFETY (at most MAX_RATE_INVERSE per
+# question still wanted).
 OVERSAMPLE = 4
-ROUNDS = 4
+SAFETY = 2.0
+MAX_RATE_INVERSE = 256
+ROUNDS = 5
+# Incident triples of a frontier entity kept by the step hash before the attempts' own draws (about).
+PRESELECT = 64
 
 
 def shapes(types: list[str]) -> list[A.Shape]:
@@ -47,8 +55,27 @@ def _shape_table(spark, planted: list[A.Shape]) -> DataFrame:
     return spark.createDataFrame(rows, "type string, node int, parent int")
 
 
-def _grow(attempts: DataFrame, shape_rows: DataFrame, kg: DataFrame, max_nodes: int, seed: int) -> DataFrame:
-    """``type, answer, nodes array<int>, triples`` of the attempts that got every node of their shape."""
+def _choose(candidates: DataFrame, seed: int, j: int) -> DataFrame:
+    """Per attempt ``(type, answer)``, the candidate ``(h, r, t, nbr)`` with the smallest attempt hash."""
+    keyed = candidates.select(
+        "type",
+        "answer",
+        F.struct(u64(seed, "type", "answer", F.lit(j), "h", "r", "t").alias("hash"), "h", "r", "t", "nbr").alias("c"),
+    )
+    return keyed.groupBy("type", "answer").agg(F.min("c").alias("c"))
+
+
+def _grow(
+    attempts: DataFrame, shape_rows: DataFrame, kg: DataFrame, degrees: DataFrame, max_nodes: int, seed: int
+) -> DataFrame:
+    """``type, answer, nodes array<int>, triples`` of the attempts that got every node of their shape.
+
+    A hub is never expanded per attempt: at each node index the KG is scanned once for the distinct
+    frontier entities, keeping of each only the incident triples whose step hash ``u64(seed, j, h, r, t)``
+    falls below ``PRESELECT / degree`` (all of them for a node of degree <= PRESELECT, about PRESELECT
+    otherwise); each attempt then takes, among the preselected triples to a node not yet in it, the one with
+    the smallest attempt hash. An attempt whose preselected triples all lead back into it draws from the
+    frontier's full incidence instead (rare: it needs PRESELECT excluded draws in a row)."""
     state = attempts.select(
         "type",
         "answer",
@@ -64,21 +91,34 @@ def _grow(attempts: DataFrame, shape_rows: DataFrame, kg: DataFrame, max_nodes: 
             state.where(F.col("n_nodes") > j)
             .join(F.broadcast(shape_rows.where(F.col("node") == j)), "type")
             .withColumn("at", F.element_at("nodes", F.col("parent") + 1))
+            .localCheckpoint()
         )
-        keys = F.broadcast(todo.select("type", "answer", "at", "nodes"))
-        candidates = (
-            out.join(keys, "at")
-            .unionByName(inc.join(keys, "at"))
-            .where(~F.array_contains("nodes", F.col("nbr")))
-            .select(
-                "type",
-                "answer",
-                F.struct(
-                    u64(seed, "type", "answer", F.lit(j), "h", "r", "t").alias("hash"), "h", "r", "t", "nbr"
-                ).alias("c"),
-            )
+        frontier = (
+            todo.select("at")
+            .distinct()
+            .join(degrees, "at", "left")
+            .select("at", F.least(F.lit(1.0), F.lit(float(PRESELECT)) / F.coalesce("degree", F.lit(1))).alias("tau"))
         )
-        chosen = candidates.groupBy("type", "answer").agg(F.min("c").alias("c"))
+        frontier = F.broadcast(frontier.localCheckpoint())
+        step_draw = uniform(u64(seed, F.lit(j), "h", "r", "t"))
+        pre = (
+            out.join(frontier, "at")
+            .unionByName(inc.join(frontier, "at"))
+            .where((F.col("nbr") != F.col("at")) & (step_draw < F.col("tau")))
+            .drop("tau")
+            .localCheckpoint()
+        )
+        keys = todo.select("type", "answer", "at", "nodes")
+        chosen = _choose(pre.join(F.broadcast(keys), "at").where(~F.array_contains("nodes", F.col("nbr"))), seed, j)
+        # attempts at a sampled frontier whose preselection held no new node: the full incidence
+        missed = (
+            keys.join(chosen.select("type", "answer"), ["type", "answer"], "left_anti")
+            .join(frontier.where(F.col("tau") < 1.0).select("at"), "at", "left_semi")
+            .localCheckpoint()
+        )
+        if missed.count():
+            full = out.join(F.broadcast(missed), "at").unionByName(inc.join(F.broadcast(missed), "at"))
+            chosen = chosen.unionByName(_choose(full.where(~F.array_contains("nodes", F.col("nbr"))), seed, j))
         grown = todo.join(chosen, ["type", "answer"]).select(
             "type",
             "answer",
@@ -111,25 +151,40 @@ def plant(
     sizes = spark.createDataFrame([(s.identifier, s.n_nodes) for s in planted], "type string, n_nodes int")
     kg = kg.select("h", "r", "t")
     n_nodes = max(1, nodes.count())
+    # incident triples per entity (a self-loop twice): the preselection rate of a frontier entity
+    degrees = (
+        kg.select(F.col("h").alias("at"))
+        .unionAll(kg.select(F.col("t").alias("at")))
+        .groupBy("at")
+        .agg(F.count("*").alias("degree"))
+        .where(F.col("degree") > PRESELECT)
+        .localCheckpoint()
+    )
     found = None
     wanted = dict.fromkeys(by_type, per_type)
+    # candidates needed per question still wanted, per type: OVERSAMPLE, then 1 / observed success rate
+    need = dict.fromkeys(by_type, float(OVERSAMPLE))
+    tried = dict.fromkeys(by_type, 0.0)
     low = 0.0
     for _ in range(ROUNDS):
         short = [t for t, n in wanted.items() if n > 0]
         if not short:
             break
-        high = min(1.0, low + OVERSAMPLE * max(wanted[t] for t in short) / n_nodes)
+        high = min(1.0, low + max(need[t] * wanted[t] for t in short) / n_nodes)
+        for t in short:
+            tried[t] += (high - low) * n_nodes  # expected candidates of the type so far
         draw = uniform(u64(seed, "type", "answer"))
         attempts = (
             nodes.select(F.col("id").alias("answer"))
             .crossJoin(F.broadcast(sizes.where(F.col("type").isin(short))))
             .where((draw >= F.lit(low)) & (draw < F.lit(high)))
         )
-        grown = _grow(attempts, shape_rows, kg, max(by_type[t].n_nodes for t in short), seed)
+        grown = _grow(attempts, shape_rows, kg, degrees, max(by_type[t].n_nodes for t in short), seed)
         found = grown if found is None else found.unionByName(grown)
         found = found.localCheckpoint()
         counts = {r["type"]: r["n"] for r in found.groupBy("type").agg(F.count("*").alias("n")).collect()}
         wanted = {t: per_type - counts.get(t, 0) for t in by_type}
+        need = {t: SAFETY * min(MAX_RATE_INVERSE, tried[t] / max(counts.get(t, 0), 1e-9)) for t in by_type}
         low = high
         if high >= 1.0:
             break
@@ -137,7 +192,9 @@ def plant(
         return spark.createDataFrame(
             [], f"id string, split string, seeds array<int>, answer int, answer_subgraph {TRIPLE_TYPE}"
         )
-    rank = F.row_number().over(Window.partitionBy("type").orderBy(u64(seed, "type", "answer"), "answer")) - 1
+    # the first successes in the order of the draw
+    draw = uniform(u64(seed, "type", "answer"))
+    rank = F.row_number().over(Window.partitionBy("type").orderBy(draw, "answer")) - 1
     seed_index = spark.createDataFrame(
         [(s.identifier, list(s.seeds)) for s in planted], "type string, seed_nodes array<int>"
     )
