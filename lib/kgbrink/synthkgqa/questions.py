@@ -352,6 +352,8 @@ def type_counts(questions: DataFrame) -> DataFrame:
 # --- answer sets (spec 2.C) ----------------------------------------------------------------------------
 
 _TREE = "array<struct<child: int, parent: int, r: int, child_is_head: boolean, depth: int>>"
+# Bindings of one tree level joined to the KG as a broadcast table when there are at most this many.
+BROADCAST_BINDINGS = 1_000_000
 
 
 def _tree_udf():
@@ -382,7 +384,9 @@ def answer_sets(questions: DataFrame, kg: DataFrame, max_answers: int) -> DataFr
         step = tree.where(F.col("depth") == d).join(
             bound, (tree["id"] == bound["id"]) & (F.col("child") == F.col("node"))
         )
-        step = step.select(tree["id"].alias("id"), "child", "parent", "r", "child_is_head", "x")
+        step = step.select(tree["id"].alias("id"), "child", "parent", "r", "child_is_head", "x").localCheckpoint()
+        if step.count() <= BROADCAST_BINDINGS:  # the usual case: the KG is scanned, not shuffled
+            step = F.broadcast(step)
         as_head = step.where(F.col("child_is_head")).join(
             kg.select(F.col("h").alias("x"), "r", F.col("t").alias("y")), ["x", "r"]
         )
