@@ -35,20 +35,22 @@ def numpy_peer(task: dict) -> dict:
     h, r, t = (table.column(c).to_numpy().astype(np.int64) for c in ("h", "r", "t"))
     keep = ~np.isin(r, task["exclude"])
     h, r, t = h[keep], r[keep], t[keep]
-    key = np.unique((h << 42) | (r << 21) | t)  # distinct triples (ids < 2^21)
-    h, r, t = key >> 42, (key >> 21) & 0x1FFFFF, key & 0x1FFFFF
+    eb, rb = int(max(h.max(), t.max())).bit_length(), int(r.max()).bit_length()  # id bits (eb + eb + rb < 63)
+    emask = (1 << eb) - 1
+    key = np.unique((h << (eb + rb)) | (r << eb) | t)  # distinct triples
+    h, r, t = key >> (eb + rb), (key >> eb) & ((1 << rb) - 1), key & emask
     n = int(max(h.max(), t.max())) + 1
     degree = np.bincount(h, minlength=n) + np.bincount(t, minlength=n)
     loop = h == t
     a, b = np.concatenate([h[~loop], t[~loop]]), np.concatenate([t[~loop], h[~loop]])
-    pair = np.unique((a << 21) | b)
-    src, dst = pair >> 21, pair & 0x1FFFFF
+    pair = np.unique((a << eb) | b)
+    src, dst = pair >> eb, pair & emask
     start = np.searchsorted(src, np.arange(n + 1))
     n_nbrs = np.diff(start)
     d = degree if task["degree"] == "edges" else n_nbrs
     # triples by unordered endpoint pair, for Q
     u, v = np.minimum(h[~loop], t[~loop]), np.maximum(h[~loop], t[~loop])
-    pkey = (u << 21) | v
+    pkey = (u << eb) | v
     order = np.argsort(pkey, kind="stable")
     pkey_sorted = pkey[order]
     build = time.perf_counter() - t0
@@ -73,7 +75,7 @@ def numpy_peer(task: dict) -> dict:
             w = np.exp(1.0 / d[cand])
             new = int(cand[rng.choice(len(cand), p=w / w.sum())])
             for y in nodes:
-                k = (min(new, y) << 21) | max(new, y)
+                k = (min(new, y) << eb) | max(new, y)
                 q += int(np.searchsorted(pkey_sorted, k, "right") - np.searchsorted(pkey_sorted, k, "left"))
             nodes.append(new)
             in_set.add(new)

@@ -73,7 +73,7 @@ CHI2_P001 = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.3
 
 
 def _check_against_exact(spark, rows, start, plan, samples):
-    graph = sampling_graph(_triples(spark, rows), plan.degree)
+    graph = sampling_graph(_triples(spark, rows), plan)
     out = seed_graphs(graph, plan, _start(spark, start, samples)).collect()
     graph.unpersist()
     observed = Counter(tuple(r["nodes"]) for r in out)
@@ -93,7 +93,7 @@ def _check_against_exact(spark, rows, start, plan, samples):
 
 def test_first_step_matches_the_softmax_of_appendix_a5(spark):
     plan = Plan(n_samples=10_000, n_nodes=2, n_edges=30)
-    graph = sampling_graph(_triples(spark, A5))
+    graph = sampling_graph(_triples(spark, A5), plan)
     out = seed_graphs(graph, plan, _start(spark, S, 10_000)).collect()
     n_x = sum(1 for r in out if r["nodes"] == [S, X])
     assert {tuple(r["nodes"]) for r in out} == {(S, X), (S, Y)}
@@ -137,15 +137,16 @@ def test_whole_samples_follow_the_exact_distribution(spark, mode, plan):
 
 def test_a_small_component_exhausts_and_the_limits_stop_sampling(spark):
     rows = [(0, 0, 1), (1, 0, 2), (2, 1, 0), (5, 0, 6), (6, 0, 7), (7, 0, 8), (8, 0, 9)]
-    graph = sampling_graph(_triples(spark, rows))
+    plan = Plan(n_samples=2, n_nodes=10, n_edges=30)
+    graph = sampling_graph(_triples(spark, rows), plan)
     start = spark.createDataFrame([(0, 0), (1, 5)], "sample_id long, seed int")
-    out = {r["sample_id"]: r for r in seed_graphs(graph, Plan(n_samples=2, n_nodes=10, n_edges=30), start).collect()}
+    out = {r["sample_id"]: r for r in seed_graphs(graph, plan, start).collect()}
     assert out[0]["exhausted"] and sorted(out[0]["nodes"]) == [0, 1, 2] and out[0]["n_edges"] == 3
     assert out[0]["steps"] == 2
     assert out[1]["exhausted"] and sorted(out[1]["nodes"]) == [5, 6, 7, 8, 9] and out[1]["n_edges"] == 4
     # the edge limit is tested before each step only: Q may overshoot it (the paper), or be trimmed (the code)
     dense = [(0, r, 1) for r in range(5)] + [(1, r, 2) for r in range(5)]
-    graph = sampling_graph(_triples(spark, dense))
+    graph = sampling_graph(_triples(spark, dense), plan)
     start = spark.createDataFrame([(0, 0)], "sample_id long, seed int")
     kept = seed_graphs(graph, Plan(n_samples=1, n_nodes=10, n_edges=3), start).first()
     assert (kept["n_nodes"], kept["n_edges"], kept["exhausted"]) == (2, 5, False)
@@ -159,7 +160,7 @@ def test_samples_are_identical_whatever_the_partitioning(spark):
     results = []
     for parts in (1, 7):
         triples = _triples(spark, rows).repartition(parts)
-        graph = sampling_graph(triples)
+        graph = sampling_graph(triples, plan)
         results.append(sorted(tuple(r) for r in seed_graphs(graph, plan).collect()))
         graph.unpersist()
     assert results[0] == results[1]

@@ -35,8 +35,15 @@ def incidence(triples: DataFrame) -> DataFrame:
 
 
 def neighbours(triples: DataFrame) -> DataFrame:
-    """``node, nbr``: distinct undirected neighbour pairs, both orders, without self-pairs."""
-    return incidence(triples).where(F.col("node") != F.col("nbr")).select("node", "nbr").distinct()
+    """``node, nbr``: distinct undirected neighbour pairs, both orders, without self-pairs (de-duplicated
+    as unordered pairs: one row per triple goes through the shuffle, not two)."""
+    linked = triples.where(F.col("h") != F.col("t")).select(
+        F.least("h", "t").alias("u"), F.greatest("h", "t").alias("v")
+    )
+    linked = linked.distinct()
+    return linked.select(F.col("u").alias("node"), F.col("v").alias("nbr")).unionByName(
+        linked.select(F.col("v").alias("node"), F.col("u").alias("nbr"))
+    )
 
 
 def degrees(triples: DataFrame) -> DataFrame:

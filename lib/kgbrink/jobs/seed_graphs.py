@@ -121,7 +121,7 @@ def run(ctx: JobContext, opts: SeedGraphOptions) -> JobSummary:
     path = catalog.path("synthkgqa.seed_graphs", dataset=dataset, questions=opts.name)
 
     with ctx.step("graph"):
-        graph = sampling_graph(kg, plan.degree)
+        graph = sampling_graph(kg, plan)
         summary.counts["nodes"] = graph.nodes.count()
         if summary.counts["nodes"] == 0:
             raise JobFailed(

@@ -66,36 +66,47 @@ class SamplingGraph:
     """The KG as Algorithm 1 reads it (cached by :func:`sampling_graph`).
 
     - ``nodes``: ``node, w, n_nbrs`` with ``w = 1/d(node)``;
-    - ``nbr_index``: ``node, pos, nbr, w`` -- each node's distinct neighbours at dense positions 0.. (by id),
-      with the neighbour's weight;
+    - ``nbrs``: ``node, nbr`` -- the distinct undirected neighbours (:func:`kgbrink.graph.views.neighbours`);
+    - ``hub_index``: ``node, pos, nbr, w`` -- the neighbours of the hubs (more than ``enumerate_below_degree``)
+      at dense positions 0.. (by id) with their weights, for the rejection draws;
     - ``pairs``: ``u, v, h, r, t`` -- every non-loop triple under its unordered endpoint pair ``u < v``.
     """
 
     nodes: DataFrame
-    nbr_index: DataFrame
+    nbrs: DataFrame
+    hub_index: DataFrame
     pairs: DataFrame
 
     def unpersist(self) -> None:
-        for frame in (self.nodes, self.nbr_index, self.pairs):
+        for frame in (self.nodes, self.nbrs, self.hub_index, self.pairs):
             frame.unpersist()
 
 
-def sampling_graph(triples: DataFrame, degree: str = "edges") -> SamplingGraph:
-    """The views of :class:`SamplingGraph` from ``h, r, t`` (excluded relations already removed)."""
+def sampling_graph(triples: DataFrame, plan: Plan) -> SamplingGraph:
+    """The views of :class:`SamplingGraph` from ``h, r, t`` (excluded relations already removed) for
+    ``plan``: its ``degree``, and its hubs (more than ``enumerate_below_degree`` neighbours)."""
     kg = triples.select("h", "r", "t").distinct()
-    d = views.degrees(kg)
-    weight = 1.0 / F.col("degree" if degree == "edges" else "n_nbrs").cast("double")
+    nbrs = views.neighbours(kg).persist()
+    ends = views.incidence(kg).groupBy("node").agg(F.count("*").alias("degree"))
+    n_nbrs = nbrs.groupBy("node").agg(F.count("*").alias("n_nbrs"))
+    d = ends.join(n_nbrs, "node", "left").select("node", "degree", F.coalesce("n_nbrs", F.lit(0)).alias("n_nbrs"))
+    weight = 1.0 / F.col("degree" if plan.degree == "edges" else "n_nbrs").cast("double")
     nodes = d.select("node", F.when(F.col("n_nbrs") > 0, weight).otherwise(F.lit(0.0)).alias("w"), "n_nbrs")
     nodes = nodes.persist()
-    nbrs = views.neighbours(kg).join(nodes.select(F.col("node").alias("nbr"), "w"), "nbr")
+    hubs = nodes.where(F.col("n_nbrs") > plan.enumerate_below_degree).select("node")
     position = F.row_number().over(Window.partitionBy("node").orderBy("nbr")) - 1
-    nbr_index = nbrs.select("node", position.cast("int").alias("pos"), "nbr", "w").persist()
+    hub_index = (
+        nbrs.join(F.broadcast(hubs), "node")
+        .join(nodes.select(F.col("node").alias("nbr"), "w"), "nbr")
+        .select("node", position.cast("int").alias("pos"), "nbr", "w")
+        .persist()
+    )
     pairs = (
         kg.where(F.col("h") != F.col("t"))
         .select(F.least("h", "t").alias("u"), F.greatest("h", "t").alias("v"), "h", "r", "t")
         .persist()
     )
-    return SamplingGraph(nodes, nbr_index, pairs)
+    return SamplingGraph(nodes, nbrs, hub_index, pairs)
 
 
 def _gumbel(seed: int, *keys: str | Column) -> Column:
@@ -174,7 +185,7 @@ def _new_nodes(active: DataFrame, pivots: DataFrame, graph: SamplingGraph, plan:
     )
     accept = uniform(u64(plan.seed, F.lit("accept"), F.lit(step), "sample_id", "k")) < F.exp(F.col("w") - 1.0)
     accepted = (
-        graph.nbr_index.join(F.broadcast(draws), ["node", "pos"])
+        graph.hub_index.join(F.broadcast(draws), ["node", "pos"])
         .join(members, ["sample_id", "nbr"], "left_anti")
         .where(accept)
         .groupBy("sample_id")
@@ -183,9 +194,10 @@ def _new_nodes(active: DataFrame, pivots: DataFrame, graph: SamplingGraph, plan:
     # every other pivot (small, or a hub whose draws were all rejected) enumerates its neighbours
     listed = pivots.join(accepted, "sample_id", "left_anti").select("sample_id", F.col("z").alias("node"))
     candidates = (
-        graph.nbr_index.join(F.broadcast(listed), "node")
-        .select("sample_id", "nbr", "w")
+        graph.nbrs.join(F.broadcast(listed), "node")
+        .select("sample_id", "nbr")
         .join(members, ["sample_id", "nbr"], "left_anti")
+        .join(graph.nodes.select(F.col("node").alias("nbr"), "w"), "nbr")
     )
     enumerated = _softmax_pick(candidates, plan.seed, "n", step, "sample_id", "nbr").withColumnRenamed("nbr", "n")
     return accepted.unionByName(enumerated)
