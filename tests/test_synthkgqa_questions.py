@@ -163,3 +163,12 @@ def test_answer_sets_equal_brute_force_on_random_kgs(spark):
             over += 1
             assert row.all_answers is None
     assert over > 0
+    # a question with more bindings at one level than max_bindings is left out, the others are unchanged
+    capped = {r.id: r for r in Q.answer_sets(frame, kg_frame, max_answers=5, max_bindings=3).collect()}
+    left_out = [q for q, row in capped.items() if row.n_answers is None]
+    assert 0 < len(left_out) < len(questions)
+    for q, row in capped.items():
+        if row.n_answers is not None:
+            assert row == got[q]
+        else:
+            assert row.all_answers is None and row.answer_in_set is None

@@ -205,6 +205,7 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
             F.sum(F.when(F.col("n_answers") > cfg.max_answers, 1).otherwise(0)).alias("over"),
             F.sum(F.when(~F.col("answer_in_set"), 1).otherwise(0)).alias("missing"),
             F.avg("n_answers").alias("answers"),
+            F.sum(F.when(F.col("n_answers").isNull(), 1).otherwise(0)).alias("unevaluated"),
         ).first()
         summary.counts.update(
             questions=s["n"],
@@ -218,6 +219,7 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
                 mean_answers=round(s["answers"] or 0.0, 4),
                 over_max_answers=int(s["over"] or 0),
                 answer_not_in_set=int(s["missing"] or 0),
+                answers_not_evaluated=int(s["unevaluated"] or 0),
             )
         if opts.generate:
             got = {}

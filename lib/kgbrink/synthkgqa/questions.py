@@ -354,6 +354,8 @@ def type_counts(questions: DataFrame) -> DataFrame:
 _TREE = "array<struct<child: int, parent: int, r: int, child_is_head: boolean, depth: int>>"
 # Bindings of one tree level joined to the KG as a broadcast table when there are at most this many.
 BROADCAST_BINDINGS = 1_000_000
+# A question with more bindings at one tree level is not evaluated (null answer columns).
+MAX_BINDINGS = 1_000_000
 
 
 def _tree_udf():
@@ -363,7 +365,9 @@ def _tree_udf():
     )
 
 
-def answer_sets(questions: DataFrame, kg: DataFrame, max_answers: int) -> DataFrame:
+def answer_sets(
+    questions: DataFrame, kg: DataFrame, max_answers: int, max_bindings: int | None = MAX_BINDINGS
+) -> DataFrame:
     """``id, all_answers, n_answers, answer_in_set`` of valid questions ``(id, seeds, answer,
     answer_subgraph, n_hops)``: the answers of each tree query on ``kg(h, r, t)`` (spec 2.C). ``n_answers``
     and ``answer_in_set`` are exact; ``all_answers`` is the sorted set, null when there are more than
@@ -371,16 +375,19 @@ def answer_sets(questions: DataFrame, kg: DataFrame, max_answers: int) -> DataFr
 
     Bottom-up semi-join evaluation: the bindings of a node are the entities joined by the atom's relation
     (in the atom's direction) to a binding of every child; seeds bind to themselves. One pass per tree
-    level, two KG joins each (child as head, child as tail)."""
+    level, two KG joins each (child as head, child as tail). A question whose bindings at one level exceed
+    ``max_bindings`` (a hub's instances) is not evaluated further: its three columns are null."""
     kg = kg.select("h", "r", "t")
     tree = questions.select("id", F.explode(_tree_udf()("answer", "answer_subgraph")).alias("e")).select("id", "e.*")
     tree = tree.localCheckpoint()
     children = tree.groupBy("id", F.col("parent").alias("node")).agg(F.count("*").alias("n_children"))
     seeds = questions.select("id", F.explode("seeds").alias("node")).withColumn("x", F.col("node"))
     depth = questions.agg(F.max("n_hops")).first()[0] or 0
-    computed = None
+    computed, capped = None, []
     for d in range(depth, 0, -1):
         bound = seeds if computed is None else seeds.unionByName(computed)
+        if capped:
+            bound = bound.where(~F.col("id").isin(capped))
         step = tree.where(F.col("depth") == d).join(
             bound, (tree["id"] == bound["id"]) & (F.col("child") == F.col("node"))
         )
@@ -402,6 +409,11 @@ def answer_sets(questions: DataFrame, kg: DataFrame, max_answers: int) -> DataFr
             .select("id", "node", "x")
             .localCheckpoint()
         )
+        if max_bindings is not None:
+            over = computed.groupBy("id").count().where(F.col("count") > max_bindings).select("id").collect()
+            if over:
+                capped += [r["id"] for r in over]
+                computed = computed.where(~F.col("id").isin(capped)).localCheckpoint()
     out = questions.select("id", "answer")
     if computed is None:  # no question with an edge
         return out.select(
@@ -421,13 +433,16 @@ def answer_sets(questions: DataFrame, kg: DataFrame, max_answers: int) -> DataFr
         .agg(F.array_sort(F.collect_list("x")).alias("all_answers"))
     )
     n = F.coalesce(F.col("n_answers"), F.lit(0))
+    evaluated = ~F.col("id").isin(capped) if capped else F.lit(True)
     return (
         out.join(counts, "id", "left")
         .join(listed, "id", "left")
         .select(
             "id",
-            F.when(n <= max_answers, F.coalesce("all_answers", F.array().cast("array<int>"))).alias("all_answers"),
-            n.alias("n_answers"),
-            F.coalesce("answer_in_set", F.lit(False)).alias("answer_in_set"),
+            F.when(evaluated & (n <= max_answers), F.coalesce("all_answers", F.array().cast("array<int>"))).alias(
+                "all_answers"
+            ),
+            F.when(evaluated, n).alias("n_answers"),
+            F.when(evaluated, F.coalesce("answer_in_set", F.lit(False))).alias("answer_in_set"),
         )
     )
