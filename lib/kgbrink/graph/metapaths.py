@@ -54,7 +54,8 @@ def walk(
     walks = walks.select("key", "start", "relations", forward.alias("fwd"), F.size("relations").alias("length"))
     walks = walks.persist()
     longest = walks.agg(F.max("length")).first()[0] or 0
-    steps = moves(triples, directed).persist()
+    used = walks.select(F.explode("relations").alias("r")).distinct()  # only these relations are ever stepped
+    steps = moves(triples.join(F.broadcast(used), "r", "left_semi"), directed).persist()
     state = walks.where(F.col("length") > 0).select("key", F.col("start").alias("node"))
     layers, caps = [], []
     for i in range(1, longest + 1):
