@@ -396,21 +396,13 @@ def test_undirected_neighbourhood_equals_the_oracle(spark, small_kg):
         nb, _, hubs = _oracle_search_graph(triples, seeds_q, max(1, n_hops or 1), [], cfg)
         assert got.get(qid, set()) == nb, qid
         assert ((qid, f"max_expand_degree: {hubs} hubs") in cap_rows) == (hubs > 0)
-    # max_neighbourhood_edges: the triples at a seed, then the smallest hashes, up to 6 in all
-    capped_cfg = QuestionGraphSettings(mode="undirected", k_min=1, max_expand_degree=7, max_neighbourhood_edges=6)
-    capped, caps = QG.neighbourhood(kg, seeds, limits, capped_cfg)
-    sizes = {r.qid: r["count"] for r in capped.groupBy("qid").count().collect()}
-    cap_rows = {(r.qid, r.cap) for r in caps.collect()}
-    for qid, _, seeds_q, *_ in questions:
-        at_seed = {x for x in got[qid] if x[0] in seeds_q or x[2] in seeds_q}
-        n = len(got[qid])
-        assert sizes[qid] == (max(6, len(at_seed)) if n > 6 else n)
-        assert ((qid, f"max_neighbourhood_edges: {n} triples") in cap_rows) == (n > 6)
 
 
 @pytest.mark.slow
 def test_caps_of_the_distributed_steps_and_partitioning(spark, small_kg):
     triples, questions, kg, entities, relations = small_kg
+    # every cap of the distributed steps (max_neighbourhood_edges: the triples at a seed first, then the
+    # smallest hashes, as khop.cap_edges), and the same output whatever the partitioning
     cfg = QuestionGraphSettings(k_min=2, mixed_step_cap=3, metapath_cap=2, max_neighbourhood_edges=10, top_nodes=5)
     good, paths, _ = QG.prepare_questions(spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations)
     one = QG.question_graphs(kg.repartition(1), good.repartition(1), paths, cfg)
