@@ -137,6 +137,21 @@ def test_overlap_table_d2_and_figure_d9_by_hand(spark):
     )
 
 
+def test_seed_answer_pairs_for_the_generated_or_all_answers(spark):
+    questions = spark.createDataFrame(
+        [("a", "test", 5, [5, 6, None]), ("b", "train", 7, None)],
+        "qid string, split string, answer int, all_answers array<int>",
+    )
+    paths = spark.createDataFrame([("a", 1, 2), ("a", 2, 1), ("b", 3, 1)], "qid string, seed int, gt_len int")
+    generated = {tuple(r) for r in SP.seed_answer_pairs(questions, paths).collect()}
+    assert generated == {("a", "test", 1, 5, 2), ("a", "test", 2, 5, 1), ("b", "train", 3, 7, 1)}
+    every = {tuple(r) for r in SP.seed_answer_pairs(questions, paths, "all").collect()}
+    # the other answers of a have no ground-truth path (gt_len null); b has no answer set: its answer alone
+    assert every == generated | {("a", "test", 1, 6, None), ("a", "test", 2, 6, None)}
+    with pytest.raises(ValueError, match="answers"):
+        SP.seed_answer_pairs(questions, paths, "some")
+
+
 def _planted_chains(triples, per_hop, hops, seed):
     """Chain questions ((n) types) planted on ``triples``: random walks of n distinct nodes from a random
     node, never along ``instance of``; seed = the walk's start, answer = its end, G = its triples."""
