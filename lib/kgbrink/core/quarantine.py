@@ -8,7 +8,7 @@ computed without a second pass over the input from per-block counts (:func:`bloc
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 OK = "ok"
@@ -41,12 +41,25 @@ def block_offsets(counts: DataFrame) -> DataFrame:
     return blocks.withColumn("lines_before", F.coalesce(F.sum("lines").over(before), F.lit(0))).drop("lines")
 
 
+def _line_number() -> Column:
+    return (F.col("lines_before") + F.col("row_id") - F.col("first_row_id") + 1).alias("line_number")
+
+
+def with_line_numbers(parsed: DataFrame) -> DataFrame:
+    """Every row of ``parsed`` (rows of ``read_lines``: ``split, source_file, block_start, row_id, ...``) with
+    its 1-based ``line_number`` in its file instead of ``block_start`` and ``row_id`` (one count per block)."""
+    counts = line_counts(parsed.withColumn("status", F.lit("any")).withColumn("reason", F.lit(None)))
+    keys = ["split", "source_file", "block_start"]
+    numbered = parsed.join(F.broadcast(block_offsets(counts)), keys).withColumn("line_number", _line_number())
+    return numbered.drop("block_start", "row_id", "lines_before", "first_row_id")
+
+
 def quarantine_rows(parsed: DataFrame, offsets: DataFrame) -> DataFrame:
     """Quarantined lines with their 1-based line numbers: ``source_file, line_number, line, reason, detail``."""
     bad = parsed.filter(F.col("status") == QUARANTINED)
     return bad.join(F.broadcast(offsets), ["split", "source_file", "block_start"]).select(
         "source_file",
-        (F.col("lines_before") + F.col("row_id") - F.col("first_row_id") + 1).alias("line_number"),
+        _line_number(),
         # without the \r of a \r\n ending; invalid UTF-8 bytes shown as U+FFFD (the reason says so)
         F.make_valid_utf8(F.substring(F.regexp_replace("line", "\r$", ""), 1, MAX_QUARANTINED_LINE_CHARS)).alias(
             "line"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from kgbrink.core.quarantine import block_offsets, line_counts
+from kgbrink.core.quarantine import with_line_numbers
 
 QUARANTINE_COLUMNS = ["source_file", "line_number", "qid", "entity", "reason", "detail"]
 _RECORD = "struct<qid: string, id: string, entities: array<string>, _corrupt: string>"
@@ -38,11 +38,9 @@ def parse_lines(lines: DataFrame) -> DataFrame:
         .when(F.col("rec.entities").isNull(), "missing_entities")
         .alias("reason"),
     )
-    counts = line_counts(parsed.withColumn("status", F.lit("any")).withColumn("reason", F.lit(None)))
-    offsets = block_offsets(counts)
-    numbered = parsed.join(F.broadcast(offsets), ["split", "source_file", "block_start"]).select(
+    numbered = with_line_numbers(parsed).select(
         "source_file",
-        (F.col("lines_before") + F.col("row_id") - F.col("first_row_id") + 1).alias("line_number"),
+        "line_number",
         "qid",
         "entities",
         "reason",

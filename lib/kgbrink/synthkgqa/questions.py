@@ -33,7 +33,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kgbrink.core.quarantine import MAX_QUARANTINED_LINE_CHARS, block_offsets, line_counts
+from kgbrink.core.quarantine import MAX_QUARANTINED_LINE_CHARS, with_line_numbers
 from kgbrink.synthkgqa import answer_types as A
 
 TRIPLE_TYPE = "array<struct<h: int, r: int, t: int>>"
@@ -134,11 +134,9 @@ def parse_lines(lines: DataFrame) -> DataFrame:
         )
         .alias("detail"),
     )
-    counts = line_counts(parsed.withColumn("status", F.lit("any")).withColumn("reason", F.lit(None)))
-    offsets = block_offsets(counts)
-    numbered = parsed.join(F.broadcast(offsets), ["split", "source_file", "block_start"]).select(
+    numbered = with_line_numbers(parsed).select(
         "source_file",
-        (F.col("lines_before") + F.col("row_id") - F.col("first_row_id") + 1).alias("line_number"),
+        "line_number",
         "line",
         "id",
         F.col("question_split").alias("split"),
