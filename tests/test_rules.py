@@ -213,21 +213,33 @@ def test_amie_selection_thresholds_and_skyline():
     assert kept == {parent.key(), better.key()}
 
 
-def test_amie_selection_compares_with_closed_parents_that_were_not_output():
+def test_a_closed_parent_below_min_std_confidence_does_not_prune():
+    # Issue 27, PROBE umls (train + valid + test), functional variable ?b; the counts were taken from the
+    # KG with pandas (disrupts: 154 facts). AMIE computes the PCA confidence of a rule only when its std
+    # confidence reaches -minc, so the parent at std 70/263 = 0.266 < 0.3 keeps PCA confidence 0 and the
+    # child (PCA 70/77 = 0.909, equal to the parent's would-be PCA 70/77) is output, as AMIE 3 outputs it.
     params = MiningParams(min_head_coverage=0.1, min_std_confidence=0.3, min_pca_confidence=0.4)
-    parent = _rule("?a  p  ?b   => ?a  r  ?b", 50, 200, 70)  # std 0.25: not output, pca 0.714
-    child = _rule("?a  p  ?b  ?a  q  ?b   => ?a  r  ?b", 40, 100, 60)  # pca 0.667 <= 0.714
-    other_parent = _rule("?a  q  ?b   => ?a  r  ?b", 45, 400, 300)  # std 0.11, pca 0.15
-    assert amie_selection([parent, child, other_parent], params) == []
+    complicates = _rule("?a  complicates  ?b   => ?a  disrupts  ?b", 70, 263, 77)  # std 0.266, pca 0.909
+    affects = _rule("?a  affects  ?b   => ?a  disrupts  ?b", 70, 1022, 348)  # std 0.068, pca 0.201
+    child = _rule("?a  affects  ?b  ?a  complicates  ?b   => ?a  disrupts  ?b", 70, 184, 77)  # std 0.380
+    kept = amie_selection([complicates, affects, child], params)
+    assert [r.key() for r in kept] == [child.key()]
+    assert kept[0].metrics["std_confidence"] == 70 / 184 and kept[0].metrics["pca_confidence"] == 70 / 77
+    # the same parent at std 0.3 (body 233) has its PCA confidence computed, and 70/77 <= 70/77 prunes
+    confident = _rule("?a  complicates  ?b   => ?a  disrupts  ?b", 70, 233, 77)
+    assert [r.key() for r in amie_selection([confident, affects, child], params)] == [confident.key()]
 
 
 def test_perfect_rules_are_not_refined():
     params = MiningParams(min_head_coverage=0.1, min_std_confidence=0.5, min_pca_confidence=0.0)
-    perfect = _rule("?a  p  ?b   => ?a  r  ?b", 50, 200, 50)  # pca 1.0 (not refined), std 0.25 (not output)
+    perfect = _rule("?a  p  ?b   => ?a  r  ?b", 50, 100, 50)  # std 0.5, pca 1.0: output, not refined
     other = _rule("?a  q  ?b   => ?a  r  ?b", 45, 90, 60)  # std 0.5, pca 0.75: output and refined
-    child = _rule("?a  p  ?b  ?a  q  ?b   => ?a  r  ?b", 44, 44, 44)  # reachable through q only
+    child = _rule("?a  p  ?b  ?a  q  ?b   => ?a  r  ?b", 44, 44, 44)  # reached through q; pca 1.0 <= p's
     kept = {r.key() for r in amie_selection([perfect, other, child], params)}
-    assert kept == {other.key(), child.key()}
-    both_perfect = _rule("?a  q  ?b   => ?a  r  ?b", 45, 90, 45)
-    kept = {r.key() for r in amie_selection([perfect, both_perfect, child], params)}
-    assert kept == {both_perfect.key()}  # the child is never generated
+    assert kept == {perfect.key(), other.key()}
+    # a perfect parent below -minc is no perfect rule for AMIE (its PCA confidence is never computed): it
+    # is refined, so a child whose parents are all such rules is generated, and they do not prune it
+    # (before issue 27 kgbrink found the child unreachable and dropped it)
+    low_p = _rule("?a  p  ?b   => ?a  r  ?b", 50, 200, 50)  # std 0.25, pca 1.0
+    low_q = _rule("?a  q  ?b   => ?a  r  ?b", 45, 180, 45)  # std 0.25, pca 1.0
+    assert {r.key() for r in amie_selection([low_p, low_q, child], params)} == {child.key()}
