@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kgbrink.brink.qa_metrics import aggregate, norm, score_question, split_output
+from kgbrink.brink.qa_metrics import KnownLabels, aggregate, norm, score_question, split_output
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import evaluate_qa
 
@@ -21,8 +23,63 @@ def test_norm_lowercases_and_drops_pad_punctuation_articles_and_spaces():
 
 def test_split_depends_on_whether_names_may_hold_spaces():
     assert split_output("12, 7 9\n13", "private_id") == ["12", "7", "9", "13"]
-    assert split_output("Washington, D.C.\nParis", "text_label") == ["Washington, D.C.", "Paris"]
     assert split_output(["Barack Obama", "Paris"], "text_label") == ["Barack Obama", "Paris"]
+    # without known labels a text-label output is cut at newlines and separators only
+    assert split_output("Washington, D.C.\nParis; Rome|Oslo", "text_label") == [
+        "Washington",
+        "D.C.",
+        "Paris",
+        "Rome",
+        "Oslo",
+    ]
+
+
+KNOWN = KnownLabels(["Paris", "London", "Washington, D.C.", "Barack Obama", "New York", "New York City", "The Hague"])
+
+
+def test_app_e_examples_split_into_two_answers():
+    # App. E: "Paris, London" and "Paris London" are both the list [Paris, London]
+    assert split_output("Paris, London", "text_label", KNOWN) == ["Paris", "London"]
+    assert split_output("Paris London", "text_label", KNOWN) == ["Paris", "London"]
+    assert split_output("Paris\nLondon\n", "text_label", KNOWN) == ["Paris", "London"]
+    s = score_question("Paris, London", ["Paris", "London", "Rome"], "London", "text_label", KNOWN)
+    # P = {paris, london}, A = {paris, london, rome}
+    assert (s.hit, s.precision, s.recall, s.f1, s.hard) == (1.0, 1.0, pytest.approx(2 / 3), 0.8, 1.0)
+
+
+def test_known_comma_labels_stay_whole_longest_match_first():
+    assert split_output("Washington, D.C.", "text_label", KNOWN) == ["Washington, D.C."]
+    assert split_output("Washington, D.C., Paris", "text_label", KNOWN) == ["Washington, D.C.", "Paris"]
+    assert split_output("London;Washington, D.C.", "text_label", KNOWN) == ["London", "Washington, D.C."]
+    # a known label with spaces is not cut; words are cut only when every part is a known label, as few as
+    # possible ("New York City" before "New York" + an unknown "City")
+    assert split_output("Barack Obama", "text_label", KNOWN) == ["Barack Obama"]
+    assert split_output("New York City London", "text_label", KNOWN) == ["New York City", "London"]
+    assert split_output("the hague paris", "text_label", KNOWN) == ["the hague", "paris"]
+    assert split_output("Paris and London", "text_label", KNOWN) == ["Paris and London"]  # "and" is no label
+    assert split_output("Lyon, Paris", "text_label", KNOWN) == ["Lyon", "Paris"]  # unknown pieces still cut
+
+
+def test_question_answers_are_known_labels_for_their_own_output():
+    # no known labels given: the gold answer itself keeps "Washington, D.C." whole
+    s = score_question("Washington, D.C.", ["Washington, D.C."], "Washington, D.C.", "text_label")
+    assert (s.hit, s.precision, s.recall, s.f1, s.hard) == (1.0, 1.0, 1.0, 1.0, 1.0)
+    # a known label of the question set that is not this question's answer is one wrong answer, not two
+    # pieces of which "Washington" would match the gold answer
+    s = score_question("Washington, D.C.", ["Washington"], "Washington", "text_label", KNOWN)
+    assert (s.hit, s.precision) == (0.0, 0.0)
+    s = score_question("Washington, D.C.", ["Washington"], "Washington", "text_label")
+    assert (s.hit, s.precision) == (1.0, 0.5)  # without the set's labels the comma label is cut
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.sampled_from(["Paris", "London", "Washington, D.C.", "New York City", "Barack Obama"]), min_size=1),
+    st.lists(st.sampled_from([", ", "; ", "\n", " | ", ",", "\n\n"]), min_size=1),
+)
+def test_known_labels_joined_by_any_separator_split_back(labels, separators):
+    raw = "".join(label + separators[k % len(separators)] for k, label in enumerate(labels))
+    assert [norm(p) for p in split_output(raw, "text_label", KNOWN)] == [norm(x) for x in labels]
 
 
 def test_one_question_by_hand():
@@ -39,11 +96,6 @@ def test_answers_that_normalise_to_nothing_still_match():
     # a label "The" normalises to "": it is compared as "the" instead of being lost
     s = score_question("The\nParis", ["The", "Rome"], hard_answer="The", scheme="text_label")
     assert (s.hit, s.precision, s.recall, s.hard) == (1.0, 0.5, 0.5, 1.0)
-
-
-def test_text_labels_with_commas_survive_the_split():
-    s = score_question("Washington, D.C.", ["Washington, D.C."], "Washington, D.C.", "text_label")
-    assert (s.hit, s.precision, s.recall, s.f1, s.hard) == (1.0, 1.0, 1.0, 1.0, 1.0)
 
 
 def test_empty_prediction_scores_zero_everywhere():
@@ -104,6 +156,43 @@ def test_evaluate_qa_files_and_missing_predictions(tmp_path):
     assert results["hits_at_any"] == 0.5 and results["hits_at_hard"] == 0.5 and results["hhr"] == 1.0
     assert results["precision"] == 0.25 and results["recall"] == 0.25
     assert len((tmp_path / "per.jsonl").read_text().splitlines()) == 2
+
+
+def test_evaluate_qa_text_labels_use_the_question_set_and_labels_file(tmp_path):
+    questions = _jsonl(
+        tmp_path / "test.jsonl",
+        [
+            {"id": "q1", "answers": ["Paris"], "hard_answer": "Paris", "topic_entity": "Washington, D.C."},
+            {"id": "q2", "answers": ["Oslo", "Rome"], "hard_answer": "Rome", "topic_entity": "Norway"},
+        ],
+    )
+    # q1: "Washington, D.C." is a known label (q1's topic): one wrong answer and Paris, precision 1/2.
+    # q2: "Oslo Rome" splits into two known labels; "Salt Lake City, Utah" is known only from the labels
+    # file (its KG TSV form), so it stays one wrong answer: P = {oslo, rome, salt lake city utah}
+    predictions = _jsonl(
+        tmp_path / "pred.jsonl",
+        [
+            {"id": "q1", "prediction": "Washington, D.C., Paris"},
+            {"id": "q2", "prediction": "Oslo Rome\nSalt Lake City, Utah"},
+        ],
+    )
+    labels = tmp_path / "complete.tsv"
+    labels.write_text("Salt Lake City, Utah\tcapital of\tUtah\n")
+    summary = evaluate_qa.run(
+        JobContext(None, None),
+        evaluate_qa.EvaluateQAOptions([questions], predictions, "text_label", labels=str(labels)),
+    )
+    results = {r["metric"]: r["value"] for r in summary.results}
+    assert summary.counts["known_labels"] == 7  # paris, washington dc, oslo, rome, norway, salt lake city utah, utah
+    assert results["precision"] == pytest.approx((1 / 2 + 2 / 3) / 2)
+    assert results["recall"] == 1.0 and results["hits_at_hard"] == 1.0
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tb\n")
+    with pytest.raises(evaluate_qa.QAInputError, match=r"bad.tsv:1: expected one label"):
+        evaluate_qa.run(
+            JobContext(None, None),
+            evaluate_qa.EvaluateQAOptions([questions], predictions, "text_label", labels=str(bad)),
+        )
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,11 @@ Inputs (no Spark needed):
 - questions: a question JSON Lines file of a release (``questions/<scheme>/<split>.jsonl``), or several;
   each record has ``id``, ``answers`` and ``hard_answer`` named in one labelling scheme;
 - predictions: JSON Lines ``{"id": ..., "prediction": "raw model output" | [answers...]}``, in the same
-  scheme (``--scheme``, which decides how raw outputs are split).
+  scheme (``--scheme``, which decides how raw outputs are split);
+- for ``text_label``, the known labels that guide the split (App. E; :mod:`kgbrink.brink.qa_metrics`): every
+  answer, hard answer and topic entity of the question files, plus ``--labels``: a text file with one
+  label a line, or a KG file of a release named by text labels (``kg/text_label/complete.tsv``: the
+  first and third TAB-separated field of each line).
 
 Policies: a question without a prediction line counts as an empty prediction (scored 0; counted as
 ``missing_predictions``); a prediction whose id is not a question, a repeated id, a malformed line or a
@@ -77,6 +81,32 @@ def read_predictions(path: Path, questions: dict[str, dict]) -> dict[str, str | 
     return predictions
 
 
+def read_labels(path: Path) -> list[str]:
+    """Labels of ``--labels``: one a line, or ``head<TAB>relation<TAB>tail`` lines (head and tail)."""
+    if not path.is_file():
+        raise QAInputError(f"{path}: no such file")
+    labels = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) == 3:
+                labels += [fields[0], fields[2]]
+            elif len(fields) == 1:
+                labels.append(fields[0])
+            else:
+                raise QAInputError(f"{path}:{number}: expected one label or head<TAB>relation<TAB>tail")
+    return labels
+
+
+def known_labels(questions: dict[str, dict], extra: list[str]) -> qa_metrics.KnownLabels:
+    """Every entity name of the questions (answers, hard answer, topic entity) and ``extra``."""
+    names = [*extra]
+    for q in questions.values():
+        names += [a for a in q["answers"] if isinstance(a, str)]
+        names += [q[k] for k in ("hard_answer", "topic_entity") if isinstance(q.get(k), str)]
+    return qa_metrics.KnownLabels(names)
+
+
 @dataclass
 class EvaluateQAOptions:
     questions: list[str] = arg(
@@ -87,6 +117,9 @@ class EvaluateQAOptions:
         "private_id", "entity naming of questions and predictions", choices=["private_id", "entity_id", "text_label"]
     )
     per_question: str | None = arg(None, "also write per-question scores (JSON Lines) here")
+    labels: str | None = arg(
+        None, "text_label: more known labels (one a line, or the release's kg/text_label/complete.tsv)"
+    )
 
 
 @job(
@@ -109,8 +142,12 @@ def run(ctx: JobContext, opts: EvaluateQAOptions) -> JobSummary:
     with ctx.step("evaluate"):
         questions = read_questions([Path(p) for p in question_paths])
         predictions = read_predictions(Path(predictions_path), questions)
+        labels = None
+        if scheme == "text_label":
+            labels = known_labels(questions, read_labels(Path(opts.labels)) if opts.labels else [])
+            summary.counts["known_labels"] = len(labels)
         scored = {
-            qid: qa_metrics.score_question(predictions.get(qid, ""), q["answers"], q["hard_answer"], scheme)
+            qid: qa_metrics.score_question(predictions.get(qid, ""), q["answers"], q["hard_answer"], scheme, labels)
             for qid, q in sorted(questions.items())
         }
         metrics = qa_metrics.aggregate(list(scored.values()))
