@@ -6,7 +6,7 @@ from kgbrink.core.settings import ConfigError, load_config, resolve_location
 from tests.conftest import PROJECT_ROOT
 
 
-@pytest.mark.parametrize("name", ["local", "test", "cluster"])
+@pytest.mark.parametrize("name", ["local", "test", "cluster", "cluster-local"])
 def test_shipped_configs_are_valid(name):
     config = load_config(PROJECT_ROOT / "conf" / f"{name}.yaml")
     assert config.env == name
@@ -78,7 +78,7 @@ def test_unknown_keys_and_wrong_types_are_named(item, message):
         load_config(PROJECT_ROOT / "conf" / "local.yaml", [item])
 
 
-@pytest.mark.parametrize("name", ["local", "test", "cluster"])
+@pytest.mark.parametrize("name", ["local", "test", "cluster", "cluster-local"])
 def test_environment_files_hold_only_what_differs(name):
     """Every setting an environment file names differs from the declared default (defaults live once);
     ``env`` names the file's environment."""

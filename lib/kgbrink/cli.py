@@ -42,6 +42,7 @@ JOB_MODULES = (
     "seed_graphs",
     "gt_questions",
     "pipeline",
+    "stage",
 )
 
 
