@@ -7,7 +7,11 @@ unless they share a fixture.
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import os
+import pickle
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -77,42 +81,88 @@ def reference() -> Path:
     return REFERENCE
 
 
+def _relocated(value, old: str, new: str):
+    """``value`` with every path string or Path under ``old`` moved under ``new`` (tuples, lists, dicts,
+    dataclasses such as a job summary, recursively)."""
+    if isinstance(value, str):
+        return new + value[len(old) :] if value.startswith(old) else value
+    if isinstance(value, Path):
+        return Path(_relocated(str(value), old, new))
+    if isinstance(value, tuple | list):
+        return type(value)(_relocated(v, old, new) for v in value)
+    if isinstance(value, dict):
+        return {k: _relocated(v, old, new) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: _relocated(getattr(value, f.name), old, new) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **fields)
+    return value
+
+
+def built_once(name: str, work_dir: Path, tmp_path_factory, make):
+    """``make(directory)`` for a session fixture that writes everything under ``directory``.
+
+    Alone, it runs in ``work_dir / name``. Under pytest-xdist the first worker that needs it builds it in
+    a directory shared by the run's workers (under a file lock, so the others wait instead of building it
+    again); every worker then gets its own copy under ``work_dir`` (tests write into these datasets, and
+    two JVMs must never write one Delta table) and the value with its paths moved to that copy."""
+    local = work_dir / name
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return make(local)
+    root = tmp_path_factory.getbasetemp().parent / "shared"
+    root.mkdir(exist_ok=True)
+    built, done = root / name, root / f"{name}.pickle"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(built, ignore_errors=True)
+            done.write_bytes(pickle.dumps(make(built)))
+        value = pickle.loads(done.read_bytes())
+    shutil.copytree(built, local)
+    return _relocated(value, str(built), str(local))
+
+
 @pytest.fixture(scope="session")
-def probe_datasets(spark, config, reference, work_dir) -> dict[str, str]:
+def probe_datasets(spark, config, reference, work_dir, tmp_path_factory) -> dict[str, str]:
     """The four PROBE reference datasets ingested by kgbrink (ids from their entities/relations.dict)."""
     from kgbrink.jobs import ingest
 
-    out = {}
-    for name in PROBE_DATASETS:
-        dataset = str(work_dir / "probe" / name)
-        ingest.run(
-            JobContext(spark, config),
-            ingest.IngestOptions(dataset=dataset, format="probe", input=str(reference / "probe" / name)),
-        )
-        out[name] = dataset
-    return out
+    def make(root: Path) -> dict[str, str]:
+        out = {}
+        for name in PROBE_DATASETS:
+            dataset = str(root / name)
+            ingest.run(
+                JobContext(spark, config),
+                ingest.IngestOptions(dataset=dataset, format="probe", input=str(reference / "probe" / name)),
+            )
+            out[name] = dataset
+        return out
+
+    return built_once("probe", work_dir, tmp_path_factory, make)
 
 
 @pytest.fixture(scope="session")
-def family(spark, config, reference, work_dir):
+def family(spark, config, reference, work_dir, tmp_path_factory):
     """BRINK Family ingested and mined with BRINK's thresholds (conf/test.yaml: max_atoms 3, minhc 0.1,
     minc 0.3, minpca 0.4): ``(dataset, mine summary, AMIE3 TSV of the rules)``. Mined once per session;
     the rule tests check it and the variant tests build on it."""
     from kgbrink.jobs import ingest, mine
 
-    dataset = str(work_dir / "brink-family")
-    ingest.run(
-        JobContext(spark, config),
-        ingest.IngestOptions(
-            dataset=dataset,
-            format="delimited",
-            splits={"train": [str(reference / "brink-family" / "facts.tsv")]},
-            quote='"',
-        ),
-    )
-    tsv = work_dir / "family-rules.tsv"
-    summary = mine.run(JobContext(spark, config), mine.MineOptions(dataset=dataset, splits=["train"], tsv=str(tsv)))
-    return dataset, summary, tsv
+    def make(root: Path):
+        dataset = str(root / "brink-family")
+        ingest.run(
+            JobContext(spark, config),
+            ingest.IngestOptions(
+                dataset=dataset,
+                format="delimited",
+                splits={"train": [str(reference / "brink-family" / "facts.tsv")]},
+                quote='"',
+            ),
+        )
+        tsv = root / "family-rules.tsv"
+        summary = mine.run(JobContext(spark, config), mine.MineOptions(dataset=dataset, splits=["train"], tsv=str(tsv)))
+        return dataset, summary, tsv
+
+    return built_once("family", work_dir, tmp_path_factory, make)
 
 
 # Tests over ~10 s on 2 cores (pytest --durations): `make test-fast` (-m "not slow and not reference") skips
