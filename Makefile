@@ -11,13 +11,13 @@ MAVEN_SHA512 := bcfe4fe305c962ace56ac7b5fc7a08b87d5abd8b7e89027ab251069faebee516
 MAVEN_HOME := .cache/maven/apache-maven-$(MAVEN_VERSION)
 MVN_BIN ?= $(or $(shell command -v mvn 2>/dev/null),$(MAVEN_HOME)/bin/mvn)
 MVN := $(MVN_BIN) -B -q -Dmaven.repo.local=$(abspath $(M2)) -f infra/jvm/pom.xml
-# Extra jar profiles for `make jars`, e.g. JAR_PROFILES=s3 for conf/cluster.yaml (686 MB AWS SDK bundle);
+# Extra jar profiles for `make jars`, e.g. JAR_PROFILES=s3 for conf/cluster*.yaml (hadoop-aws + 13 MB of AWS SDK);
 # each goes to .cache/jars/<profile>/ without the jars .cache/jars/core/ already has.
 JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run lint format test test-fast bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -56,21 +56,54 @@ $(JARS)/%/.resolved: $(JARS)/core/.resolved | $(MVN_BIN)
 run: setup
 	$(BIN)/kgbrink run --conf conf/local.yaml --json data/run-summary.json
 
+# The local cluster stack (docs/cluster.md): a Spark standalone master and 2 workers, moto's S3 server and an
+# MLflow server, all on 127.0.0.1; state, logs and PID files under data/cluster/. The servers come from their
+# own virtualenv (pins in infra/cluster/requirements.txt, closure in infra/cluster/requirements.lock).
+CLUSTER_VENV := .cache/cluster-venv
+cluster-venv: $(CLUSTER_VENV)/.installed
+$(CLUSTER_VENV)/.installed: infra/cluster/requirements.txt infra/cluster/requirements.lock
+	test -x $(CLUSTER_VENV)/bin/python || $(PYTHON) -m venv $(CLUSTER_VENV)
+	$(CLUSTER_VENV)/bin/pip install -q --upgrade pip==25.3
+	$(CLUSTER_VENV)/bin/pip install -q -c infra/cluster/requirements.lock -r infra/cluster/requirements.txt
+	touch $@
+
+cluster-lock:
+	(echo "# pip freeze of .cache/cluster-venv (make cluster-lock); installed with -c by make cluster-venv"; \
+	  $(CLUSTER_VENV)/bin/pip freeze) > infra/cluster/requirements.lock
+
+cluster-up: setup cluster-venv $(JARS)/s3/.resolved
+	$(BIN)/python infra/cluster/stack.py up
+
+# Stops what the PID files under data/cluster/pids name (standard library only: works without the venv).
+cluster-down:
+	$(PYTHON) infra/cluster/stack.py down
+
+cluster-status:
+	$(PYTHON) infra/cluster/stack.py status
+
+# Stack up; the make-run sample staged with boto3; ingest -> stats by spark-submit on the cluster (Delta on
+# s3a, tracking on the MLflow server) compared with local mode; stack down, also on failure.
+test-cluster: setup cluster-venv $(JARS)/s3/.resolved
+	bash infra/cluster/test-cluster.sh
+
 # ruff: lint and format check (CI runs it before the tests); `make format` rewrites.
 lint: venv
-	$(BIN)/ruff check lib tests benchmarks jobs
-	$(BIN)/ruff format --check lib tests benchmarks jobs
+	$(BIN)/ruff check lib tests benchmarks jobs infra
+	$(BIN)/ruff format --check lib tests benchmarks jobs infra
 
 format: venv
-	$(BIN)/ruff check --fix lib tests benchmarks jobs
-	$(BIN)/ruff format lib tests benchmarks jobs
+	$(BIN)/ruff check --fix lib tests benchmarks jobs infra
+	$(BIN)/ruff format lib tests benchmarks jobs infra
 
+# tests/cluster needs the stack: make test-cluster runs it.
+# The suite in PYTEST_WORKERS processes (pytest-xdist, whole files per process; 1: one process).
+PYTEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -q --durations=10 tests
+	$(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) --ignore=tests/cluster tests
 
 # The inner loop: everything but the slow tests and those on ../shared/reference (CI runs all of them).
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow and not reference" tests
+	$(BIN)/python -m pytest -q -m "not slow and not reference" --ignore=tests/cluster tests
 
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest_stats.py --sizes 2000000 20000000

@@ -148,7 +148,8 @@ TABLES: tuple[Table, ...] = (
         "questions",
         "id string, h int, r int, t int, direction string, topic int, hard_answer int, answers array<int>, "
         "n_answers bigint, rule_ids array<string>, split string",
-        "questions of the removed triples: complete answers, Alg. 1 downsampling, split",
+        "questions of the removed triples (or of the selected groundings): complete answers, Alg. 1 "
+        "downsampling, split; the commit description holds both question units' counts (JSON)",
         "questions",
     ),
     _variant("violations", f"{TRIPLE}, reason string", "removed triples the verifier could not prove", "verify"),

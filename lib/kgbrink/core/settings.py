@@ -137,8 +137,19 @@ class VariantSettings:
     groundings_per_rule: int = setting(30, "groundings sampled per rule by seeded hash (BRINK Sec. 3.2)")
     seed: int = setting(0, "seed of every random choice of a build")
     removal_mode: str = setting("maximal", "maximal (kgbrink's extension) or reference (the published rule)")
-    tau: float = setting(0.05, "Alg. 1: an answer entity keeps at most floor(tau |Q|) questions")
-    max_answers: int = setting(1000, "questions with more answers are dropped (and counted)")
+    tau: float = setting(
+        0.05, "Alg. 1: an answer entity keeps at most floor(tau |Q|) questions, tau in (0, 1] taken as written"
+    )
+    max_answers: int | None = setting(
+        1000,
+        "questions with more answers are dropped before Alg. 1 and counted (kgbrink's guard against hub "
+        "topics, not in BRINK; null: keep every question, as the paper)",
+    )
+    question_unit: str = setting(
+        "removed_triple",
+        "what makes a question: removed_triple (one per removed triple, Sec. 3.2's text) or grounding (one per "
+        "selected grounding: the reading behind BRINK Table 3, which has more questions than removed triples)",
+    )
     split_ratios: list[float] = setting([0.8, 0.1, 0.1], "train : valid : test of the questions (Sec. 3.3)")
     templates: dict[str, str] = setting(
         {"forward": "What is the {relation} of {topic}?", "inverse": "Which entity has {topic} as its {relation}?"},
@@ -491,12 +502,21 @@ def _validate(settings: Settings) -> Settings:
         splits = settings.get(key)
         if splits is not None and (not splits or not all(s.strip() for s in splits)):
             raise ConfigError(f"{settings.source}: {key} must be a non-empty list of split names")
-    if settings.variant.removal_mode not in ("maximal", "reference"):
+    variant = settings.variant
+    if variant.removal_mode not in ("maximal", "reference"):
         raise ConfigError(f"{settings.source}: variant.removal_mode must be maximal or reference")
     _validate_okgqa(settings)
     _validate_mcq(settings)
     return settings
 
+    if not 0 < variant.tau <= 1:
+        raise ConfigError(f"{settings.source}: variant.tau must be in (0, 1], got {variant.tau!r}")
+    if variant.max_answers is not None and variant.max_answers < 1:
+        raise ConfigError(f"{settings.source}: variant.max_answers must be >= 1 or null, got {variant.max_answers}")
+    if variant.question_unit not in ("removed_triple", "grounding"):
+        raise ConfigError(
+            f"{settings.source}: variant.question_unit must be removed_triple or grounding, got {variant.question_unit!r}"
+        )
 
 def _validate_okgqa(settings: Settings) -> None:
     sub, per, src = settings.okgqa_subgraph, settings.perturbation, settings.source
