@@ -60,6 +60,7 @@ def test_set_parses_by_the_declared_type():
     assert typed.stats.broadcast_entity_degrees is False
     assert load_config(conf, ["variant.name=007"]).variant.name == "007"  # a name stays as written
     assert load_config(conf, ["scoring.alphas=1"]).scoring.alphas == [1.0]
+    assert load_config(conf, ["variant.max_answers=null"]).variant.max_answers is None
 
 
 @pytest.mark.parametrize(
@@ -71,6 +72,10 @@ def test_set_parses_by_the_declared_type():
         ("ingest.max_bad_fraction=lots", r"setting 'ingest.max_bad_fraction' must be a number, got 'lots'"),
         ("stats.broadcast_entity_degrees=maybe", r"'stats.broadcast_entity_degrees' must be true or false"),
         ("scoring.hits=[1, x]", r"'scoring.hits' must be a list of integers, got \[1, 'x'\]"),
+        ("variant.tau=0", r"variant.tau must be in \(0, 1\], got 0.0"),
+        ("variant.tau=1.5", r"variant.tau must be in \(0, 1\]"),
+        ("variant.max_answers=0", r"variant.max_answers must be >= 1 or null, got 0"),
+        ("variant.question_unit=query", r"variant.question_unit must be removed_triple or grounding"),
     ],
 )
 def test_unknown_keys_and_wrong_types_are_named(item, message):

@@ -4,6 +4,9 @@ Alg. 1, splits, renderings), export, and the end-to-end build on the real Family
 from __future__ import annotations
 
 import json
+from collections import Counter
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -80,27 +83,64 @@ def samples(draw):
     return items
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(items=samples())
-def test_maximal_selection_is_conflict_free_maximal_and_partition_independent(spark, items):
+def _greedy_oracle(items, reference, tiebreak):
+    """The maximal selection in plain Python: start from ``reference`` (indices), drop its conflict
+    neighbours, then take the undecided groundings in priority order (conflict degree, ``tiebreak``) when
+    they conflict with nothing taken (the sequential greedy pass the module docstring says the Luby rounds
+    equal)."""
+    n = len(items)
+    bodies = [set(body) for _, _, body in items]
+    adjacent = [
+        {j for j in range(n) if j != i and (items[i][1] in bodies[j] or items[j][1] in bodies[i])} for i in range(n)
+    ]
+    chosen = set(reference)
+    blocked = {j for i in chosen for j in adjacent[i]}
+    for i in sorted(range(n), key=lambda i: (len(adjacent[i]), tiebreak[i])):
+        if i not in chosen and i not in blocked:
+            chosen.add(i)
+            blocked |= adjacent[i]
+    return chosen
+
+
+def _reference_oracle(items):
+    """The published one pass: keep g iff its head is in no sampled body."""
+    in_bodies = {b for _, _, body in items for b in body}
+    return {i for i, (_, head, _) in enumerate(items) if head not in in_bodies}
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batch=st.lists(samples(), min_size=50, max_size=50))
+def test_maximal_selection_is_conflict_free_maximal_and_partition_independent(spark, batch):
+    # 50 samples per Spark run: sample k uses entities 100k..100k+7 only, so the conflict graph is the
+    # disjoint union of the samples' graphs and each sample's selection can be checked on its own
+    items, owner = [], []
+    for k, sample_items in enumerate(batch):
+        shift = 100 * k
+        for rule, head, body in sample_items:
+            items.append((rule, (head[0] + shift, 1, head[2] + shift), [(b[0] + shift, 1, b[2] + shift) for b in body]))
+            owner.append(k)
     sample = _groundings(spark, items)
-    chosen = removal.select_groundings(sample, "maximal").collect()
-    reference = removal.select_groundings(sample, "reference").collect()
-
-    def key(row):
-        return (row["rule_id"], row["sample_hash"])
-
-    picked = {key(r) for r in chosen}
-    heads = {tuple(r["head"]) for r in chosen}
-    bodies = {tuple(b) for r in chosen for b in r["body"]}
-    assert not heads & bodies  # both constraints of Sec. 3.2
-    assert {key(r) for r in reference} <= picked
-    for k, (rule, head, body) in enumerate(items):  # maximal: every grounding left out conflicts with a chosen one
-        if (rule, k) not in picked:
-            assert head in bodies or heads & set(body)
+    maximal, reference = removal.maximal_and_reference(sample)
+    picked = {r["sample_hash"] for r in maximal.select("sample_hash").collect()}
+    kept = {r["sample_hash"] for r in reference.select("sample_hash").collect()}
+    tiebreak = {
+        r["sample_hash"]: r["p"]
+        for r in sample.select("sample_hash", removal.selection_priority().alias("p")).collect()
+    }
     with session_setting(spark, "spark.sql.shuffle.partitions", "7"):
-        again = removal.select_groundings(sample.repartition(3), "maximal").collect()
-    assert {key(r) for r in again} == picked
+        again = removal.select_groundings(sample.repartition(3), "maximal").select("sample_hash").collect()
+    assert {r["sample_hash"] for r in again} == picked
+    start = 0
+    for k in range(len(batch)):
+        rows = [i for i in range(len(items)) if owner[i] == k]
+        mine = [items[i] for i in rows]
+        local_reference = {rows[i] for i in _reference_oracle(mine)}
+        assert {i for i in rows if i in kept} == local_reference
+        expected = _greedy_oracle(mine, [i - start for i in local_reference], [tiebreak[i] for i in rows])
+        assert {i for i in rows if i in picked} == {rows[i] for i in expected}
+        heads = {mine[i][1] for i in expected}
+        assert not heads & {b for i in expected for b in mine[i][2]}  # both constraints of Sec. 3.2
+        start += len(rows)
 
 
 # --- verification ----------------------------------------------------------------------------------------
@@ -122,22 +162,40 @@ def test_verification_finds_each_kind_of_violation(spark):
             (6, 2, 7, "train"),
             (2, 3, 7, "train"),
             (4, 3, 4, "train"),
+            (10, 1, 11, "train"),
+            (11, 2, 13, "train"),
+            (10, 3, 12, "train"),
         ],
         kg,
     )
     removed = spark.createDataFrame(
-        [(1, 3, 9, [rid]), (2, 3, 7, [rid]), (4, 3, 4, [rid])], "h int, r int, t int, rule_ids array<string>"
+        [(1, 3, 9, [rid]), (2, 3, 7, [rid]), (4, 3, 4, [rid]), (10, 3, 12, [rid])],
+        "h int, r int, t int, rule_ids array<string>",
     )
-    # (1,s,9): sound witness; (2,s,7): its body atom q(6,7) is missing from the incomplete KG;
-    # (4,s,4): still in the incomplete KG and its witness binds ?e to nothing
+    # (1,s,9): one sound witness and one broken one (p(1,6), q(6,9) are in no KG): proven by the sound one;
+    # (2,s,7): its body atom q(6,7) is missing from the incomplete KG;
+    # (4,s,4): still in the incomplete KG and its witness binds ?e to nothing;
+    # (10,s,12): the witness's whole body p(10,11), q(11,13) is present, but it instantiates the head
+    # s(10,13), not the removed triple
     incomplete = spark.createDataFrame(
-        [(1, 1, 5, "train"), (5, 2, 9, "train"), (2, 1, 6, "train"), (4, 3, 4, "train"), (8, 8, 8, "train")], kg
+        [
+            (1, 1, 5, "train"),
+            (5, 2, 9, "train"),
+            (2, 1, 6, "train"),
+            (4, 3, 4, "train"),
+            (8, 8, 8, "train"),
+            (10, 1, 11, "train"),
+            (11, 2, 13, "train"),
+        ],
+        kg,
     )
     provenance = spark.createDataFrame(
         [
             (1, 3, 9, rid, {"?a": 1, "?b": 9, "?e": 5}),
+            (1, 3, 9, rid, {"?a": 1, "?b": 9, "?e": 6}),
             (2, 3, 7, rid, {"?a": 2, "?b": 7, "?e": 6}),
             (4, 3, 4, rid, {"?a": 4, "?b": 4}),
+            (10, 3, 12, rid, {"?a": 10, "?b": 13, "?e": 11}),
         ],
         "h int, r int, t int, rule_id string, bindings map<string,int>",
     )
@@ -146,6 +204,7 @@ def test_verification_finds_each_kind_of_violation(spark):
         [
             (2, 3, 7, "no grounding of a mined rule with its whole body in the incomplete KG"),
             (4, 3, 4, "no grounding of a mined rule with its whole body in the incomplete KG"),
+            (10, 3, 12, "no grounding of a mined rule with its whole body in the incomplete KG"),
             (4, 3, 4, "removed triple is still in the incomplete KG"),
             (8, 8, 8, "incomplete KG triple is not in the complete KG"),
         ],
@@ -183,10 +242,14 @@ def test_question_records_downsampling_and_private_ids_ignore_partitioning(spark
         )
 
     first = [frame.collect() for frame in run()]
+    records = questions.question_records(removed, complete, 5, 1000).collect()
     with session_setting(spark, "spark.sql.shuffle.partitions", "7"):  # planned and run with 7 partitions
         complete, removed, entities = complete.repartition(5), removed.repartition(3), entities.repartition(6)
         second = [frame.collect() for frame in run()]
-    assert len(first[0]) < 50  # tau 0.05 of 50 questions: answers capped at 2
+    # tau 0.05 of |Q| = 50 questions: floor(2.5) = 2 per hard answer, counted in plain Python
+    per_answer = Counter(r["hard_answer"] for r in records)
+    assert len(records) == 50 and max(per_answer.values()) > 2  # Alg. 1 has something to cut
+    assert Counter(r["hard_answer"] for r in first[0]) == {a: min(n, 2) for a, n in per_answer.items()}
     assertDataFrameEqual(second[0], first[0])
     assertDataFrameEqual(second[1], first[1])
 
@@ -195,11 +258,63 @@ def test_downsampling_caps_frequent_answers_at_floor_tau_q(spark):
     # 10 questions: answer 1 has 5, answer 2 has 2, answers 3, 4, 5 one each; tau = 0.2 -> cap 2
     answers = [1] * 5 + [2] * 2 + [3, 4, 5]
     frame = spark.createDataFrame([(f"q{k}", a) for k, a in enumerate(answers)], "id string, hard_answer int")
-    kept = questions.downsample(frame, tau=0.2, seed=0)
-    assert sorted(r["hard_answer"] for r in kept.collect()) == [1, 1, 2, 2, 3, 4, 5]
+    kept = questions.downsample(frame, tau=0.2, seed=0).collect()
+    assert sorted(r["hard_answer"] for r in kept) == [1, 1, 2, 2, 3, 4, 5]
+    # answer 1 keeps the two of q0..q4 with the smallest xxhash64(seed, "downsample", id)
+    hashed = frame.filter("hard_answer = 1").select("id", F.xxhash64(F.lit(0), F.lit("downsample"), "id").alias("x"))
+    smallest = [r["id"] for r in hashed.orderBy("x").limit(2).collect()]
+    assert sorted(r["id"] for r in kept if r["hard_answer"] == 1) == sorted(smallest)
+    assert questions.downsampled_count(frame, 0.2) == 7
     assert questions.downsample(frame, tau=1.0, seed=0).count() == 10
     with pytest.raises(ValueError, match="tau"):
         questions.downsample(frame, tau=0.0, seed=0)
+
+
+def test_downsampling_cap_is_exact_where_binary_floating_point_is_not(spark):
+    # tau = 0.29, |Q| = 100: tau * |Q| is 28.999999999999996 in doubles, 29 in the paper's arithmetic.
+    # Answer 0 has 40 questions (> 29), the other 60 questions have answers of their own: 29 + 60 kept.
+    frame = spark.createDataFrame([(f"q{k}", 0 if k < 40 else k) for k in range(100)], "id string, hard_answer int")
+    assert int(0.29 * 100) == 28  # the trap
+    kept = questions.downsample(frame, tau=0.29, seed=3)
+    assert Counter(r["hard_answer"] == 0 for r in kept.collect()) == {True: 29, False: 60}
+    assert questions.downsampled_count(frame, 0.29) == 89
+
+
+@settings(max_examples=1000, deadline=None)
+@given(hundredths=st.integers(1, 100), total=st.integers(0, 100_000))
+def test_cap_is_floor_of_tau_times_q_for_two_decimal_tau(hundredths, total):
+    tau = float(f"0.{hundredths:02d}") if hundredths < 100 else 1.0  # a tau as a settings file gives it
+    expected = int(Decimal(f"{hundredths}") * total / 100)  # exact decimal arithmetic, then floor (>= 0)
+    assert questions.downsample_cap(tau, total) == expected
+    assert questions.downsample_cap(f"{hundredths / 100}", total) == expected
+
+
+def test_tau_is_read_as_written_and_checked():
+    assert questions.tau_fraction(0.29) == Fraction(29, 100)
+    assert questions.tau_fraction("0.05") == Fraction(1, 20)
+    for bad in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="tau"):
+            questions.tau_fraction(bad)
+
+
+def test_one_question_per_selected_grounding(spark):
+    # (1, r7, 2) is removed by two selected groundings (rules x and y); (3, r7, 4) by one
+    provenance = spark.createDataFrame(
+        [(1, 7, 2, "x", 11), (1, 7, 2, "y", 12), (3, 7, 4, "x", 13)],
+        "h int, r int, t int, rule_id string, sample_hash long",
+    )
+    complete = spark.createDataFrame([(1, 7, 2), (3, 7, 4), (1, 7, 5)], "h int, r int, t int")
+    per_grounding = questions.question_records(provenance, complete, 0, 100, unit="grounding").collect()
+    assert sorted((r["h"], r["rule_ids"]) for r in per_grounding) == [(1, ["x"]), (1, ["y"]), (3, ["x"])]
+    assert len({r["id"] for r in per_grounding}) == 3
+    for r in per_grounding:  # answers completed in each question's own direction
+        assert r["answers"] == ([2, 5] if (r["h"], r["direction"]) == (1, "forward") else [r["hard_answer"]])
+    removed = spark.createDataFrame(
+        [(1, 7, 2, ["x", "y"]), (3, 7, 4, ["x"])], "h int, r int, t int, rule_ids array<string>"
+    )
+    assert questions.question_records(removed, complete, 0, 100).count() == 2
+    with pytest.raises(ValueError, match="question unit"):
+        questions.pick_questions(removed, 0, "query")
 
 
 def test_splits_have_exact_proportions_and_ignore_partitioning(spark):
@@ -264,6 +379,97 @@ def test_questions_render_in_three_schemes(spark):
         )
 
 
+# --- a hand-built KG, end to end: Alg. 1 and the hub guard at work -----------------------------------------
+
+# Rules p_j(a, b) => q_j(a, b) (j = 1..4) and p5(b, a) => q1(a, b). Every grounding's head is a q triple
+# and every body triple a p triple, so nothing conflicts: all 12 groundings are selected and their 11
+# distinct heads removed:
+# - q1..q4(X, X): 4 questions whose hard answer is X whichever side is the topic (a self-loop);
+# - q1(a_i, b_i), i = 1..6: 6 questions with a hard answer of their own (a_i or b_i); q1(a1, b1) is also
+#   grounded by p5(b1, a1), so it has 2 groundings;
+# - q1(Z, Z): Z also has q1(Z, c1..c3) and q1(d1..d3, Z), so its answer set has 4 entities on either
+#   side, more than max_answers = 3: dropped before Alg. 1.
+# Per removed triple: 11 candidates, 1 dropped, |Q| = 10, tau = 0.28: cap floor(2.8) = 2; X has 4 > 2.8
+# -> 2 kept, the 6 others kept: 8 questions (had the hub been dropped after Alg. 1, |Q| = 11 would give
+# cap 3 and 9). Per grounding: 12 candidates, 1 dropped, |Q| = 11, cap floor(3.08) = 3; X keeps 3 of 4,
+# the 7 others (at most 2 share an answer) all: 10. Split 8:1:1 of 8: round(6.4) = 6, round(0.8) = 1, 1.
+HUB_KG = (
+    [("X", f"p{j}", "X") for j in range(1, 5)]
+    + [("X", f"q{j}", "X") for j in range(1, 5)]
+    + [(f"a{i}", rel, f"b{i}") for i in range(1, 7) for rel in ("p1", "q1")]
+    + [("b1", "p5", "a1"), ("Z", "p1", "Z"), ("Z", "q1", "Z")]
+    + [("Z", "q1", f"c{k}") for k in range(1, 4)]
+    + [(f"d{k}", "q1", "Z") for k in range(1, 4)]
+)
+HUB_RULES = [f"?a  p{j}  ?b   => ?a  q{j}  ?b" for j in range(1, 5)] + ["?b  p5  ?a   => ?a  q1  ?b"]
+
+
+@pytest.fixture(scope="module")
+def hub_build(spark, config, work_dir):
+    """``kgbrink build`` (ground, remove, verify, questions, export, report) of HUB_KG with HUB_RULES
+    imported (no mining), tau 0.28, max_answers 3."""
+    from kgbrink.jobs import build, ingest, mine, variant
+    from kgbrink.rules.model import AMIE_COLUMNS
+
+    root = work_dir / "hub"
+    root.mkdir()
+    (root / "kg.tsv").write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in HUB_KG))
+    rows = ["\t".join(AMIE_COLUMNS)] + [f"{rule}\t1\t1\t1\t1\t1\t1\t?a" for rule in HUB_RULES]
+    (root / "rules.tsv").write_text("\n".join(rows) + "\n")
+    dataset = str(root / "dataset")
+    ctx_config = config.with_overrides(["mining.splits=[train]", "variant.tau=0.28", "variant.max_answers=3"])
+    ingest.run(
+        JobContext(spark, ctx_config),
+        ingest.IngestOptions(dataset=dataset, format="delimited", splits={"train": [str(root / "kg.tsv")]}),
+    )
+    mine.import_rules(
+        JobContext(spark, ctx_config), mine.ImportRulesOptions(tsv=str(root / "rules.tsv"), dataset=dataset)
+    )
+    summary = build.build(JobContext(spark, ctx_config), build.BuildOptions(dataset=dataset, reuse_rules=True))
+    return summary, Path(variant.variant_dir(dataset, "brink"))
+
+
+def test_hub_build_drops_hubs_then_downsamples_as_worked_out_by_hand(hub_build):
+    summary, root = hub_build
+    remove, asked = summary.counts["remove"], summary.counts["questions"]
+    assert (remove["sampled_groundings"], remove["selected_groundings"], remove["removed_triples"]) == (12, 12, 11)
+    assert remove["reference_removed_triples"] == 11 and summary.counts["verify"]["violations"] == 0
+    assert asked["dropped_too_many_answers"] == 1
+    assert asked["questions_before_downsampling"] == 10 and asked["questions"] == 8
+    assert asked["questions_by_split"] == {"train": 6, "valid": 1, "test": 1}
+    assert asked["questions_by_unit"] == {
+        "removed_triple": {
+            "candidates": 11,
+            "dropped_too_many_answers": 1,
+            "before_downsampling": 10,
+            "after_downsampling": 8,
+        },
+        "grounding": {
+            "candidates": 12,
+            "dropped_too_many_answers": 1,
+            "before_downsampling": 11,
+            "after_downsampling": 10,
+        },
+    }
+    released = [
+        json.loads(line)
+        for split in questions.SPLITS
+        for line in (root / "release" / "questions" / "entity_id" / f"{split}.jsonl").read_text().splitlines()
+    ]
+    # the survivors: every pair question, two of the four X questions, no Z question
+    triples = Counter(tuple(q["removed_triple"]) for q in released)
+    assert {t for t in triples if t[0] != "X"} == {(f"a{i}", "q1", f"b{i}") for i in range(1, 7)}
+    assert sum(n for t, n in triples.items() if t[0] == "X") == 2 and set(triples.values()) == {1}
+    assert all(q["answers"] == ["X"] for q in released if q["hard_answer"] == "X")
+    card = (root / "release" / "DATA_CARD.md").read_text()
+    report = (root / "report" / "report.md").read_text()
+    for text in (card, report):
+        assert "kgbrink's extension" in text
+        assert "dropped before Alg. 1: 1 here" in text
+        assert "| **removed_triple** (used) | 11 | 1.000 | 1 | 10 | 8 |" in text
+        assert "| grounding | 12 | 1.091 | 1 | 11 | 10 |" in text
+
+
 # --- the real Family KG, end to end ----------------------------------------------------------------------
 
 
@@ -285,8 +491,9 @@ def test_family_build_counts(family_build):
     remove, verify, asked = summary.counts["remove"], summary.counts["verify"], summary.counts["questions"]
     assert remove["rules"] == 145 and remove["sampled_groundings"] == 145 * 30  # every Family rule has >= 30 groundings
     assert remove["complete_triples"] == 17615
-    # pinned (deterministic for seed 0; the DuckDB peer in benchmarks/bench_build.py selects the same set):
-    # the published one-pass rule removes 2,034 triples of this sample, the maximal selection 2,523
+    # regression pins (produced by this code for seed 0, no independent derivation; the DuckDB peer in
+    # benchmarks/bench_build.py selects the same set): the published one-pass rule removes 2,034 triples of
+    # this sample, the maximal selection 2,523 with 2,931 groundings
     assert (remove["reference_removed_triples"], remove["removed_triples"], remove["selected_groundings"]) == (
         2034,
         2523,
@@ -294,9 +501,19 @@ def test_family_build_counts(family_build):
     )
     assert remove["incomplete_triples"] == 17615 - 2523
     assert verify["violations"] == 0
-    # one question per removed triple; tau 0.05 caps an answer at 125 questions, and none has that many
+    # one question per removed triple; tau 0.05 caps an answer at floor(0.05 * 2523) = 126 questions, and
+    # none has that many (the hand-built KG of test_hub_build_* is where Alg. 1 cuts)
     assert asked["dropped_too_many_answers"] == 0
     assert asked["questions_before_downsampling"] == asked["questions"] == 2523
+    # the other unit: one question per selected grounding, 2,931 (Table 3's reading; no hub, no cut either)
+    assert asked["questions_by_unit"] == {
+        "removed_triple": {k: 2523 for k in ("candidates", "before_downsampling", "after_downsampling")}
+        | {"dropped_too_many_answers": 0},
+        "grounding": {
+            k: remove["selected_groundings"] for k in ("candidates", "before_downsampling", "after_downsampling")
+        }
+        | {"dropped_too_many_answers": 0},
+    }
     assert asked["questions_by_split"] == {
         "train": 2018,
         "valid": 252,
@@ -392,6 +609,8 @@ def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark
         )
     release = root / "release"
     files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
+    # 19 = complete/incomplete/removed.tsv, rules.tsv, provenance.jsonl, DATA_CARD.md, 3 schemes x 3 splits
+    # of questions, and the two KGs in the private_id and text_label renderings
     assert len(files) == 19 and files == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert [f for f in files if (release / f).read_bytes() != (out / f).read_bytes()] == []
 

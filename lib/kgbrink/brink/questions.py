@@ -3,20 +3,32 @@
 Every random choice is a seeded hash of content (``xxhash64(seed, purpose, ...)``), so questions, their
 split and the downsampling depend only on the removed triples, the KG and the seed.
 
-- One question per removed triple r(h, t). The topic entity is h or t by the low bit of
-  ``xxhash64(seed, "topic", h, r, t)``; the *hard answer* is the other entity. (BRINK's Table 3 lists
-  more Family questions (2,165) than removed triples (17,615 - 15,785 = 1,830), so the published code
-  emits a question per sampled grounding, repeating a removed triple once per rule that grounds it; we
-  emit one per removed triple and keep the rules behind it in ``rule_ids``.)
+- What makes a question (``variant.question_unit``). Sec. 3.2 generates a question "for each removed
+  triple", yet Table 3 lists more questions than removed triples (Family 2,165 for 17,615 - 15,785 =
+  1,830, ratio 1.18; Wikidata5m 34,651 for 32,101, 1.08). Of the readings the text allows, only one
+  question per *selected grounding* (a removed triple grounded by k selected groundings gives k
+  questions) yields a ratio a little above 1: both directions of every triple give 2 before
+  downsampling (Alg. 1 would then have to drop ~40% of Family's questions, whose hard answers are spread
+  thin: see docs/fidelity.md), and one per (relation, topic) query gives at most 1. kgbrink offers both: ``removed_triple`` (default: the text;
+  no duplicate questions, so none can straddle the train/test split) and ``grounding`` (Table 3's
+  count; id and topic side hash the grounding too, so the k questions of a triple draw their sides
+  independently). The build reports both counts; docs/fidelity.md gives the measured ratios.
+- The topic entity is h or t by the low bit of ``xxhash64(seed, "topic", h, r, t)`` (and the grounding's
+  ``rule_id, sample_hash`` for ``grounding``); the *hard answer* is the other entity.
 - Complete answer set, from the complete KG in the question's direction: topic h -> every t' with
   r(h, t'); topic t -> every h' with r(h', t). (The published code always completes from the grounding's
   head entity, which is wrong when the topic is the tail.)
-- Questions with more than ``variant.max_answers`` answers are dropped (and counted): answer sets of hub
-  topics run to millions of entities and are no question a QA model can be scored on.
+- Questions with more than ``variant.max_answers`` answers are dropped before Alg. 1 (and counted):
+  answer sets of hub topics run to millions of entities and are no question a QA model can be scored
+  on. This is kgbrink's guard, not the paper's; ``max_answers: null`` keeps every question.
 - Downsampling (Alg. 1), by hard answer a: when |Q_a| > tau |Q|, keep the floor(tau |Q|) questions of
   Q_a with the smallest ``xxhash64(seed, "downsample", question id)``; |Q| is the count before
-  downsampling. The paper leaves "answer(q)" open for multi-answer questions; the hard answer is the one
-  entity every question has, and the one the removal made hard.
+  downsampling. For an integer |Q_a| the test |Q_a| > tau |Q| equals |Q_a| > floor(tau |Q|), so Alg. 1
+  keeps exactly the questions ranked at most floor(tau |Q|) within their answer. tau is the decimal the
+  settings give, in exact arithmetic (:func:`tau_fraction`): in binary floating point 0.29 * 100 is
+  28.999..., which would keep 28 where the paper keeps 29. The paper leaves "answer(q)" open for
+  multi-answer questions; the hard answer is the one entity every question has, and the one the removal
+  made hard.
 - Split 8:1:1 (configurable) over the kept questions ranked by ``xxhash64(seed, "split", id)``: the first
   round(0.8 n) are train, the next round(0.1 n) validation (rounded half up), the rest test (exact proportions, unlike an
   independent draw per question).
@@ -31,6 +43,8 @@ key for entities without one (counted as ``unlabelled``).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -38,26 +52,39 @@ from kgbrink.core.frames import with_positions
 
 SCHEMES = ("private_id", "entity_id", "text_label")
 SPLITS = ("train", "valid", "test")
+UNITS = ("removed_triple", "grounding")
+ANSWER_KEY = ["direction", "topic", "r"]
 
 
-def question_records(removed: DataFrame, complete: DataFrame, seed: int, max_answers: int) -> DataFrame:
-    """``id, h, r, t, direction, topic, hard_answer, answers, n_answers, rule_ids``: one question per
-    removed triple (``h, r, t, rule_ids``), its answers completed from ``complete`` (``h, r, t``) in its
-    direction. ``answers`` is null when there are more than ``max_answers`` of them (a hub topic such as
-    (?, instance of, human)); such questions are counted and left out by the job, never materialised."""
-    picked = removed.select(
-        F.lower(F.lpad(F.hex(F.xxhash64(F.lit(seed), F.lit("question"), "h", "r", "t")), 16, "0")).alias("id"),
+def pick_questions(source: DataFrame, seed: int, unit: str = "removed_triple") -> DataFrame:
+    """``id, h, r, t, rule_ids, direction, topic, hard_answer``: the questions before answer completion.
+    ``unit`` ``removed_triple``: one per row of ``source`` = the removed triples (``h, r, t, rule_ids``);
+    ``grounding``: one per row of ``source`` = the provenance (``h, r, t, rule_id, sample_hash``)."""
+    if unit == "removed_triple":
+        identity, rule_ids = ["h", "r", "t"], F.col("rule_ids")
+    elif unit == "grounding":
+        identity, rule_ids = ["h", "r", "t", "rule_id", "sample_hash"], F.array("rule_id")
+    else:
+        raise ValueError(f"question unit must be one of {', '.join(UNITS)}, got {unit!r}")
+    picked = source.select(
+        F.lower(F.lpad(F.hex(F.xxhash64(F.lit(seed), F.lit("question"), *identity)), 16, "0")).alias("id"),
         "h",
         "r",
         "t",
-        "rule_ids",
-        F.when((F.xxhash64(F.lit(seed), F.lit("topic"), "h", "r", "t") % 2) == 0, "forward")
+        rule_ids.alias("rule_ids"),
+        F.when((F.xxhash64(F.lit(seed), F.lit("topic"), *identity) % 2) == 0, "forward")
         .otherwise("inverse")
         .alias("direction"),
     )
-    picked = picked.withColumn(
+    return picked.withColumn(
         "topic", F.when(F.col("direction") == "forward", F.col("h")).otherwise(F.col("t"))
     ).withColumn("hard_answer", F.when(F.col("direction") == "forward", F.col("t")).otherwise(F.col("h")))
+
+
+def answer_sets(keys: DataFrame, complete: DataFrame, max_answers: int | None) -> DataFrame:
+    """``direction, topic, r, n_answers, answers``: the complete answer set of every query of ``keys``
+    (``direction, topic, r``) from ``complete`` (``h, r, t``); ``answers`` is null when there are more than
+    ``max_answers`` (never collected; ``None``: no limit)."""
     facts = complete.select("h", "r", "t").distinct()
     forward = facts.select(
         F.lit("forward").alias("direction"), F.col("h").alias("topic"), "r", F.col("t").alias("answer")
@@ -65,35 +92,65 @@ def question_records(removed: DataFrame, complete: DataFrame, seed: int, max_ans
     inverse = facts.select(
         F.lit("inverse").alias("direction"), F.col("t").alias("topic"), "r", F.col("h").alias("answer")
     )
-    key = ["direction", "topic", "r"]
-    candidates = forward.unionByName(inverse).join(picked.select(*key).distinct(), key, "left_semi")
-    sizes = candidates.groupBy(*key).agg(F.count(F.lit(1)).alias("n_answers"))
-    small = sizes.filter(F.col("n_answers") <= max_answers).select(*key)
+    candidates = forward.unionByName(inverse).join(keys.select(*ANSWER_KEY).distinct(), ANSWER_KEY, "left_semi")
+    sizes = candidates.groupBy(*ANSWER_KEY).agg(F.count(F.lit(1)).alias("n_answers"))
+    small = sizes if max_answers is None else sizes.filter(F.col("n_answers") <= max_answers)
     answers = (
-        candidates.join(small, key, "left_semi")
-        .groupBy(*key)
+        candidates.join(small.select(*ANSWER_KEY), ANSWER_KEY, "left_semi")
+        .groupBy(*ANSWER_KEY)
         .agg(F.array_sort(F.collect_list("answer")).alias("answers"))
     )
-    return (
-        picked.join(sizes, key, "left")
-        .join(answers, key, "left")
-        .select("id", "h", "r", "t", "direction", "topic", "hard_answer", "answers", "n_answers", "rule_ids")
+    return sizes.join(answers, ANSWER_KEY, "left")
+
+
+def with_answers(picked: DataFrame, answers: DataFrame) -> DataFrame:
+    """Question records: :func:`pick_questions` rows with their :func:`answer_sets` row."""
+    return picked.join(answers, ANSWER_KEY, "left").select(
+        "id", "h", "r", "t", "direction", "topic", "hard_answer", "answers", "n_answers", "rule_ids"
     )
 
 
-def downsample(questions: DataFrame, tau: float, seed: int) -> DataFrame:
-    """Algorithm 1 by hard answer: the questions kept (module docstring). ``0 < tau <= 1``."""
-    if not 0.0 < tau <= 1.0:
+def question_records(
+    source: DataFrame, complete: DataFrame, seed: int, max_answers: int | None, unit: str = "removed_triple"
+) -> DataFrame:
+    """``id, h, r, t, direction, topic, hard_answer, answers, n_answers, rule_ids``: one question per
+    ``unit`` of ``source`` (:func:`pick_questions`), its answers completed from ``complete`` (``h, r, t``)
+    in its direction. ``answers`` is null when there are more than ``max_answers`` of them (a hub topic
+    such as (?, instance of, human)); such questions are counted and left out by the job, never
+    materialised."""
+    picked = pick_questions(source, seed, unit)
+    return with_answers(picked, answer_sets(picked, complete, max_answers))
+
+
+def tau_fraction(tau: float | str | Fraction) -> Fraction:
+    """tau exactly as written: a float is read through its shortest round-trip decimal (``repr``), so the
+    setting 0.29 is 29/100, not the double 0.28999999999999998002...; ``0 < tau <= 1``."""
+    exact = tau if isinstance(tau, Fraction) else Fraction(repr(tau) if isinstance(tau, float) else tau)
+    if not 0 < exact <= 1:
         raise ValueError(f"tau must be in (0, 1], got {tau}")
-    total = questions.count()
-    cap = int(tau * total)
-    limit = tau * total
-    by_answer = Window.partitionBy("hard_answer")
+    return exact
+
+
+def downsample_cap(tau: float | str | Fraction, total: int) -> int:
+    """floor(tau |Q|) of Alg. 1 in exact integer arithmetic (|Q| = ``total``)."""
+    exact = tau_fraction(tau)
+    return exact.numerator * total // exact.denominator
+
+
+def downsample(questions: DataFrame, tau: float | str | Fraction, seed: int) -> DataFrame:
+    """Algorithm 1 by hard answer: the questions kept (module docstring). ``0 < tau <= 1``."""
+    cap = downsample_cap(tau, questions.count())
     order = Window.partitionBy("hard_answer").orderBy(F.xxhash64(F.lit(seed), F.lit("downsample"), "id"), "id")
-    ranked = questions.withColumn("_n", F.count(F.lit(1)).over(by_answer)).withColumn(
-        "_rank", F.row_number().over(order)
-    )
-    return ranked.filter((F.col("_n") <= F.lit(limit)) | (F.col("_rank") <= F.lit(cap))).drop("_n", "_rank")
+    return questions.withColumn("_rank", F.row_number().over(order)).filter(F.col("_rank") <= cap).drop("_rank")
+
+
+def downsampled_count(questions: DataFrame, tau: float | str | Fraction) -> int:
+    """How many questions :func:`downsample` keeps, without ranking them: sum over answers of
+    min(|Q_a|, floor(tau |Q|))."""
+    per_answer = questions.groupBy("hard_answer").agg(F.count(F.lit(1)).alias("n"))
+    counts = [r["n"] for r in per_answer.collect()]
+    cap = downsample_cap(tau, sum(counts))
+    return sum(min(n, cap) for n in counts)
 
 
 def assign_splits(questions: DataFrame, seed: int, ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> DataFrame:

@@ -24,6 +24,7 @@ from kgbrink.jobs.variant import (
     _names,
     _open,
     _settings,
+    question_counts,
     write_question_files,
 )
 from kgbrink.rules.model import RULE_TYPES, write_amie_tsv
@@ -166,6 +167,7 @@ def _variant_counts(v: Variant) -> dict:
         "triples_by_split": triples,
         "questions_by_split": {k: questions_by_split.get(k, 0) for k in questions.SPLITS},
         "violations": violations,
+        "question_counts": question_counts(v),
     }
 
 

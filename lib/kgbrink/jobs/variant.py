@@ -10,6 +10,7 @@ rule id and string, bindings, body triples), ``questions``, ``violations``; the 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +90,8 @@ def _settings(v: Variant, from_kg: bool = False) -> dict:
         "tau": float(config.variant.tau),
         "ratios": tuple(float(x) for x in config.variant.split_ratios),
         "templates": dict(config.variant.templates),
-        "max_answers": int(config.variant.max_answers),
+        "max_answers": None if config.variant.max_answers is None else int(config.variant.max_answers),
+        "question_unit": config.variant.question_unit,
         "splits": v.splits(from_kg),
     }
 
@@ -237,29 +239,59 @@ def verify(ctx: JobContext, opts: VariantOptions) -> JobSummary:
     steps=2,
 )
 def make_questions(ctx: JobContext, opts: OutOptions) -> JobSummary:
-    """``kgbrink questions``: one question per removed triple, completed, downsampled (Alg. 1) and split
-    8:1:1; the Delta table ``questions`` plus the JSON Lines files of the three renderings."""
+    """``kgbrink questions``: one question per removed triple (or per selected grounding:
+    ``variant.question_unit``), completed, hub topics dropped, downsampled (Alg. 1) and split 8:1:1; the
+    Delta table ``questions`` plus the JSON Lines files of the three renderings. Both question units are
+    counted (``questions_by_unit``); the answer sets of both are computed in one pass."""
     v = _open(ctx, opts)
     s, out = _settings(v), opts.out
+    unit = s["question_unit"]
     summary = ctx.begin(
-        dataset=v.dataset, variant=v.name, tau=s["tau"], seed=s["seed"], split_ratios=",".join(map(str, s["ratios"]))
+        dataset=v.dataset,
+        variant=v.name,
+        tau=s["tau"],
+        seed=s["seed"],
+        split_ratios=",".join(map(str, s["ratios"])),
+        question_unit=unit,
+        max_answers=s["max_answers"],
     )
     with ctx.step("questions"):
-        records = questions.question_records(
-            v.read("removed"), v.read("complete"), s["seed"], s["max_answers"]
-        ).localCheckpoint()
-        too_many = records.filter(F.col("answers").isNull()).count()
-        records = records.filter(F.col("answers").isNotNull()).localCheckpoint()
-        total = records.count()
+        sources = {"removed_triple": v.read("removed"), "grounding": v.read("provenance")}
+        picked = {u: questions.pick_questions(sources[u], s["seed"], u).localCheckpoint() for u in questions.UNITS}
+        keys = (
+            picked["removed_triple"]
+            .select(*questions.ANSWER_KEY)
+            .unionByName(picked["grounding"].select(*questions.ANSWER_KEY))
+        )
+        answers = questions.answer_sets(keys, v.read("complete"), s["max_answers"]).localCheckpoint()
+        by_unit = {}
+        for u in questions.UNITS:
+            both = questions.with_answers(picked[u], answers)
+            row = both.agg(F.count(F.lit(1)).alias("n"), F.count_if(F.col("answers").isNull()).alias("dropped")).first()
+            asked = both.filter(F.col("answers").isNotNull()).localCheckpoint()
+            by_unit[u] = {
+                "candidates": row["n"],
+                "dropped_too_many_answers": row["dropped"],
+                "before_downsampling": row["n"] - row["dropped"],
+                "after_downsampling": questions.downsampled_count(asked, s["tau"]),
+            }
+            if u == unit:
+                records = asked
+        total = by_unit[unit]["before_downsampling"]
         if records.select("id").distinct().count() != total:
             raise JobFailed("question ids collide (64-bit hash); change variant.seed", summary)
         kept = questions.assign_splits(questions.downsample(records, s["tau"], s["seed"]), s["seed"], s["ratios"])
-        v.write("questions", kept, f"questions, tau {s['tau']}, seed {s['seed']}")
+        counts = {
+            "dropped_too_many_answers": by_unit[unit]["dropped_too_many_answers"],
+            "questions_before_downsampling": total,
+            "questions_by_unit": by_unit,
+        }
+        recorded = {**counts, "question_unit": unit, "max_answers": s["max_answers"]}
+        v.write("questions", kept, QUESTION_COUNTS_PREFIX + json.dumps(recorded, sort_keys=True))
     kept = v.read("questions")
     per_split = {r["split"]: r["count"] for r in kept.groupBy("split").count().collect()}
     summary.counts.update(
-        dropped_too_many_answers=too_many,
-        questions_before_downsampling=total,
+        **counts,
         questions=sum(per_split.values()),
         questions_by_split={k: per_split.get(k, 0) for k in questions.SPLITS},
     )
@@ -271,6 +303,20 @@ def make_questions(ctx: JobContext, opts: OutOptions) -> JobSummary:
         files = write_question_files(v, kept, s, Path(out) if out else None)
     summary.artifacts.extend(files)
     return summary
+
+
+QUESTION_COUNTS_PREFIX = "questions; counts "
+
+
+def question_counts(v: Variant) -> dict | None:
+    """The counts the ``questions`` job recorded with the ``questions`` table (its commit's description):
+    the unit, the hub questions dropped and the count of both units; None for a table without them."""
+    if not table_exists(v.spark, v.path("questions")):
+        return None
+    description = table_description(v.spark, v.path("questions")) or ""
+    if not description.startswith(QUESTION_COUNTS_PREFIX):
+        return None
+    return json.loads(description[len(QUESTION_COUNTS_PREFIX) :])
 
 
 def _names(v: Variant, scheme: str, seed: int) -> DataFrame:
