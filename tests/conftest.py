@@ -204,6 +204,7 @@ SLOW = {
     "test_probekgc_wn_statistics_through_the_cli",
     "test_identical_questions_whatever_the_partitioning",
     "test_hand_written_kg_gives_the_hand_computed_options",
+    "test_hub_build_drops_hubs_then_downsamples_as_worked_out_by_hand",
 }
 REFERENCE_FIXTURES = {"reference", "probe_datasets", "family", "family_build", "family_kg"}
 
