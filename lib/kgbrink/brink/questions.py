@@ -8,11 +8,12 @@ split and the downsampling depend only on the removed triples, the KG and the se
   1,830, ratio 1.18; Wikidata5m 34,651 for 32,101, 1.08). Of the readings the text allows, only one
   question per *selected grounding* (a removed triple grounded by k selected groundings gives k
   questions) yields a ratio a little above 1: both directions of every triple give 2 before
-  downsampling (Alg. 1 would then have to drop ~40% of Family's questions, whose hard answers are spread
-  thin: see docs/fidelity.md), and one per (relation, topic) query gives at most 1. kgbrink offers both: ``removed_triple`` (default: the text;
-  no duplicate questions, so none can straddle the train/test split) and ``grounding`` (Table 3's
-  count; id and topic side hash the grounding too, so the k questions of a triple draw their sides
-  independently). The build reports both counts; docs/fidelity.md gives the measured ratios.
+  downsampling (Alg. 1 would then have to drop ~40% of Family's questions, whose hard answers are
+  spread thin: see docs/fidelity.md), and one per (relation, topic) query gives at most 1. kgbrink
+  offers both: ``removed_triple`` (default: the text; no duplicate questions, so none can straddle the
+  train/test split) and ``grounding`` (Table 3's count; id and topic side hash the grounding too, so
+  the k questions of a triple draw their sides independently). The build reports both counts;
+  docs/fidelity.md gives the measured ratios.
 - The topic entity is h or t by the low bit of ``xxhash64(seed, "topic", h, r, t)`` (and the grounding's
   ``rule_id, sample_hash`` for ``grounding``); the *hard answer* is the other entity.
 - Complete answer set, from the complete KG in the question's direction: topic h -> every t' with
