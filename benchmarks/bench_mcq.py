@@ -270,6 +270,7 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="setting overrides (key=value)")
     parser.add_argument("--out", default=str(HERE / "out"))
     parser.add_argument("--skip-kgbrink", action="store_true", help="peer only (questions of an earlier run)")
+    parser.add_argument("--prepare-only", action="store_true", help="make the KG and the score file, then stop")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -308,6 +309,8 @@ def main() -> None:
         "load_before": load(),
     }
     print(json.dumps(record), flush=True)
+    if args.prepare_only:
+        return
     name = f"bench{args.queries}"
     if not args.skip_kgbrink:
         t0 = time.perf_counter()
