@@ -518,6 +518,7 @@ def _validate(settings: Settings) -> Settings:
             f"{settings.source}: variant.question_unit must be removed_triple or grounding, got {variant.question_unit!r}"
         )
 
+
 def _validate_okgqa(settings: Settings) -> None:
     sub, per, src = settings.okgqa_subgraph, settings.perturbation, settings.source
     checks = [
