@@ -280,7 +280,7 @@ def test_downsampling_cap_is_exact_where_binary_floating_point_is_not(spark):
     assert questions.downsampled_count(frame, 0.29) == 89
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(hundredths=st.integers(1, 100), total=st.integers(0, 100_000))
 def test_cap_is_floor_of_tau_times_q_for_two_decimal_tau(hundredths, total):
     tau = float(f"0.{hundredths:02d}") if hundredths < 100 else 1.0  # a tau as a settings file gives it
