@@ -172,6 +172,7 @@ def worker_spark(task: dict) -> dict:
             p_values=(),
             eps=None,
             popularity_groups=0,
+            strat_betas=(),
         )
         opts = score.ScoreOptions(ranks=ranks, dataset=dataset, spec=metric, fmt="parquet", id_kind="id")
         summary, timing = timed(lambda: score.run(JobContext(spark, cfg), opts))
@@ -229,6 +230,7 @@ def diagnostics(spark, ranks: str, dataset: str) -> dict:
             p_values=(),
             eps=None,
             popularity_groups=0,
+            strat_betas=(),
         )
 
     raw = spark.read.parquet(ranks)
@@ -328,7 +330,7 @@ def _metrics(sums: dict, spec: dict) -> dict:
         "mr": sums["rank_sum"] / n,
         "mrr": sums["reciprocal"] / n,
         "amri": 1 - 2 * (sums["rank_sum"] - n) / sums["candidates_minus_one"],
-        "wmr": math.exp(sums["wmr_log"] / sums["candidates_minus_one"]),
+        "wgmr": math.exp(sums["wmr_log"] / sums["candidates_minus_one"]),
     }
     for k in spec["hits"]:
         out[f"hits@{k}"] = sums[f"hits_{k}"] / n

@@ -102,7 +102,8 @@ def test_hand_computed_ranks_and_every_quarantine_reason(spark, broadcast):
     )
     assertDataFrameEqual(ranks, [*HAND_RANKS, NON_FINITE_RANK])
     assertDataFrameEqual(quarantine, [(*case[0][:6], reason, detail) for case, reason, detail in QUARANTINED])
-    assert {reason for _, reason, _ in QUARANTINED} == set(R.QUARANTINE_REASONS)
+    # missing_candidates needs the entity count: test_every_entity_must_be_scored_given_the_entity_count
+    assert {reason for _, reason, _ in QUARANTINED} == set(R.QUARANTINE_REASONS) - {"missing_candidates"}
     assert ranks.dtypes == [
         *spark.createDataFrame([], SCORES).dtypes[:6],
         ("rank", "double"),
@@ -120,6 +121,45 @@ def test_without_duplicate_check_only_a_duplicated_answer_is_caught(spark, broad
     ranks, quarantine = rank(spark, rows, [(0, 0, 3)], broadcast_queries=broadcast, check_duplicates=False)
     assertDataFrameEqual(ranks, [("f", "r0", 0, 0, 1, "tail", 3.0, 3)])
     assertDataFrameEqual(quarantine.select("model", "reason"), [("g", "duplicate_candidate")])
+
+
+# |E| = 4 entities (ids 0-3), query (0, 0, ?) with answer 1 at 0.5 and nothing known but the answer
+ALL_SCORED = _rows("all", 0, 0, 1, "tail", [(0, 0.9), (1, 0.5), (2, 0.1), (3, 0.6)])  # rank 1 + 2 of 4
+ONE_MISSING = _rows("miss", 0, 0, 1, "tail", [(1, 0.5), (2, 0.6), (3, 0.1)])  # entity 0 not scored: 2 of 3
+DUPLICATE = _rows("dup", 0, 0, 1, "tail", [(1, 0.5), (2, 0.6), (2, 0.6), (3, 0.1)])  # 4 rows, 0 missing
+BOTH = _rows("both", 0, 0, 1, "tail", [(1, 0.5), (2, 0.6), (2, 0.6)])  # 3 rows: missing comes first
+
+
+@pytest.mark.parametrize("broadcast", PLANS)
+def test_every_entity_must_be_scored_given_the_entity_count(spark, broadcast):
+    rows = ALL_SCORED + ONE_MISSING + DUPLICATE + BOTH
+    known = [(0, 0, 1)]
+    outcomes = R.query_outcomes(
+        spark.createDataFrame(rows, SCORES), spark.createDataFrame(known, KNOWN), broadcast, n_entities=4
+    ).localCheckpoint()
+    ranks, quarantine = R.split_outcomes(outcomes)
+    assertDataFrameEqual(ranks, [("all", "r0", 0, 0, 1, "tail", 3.0, 4)])
+    assertDataFrameEqual(
+        quarantine.select("model", "reason", "detail"),
+        [
+            ("miss", "missing_candidates", "3 candidate rows for 4 entities (at least 1 not scored)"),
+            ("dup", "duplicate_candidate", "1 duplicate candidate rows (e.g. candidate 2)"),
+            ("both", "missing_candidates", "3 candidate rows for 4 entities (at least 1 not scored)"),
+        ],
+    )
+    assert outcomes.filter("reason is null").first()["unscored"] == 0
+    # --partial-candidates: ranked among the candidates scored (|E_i| = 3), and reported as unscored
+    partial = R.query_outcomes(
+        spark.createDataFrame(ONE_MISSING + ALL_SCORED, SCORES),
+        spark.createDataFrame(known, KNOWN),
+        broadcast,
+        n_entities=4,
+        partial_candidates=True,
+    )
+    assertDataFrameEqual(
+        partial.select("model", "rank", "num_candidates", "reason", "unscored"),
+        [("miss", 2.0, 3, None, 1), ("all", 3.0, 4, None, 0)],
+    )
 
 
 # ------------------------------------------------------------------------------------------ oracle

@@ -13,8 +13,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -28,7 +31,7 @@ from kgbrink.probe import scoring as S
 from tests.conftest import PROJECT_ROOT
 
 RANK_SCHEMA = "model string, run string, rank double, num_candidates long"
-NO_POPULARITY = {"betas": (0.0,), "popularity_groups": 0}
+NO_POPULARITY = {"betas": (0.0,), "popularity_groups": 0, "strat_betas": ()}
 
 
 def _values(scores: S.Scores, model: str, run: str = "1") -> dict:
@@ -67,7 +70,9 @@ def test_classic_metrics_and_probe_transform_by_hand(spark):
     assert v[("hits@1", None, None)] == pytest.approx(1 / 3) and v[("hits@3", None, None)] == pytest.approx(2 / 3)
     assert v[("p-mrr@0.5", None, None)] == pytest.approx((1 + 2.5**-0.5 + 10**-0.5) / 3, abs=1e-9)
     assert v[("amri", None, None)] == pytest.approx(1 - 21 / 27, abs=1e-9)  # 1 - 2 * (0 + 1.5 + 9) / 27
-    assert v[("wmr", None, None)] == pytest.approx(25 ** (1 / 3), abs=1e-6)  # exp((ln 1 + ln 2.5 + ln 10) / 3)
+    assert v[("wgmr", None, None)] == pytest.approx(25 ** (1 / 3), abs=1e-6)  # exp((ln 1 + ln 2.5 + ln 10) / 3)
+    # normalised: 1 - 9 (ln 1 + ln 2.5 + ln 10) / (3 * 9 ln 10) = 1 - log10(25) / 3
+    assert v[("wmr", None, None)] == pytest.approx(1 - math.log10(25) / 3, abs=1e-7)
 
 
 def test_amri_and_wmr_with_different_candidate_counts(spark):
@@ -80,7 +85,21 @@ def test_amri_and_wmr_with_different_candidate_counts(spark):
     )
     assert v[("amri", None, None)] == pytest.approx(1 - 16.8333333333 / 34.5, abs=1e-9)
     # weights C_i = N_i - 1 = 99, 9, 99 (Tiwari et al.'s corrupted candidate set)
-    assert v[("wmr", None, None)] == pytest.approx(math.exp((9 * math.log(2.5) + 99 * math.log(50)) / 207), abs=1e-6)
+    assert v[("wgmr", None, None)] == pytest.approx(math.exp((9 * math.log(2.5) + 99 * math.log(50)) / 207), abs=1e-6)
+    # WMR = 1 - sum C ln r / sum C ln N = 1 - (9 ln 2.5 + 99 ln 50) / (99 ln 100 + 9 ln 10 + 99 ln 100)
+    worst = 198 * math.log(100) + 9 * math.log(10)
+    assert v[("wmr", None, None)] == pytest.approx(1 - (9 * math.log(2.5) + 99 * math.log(50)) / worst, abs=1e-7)
+    # the optimum and the pessimum are fixed: every rank 1 scores 1, every rank N_i scores 0
+    best, last = (
+        _values(
+            S.score_ranks(
+                spark.createDataFrame(x, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), p_values=(), **NO_POPULARITY)
+            ),
+            "m",
+        )[("wmr", None, None)]
+        for x in ([(m, run, 1.0, n) for m, run, _, n in rows], [(m, run, float(n), n) for m, run, _, n in rows])
+    )
+    assert best == 1.0 and last == 0.0
 
 
 def test_single_candidate_scores_the_optimum_and_amri_is_undefined(spark):
@@ -91,7 +110,7 @@ def test_single_candidate_scores_the_optimum_and_amri_is_undefined(spark):
         "m",
     )
     assert all(v[("probe", a, 0.0)] == 1.0 for a in (1.0, 0.5, 0.0, -0.5, -1.0))
-    assert v[("amri", None, None)] is None and v[("wmr", None, None)] is None
+    assert v[("amri", None, None)] is None and v[("wmr", None, None)] is None and v[("wgmr", None, None)] is None
 
 
 POP_SCHEMA = "model string, run string, rank double, num_candidates long, entity_degree long, relation_degree long"
@@ -184,6 +203,62 @@ def test_popularity_groups_split_queries_from_most_to_least_popular(spark):
         and groups[2]["mrr"] == pytest.approx((1 + 1 / 3) / 2, abs=1e-9)
     )
     assert groups[1]["popularity_max"] == pytest.approx(0.75) and groups[2]["popularity_min"] == pytest.approx(0.1)
+
+
+def test_strat_mrr_weights_each_query_by_its_target_frequency(spark):
+    # (rank, N, d(e), d(e=>r)): the missing entities occur 4, 1 and 0 times (0 counts as 1)
+    rows = [("m", "1", 1.0, 10, 4, 1), ("m", "1", 2.0, 10, 1, 1), ("m", "1", 4.0, 10, 0, 0)]
+    spec = S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=0, strat_betas=(0.0, 0.5, 1.0))
+    v = _values(S.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), spec, total=10), "m")
+    assert v[("strat-mrr@0", None, None)] == pytest.approx(v[("mrr", None, None)], abs=1e-12)
+    assert v[("mrr", None, None)] == pytest.approx((1 + 1 / 2 + 1 / 4) / 3, abs=1e-9)
+    # beta 0.5: weights 1/2, 1, 1 -> (1/2 + 1/2 + 1/4) / (5/2); beta 1: weights 1/4, 1, 1 -> 1 / (9/4)
+    assert v[("strat-mrr@0.5", None, None)] == pytest.approx(0.5, abs=1e-9)
+    assert v[("strat-mrr@1", None, None)] == pytest.approx(4 / 9, abs=1e-9)
+
+
+def test_popularity_buckets_top_percent_and_equal_count_by_hand():
+    top = S.MetricSpec(popularity_top_percent=(0.34, 1.0, 50.0))
+    # 300 queries in tie groups of 1, 1, 1, 148, 149: top percentages 1/3, 2/3, 1, 50.33, 100
+    assert S.popularity_buckets(np.array([1, 1, 1, 148, 149]), top).tolist() == [0, 1, 1, 3, 3]
+    # exactly on a cut belongs to it (29 of 100 queries is "top 29%"; 0.29 * 100 is 28.999... in floats)
+    assert S.popularity_buckets(np.array([29, 71]), S.MetricSpec(popularity_top_percent=(29,))).tolist() == [0, 1]
+    # equal-count: floor(G * queries before / total), ties kept together
+    assert S.popularity_buckets(np.array([2, 1, 1]), S.MetricSpec(popularity_groups=2)).tolist() == [0, 1, 1]
+    assert S.MetricSpec(popularity_top_percent=(1, 10)).group_count == 3
+    for bad in ((0,), (10, 5), (50, 50), (100,)):
+        with pytest.raises(ValueError, match="popularity_top_percent"):
+            S.MetricSpec(popularity_top_percent=bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 50), min_size=1, max_size=30).filter(lambda c: sum(c) > 0),
+    cuts=st.lists(st.integers(1, 99), min_size=1, max_size=4, unique=True).map(sorted),
+)
+def test_top_percent_groups_hold_exactly_the_queries_within_their_cut(counts, cuts):
+    bucket = S.popularity_buckets(np.array(counts), S.MetricSpec(popularity_top_percent=tuple(cuts)))
+    total, through = sum(counts), np.cumsum(counts)
+    bounds = [0, *cuts, 100]
+    for b, t, c in zip(bucket.tolist(), through.tolist(), counts):
+        # the share at least as popular lies in (bounds[b], bounds[b + 1]], exactly (empty key groups:
+        # rows that were all quarantined, reported nowhere)
+        assert c == 0 or bounds[b] * total < 100 * t <= bounds[b + 1] * total
+    assert bucket.tolist() == sorted(bucket.tolist())
+
+
+def test_top_percent_groups_of_scored_queries(spark):
+    # 10 queries, d(e) = d(e=>r) (delta(r|e) = 1), the 3rd and 4th tied: top 10% holds q1, top 35% q2
+    # only (the tie reaches 40%), the rest is the third group
+    degrees = [10, 9, 8, 8, 6, 5, 4, 3, 2, 1]
+    rows = [("m", "1", float(min(i + 1, 3)), 10, d, d) for i, d in enumerate(degrees)]
+    spec = S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_top_percent=(10, 35), strat_betas=())
+    groups = S.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), spec, total=100).groups
+    assert [(g["group"], g["queries"], g["top_percent_from"], g["top_percent_to"], g["mr"]) for g in groups] == [
+        (1, 1, 0.0, 10.0, 1.0),
+        (2, 1, 10.0, 20.0, 2.0),
+        (3, 8, 20.0, 100.0, 3.0),
+    ]
 
 
 def test_results_do_not_depend_on_partitioning(spark):
@@ -519,6 +594,10 @@ def test_cli_score_contract(spark, config, small_dataset, tmp_path, capsys):
             "0,1",
             "--hits",
             "1,3",
+            "--strat-beta",
+            "0,1",
+            "--top-percent",
+            "50",
             "--json",
             str(out),
             "--plots",
@@ -533,7 +612,11 @@ def test_cli_score_contract(spark, config, small_dataset, tmp_path, capsys):
         0.5, abs=1e-9
     )
     classic = {r["metric"] for r in doc["results"] if r["alpha"] is None}
-    assert {"mr", "mrr", "hits@1", "hits@3", "amri", "wmr"} <= classic
+    assert {"mr", "mrr", "hits@1", "hits@3", "amri", "wmr", "wgmr", "strat-mrr@0", "strat-mrr@1"} <= classic
+    values = {r["metric"]: r["value"] for r in doc["results"] if r["alpha"] is None and r["run"] == "7"}
+    assert values["strat-mrr@0"] == pytest.approx(values["mrr"], abs=1e-12)
+    # --top-percent 50: the two most popular of the four queries (all keys distinct), then the other two
+    assert [(g["group"], g["queries"], g["top_percent_to"]) for g in doc["groups"]] == [(1, 2, 50.0), (2, 2, 100.0)]
     assert all({"model", "run", "metric", "alpha", "beta", "value"} <= set(r) for r in doc["results"])
     assert (tmp_path / "plots" / "heatmap_M.png").exists()
 
@@ -588,6 +671,8 @@ def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, conf
         hits=(1, 3),
         p_values=tuple(config.scoring.p_values),
         popularity_groups=config.scoring.popularity_groups,
+        popularity_top_percent=tuple(config.scoring.popularity_top_percent),
+        strat_betas=tuple(config.scoring.strat_betas),
     )
     resumed = score.run(
         JobContext(spark, config.with_overrides(["scoring.batch_bytes=1"])),
@@ -615,22 +700,29 @@ def test_rank_job_turns_candidate_scores_into_a_rank_file(spark, config, small_d
     rel = {r["key"]: r["id"] for r in read_table(spark, f"{small_dataset}/relations").collect()}
     q1 = {"a": 0.9, "b": 0.5, "c": 0.8, "d": 0.5, "e": 0.1}  # (a, r0, ?): c is filtered (a r0 c known), d ties b
     q2 = {"a": 0.2, "b": 0.3, "c": 0.4, "d": 0.1, "e": 0.35}  # (?, r1, a): only c beats e
+    q4 = {"a": 0.6, "b": 0.5, "c": 0.9, "d": 0.1}  # (?, r1, c): e not scored; c filtered (c r1 c known)
     rows = [("M", ids["a"], rel["r0"], ids["b"], "tail", ids[c], s) for c, s in q1.items()]
     rows += [("M", ids["e"], rel["r1"], ids["a"], "head", ids[c], s) for c, s in q2.items()]
     rows += [("M", ids["a"], rel["r0"], ids["b"], "head", ids["b"], 0.3)]  # the true head a is not scored
+    rows += [("M", ids["b"], rel["r1"], ids["c"], "head", ids[c], s) for c, s in q4.items()]
     spark.createDataFrame(
         rows, "model string, h int, r int, t int, side string, candidate int, score double"
     ).write.parquet(str(tmp_path / "scores"))
     opts = rank.RankOptions(scores=str(tmp_path / "scores"), dataset=small_dataset, out=str(tmp_path / "out"))
-    with pytest.raises(score.ScoreError, match="1 of 3 queries quarantined"):
+    with pytest.raises(score.ScoreError, match="2 of 4 queries quarantined") as failed:
         rank.run(JobContext(spark, config), opts)
+    counts = failed.value.summary.counts
+    assert counts["quarantined_by_reason"] == {"target_not_scored": 1, "missing_candidates": 1}
+    assert counts["queries_with_missing_candidates"] == 1
+    opts.partial_candidates = True
     summary = rank.run(JobContext(spark, config.with_overrides(["scoring.max_bad_fraction=0.5"])), opts)
-    assert summary.counts["ranked"] == 2 and summary.counts["quarantined_by_reason"] == {"target_not_scored": 1}
+    assert summary.counts["ranked"] == 3 and summary.counts["quarantined_by_reason"] == {"target_not_scored": 1}
+    assert summary.counts["queries_with_missing_candidates"] == 1
     got = sorted(
         (r["side"], r["rank"], r["num_candidates"])
         for r in spark.read.parquet(str(tmp_path / "out" / "ranks")).collect()
     )
-    assert got == [("head", 2.0, 5), ("tail", 2.5, 4)]
+    assert got == [("head", 2.0, 3), ("head", 2.0, 5), ("tail", 2.5, 4)]  # q4: a beats b among a, b, d
     scored = score.run(
         JobContext(spark, config),
         score.ScoreOptions(
@@ -638,4 +730,4 @@ def test_rank_job_turns_candidate_scores_into_a_rank_file(spark, config, small_d
         ),
     )
     mrr = [r["value"] for r in scored.results if r["metric"] == "mrr" and r["run"] == "1"]
-    assert mrr == [pytest.approx((1 / 2.5 + 1 / 2) / 2, abs=1e-9)]
+    assert mrr == [pytest.approx((1 / 2.5 + 1 / 2 + 1 / 2) / 3, abs=1e-9)]

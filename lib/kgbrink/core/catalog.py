@@ -168,7 +168,7 @@ TABLES: tuple[Table, ...] = (
     _score(
         "results", "model string, run string, metric string, alpha double, beta double, value double", "the metrics"
     ),
-    _score("groups", None, "metrics per popularity group (Fig. 11), when scoring.popularity_groups > 0"),
+    _score("groups", None, "metrics per popularity group (Fig. 11): scoring.popularity_groups or _top_percent"),
     _okgqa(
         "subgraphs",
         "qid string, h int, r int, t int, ppr_h double, ppr_t double",

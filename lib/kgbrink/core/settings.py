@@ -93,7 +93,11 @@ class ScoringSettings:
     betas: list[float] = setting([0.0, 0.2, 0.4, 0.6, 0.8], "PROBE betas")
     hits: list[int] = setting([1, 3, 10], "Hits@K")
     p_values: list[float] = setting([0.25, 0.33, 0.67], "p-MRR exponents")
-    popularity_groups: int = setting(4, "popularity groups of the Fig. 11 breakdown (0: none)")
+    popularity_groups: int = setting(4, "equal-count popularity groups of the Fig. 11 breakdown (0: none)")
+    popularity_top_percent: list[float] = setting(
+        [], "the paper's Fig. 11 groups instead: cut points in % of the most popular queries, e.g. [1, 10, 50]"
+    )
+    strat_betas: list[float] = setting([0.5, 1.0], "strat-MRR betas (Mohamed et al. 2020; empty: none)")
     max_bad_fraction: float = setting(0.001, "fail when quarantined rank rows exceed this share of the input rows")
     parquet_statistics: bool = setting(
         True, "skip row checks that Parquet footers prove cannot fail (statistics trusted as Spark's filters do)"

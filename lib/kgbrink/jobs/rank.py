@@ -6,8 +6,12 @@ triples of ``--filter-splits`` (default: every split of the dataset, as the PROB
 train + valid + test) are removed from each query's candidates (:mod:`kgbrink.probe.ranking`).
 
 Ids outside the dataset's dense ranges are treated as missing: a query with such an ``h``, ``r`` or ``t``
-is quarantined as ``null_key``, one with such a candidate as ``null_candidate``. Output under ``--out``:
-``ranks`` (Parquet: ``model, run, h, r, t, side, rank, num_candidates``) and ``quarantine`` (Delta).
+is quarantined as ``null_key``, one with such a candidate as ``null_candidate``. Every entity of the
+dataset must be scored for every query (PROBE ranks all of E; |E_i| is |E| minus the filtered known
+answers): a query with fewer candidate rows than entities is quarantined as ``missing_candidates``, or,
+with ``--partial-candidates`` (models that score a restricted candidate set), ranked among the candidates
+it has and counted in ``queries_with_missing_candidates``. Output under ``--out``: ``ranks`` (Parquet:
+``model, run, h, r, t, side, rank, num_candidates``) and ``quarantine`` (Delta).
 """
 
 from __future__ import annotations
@@ -44,6 +48,13 @@ class RankOptions:
         action="store_false",
         convert=bool,
     )
+    partial_candidates: bool = arg(
+        False,
+        "rank queries that do not score every entity among the candidates they score (default: quarantine)",
+        flag="--partial-candidates",
+        action="store_true",
+        convert=bool,
+    )
 
 
 @job("rank", "filtered ranks (PROBE protocol) from candidate-score Parquet files", RankOptions, steps=1)
@@ -51,7 +62,13 @@ def run(ctx: JobContext, opts: RankOptions) -> JobSummary:
     spark, config = ctx.spark, ctx.config
     dataset = config.require_dataset(opts.dataset)
     files = [f for f, _, _ in list_rank_files(spark, opts.scores, "parquet")]
-    summary = ctx.begin(scores=opts.scores, dataset=dataset, out=opts.out, check_duplicates=opts.check_duplicates)
+    summary = ctx.begin(
+        scores=opts.scores,
+        dataset=dataset,
+        out=opts.out,
+        check_duplicates=opts.check_duplicates,
+        partial_candidates=opts.partial_candidates,
+    )
     tables = {
         name: ctx.read(name, catalog.path(name, dataset=dataset)) for name in ("entities", "relations", "triples")
     }
@@ -82,17 +99,34 @@ def run(ctx: JobContext, opts: RankOptions) -> JobSummary:
     )
     with ctx.step("rank"):
         outcomes = ranking.query_outcomes(
-            scores, triples.select("h", "r", "t"), bool(config.scoring.broadcast_tables), opts.check_duplicates
+            scores,
+            triples.select("h", "r", "t"),
+            bool(config.scoring.broadcast_tables),
+            opts.check_duplicates,
+            n_entities=n_entities,
+            partial_candidates=opts.partial_candidates,
         )
         outcomes = outcomes.localCheckpoint(eager=True)
         ranks, quarantine = ranking.split_outcomes(outcomes)
         ranks.write.mode("overwrite").parquet(f"{opts.out}/ranks")
         ctx.write("quarantine", quarantine, f"{opts.out}/quarantine", f"rank {opts.scores}", table="rank.quarantine")
-    tally = {r["reason"]: int(r["n"]) for r in outcomes.groupBy("reason").agg(F.count(F.lit(1)).alias("n")).collect()}
+    by_reason = outcomes.groupBy("reason").agg(
+        F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("unscored") > 0, 1)).alias("partial")
+    )
+    tally, partial = {}, 0
+    for r in by_reason.collect():
+        tally[r["reason"]] = int(r["n"])
+        partial += int(r["partial"])
     ranked = tally.pop(None, 0)
     bad = sum(tally.values())
     summary.counts.update(
-        score_files=len(files), queries=ranked + bad, ranked=ranked, quarantined=bad, quarantined_by_reason=tally
+        score_files=len(files),
+        queries=ranked + bad,
+        ranked=ranked,
+        quarantined=bad,
+        quarantined_by_reason=tally,
+        # ranked over fewer than all entities (--partial-candidates) or quarantined for it
+        queries_with_missing_candidates=partial + tally.get("missing_candidates", 0),
     )
     summary.extra["ranks_path"] = f"{opts.out}/ranks"
     limit = float(config.scoring.max_bad_fraction)

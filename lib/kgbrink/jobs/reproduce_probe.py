@@ -31,7 +31,13 @@ def score_dataset(ctx: JobContext, reference: Path, name: str, dataset_dir: str)
             "ingest", ingest.IngestOptions(dataset=dataset_dir, format="probe", input=str(reference / "probe" / name))
         )
     spec = MetricSpec(
-        alphas=TABLE4_ALPHAS, betas=TABLE5_BETAS, hits=(1, 3, 10), p_values=(), eps=None, popularity_groups=0
+        alphas=TABLE4_ALPHAS,
+        betas=TABLE5_BETAS,
+        hits=(1, 3, 10),
+        p_values=(),
+        eps=None,
+        popularity_groups=0,
+        strat_betas=(),
     )
     options = score.ScoreOptions(
         ranks=str(reference / "probe" / name / "ranks"), dataset=dataset_dir, spec=spec, fmt="probe", splits=["train"]

@@ -111,7 +111,15 @@ class ScoreOptions:
         type=_eps,
     )
     groups: int | None = arg(
-        None, "popularity groups of the Fig. 11 breakdown (default: setting scoring.popularity_groups)", type=int
+        None, "equal-count popularity groups of Fig. 11 (default: setting scoring.popularity_groups)", type=int
+    )
+    top_percent: list[float] | None = arg(
+        None,
+        "Fig. 11 groups: the top x percent most popular queries, e.g. 1,10,50 (default: setting scoring.popularity_top_percent)",
+        type=_numbers(float),
+    )
+    strat_beta: list[float] | None = arg(
+        None, "strat-MRR betas, e.g. 0.5,1 (default: setting scoring.strat_betas)", type=_numbers(float)
     )
 
     def metric_spec(self, config: Settings) -> S.MetricSpec:
@@ -124,6 +132,10 @@ class ScoreOptions:
             p_values=tuple(self.p or config.scoring.p_values),
             eps=None if self.eps == "release" else float(self.eps),
             popularity_groups=config.scoring.popularity_groups if self.groups is None else self.groups,
+            popularity_top_percent=tuple(
+                config.scoring.popularity_top_percent if self.top_percent is None else self.top_percent
+            ),
+            strat_betas=tuple(config.scoring.strat_betas if self.strat_beta is None else self.strat_beta),
         )
 
 

@@ -20,8 +20,12 @@ Queries that cannot be ranked are quarantined with the first applicable reason, 
 ``bad_side`` (side not ``head``/``tail``), ``null_key`` (null model, run, h, r or t), ``null_candidate``
 (a row without a candidate id), ``target_not_scored`` (no row for the true answer),
 ``duplicate_candidate`` (the true answer scored twice), ``non_finite_score`` (``s*`` is NaN, +-inf or
-null), ``duplicate_candidate`` (another candidate scored twice; only with ``check_duplicates``). Every
-query of the input is in exactly one of ``ranks`` and ``quarantine``.
+null), ``missing_candidates`` (given the entity count |E|: fewer candidate rows than entities, so some
+entity was not scored and |E_i| would shrink; PROBE Sec. 3.1 ranks every e' in E), ``duplicate_candidate``
+(another candidate scored twice; only with ``check_duplicates``). Candidate ids are entity ids in
+[0, |E|), so once duplicates are excluded, |E| rows mean every entity was scored; without the duplicate
+check a duplicate can hide a missing entity. Every query of the input is in exactly one of ``ranks`` and
+``quarantine``.
 
 Scale (candidate rows: billions, e.g. 10^4 queries x 4.6M entities or 10^5 queries x 10^4 candidates;
 queries and known answers per query: small). The candidate rows are read twice and shuffled at most once:
@@ -59,6 +63,7 @@ QUARANTINE_REASONS = (
     "target_not_scored",
     "duplicate_candidate",
     "non_finite_score",
+    "missing_candidates",
 )
 RANK_COLUMNS = (*QUERY_KEYS, "rank", "num_candidates")
 QUARANTINE_COLUMNS = (*QUERY_KEYS, "reason", "detail")
@@ -86,8 +91,9 @@ def query_summary(scores: DataFrame) -> DataFrame:
     return summary.withColumn("_answer", true_answer())
 
 
-def _precheck(summary: DataFrame) -> DataFrame:
-    """``summary`` with ``reason`` / ``detail`` for the checks that need no second pass (null when valid)."""
+def _precheck(summary: DataFrame, n_entities: int | None = None) -> DataFrame:
+    """``summary`` with ``reason`` / ``detail`` for the checks that need no second pass (null when valid);
+    ``missing_candidates`` only when ``n_entities`` is given."""
     s_star = F.col("_s_star")
     finite = s_star.isNotNull() & ~F.isnan(s_star) & (F.abs(s_star) != _INF)
     null_key = (
@@ -127,6 +133,19 @@ def _precheck(summary: DataFrame) -> DataFrame:
             ),
         ),
     ]
+    if n_entities is not None:
+        checks.append(
+            (
+                F.col("_rows") < F.lit(n_entities),
+                "missing_candidates",
+                F.format_string(
+                    "%d candidate rows for %d entities (at least %d not scored)",
+                    "_rows",
+                    F.lit(n_entities),
+                    F.lit(n_entities) - F.col("_rows"),
+                ),
+            )
+        )
     reason, detail = F, F
     for condition, code, text in checks:
         reason = reason.when(condition, F.lit(code))
@@ -260,11 +279,21 @@ def _counts_shuffle(scores: DataFrame, valid: DataFrame, known: DataFrame, check
 
 
 def query_outcomes(
-    scores: DataFrame, known: DataFrame, broadcast_queries: bool = True, check_duplicates: bool = True
+    scores: DataFrame,
+    known: DataFrame,
+    broadcast_queries: bool = True,
+    check_duplicates: bool = True,
+    n_entities: int | None = None,
+    partial_candidates: bool = False,
 ) -> DataFrame:
     """One row per query of ``scores``: ``model, run, h, r, t, side, rank, num_candidates, reason,
-    detail``; ``rank`` / ``num_candidates`` are set when ``reason`` is null (PROBE Sec. 5.1: filtered
-    setting, ties get the mean rank of their group). See the module docstring for the plan.
+    detail, unscored``; ``rank`` / ``num_candidates`` are set when ``reason`` is null (PROBE Sec. 5.1:
+    filtered setting, ties get the mean rank of their group). See the module docstring for the plan.
+
+    ``n_entities`` (|E|, the dataset's entity count): every entity must be scored; a query with fewer
+    candidate rows is quarantined as ``missing_candidates``, unless ``partial_candidates``, which ranks it
+    among the candidates it has (|E_i| shrinks) and only reports it: ``unscored`` = |E| - candidate rows of
+    a ranked query (null without ``n_entities``).
 
     ``scores``: ``model, run, h, r, t, side, candidate, score``; ``known``: ``h, r, t`` (a set; duplicates
     allowed). ``broadcast_queries``: broadcast the per-query tables (right up to ~10^6 queries); else
@@ -279,7 +308,9 @@ def query_outcomes(
     """
     # Query ids are assigned while materializing, so every consumer sees the same ids.
     checked = (
-        _precheck(query_summary(scores)).withColumn("_qid", F.monotonically_increasing_id()).localCheckpoint(eager=True)
+        _precheck(query_summary(scores), None if partial_candidates else n_entities)
+        .withColumn("_qid", F.monotonically_increasing_id())
+        .localCheckpoint(eager=True)
     )
     valid = checked.filter(F.col("reason").isNull())
     if broadcast_queries:
@@ -292,12 +323,14 @@ def query_outcomes(
         duplicate, F.format_string("%d duplicate candidate rows (e.g. candidate %d)", "_dup_rows", "_dup_example")
     ).otherwise(F.col("detail"))
     ranked = reason.isNull()
+    unscored = F.greatest(F.lit(n_entities) - F.col("_rows"), F.lit(0)) if n_entities is not None else F.lit(None)
     return outcome.select(
         *_KEYS,
         F.when(ranked, 1 + F.col("_greater") + F.col("_tied") / 2.0).cast("double").alias("rank"),
         F.when(ranked, F.col("num_candidates")).cast("long").alias("num_candidates"),
         reason.alias("reason"),
         detail.alias("detail"),
+        F.when(ranked, unscored).cast("long").alias("unscored"),
     )
 
 

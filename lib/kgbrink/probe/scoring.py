@@ -30,12 +30,25 @@ Definitions (n queries; r_i rank; N_i = |E_i|; C_i = N_i - 1 other candidates):
   released code takes ``mean(1 / rank^p)``): mean r^-p. Named ``p-mrr@<p>``.
 - AMRI (Berrendorf et al. 2020): 1 - (MR - 1) / (E[MR] - 1) with E[MR] = mean (N_i + 1) / 2, i.e.
   1 - 2 sum(r_i - 1) / sum(N_i - 1); undefined (null) when every N_i = 1.
-- WMR (Tiwari, Bansal, Rivero 2021, "Revisiting the evaluation protocol of KGC methods for link
-  prediction"; the authors' code ``Evaluator.py``, metric 'mrh'): the geometric mean rank weighted by
-  the size of the corrupted candidate set, exp(sum C_i ln r_i / sum C_i); lower is better; null when
-  every C_i = 0.
-- Strat-MRR (Mohamed et al. 2020) is not computed: its exact weighting could not be pinned down from
-  a reachable source (see the README).
+- WGMR, the weighted geometric mean rank of Tiwari, Bansal, Rivero 2021 ("Revisiting the evaluation
+  protocol of KGC methods for link prediction"; the authors' code ``Evaluator.py``, metric 'mrh'), each
+  rank weighted by the size of its corrupted candidate set: exp(sum C_i ln r_i / sum C_i); lower is
+  better; null when every C_i = 0. Named ``wgmr`` (it was ``wmr`` before the normalised metric below).
+- WMR (PROBE Sec. 2 and Table 2: "WMR-bar", Tiwari et al.'s WMR normalised; fixed optimum, fixed
+  pessimum, anti-monotone, candidate-size aware): WGMR rescaled between its optimum 1 (every r_i = 1) and
+  its pessimum WGMR_max = exp(sum C_i ln N_i / sum C_i) (every r_i = N_i) in log space, where a
+  geometric mean is an arithmetic one: WMR = 1 - ln WGMR / ln WGMR_max = 1 - sum C_i ln r_i / sum C_i
+  ln N_i, i.e. the (C_i ln N_i)-weighted mean of f*(r_i, 0). 1 is best, 0 worst; null when every
+  N_i = 1. Tiwari et al.'s own normalisation could not be read (see docs/fidelity.md); this is the
+  rescaling PROBE's Eq. 2 applies to its own transform, and it has the four properties of Table 2.
+- Strat-MRR (Mohamed, Parambath, Kaoudi, Aboulnaga 2020, "Popularity agnostic evaluation of knowledge
+  graph embeddings", cited in PROBE Sec. 2 as assigning weights to test triples by popularity): the
+  popularity-stratified estimator of the MRR (after Steck 2011's popularity-stratified recall): each
+  query weighted by N_e^-beta, N_e the number of triples of its missing entity e on the statistics'
+  splits (d(e); an entity never seen there counts once), strat-MRR = sum N_e^-beta / r_i / sum N_e^-beta.
+  beta = 0 is the MRR; larger beta weighs rare targets more. Named ``strat-mrr@<beta>``. Mohamed et
+  al.'s text could not be read (see docs/fidelity.md): the entity-stratified form above is kgbrink's
+  reading of their definition, and their relation-stratified variant is not computed.
 
 Queries whose missing entity has no statistics on the chosen splits (it never occurs there) get
 delta(e) = delta(r|e) = 0: they are the least popular queries and weigh (eps_e * eps_r)^-b, as in the
@@ -46,6 +59,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -60,8 +74,8 @@ LOW_BITS = 2**32
 
 GROUP_KEYS = ("model", "run", "entity_degree", "relation_degree")
 # Version of the partial sums' layout, part of a score run's fingerprint: a run never resumes from
-# partials of another layout (2: grouped by degrees instead of deltas).
-SUMS_FORMAT = 2
+# partials of another layout (2: grouped by degrees instead of deltas; 3: sum C ln N for WMR).
+SUMS_FORMAT = 3
 KEY_TYPES = {"model": "string", "run": "string", "entity_degree": "long", "relation_degree": "long"}
 
 
@@ -76,6 +90,8 @@ class MetricSpec:
     p_values: tuple[float, ...] = (0.25, 0.33, 0.67)
     eps: float | None = None
     popularity_groups: int = 4
+    popularity_top_percent: tuple[float, ...] = ()
+    strat_betas: tuple[float, ...] = (0.5, 1.0)
 
     def __post_init__(self) -> None:
         if not self.alphas:
@@ -90,11 +106,22 @@ class MetricSpec:
             raise ValueError(f"eps must be > 0 (or the release rule), got {self.eps}")
         if self.popularity_groups < 0:
             raise ValueError("popularity_groups must be >= 0")
+        cuts = list(self.popularity_top_percent)
+        if any(not 0 < c < 100 for c in cuts) or cuts != sorted(set(cuts)):
+            raise ValueError(f"popularity_top_percent must be increasing percentages in (0, 100), got {cuts}")
+        if any(b < 0 for b in self.strat_betas):
+            raise ValueError(f"strat-MRR betas must be >= 0, got {list(self.strat_betas)}")
+
+    @property
+    def group_count(self) -> int:
+        """Popularity groups of the breakdown: one per ``popularity_top_percent`` cut plus the rest, else
+        ``popularity_groups`` equal-count groups (0: no breakdown)."""
+        return len(self.popularity_top_percent) + 1 if self.popularity_top_percent else self.popularity_groups
 
     @property
     def needs_popularity(self) -> bool:
-        """Whether the scan must join the statistics (some beta > 0, or popularity groups wanted)."""
-        return any(b != 0 for b in self.betas) or self.popularity_groups > 0
+        """Whether the scan must join the statistics (some beta > 0, strat-MRR, or popularity groups)."""
+        return any(b != 0 for b in self.betas) or bool(self.strat_betas) or self.group_count > 0
 
     def as_params(self) -> dict:
         return {
@@ -104,6 +131,8 @@ class MetricSpec:
             "p_values": list(self.p_values),
             "eps": "release" if self.eps is None else self.eps,
             "popularity_groups": self.popularity_groups,
+            "popularity_top_percent": list(self.popularity_top_percent),
+            "strat_betas": list(self.strat_betas),
         }
 
 
@@ -196,8 +225,8 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
     aggregate (no hash table per row: 40% less time than grouping by a literal in Spark 4.2).
     Columns: ``n`` (good rows), ``quarantined``, ``rank2`` (sum 2r), ``reciprocal`` (sum 1/r, fixed point),
     ``candidates_minus_one`` (sum N - 1), ``wmr_hi, wmr_lo`` (sum (N - 1) round(ln r 2^24), split in 32-bit
-    halves), ``hits`` (per K), ``probe`` (sum f* per alpha, fixed point), ``pmrr`` (sum r^-p per p, fixed
-    point).
+    halves), ``wmr_max_hi, wmr_max_lo`` (the same of ln N), ``hits`` (per K), ``probe`` (sum f* per alpha,
+    fixed point), ``pmrr`` (sum r^-p per p, fixed point).
     """
     rank, n = F.col("rank"), F.col("num_candidates")
     checked = "check" in ranks.columns
@@ -221,6 +250,7 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
     )
     rank, n = F.col("rank"), F.col("num_candidates")
     wmr_term = (n - 1) * _fixed(lr, LOG_SCALE)
+    wmr_max_term = (n - 1) * _fixed(ln, LOG_SCALE)
     aggregates = [
         F.count(rank).alias("n"),
         (F.count("check") if checked else F.lit(0).cast("long")).alias("quarantined"),
@@ -229,6 +259,8 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
         F.sum(n - 1).alias("candidates_minus_one"),
         F.sum(F.shiftright(wmr_term, 32)).alias("wmr_hi"),
         F.sum(wmr_term.bitwiseAND(F.lit(LOW_BITS - 1))).alias("wmr_lo"),
+        F.sum(F.shiftright(wmr_max_term, 32)).alias("wmr_max_hi"),
+        F.sum(wmr_max_term.bitwiseAND(F.lit(LOW_BITS - 1))).alias("wmr_max_lo"),
         F.array(*[F.sum((rank <= k).cast("long")) for k in spec.hits] or [F.lit(0).cast("long")]).alias("hits"),
         F.array(
             *[
@@ -245,7 +277,7 @@ def group_sums(ranks: DataFrame, spec: MetricSpec, constants: dict[str, str] | N
     )
 
 
-SUM_COLUMNS = ("n", "rank2", "reciprocal", "candidates_minus_one", "wmr_hi", "wmr_lo")
+SUM_COLUMNS = ("n", "rank2", "reciprocal", "candidates_minus_one", "wmr_hi", "wmr_lo", "wmr_max_hi", "wmr_max_lo")
 ARRAY_COLUMNS = ("hits", "probe", "pmrr")
 
 
@@ -284,9 +316,7 @@ def finish(sums: pd.DataFrame, spec: MetricSpec) -> Scores:
     :func:`group_sums`, :func:`with_deltas`).
 
     Per (model, run): eps (release rule or constant), weights per group, every (alpha, beta) PROBE
-    cell, the classic metrics, and ``spec.popularity_groups`` popularity groups: queries ordered from
-    the most to the least popular (by (eps_e + delta_e)(eps_r + delta_re), the order of the weights for
-    every beta > 0), cut into groups of equal size at group-key granularity (ties stay together).
+    cell, the classic metrics, strat-MRR per beta, and the popularity groups (:func:`_popularity_groups`).
     Sums over groups use ``math.fsum`` in key order, so the result is exact-rounded and deterministic.
     """
     out = Scores()
@@ -321,33 +351,78 @@ def finish(sums: pd.DataFrame, spec: MetricSpec) -> Scores:
         for i, p in enumerate(spec.p_values):
             rows.append((f"p-mrr@{p:g}", None, None, _exact(np.array([a[i] for a in g["pmrr"]]), UNIT_SCALE) / n))
         rows.append(("amri", None, None, 1 - (rank2 - 2 * n) / cm1 if cm1 else None))
-        wmr_log = (sum(int(v) for v in g["wmr_hi"]) * LOW_BITS + sum(int(v) for v in g["wmr_lo"])) / LOG_SCALE
-        rows.append(("wmr", None, None, math.exp(wmr_log / cm1) if cm1 else None))
+        log_rank = _split_sum(g, "wmr") / LOG_SCALE  # sum C_i ln r_i
+        log_worst = _split_sum(g, "wmr_max") / LOG_SCALE  # sum C_i ln N_i
+        rows.append(("wgmr", None, None, math.exp(log_rank / cm1) if cm1 else None))
+        rows.append(("wmr", None, None, 1 - log_rank / log_worst if log_worst else None))
+        if spec.strat_betas:
+            # N_e = d(e) of the missing entity, at least 1 (an entity unseen on the statistics' splits)
+            frequency = np.maximum(g["entity_degree"].to_numpy(dtype=np.float64), 1.0)
+            reciprocal = g["reciprocal"].to_numpy(dtype=np.float64) / UNIT_SCALE
+            for beta in spec.strat_betas:
+                weights = frequency ** (-beta)
+                value = math.fsum(weights * reciprocal) / math.fsum(weights * counts)
+                rows.append((f"strat-mrr@{beta:g}", None, None, value))
         out.results.extend(
             {"model": model, "run": run, "metric": m, "alpha": a, "beta": b, "value": v} for m, a, b, v in rows
         )
-        if spec.needs_popularity and spec.popularity_groups:
+        if spec.group_count:
             out.groups.extend(_popularity_groups(model, run, g, popularity, spec))
     out.results.extend(_mean_over_runs(out.results))
     return out
 
 
+def _split_sum(g: pd.DataFrame, name: str) -> int:
+    """An exact sum kept in 32-bit halves ``<name>_hi``, ``<name>_lo`` (see :func:`group_sums`)."""
+    return sum(int(v) for v in g[f"{name}_hi"]) * LOW_BITS + sum(int(v) for v in g[f"{name}_lo"])
+
+
+def popularity_buckets(counts: np.ndarray, spec: MetricSpec) -> np.ndarray:
+    """The 0-based popularity group of each tie group of queries, given their ``counts`` from the most to
+    the least popular (Fig. 11; ties, one group key, stay together).
+
+    With ``spec.popularity_top_percent`` = (c_1, ..., c_k), the paper's "top x%" groups (Sec. 5.3: "Top
+    0.34%" is the most popular group): a tie group's top percentage is p = 100 * (queries at least as
+    popular) / (all queries), and it falls in group j when c_j-1 < p <= c_j (c_0 = 0, c_k+1 = 100), so
+    every query of group "top c_j%" is among the c_j% most popular. Compared exactly (the percentages as
+    the decimals written). Otherwise ``spec.popularity_groups`` = G equal-count groups: group
+    floor(G * (queries more popular) / total), capped at G - 1."""
+    counts = counts.astype(np.int64)
+    total = int(counts.sum())
+    if spec.popularity_top_percent:
+        cuts = [Fraction(str(c)) for c in spec.popularity_top_percent]
+        through = np.cumsum(counts)
+        return np.array([sum(1 for c in cuts if 100 * int(t) > c * total) for t in through], dtype=np.int64)
+    groups = spec.popularity_groups
+    before = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return np.minimum(groups - 1, (before * groups) // max(total, 1))
+
+
 def _popularity_groups(model: str, run: str, g: pd.DataFrame, popularity: np.ndarray, spec: MetricSpec) -> list[dict]:
+    """Metrics per popularity group: queries ordered from the most to the least popular by
+    (eps_e + delta_e)(eps_r + delta_re), the order of the PROBE weights for every beta > 0, and cut by
+    :func:`popularity_buckets`. ``top_percent_from`` / ``top_percent_to``: the share of all queries (in %)
+    more popular than the group, and at least as popular as its least popular query. Empty groups are
+    left out."""
     order = np.argsort(-popularity, kind="mergesort")
     counts = g["n"].to_numpy(dtype=np.int64)[order]
     total = int(counts.sum())
-    before = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    bucket = np.minimum(spec.popularity_groups - 1, (before * spec.popularity_groups) // total)
-    rows = g.iloc[order].assign(_bucket=bucket, _popularity=popularity[order])
+    bucket = popularity_buckets(counts, spec)
+    rows = g.iloc[order].assign(_bucket=bucket, _popularity=popularity[order], _through=np.cumsum(counts))
     out = []
     for b, part in rows.groupby("_bucket", sort=True):
         n = int(part["n"].sum())
+        if n == 0:
+            continue
+        through = int(part["_through"].max())
         record = {
             "model": model,
             "run": run,
             "group": int(b) + 1,
             "queries": n,
             "share": n / total,
+            "top_percent_from": 100 * (through - n) / total,
+            "top_percent_to": 100 * through / total,
             "popularity_max": float(part["_popularity"].max()),
             "popularity_min": float(part["_popularity"].min()),
             "mr": _exact(part["rank2"].to_numpy()) / 2 / n,
