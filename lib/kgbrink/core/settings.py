@@ -509,10 +509,6 @@ def _validate(settings: Settings) -> Settings:
     variant = settings.variant
     if variant.removal_mode not in ("maximal", "reference"):
         raise ConfigError(f"{settings.source}: variant.removal_mode must be maximal or reference")
-    _validate_okgqa(settings)
-    _validate_mcq(settings)
-    return settings
-
     if not 0 < variant.tau <= 1:
         raise ConfigError(f"{settings.source}: variant.tau must be in (0, 1], got {variant.tau!r}")
     if variant.max_answers is not None and variant.max_answers < 1:
@@ -521,6 +517,9 @@ def _validate(settings: Settings) -> Settings:
         raise ConfigError(
             f"{settings.source}: variant.question_unit must be removed_triple or grounding, got {variant.question_unit!r}"
         )
+    _validate_okgqa(settings)
+    _validate_mcq(settings)
+    return settings
 
 
 def _validate_okgqa(settings: Settings) -> None:
