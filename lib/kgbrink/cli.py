@@ -24,6 +24,7 @@ from kgbrink.core.tracking import JobSummary, record_in_mlflow
 
 JOB_MODULES = (
     "ingest",
+    "refresh",
     "stats",
     "synth",
     "score",

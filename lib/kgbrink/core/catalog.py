@@ -100,6 +100,14 @@ TABLES: tuple[Table, ...] = (
         ("split",),
     ),
     Table(
+        "changes",
+        "{dataset}/changes",
+        f"version_before bigint, version_after bigint, op string, {TRIPLE}, split string",
+        "refresh",
+        "the triples each refresh added or removed (op added, removed); a refresh is identified by the triples "
+        "versions it went from and to",
+    ),
+    Table(
         "quarantine",
         "{dataset}/quarantine",
         "source_file string, line_number bigint, line string, reason string, detail string",

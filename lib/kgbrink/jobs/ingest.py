@@ -6,6 +6,8 @@ new dump into an existing dataset keeps every known key's id (scheduled refreshe
 replaces ``triples`` with the new dump as a new Delta version. A table whose content would not change
 gets no new version, and the summary reports the refresh against the last complete ingest: the triples
 added and removed per split, the new keys, and a warning for each split the new dump no longer has.
+``kgbrink refresh`` (:mod:`kgbrink.jobs.refresh`) runs the same steps (:func:`ingest_dump`) but merges the
+tables instead of overwriting them (:class:`TableWrites`).
 """
 
 from __future__ import annotations
@@ -181,7 +183,7 @@ def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
     # a writer table without a complete ingest: the tables there are a killed first run's, not a dataset
     extend = lease.created or lease.previous["completed_by"] is not None
     try:
-        summary = _ingest(ctx, opts, ds, paths, extend)
+        summary = ingest_dump(ctx, opts, ds, paths, extend)
     except BaseException:
         lease.release()
         raise
@@ -189,8 +191,20 @@ def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
     return summary
 
 
-def _ingest(ctx: JobContext, opts: IngestOptions, ds: str, paths: dict[str, str], extend: bool) -> JobSummary:
+def ingest_dump(
+    ctx: JobContext,
+    opts: IngestOptions,
+    ds: str,
+    paths: dict[str, str],
+    extend: bool,
+    writes: TableWrites | None = None,
+) -> JobSummary:
+    """The ingest's steps into ``ds`` while its writer lease is held: parse, quarantine, dictionaries,
+    triples, counts. ``extend``: the dataset has a complete ingest whose dictionaries are extended and whose
+    triples are replaced. ``writes`` turns each computed table into a version (ingest's own
+    :class:`TableWrites` by default; ``kgbrink refresh`` merges, :mod:`kgbrink.jobs.refresh`)."""
     spark = ctx.spark
+    writes = writes or TableWrites()
     # the lease is held: staging folders left by killed runs belong to no live run
     delete_path(spark, table_path(ds, "_staging"))
     with ctx.step("resolve_inputs"):
@@ -265,7 +279,7 @@ def _ingest(ctx: JobContext, opts: IngestOptions, ds: str, paths: dict[str, str]
         state = _Parsed(
             inputs, paths, previous, ids_seed, parsed, aliases, nt_labels, triples_state, alias_state, counts, staging
         )
-        return _write_dataset(ctx, opts, fmt, state)
+        return _write_dataset(ctx, opts, fmt, state, writes)
     finally:
         delete_path(spark, staging)
         delete_if_empty(spark, table_path(ds, "_staging"))
@@ -306,7 +320,39 @@ def _keep_or_write(ctx: JobContext, name: str, frame: DataFrame, path: str, same
         ctx.write(name, frame, path, description=description)
 
 
-def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, state: _Parsed) -> JobSummary:
+class TableWrites:
+    """How the ingest's steps turn the tables they computed into Delta versions: ``kgbrink ingest``
+    overwrites a table as one new version unless it would not change (:func:`_keep_or_write`).
+    :meth:`written` is called once each table's step is done (``kgbrink refresh`` uses it to stop a run
+    between two writes in its tests)."""
+
+    def dictionary(
+        self, ctx: JobContext, name: str, table: DataFrame, path: str, same: bool, rows: int, description: str
+    ) -> None:
+        """The staged dictionary ``table`` (``id, key, label``: the read version's keys and the new ones)."""
+        _keep_or_write(ctx, name, table, path, same, rows, description)
+
+    def triples(
+        self, ctx: JobContext, triples: DataFrame, before: DataFrame, path: str, staging: str, description: str
+    ) -> dict:
+        """The encoded triples of a dump replacing ``before`` (the read version); returns the changes per
+        split (``split -> row with added, removed``; empty when the set is the same)."""
+        fingerprint = Observation("triples_fingerprint")
+        triples = _stage(triples.observe(fingerprint, *T.triples_fingerprint()), f"{staging}/encoded")
+        same = fingerprint.get == before.agg(*T.triples_fingerprint()).collect()[0].asDict()
+        changes = {} if same else {r["split"]: r for r in T.triple_changes(triples, before).collect()}
+        partitions = int(ctx.spark.conf.get("spark.sql.shuffle.partitions"))
+        rows = fingerprint.get["triples"]
+        _keep_or_write(ctx, "triples", triples.coalesce(partitions), path, same, rows, description)
+        return changes
+
+    def written(self, ctx: JobContext, name: str) -> None:
+        """``name``'s step is done (its version is in ``ctx.summary.outputs``)."""
+
+
+def _write_dataset(
+    ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, state: _Parsed, writes: TableWrites
+) -> JobSummary:
     spark, config, summary = ctx.spark, ctx.config, ctx.summary
     inputs, paths, previous, ids_seed = state.inputs, state.paths, state.previous, state.ids_seed
     parsed, aliases, nt_labels, counts = state.parsed, state.aliases, state.nt_labels, state.counts
@@ -341,6 +387,7 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
             raise IngestError(
                 f"internal: {all_bad} lines were classified as malformed but {summary.outputs['quarantine'].rows} reached the quarantine table"
             )
+    writes.written(ctx, "quarantine")
     fraction = all_bad / all_lines if all_lines else 0.0
     max_fraction = float(config.ingest.max_bad_fraction)
     summary.counts.update(
@@ -397,7 +444,7 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
                 rows = used.get["rows"]
                 # known keys keep their ids and labels unless the dump gives labels: then only a diff tells
                 same = rows == previous_rows[name] and (labels is None or table.subtract(previous[name]).isEmpty())
-                _keep_or_write(ctx, name, table, paths[name], same, rows, f"ingest {opts.format}")
+                writes.dictionary(ctx, name, table, paths[name], same, rows, f"ingest {opts.format}")
             if labels is not None:
                 labels.unpersist()
                 # alias lines that label no key: repeats of a labelled key, and the lines of keys without an id (in no triple)
@@ -405,6 +452,7 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
                 unused_alias_lines[name] = (given["lines"] or 0) - (used.get["lines"] or 0)
             written = ctx.written(name)
             dictionaries[name] = written.select("id", codec.code(F.col("key")).alias("code"))
+            writes.written(ctx, name)
         new_keys = {name: summary.outputs[name].rows - (previous_rows[name] or 0) for name in ("entities", "relations")}
 
     with ctx.step("encode_and_write_triples"):
@@ -418,14 +466,8 @@ def _write_dataset(ctx: JobContext, opts: IngestOptions, fmt: T.TripleFormat, st
             ctx.write("triples", triples.coalesce(shuffle_partitions), paths["triples"], f"ingest {opts.format}")
         else:
             # a refresh: staged, compared by fingerprint with the triples it replaces, diffed when they differ
-            fingerprint = Observation("triples_fingerprint")
-            triples = _stage(triples.observe(fingerprint, *T.triples_fingerprint()), f"{state.staging}/encoded")
-            same = fingerprint.get == before.agg(*T.triples_fingerprint()).collect()[0].asDict()
-            changes = {} if same else {r["split"]: r for r in T.triple_changes(triples, before).collect()}
-            rows, description = fingerprint.get["triples"], f"ingest {opts.format}"
-            _keep_or_write(
-                ctx, "triples", triples.coalesce(shuffle_partitions), paths["triples"], same, rows, description
-            )
+            changes = writes.triples(ctx, triples, before, paths["triples"], state.staging, f"ingest {opts.format}")
+        writes.written(ctx, "triples")
 
     with ctx.step("verify_counts"):
         written = ctx.written("triples")

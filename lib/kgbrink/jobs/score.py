@@ -20,6 +20,7 @@ a constant (``scoring.parquet_statistics``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
+    table_description,
     table_exists,
     table_path,
 )
@@ -137,6 +139,40 @@ class ScoreOptions:
             ),
             strat_betas=tuple(config.scoring.strat_betas if self.strat_beta is None else self.strat_beta),
         )
+
+
+# The ``results`` table's commit message: this prefix, then the run's options and the versions it read as
+# JSON (:func:`run_record`), so ``kgbrink refresh`` can tell a run is stale and score it again.
+RUN_RECORD = "score run "
+
+
+def run_record(opts: ScoreOptions, fmt: str, id_kind: str, splits: list[str], spec: S.MetricSpec, summary) -> dict:
+    """What a score run was asked (the options that decide its output, the metric spec) and the version of
+    every table it read; the work directory's fingerprint covers the same, plus the rank files' sizes."""
+    return {
+        "ranks": opts.ranks,
+        "format": fmt,
+        "ids": id_kind,
+        "model": opts.model,
+        "run": opts.run,
+        "splits": splits,
+        "spec": dataclasses.asdict(spec),
+        "inputs": {name: table.as_dict() for name, table in summary.inputs.items()},
+    }
+
+
+def read_run_record(spark: SparkSession, work: str) -> dict | None:
+    """The :func:`run_record` of the finished score run in ``work`` (None: unfinished, or from before records)."""
+    results = f"{work.rstrip('/')}/results"
+    if not table_exists(spark, results):
+        return None
+    description = table_description(spark, results) or ""
+    return json.loads(description[len(RUN_RECORD) :]) if description.startswith(RUN_RECORD) else None
+
+
+def spec_from_record(record: dict) -> S.MetricSpec:
+    """The :class:`MetricSpec` of a :func:`run_record` (JSON lists back to tuples)."""
+    return S.MetricSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in record["spec"].items()})
 
 
 def batches_of(files: list[tuple[str, int, int]], batch_bytes: int) -> list[list[tuple[str, int, int]]]:
@@ -318,7 +354,7 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
             results.astype(object).where(results.notna(), None), catalog.table("score.results").schema
         ),
         paths["results"],
-        description=f"score {opts.ranks}",
+        description=RUN_RECORD + json.dumps(run_record(opts, fmt, id_kind, splits, spec, summary), sort_keys=True),
     )
     if scores.groups:
         ctx.write(
