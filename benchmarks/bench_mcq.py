@@ -95,15 +95,16 @@ def duckdb_peer(task: dict) -> dict:
         """CREATE TABLE q AS
              SELECT k * 2 AS qid, h, r, t, 'tail' AS side, h AS qe, t AS gold FROM sampled
              UNION ALL SELECT k * 2 + 1, h, r, t, 'head', t, h FROM sampled""",
-        """CREATE TABLE ex AS SELECT DISTINCT qid, entity FROM (
-             SELECT q.qid, kg.t AS entity FROM q JOIN kg ON q.side = 'tail' AND kg.h = q.h AND kg.r = q.r
-             UNION ALL SELECT q.qid, kg.h FROM q JOIN kg ON q.side = 'head' AND kg.r = q.r AND kg.t = q.t
-             UNION ALL SELECT qid, gold FROM q UNION ALL SELECT qid, qe FROM q)""",
     )
+    # A candidate x (joined to its query q) is excluded when it is the gold, the query entity or a known
+    # answer: never listed per query (a hub's head query has 10^6 answers), an anti-join on the triple.
+    valid = """x.entity <> x.gold AND x.entity <> x.qe AND NOT EXISTS (SELECT 1 FROM kg
+                 WHERE kg.r = x.r AND kg.h = CASE WHEN x.side = 'tail' THEN x.h ELSE x.entity END
+                   AND kg.t = CASE WHEN x.side = 'tail' THEN x.entity ELSE x.t END)"""
 
-    def draw(tag: str, requests: str, index: str | None, out: str, blocked: str = "ex") -> None:
+    def draw(tag: str, requests: str, index: str | None, out: str, blocked: str | None = None) -> None:
         """``out``(qid, entity, d): per request (qid, start, size, need) the first ``need`` distinct
-        entities not in ``blocked`` of hashed draws in rounds of DRAWS (three rounds, then the whole range
+        entities neither excluded nor in ``blocked`` of hashed draws in rounds of DRAWS (three rounds, then the whole range
         in hash order)."""
         con.execute(f"CREATE TABLE {out} (qid BIGINT, entity INTEGER, d UBIGINT)")
         con.execute(f"CREATE TABLE pend AS SELECT * FROM ({requests}) WHERE need > 0")
@@ -118,14 +119,17 @@ def duckdb_peer(task: dict) -> dict:
                 cand = """SELECT qid, need, gpos, NULL::UBIGINT AS d
                           FROM (SELECT *, unnest(range(start, start + size)) AS gpos FROM pend)"""
             ent = "c.gpos::INTEGER AS entity" if index is None else "ix.entity"
+            no_block = f"AND NOT EXISTS (SELECT 1 FROM {blocked} b WHERE b.qid = x.qid AND b.entity = x.entity)"
+            no_block = no_block if blocked else ""
             join = "" if index is None else f"JOIN {index} ix ON ix.gpos = c.gpos"
             con.execute(
                 f"""INSERT INTO {out}
                   SELECT qid, entity, d FROM (
                     SELECT qid, entity, min(coalesce(d, 1000 + (hash({seed}, '{tag}', qid, entity) >> 2))) AS d,
                            any_value(need) AS need
-                    FROM (SELECT c.qid, c.need, c.d, {ent} FROM ({cand}) c {join}) x
-                    WHERE NOT EXISTS (SELECT 1 FROM {blocked} b WHERE b.qid = x.qid AND b.entity = x.entity)
+                    FROM (SELECT c.qid, c.need, c.d, {ent}, q.h, q.r, q.t, q.side, q.gold, q.qe
+                          FROM ({cand}) c JOIN q ON q.qid = c.qid {join}) x
+                    WHERE {valid} {no_block}
                       AND NOT EXISTS (SELECT 1 FROM {out} o WHERE o.qid = x.qid AND o.entity = x.entity)
                     GROUP BY qid, entity)
                   QUALIFY row_number() OVER (PARTITION BY qid ORDER BY d, entity) <= need"""
@@ -139,7 +143,7 @@ def duckdb_peer(task: dict) -> dict:
 
     def fill(tag: str, chosen: str) -> None:
         """Top ``chosen`` up to NEED per query with easy draws distinct from the chosen ones."""
-        con.execute(f"CREATE TABLE blk AS SELECT qid, entity FROM ex UNION ALL SELECT qid, entity FROM {chosen}")
+        con.execute(f"CREATE TABLE blk AS SELECT qid, entity FROM {chosen}")
         draw(
             f"{tag}-fill",
             f"""SELECT q.qid, 0 AS start, {ne} AS size, {NEED} - coalesce(c.n, 0) AS need FROM q
@@ -161,10 +165,21 @@ def duckdb_peer(task: dict) -> dict:
            FROM (SELECT DISTINCT r, 'tail' AS side, t AS entity FROM kg
                  UNION SELECT DISTINCT r, 'head', h FROM kg)"""
     )
+    # excluded entities in the pool: the known answers counted once per (h, r) / (r, t), then the gold and
+    # the query entity when they are not answers themselves
     con.execute(
-        """CREATE TABLE inside AS SELECT qid, count(*) AS n FROM
-             (SELECT ex.qid, q.r, q.side, ex.entity FROM ex JOIN q USING (qid)) x
-             SEMI JOIN pools p USING (r, side, entity) GROUP BY qid"""
+        """CREATE TABLE inside AS SELECT qid, sum(n) AS n FROM (
+             SELECT q.qid, a.n FROM q JOIN (SELECT kg.h, kg.r, count(*) AS n FROM kg
+                 JOIN pools p ON p.side = 'tail' AND p.r = kg.r AND p.entity = kg.t GROUP BY ALL) a
+               ON q.side = 'tail' AND a.h = q.h AND a.r = q.r
+             UNION ALL SELECT q.qid, a.n FROM q JOIN (SELECT kg.r, kg.t, count(*) AS n FROM kg
+                 JOIN pools p ON p.side = 'head' AND p.r = kg.r AND p.entity = kg.h GROUP BY ALL) a
+               ON q.side = 'head' AND a.r = q.r AND a.t = q.t
+             UNION ALL SELECT q.qid, 1 FROM q LEFT JOIN kg k ON k.h = q.h AND k.r = q.r AND k.t = q.t
+               JOIN pools p ON p.r = q.r AND p.side = q.side AND p.entity = q.gold WHERE k.h IS NULL
+             UNION ALL SELECT q.qid, 1 FROM q LEFT JOIN kg k ON k.h = q.qe AND k.r = q.r AND k.t = q.qe
+               JOIN pools p ON p.r = q.r AND p.side = q.side AND p.entity = q.qe WHERE k.h IS NULL
+           ) GROUP BY qid"""
     )
     con.execute(
         f"""CREATE TABLE mreq AS
@@ -173,7 +188,9 @@ def duckdb_peer(task: dict) -> dict:
               USING (r, side)
             LEFT JOIN inside i USING (qid)"""
     )
+    steps["medium_requests"] = round(time.perf_counter() - start, 2)
     draw("medium", "SELECT * FROM mreq", "pools", "medium")
+    steps["medium_draws"] = round(time.perf_counter() - start, 2) - steps["medium_requests"]
     fill("medium", "medium")
     steps["medium"] = round(time.perf_counter() - start, 2)
 
@@ -182,12 +199,12 @@ def duckdb_peer(task: dict) -> dict:
         f"""CREATE TABLE hard AS SELECT qid, entity, d FROM (
               SELECT qid, entity,
                      (row_number() OVER (PARTITION BY qid ORDER BY score DESC, entity) - 1)::UBIGINT AS d
-              FROM (SELECT q.qid, s.candidate AS entity, max(s.score) AS score
+              FROM (SELECT q.qid, q.h, q.r, q.t, q.side, q.gold, q.qe, s.candidate AS entity, max(s.score) AS score
                     FROM read_parquet('{task["scores"]}/*.parquet') s
                     JOIN q ON q.h = s.h AND q.r = s.r AND q.t = s.t AND q.side = s.side
                     WHERE s.candidate BETWEEN 0 AND {ne - 1} AND NOT isnan(s.score)
-                    GROUP BY q.qid, s.candidate) x
-              WHERE NOT EXISTS (SELECT 1 FROM ex WHERE ex.qid = x.qid AND ex.entity = x.entity))
+                    GROUP BY ALL) x
+              WHERE {valid})
             WHERE d < {NEED}"""
     )
     fill("hard", "hard")

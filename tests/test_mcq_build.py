@@ -45,7 +45,7 @@ def _build(spark, triples, plan, scores=None, n=10, vectors=None, n_entities=N_E
     kg = triples.where("split = 'train'").select("h", "r", "t")
     sampled = O.sample_triples(triples.where("split = 'test'"), n, plan.seed)
     queries = O.queries(sampled).localCheckpoint()
-    excluded = O.excluded_entities(queries, triples).localCheckpoint()
+    excluded = O.excluded_entities(queries, triples)
     degrees = O.topic_degrees(kg, queries)
     return O.build(queries, excluded, degrees, kg, n_entities, plan, scores, vectors).toPandas()
 

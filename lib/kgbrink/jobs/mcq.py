@@ -158,7 +158,7 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
     with ctx.step("sample"):
         sampled = O.sample_triples(triples.where(F.col("split") == cfg.split), cfg.n_triples, cfg.seed)
         queries = O.queries(sampled).localCheckpoint()
-        excluded = O.excluded_entities(queries, known).localCheckpoint()
+        excluded = O.excluded_entities(queries, known)
         degrees = O.topic_degrees(kg, queries).localCheckpoint()
         n_queries = queries.count()
         if queries.select("qid").distinct().count() != n_queries:

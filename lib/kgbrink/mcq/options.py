@@ -73,18 +73,91 @@ def queries(sampled: DataFrame) -> DataFrame:
     return one("tail", "h", "t").unionByName(one("head", "t", "h"))
 
 
-def excluded_entities(queries: DataFrame, known: DataFrame) -> DataFrame:
-    """``qid, entity, answer``: the true answers of each query among the ``known`` triples (every split,
-    step 3) plus the gold (``answer`` true), and the query entity (``answer`` false unless it answers too)."""
+@dataclass(frozen=True)
+class Exclusion:
+    """What a query may not take as a distractor (step 3), without listing it per query: a query's true
+    answers are the known triples through its (h, r) or (r, t), which on a hub run to 10^6 entities, so a
+    candidate is checked by an anti-join of its triple against ``known``. ``keys``: per ``qid`` the query
+    (``side, h, r, t, query_entity, gold``), ``n_answers`` (known triples through the query), ``gold_known``
+    (its own triple is known) and ``qe_answer`` (a self-loop makes the query entity an answer); the
+    excluded entities are the known answers, the gold and the query entity, ``n_excluded`` of them."""
+
+    keys: DataFrame
+    known: DataFrame
+
+    def drop(self, candidates: DataFrame) -> DataFrame:
+        """The rows of ``candidates`` (``qid, entity, ...``; with or without the key columns) whose entity
+        is neither the gold, nor the query entity, nor a known answer of the query; same columns."""
+        columns = candidates.columns
+        missing = [c for c in _KEYS[1:] if c not in columns]
+        joined = candidates.join(self.keys.select("qid", *missing), "qid") if missing else candidates
+        tail = F.col("side") == "tail"
+        joined = joined.where((F.col("entity") != F.col("gold")) & (F.col("entity") != F.col("query_entity")))
+        joined = joined.withColumns(
+            {
+                "_a": F.when(tail, F.col("h")).otherwise(F.col("entity")),
+                "_b": F.when(tail, F.col("entity")).otherwise(F.col("t")),
+                "_r": F.col("r"),
+            }
+        )
+        known = self.known.select(F.col("h").alias("_a"), F.col("r").alias("_r"), F.col("t").alias("_b"))
+        return joined.join(known, ["_a", "_r", "_b"], "left_anti").select(*columns)
+
+    def counts(self) -> DataFrame:
+        """``qid, n_excluded``."""
+        extra = (~F.col("gold_known")).cast("long") + (~F.col("qe_answer")).cast("long")
+        return self.keys.select("qid", (F.col("n_answers") + extra).alias("n_excluded"))
+
+    def inside(self, wanted: DataFrame, pools: DataFrame) -> DataFrame:
+        """``qid, type, n_inside``: for each ``wanted`` (qid, type) how many excluded entities of the query
+        lie in its pool P(r, side, type) of ``pools``. The known answers are counted once per (h, r, type)
+        or (r, t, type) key, whatever the number of queries through it."""
+        q = wanted.select("qid", "type").join(self.keys, "qid")
+        members = pools.select("r", "side", "type", "entity")
+        parts = []
+        for side, fixed, other in (("tail", "h", "t"), ("head", "t", "h")):
+            keys = q.where(F.col("side") == side).select(fixed, "r", "type").distinct()
+            answers = self.known.select(fixed, "r", F.col(other).alias("entity")).join(keys, [fixed, "r"])
+            answers = answers.join(members.where(F.col("side") == side), ["r", "type", "entity"], "left_semi")
+            counted = answers.groupBy(fixed, "r", "type").agg(F.count("*").alias("_n"))
+            parts.append(q.where(F.col("side") == side).join(counted, [fixed, "r", "type"]).select("qid", "type", "_n"))
+        gold = q.where(~F.col("gold_known")).select("qid", "type", "r", "side", F.col("gold").alias("entity"))
+        own = q.where(~F.col("qe_answer")).select("qid", "type", "r", "side", F.col("query_entity").alias("entity"))
+        extra = gold.unionByName(own).join(members, ["r", "side", "type", "entity"], "left_semi")
+        parts.append(extra.groupBy("qid", "type").agg(F.count("*").alias("_n")))
+        total = reduce(DataFrame.unionByName, parts).groupBy("qid", "type").agg(F.sum("_n").alias("n_inside"))
+        return total.select("qid", "type", F.col("n_inside").cast("long"))
+
+
+_KEYS = ["qid", "side", "h", "r", "t", "query_entity", "gold"]
+
+
+def excluded_entities(queries: DataFrame, known: DataFrame) -> Exclusion:
+    """The :class:`Exclusion` of ``queries`` given the ``known`` triples (every split, step 3): the true
+    answers among them plus the gold, and the query entity (a distractor is neither)."""
     kg = known.select("h", "r", "t").distinct()
-    tail = queries.where(F.col("side") == "tail").select("qid", "h", "r")
-    tail = tail.join(kg.select("h", "r", F.col("t").alias("entity")), ["h", "r"]).select("qid", "entity")
-    head = queries.where(F.col("side") == "head").select("qid", "r", "t")
-    head = head.join(kg.select("r", "t", F.col("h").alias("entity")), ["r", "t"]).select("qid", "entity")
-    answers = tail.unionByName(head).unionByName(queries.select("qid", F.col("gold").alias("entity")))
-    answers = answers.withColumn("answer", F.lit(True))
-    query = queries.select("qid", F.col("query_entity").alias("entity"), F.lit(False).alias("answer"))
-    return answers.unionByName(query).groupBy("qid", "entity").agg(F.max("answer").alias("answer"))
+    q = queries.select(*_KEYS)
+    n_tail = kg.groupBy("h", "r").agg(F.count("*").alias("_nt"))
+    n_head = kg.groupBy("r", "t").agg(F.count("*").alias("_nh"))
+    own = kg.select("h", "r", "t", F.lit(True).alias("gold_known"))
+    loops = kg.where(F.col("h") == F.col("t")).select(F.col("h").alias("query_entity"), "r")
+    loops = loops.withColumn("qe_answer", F.lit(True))
+    keys = (
+        q.join(n_tail, ["h", "r"], "left")
+        .join(n_head, ["r", "t"], "left")
+        .join(own, ["h", "r", "t"], "left")
+        .join(loops, ["query_entity", "r"], "left")
+        .select(
+            *_KEYS,
+            F.when(F.col("side") == "tail", F.coalesce("_nt", F.lit(0)))
+            .otherwise(F.coalesce("_nh", F.lit(0)))
+            .cast("long")
+            .alias("n_answers"),
+            F.coalesce("gold_known", F.lit(False)).alias("gold_known"),
+            F.coalesce("qe_answer", F.lit(False)).alias("qe_answer"),
+        )
+    )
+    return Exclusion(keys.localCheckpoint(), kg)
 
 
 def topic_degrees(kg: DataFrame, queries: DataFrame) -> DataFrame:
@@ -130,21 +203,15 @@ def pool_bounds(pools: DataFrame) -> DataFrame:
     return pools.groupBy("r", "side", "type").agg(F.min("gpos").alias("start"), F.count("*").alias("size"))
 
 
-def _valid_in_pool(requests: DataFrame, pools: DataFrame, excluded: DataFrame) -> DataFrame:
+def _valid_in_pool(requests: DataFrame, pools: DataFrame, excluded: Exclusion) -> DataFrame:
     """``requests`` (qid, r, side, type, start, size, ...) plus ``valid`` = size - |excluded in the pool|."""
-    inside = (
-        excluded.select("qid", "entity")
-        .join(requests.select("qid", "r", "side", "type"), "qid")
-        .join(pools.select("r", "side", "type", "entity"), ["r", "side", "type", "entity"], "left_semi")
-        .groupBy("qid", "type")
-        .agg(F.count("*").alias("_inside"))
-    )
+    inside = excluded.inside(requests.select("qid", "type"), pools)
     joined = requests.join(inside, ["qid", "type"], "left")
-    return joined.withColumn("valid", F.col("size") - F.coalesce(F.col("_inside"), F.lit(0))).drop("_inside")
+    return joined.withColumn("valid", F.col("size") - F.coalesce(F.col("n_inside"), F.lit(0))).drop("n_inside")
 
 
 def medium_requests(
-    queries: DataFrame, pools: DataFrame, excluded: DataFrame, need: int, seed: int, typed: bool
+    queries: DataFrame, pools: DataFrame, excluded: Exclusion, need: int, seed: int, typed: bool
 ) -> DataFrame:
     """``qid, start, size, need, source``: the pool each query draws its medium distractors from (step 4).
 
@@ -180,41 +247,43 @@ def medium_requests(
 def draw_distinct(
     requests: DataFrame,
     index: DataFrame | None,
-    excluded: DataFrame,
+    excluded: Exclusion,
     seed: int,
     tag: str,
     per_round: int,
     rounds: int = ROUNDS,
+    blocked: DataFrame | None = None,
 ) -> DataFrame:
     """``qid, entity, draw``: per request (``qid, start, size, need``) the first ``need`` distinct
     entities of the draws ``j = 0, 1, ...`` at ``start + floor(uniform(u64(seed, tag, qid, j)) size)``
-    that are not ``excluded`` (qid, entity); ``per_round`` draws per round. ``index`` maps positions to
+    that are not ``excluded`` nor ``blocked`` (qid, entity); ``per_round`` draws per round. ``index`` maps positions to
     entities (``gpos, entity``; None: the position is the entity id). Requests still short after
     ``rounds`` rounds take the valid entries of their range in ``u64(seed, tag, qid, entity)`` order
     (draw numbers after the rounds'). ``need`` must not exceed the valid entries of the range."""
-    excluded = excluded.select("qid", "entity")
     pending = requests.select("qid", "start", "size", "need").where(F.col("need") > 0)
-    taken: DataFrame | None = None
+    pending = pending.join(excluded.keys.select(*_KEYS), "qid")  # the draws carry what the check needs
+    taken: DataFrame | None = blocked.select("qid", "entity", F.lit(-1).cast("long").alias("draw")) if blocked else None
+    first: DataFrame | None = None
     for rnd in range(rounds):
         lo = rnd * per_round
-        draws = pending.select(
-            "qid", "start", "size", "need", F.explode(F.sequence(F.lit(lo), F.lit(lo + per_round - 1))).alias("draw")
-        )
+        draws = pending.select("*", F.explode(F.sequence(F.lit(lo), F.lit(lo + per_round - 1))).alias("draw"))
         pos = F.col("start") + F.floor(uniform(u64(seed, F.lit(tag), "qid", "draw")) * F.col("size"))
         draws = draws.withColumn("gpos", pos.cast("long"))
         got = _first_valid(_entities(draws, index), excluded, taken)
         taken = got if taken is None else taken.unionByName(got)
+        first = got if first is None else first.unionByName(got)
         pending = _still_short(pending, got)
         if pending.isEmpty():
-            return taken
+            return first
     enumerated = pending.select(
-        "qid", "need", F.explode(F.sequence(F.col("start"), F.col("start") + F.col("size") - 1)).alias("gpos")
+        *[c for c in pending.columns if c not in ("start", "size")],
+        F.explode(F.sequence(F.col("start"), F.col("start") + F.col("size") - 1)).alias("gpos"),
     )
     enumerated = _entities(enumerated, index)
     # draw numbers after the rounds': offset + the hash's top 61 bits (non-negative), ties by entity
     key = F.shiftright(u64(seed, F.lit(tag), "qid", "entity").bitwiseAND(F.lit(_MASK)), 2)
     enumerated = enumerated.withColumn("draw", F.lit(rounds * per_round).cast("long") + key)
-    return taken.unionByName(_first_valid(enumerated, excluded, taken))
+    return first.unionByName(_first_valid(enumerated, excluded, taken))
 
 
 def _entities(draws: DataFrame, index: DataFrame | None) -> DataFrame:
@@ -223,9 +292,9 @@ def _entities(draws: DataFrame, index: DataFrame | None) -> DataFrame:
     return draws.join(index.select("gpos", "entity"), "gpos")
 
 
-def _first_valid(candidates: DataFrame, excluded: DataFrame, taken: DataFrame | None) -> DataFrame:
+def _first_valid(candidates: DataFrame, excluded: Exclusion, taken: DataFrame | None) -> DataFrame:
     """Per qid the first ``need`` (in draw order) distinct entities neither excluded nor taken before."""
-    ok = candidates.join(excluded, ["qid", "entity"], "left_anti")
+    ok = excluded.drop(candidates.select(*_KEYS, "need", "entity", "draw"))
     if taken is not None:
         ok = ok.join(taken.select("qid", "entity"), ["qid", "entity"], "left_anti")
     first = ok.groupBy("qid", "need", "entity").agg(F.min("draw").alias("draw"))
@@ -241,13 +310,12 @@ def _still_short(pending: DataFrame, got: DataFrame) -> DataFrame:
 
 
 def easy_distractors(
-    queries: DataFrame, excluded: DataFrame, n_entities: int, need: int, seed: int, candidates: int, tag: str = "easy"
+    queries: DataFrame, excluded: Exclusion, n_entities: int, need: int, seed: int, candidates: int, tag: str = "easy"
 ) -> DataFrame:
     """``qid, entity, draw``: up to ``need`` distinct distractors per query uniform over the entity ids
     0..n_entities-1 (step 4 easy; ``candidates`` draws per slot and round)."""
-    counts = excluded.groupBy("qid").agg(F.count("*").alias("_excluded"))
-    requests = queries.select("qid", F.lit(need).alias("need")).join(counts, "qid", "left")
-    valid = F.lit(n_entities) - F.coalesce(F.col("_excluded"), F.lit(0))
+    requests = queries.select("qid", F.lit(need).alias("need")).join(excluded.counts(), "qid", "left")
+    valid = F.lit(n_entities) - F.coalesce(F.col("n_excluded"), F.lit(0))
     requests = requests.select(
         "qid",
         F.lit(0).cast("long").alias("start"),
@@ -260,7 +328,7 @@ def easy_distractors(
 def fill_from_easy(
     queries: DataFrame,
     chosen: DataFrame,
-    excluded: DataFrame,
+    excluded: Exclusion,
     n_entities: int,
     need: int,
     seed: int,
@@ -276,23 +344,25 @@ def fill_from_easy(
     out = chosen.select("qid", "entity", "draw", F.lit(False).alias("fill"))
     if short.isEmpty():
         return out
-    blocked = excluded.select("qid", "entity").unionByName(chosen.select("qid", "entity"))
-    blocked = blocked.join(short.select("qid"), "qid", "left_semi")
-    n_blocked = blocked.groupBy("qid").agg(F.count("*").alias("_b"))
+    blocked = chosen.select("qid", "entity").join(short.select("qid"), "qid", "left_semi")
+    # the chosen distractors are not excluded ones: the blocked entities are n_excluded + the chosen
+    n_blocked = excluded.counts().join(short.select("qid"), "qid")
     requests = short.join(n_blocked, "qid", "left").select(
         "qid",
         F.lit(0).cast("long").alias("start"),
         F.lit(n_entities).cast("long").alias("size"),
-        F.least(F.col("_need"), F.lit(n_entities) - F.coalesce("_b", F.lit(0))).cast("int").alias("need"),
+        F.least(F.col("_need"), F.lit(n_entities) - F.coalesce("n_excluded", F.lit(0)) - (F.lit(need) - F.col("_need")))
+        .cast("int")
+        .alias("need"),
     )
-    filled = draw_distinct(requests, None, blocked, seed, f"{difficulty}-fill", candidates * need)
+    filled = draw_distinct(requests, None, excluded, seed, f"{difficulty}-fill", candidates * need, blocked=blocked)
     # fill draws come after the chosen ones in the option order of the record
     filled = filled.select("qid", "entity", (F.col("draw") + F.lit(2**62)).alias("draw"), F.lit(True).alias("fill"))
     return out.unionByName(filled)
 
 
 def medium_distractors(
-    queries: DataFrame, pools: DataFrame, excluded: DataFrame, need: int, seed: int, candidates: int, typed: bool
+    queries: DataFrame, pools: DataFrame, excluded: Exclusion, need: int, seed: int, candidates: int, typed: bool
 ) -> tuple[DataFrame, DataFrame]:
     """``(chosen, sources)``: ``qid, entity, draw`` drawn uniformly from each query's medium pool, and
     ``qid, source`` (``relation_pool`` / ``relation_type_pool``)."""
@@ -305,7 +375,7 @@ def medium_distractors(
 def hard_from_scores(
     queries: DataFrame,
     scores: DataFrame,
-    excluded: DataFrame,
+    excluded: Exclusion,
     need: int,
     seed: int,
     n_entities: int,
@@ -328,7 +398,7 @@ def hard_from_scores(
         members = pools.where(F.col("type") == NO_TYPE).select("r", "side", "entity")
         s = s.join(members, ["r", "side", "entity"], "left_semi")
     best = s.groupBy("qid", "entity").agg(F.max("score").alias("score"))
-    best = best.join(excluded.select("qid", "entity"), ["qid", "entity"], "left_anti")
+    best = excluded.drop(best)
     tie = u64(seed, F.lit("hard"), "qid", "entity")
     rank = F.row_number().over(Window.partitionBy("qid").orderBy(F.desc("score"), tie, "entity"))
     ranked = best.withColumn("_n", rank).where(F.col("_n") <= need)
@@ -336,12 +406,14 @@ def hard_from_scores(
 
 
 def hard_from_vectors(
-    queries: DataFrame, vectors: DataFrame, excluded: DataFrame, need: int, spark_context=None
+    queries: DataFrame, vectors: DataFrame, excluded: Exclusion, need: int, spark_context=None
 ) -> DataFrame:
     """``qid, entity, draw``: per query the ``need`` entities nearest to the gold in ``vectors``
     (``entity, vec``; L2, ties by entity id) that are not excluded (step 4 hard, ``embedding_neighbours``).
     The vectors are broadcast to the tasks as one matrix (driver memory bounds the entity count); a gold
-    without a vector gets none (then filled from easy)."""
+    without a vector gets none (then filled from easy). Each task lists the ``m`` nearest entities but the
+    gold and the query entity, the known answers among them are dropped by :meth:`Exclusion.drop`, and a
+    query left short with more entities to list is listed again with 8 m."""
     frame = vectors.select(F.col("entity").cast("int").alias("entity"), "vec").toPandas()
     n = int(frame["entity"].max()) + 1 if len(frame) else 0
     dim = len(frame["vec"].iloc[0]) if len(frame) else 0
@@ -349,28 +421,49 @@ def hard_from_vectors(
     if len(frame):
         matrix[frame["entity"].to_numpy()] = np.vstack(frame["vec"].map(np.asarray)).astype(np.float64)
     shared = (spark_context or queries.sparkSession.sparkContext).broadcast(matrix)
-    requests = queries.select("qid", "gold").join(
-        excluded.groupBy("qid").agg(F.collect_list("entity").alias("excluded")), "qid", "left"
-    )
 
-    def nearest(batches):
-        m = shared.value
-        known = ~np.isnan(m).any(axis=1) if len(m) else np.zeros(0, bool)
-        clean = np.nan_to_num(m)
-        for pdf in batches:
-            rows = []
-            for qid, gold, ex in zip(pdf["qid"], pdf["gold"], pdf["excluded"], strict=True):
-                if gold >= len(m) or not known[gold]:
-                    continue
-                d = np.where(known, ((clean - clean[gold]) ** 2).sum(axis=1), np.inf)
-                if ex is not None:
-                    ex = np.asarray(ex, dtype=np.int64)
-                    d[ex[ex < len(d)]] = np.inf
-                order = np.lexsort((np.arange(len(d)), d))[:need]
-                rows += [(qid, int(e), k) for k, e in enumerate(order) if np.isfinite(d[e])]
-            yield pd.DataFrame(rows, columns=["qid", "entity", "draw"])
+    def nearest(m: int):
+        def run(batches):
+            mat = shared.value
+            known = ~np.isnan(mat).any(axis=1) if len(mat) else np.zeros(0, bool)
+            clean = np.nan_to_num(mat)
+            for pdf in batches:
+                rows = []
+                for qid, gold, qe in zip(pdf["qid"], pdf["gold"], pdf["query_entity"], strict=True):
+                    if gold >= len(mat) or not known[gold]:
+                        continue
+                    d = np.where(known, ((clean - clean[gold]) ** 2).sum(axis=1), np.inf)
+                    d[gold] = np.inf
+                    if qe < len(d):
+                        d[qe] = np.inf
+                    available = int(np.isfinite(d).sum())
+                    order = np.lexsort((np.arange(len(d)), d))[: min(m, available)]
+                    rows += [(qid, int(e), k, available) for k, e in enumerate(order)]
+                yield pd.DataFrame(rows, columns=["qid", "entity", "rank", "available"])
 
-    return requests.mapInPandas(nearest, "qid string, entity int, draw long")
+        return run
+
+    pending = excluded.keys.select("qid", "gold", "query_entity").join(queries.select("qid"), "qid", "left_semi")
+    found, m = None, max(8 * need, 16)
+    while True:
+        listed = pending.mapInPandas(nearest(m), "qid string, entity int, rank long, available long")
+        listed = listed.localCheckpoint()
+        valid = excluded.drop(listed)
+        order = F.row_number().over(Window.partitionBy("qid").orderBy("rank"))
+        ranked = valid.withColumn("_n", order).where(F.col("_n") <= need)
+        done = ranked.groupBy("qid").agg(F.count("*").alias("_got"), F.max("available").alias("available"))
+        complete = done.where((F.col("_got") >= need) | (F.col("available") <= m)).select("qid")
+        got = ranked.join(complete, "qid", "left_semi").select(
+            "qid", "entity", (F.col("_n") - 1).cast("long").alias("draw")
+        )
+        found = got if found is None else found.unionByName(got)
+        # short and more to list: those with valid entries but too few, and those whose m listed all invalid
+        listed_all = listed.groupBy("qid").agg(F.max("available").alias("available")).where(F.col("available") > m)
+        pending = pending.join(listed_all.join(complete, "qid", "left_anti").select("qid"), "qid", "left_semi")
+        pending = pending.localCheckpoint()
+        if pending.isEmpty():
+            return found
+        m *= 8
 
 
 # --- all difficulties ----------------------------------------------------------------------------------
@@ -392,7 +485,7 @@ class Plan:
 
 def build(
     queries: DataFrame,
-    excluded: DataFrame,
+    excluded: Exclusion,
     degrees: DataFrame,
     kg: DataFrame,
     n_entities: int,
