@@ -17,7 +17,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster airflow-venv airflow-lock test-k8s test-airflow bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -86,6 +86,30 @@ cluster-status:
 test-cluster: setup cluster-venv $(JARS)/s3/.resolved
 	bash infra/cluster/test-cluster.sh
 
+# The scheduler definitions (docs/scheduling.md): the Airflow DAG in infra/airflow/ and the Kubernetes manifests in
+# infra/k8s/, tested in their own virtualenv (Airflow stays out of the project's dependencies; pins in
+# infra/airflow/requirements.txt, the full closure in infra/airflow/requirements.lock).
+AIRFLOW_VENV := .cache/airflow-venv
+airflow-venv: $(AIRFLOW_VENV)/.installed
+$(AIRFLOW_VENV)/.installed: infra/airflow/requirements.txt infra/airflow/requirements.lock
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/pip install -q --upgrade pip==25.3
+	$(AIRFLOW_VENV)/bin/pip install -q -c infra/airflow/requirements.lock -r infra/airflow/requirements.txt
+	touch $@
+
+airflow-lock:
+	(echo "# pip freeze of .cache/airflow-venv (make airflow-lock); installed with -c by make airflow-venv"; \
+	  $(AIRFLOW_VENV)/bin/pip freeze) > infra/airflow/requirements.lock
+
+# The manifests against the Kubernetes OpenAPI schemas (kubernetes-validate, strict), their references to each
+# other, the spark-submit line, no literal credential; then the DAG loaded by Airflow's DagBag, its tasks,
+# chain, retries, schedule, rendered commands and the short-circuit on a no-op refresh. Neither needs the main venv.
+test-k8s: airflow-venv
+	$(AIRFLOW_VENV)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/k8s tests/k8s
+
+test-airflow: test-k8s
+	$(AIRFLOW_VENV)/bin/python -m pytest -q -p no:cacheprovider --confcutdir=tests/airflow tests/airflow
+
 # ruff: lint and format check (CI runs it before the tests); `make format` rewrites.
 lint: venv
 	$(BIN)/ruff check lib tests benchmarks jobs infra
@@ -95,15 +119,15 @@ format: venv
 	$(BIN)/ruff check --fix lib tests benchmarks jobs infra
 	$(BIN)/ruff format lib tests benchmarks jobs infra
 
-# tests/cluster needs the stack: make test-cluster runs it.
+# tests/cluster needs the stack (make test-cluster); tests/airflow and tests/k8s the Airflow venv (make test-airflow).
 # The suite in PYTEST_WORKERS processes (pytest-xdist, whole files per process; 1: one process).
 PYTEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) --ignore=tests/cluster tests
+	$(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) --ignore=tests/cluster --ignore=tests/airflow --ignore=tests/k8s tests
 
 # The inner loop: everything but the slow tests and those on ../shared/reference (CI runs all of them).
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow and not reference" --ignore=tests/cluster tests
+	$(BIN)/python -m pytest -q -m "not slow and not reference" --ignore=tests/cluster --ignore=tests/airflow --ignore=tests/k8s tests
 
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest_stats.py --sizes 2000000 20000000
