@@ -226,6 +226,25 @@ def test_invariants_fallbacks_and_typed_pools_on_a_random_kg(spark):
         assert set(row.options) - {row.gold} == set(ranked[:3]) and not row.fallback, row.id
 
 
+def test_draw_batches_and_the_hard_shortlist_do_not_change_the_options(spark, monkeypatch):
+    """The draws in one batch per round, and the hard candidates checked in full, give the same options as
+    the growing batches and the 16-candidate shortlist (its second pass forced here with ``first=1``)."""
+    n, splits, score_rows = _random_kg(9)
+    triples = _triples(spark, splits)
+    scores = spark.createDataFrame(score_rows, SCORE_SCHEMA)
+    plan = O.Plan(["easy", "medium", "hard"], seed=5, type_relation=3)
+    hard = O.hard_from_scores
+    one_batch = lambda total, per_round: [(lo, lo + per_round) for lo in range(0, total, per_round)]  # noqa: E731
+    results = []
+    for batches, first in ((O._batches, 16), (one_batch, 1)):
+        monkeypatch.setattr(O, "_batches", batches)
+        monkeypatch.setattr(O, "hard_from_scores", lambda *a, _f=first, **k: hard(*a, **k, first=_f))
+        q = _build(spark, triples, plan, scores, n=60, n_entities=n)
+        results.append(q.assign(options=q.options.map(list)).sort_values("id").reset_index(drop=True))
+    pd.testing.assert_frame_equal(results[0], results[1])
+    assert len(results[0]) == 60 * 2 * 3
+
+
 def test_identical_questions_whatever_the_partitioning(spark):
     n, splits, score_rows = _random_kg(5)
     plan = O.Plan(["easy", "medium", "hard"], seed=11, type_relation=3)

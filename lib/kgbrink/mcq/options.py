@@ -256,17 +256,16 @@ def draw_distinct(
 ) -> DataFrame:
     """``qid, entity, draw``: per request (``qid, start, size, need``) the first ``need`` distinct
     entities of the draws ``j = 0, 1, ...`` at ``start + floor(uniform(u64(seed, tag, qid, j)) size)``
-    that are not ``excluded`` nor ``blocked`` (qid, entity); ``per_round`` draws per round. ``index`` maps positions to
-    entities (``gpos, entity``; None: the position is the entity id). Requests still short after
-    ``rounds`` rounds take the valid entries of their range in ``u64(seed, tag, qid, entity)`` order
+    that are not ``excluded`` nor ``blocked`` (qid, entity), among ``rounds`` x ``per_round`` draws
+    (made in growing batches, :func:`_batches`). ``index`` maps positions to entities (``gpos, entity``;
+    None: the position is the entity id). Requests still short after those draws take the valid entries of their range in ``u64(seed, tag, qid, entity)`` order
     (draw numbers after the rounds'). ``need`` must not exceed the valid entries of the range."""
     pending = requests.select("qid", "start", "size", "need").where(F.col("need") > 0)
     pending = pending.join(excluded.keys.select(*_KEYS), "qid")  # the draws carry what the check needs
     taken: DataFrame | None = blocked.select("qid", "entity", F.lit(-1).cast("long").alias("draw")) if blocked else None
     first: DataFrame | None = None
-    for rnd in range(rounds):
-        lo = rnd * per_round
-        draws = pending.select("*", F.explode(F.sequence(F.lit(lo), F.lit(lo + per_round - 1))).alias("draw"))
+    for lo, hi in _batches(rounds * per_round, per_round):
+        draws = pending.select("*", F.explode(F.sequence(F.lit(lo), F.lit(hi - 1))).alias("draw"))
         pos = F.col("start") + F.floor(uniform(u64(seed, F.lit(tag), "qid", "draw")) * F.col("size"))
         draws = draws.withColumn("gpos", pos.cast("long"))
         got = _first_valid(_entities(draws, index), excluded, taken)
@@ -284,6 +283,16 @@ def draw_distinct(
     key = F.shiftright(u64(seed, F.lit(tag), "qid", "entity").bitwiseAND(F.lit(_MASK)), 2)
     enumerated = enumerated.withColumn("draw", F.lit(rounds * per_round).cast("long") + key)
     return first.unionByName(_first_valid(enumerated, excluded, taken))
+
+
+def _batches(total: int, per_round: int, first: int = 8) -> list[tuple[int, int]]:
+    """The draw numbers 0..total-1 in growing batches, ``first`` then x4: most queries are served by the
+    first few draws. The first valid draws in draw order do not depend on the batches, only on ``total``."""
+    out, lo, size = [], 0, min(per_round, first)
+    while lo < total:
+        out.append((lo, min(total, lo + size)))
+        lo, size = out[-1][1], size * 4
+    return out
 
 
 def _entities(draws: DataFrame, index: DataFrame | None) -> DataFrame:
@@ -380,12 +389,17 @@ def hard_from_scores(
     seed: int,
     n_entities: int,
     pools: DataFrame | None = None,
+    first: int = 16,
 ) -> DataFrame:
     """``qid, entity, draw``: per query the ``need`` highest-scored candidates that are not excluded
     (step 4 hard; candidate-score format ``h, r, t, side, candidate, score``; a candidate scored twice
     keeps its best score; NaN scores and candidates outside 0..n_entities-1 are ignored), ties by
     ``u64(seed, "hard", qid, candidate)``. ``pools``: only candidates of the query's untyped medium pool
-    (``mcq.hard_restrict_to_medium_pool``)."""
+    (``mcq.hard_restrict_to_medium_pool``).
+
+    The score rows stay partitioned by their query triple from the join to the ranking (no other shuffle
+    of them); only each query's ``first`` best candidates are checked against the known triples, and the
+    queries left short with more candidates are checked again in full."""
     side = F.lower(F.trim(F.col("side").cast("string")))
     side = F.when(side.isin("tail", "t"), "tail").when(side.isin("head", "h"), "head")
     candidate = F.when(F.col("candidate").between(0, n_entities - 1), F.col("candidate").cast("int"))
@@ -393,16 +407,40 @@ def hard_from_scores(
         "h", "r", "t", side.alias("side"), candidate.alias("entity"), F.col("score").cast("double").alias("score")
     )
     s = s.where(F.col("entity").isNotNull() & F.col("score").isNotNull() & ~F.isnan("score"))
-    s = s.join(queries.select("qid", "h", "r", "t", "side"), ["h", "r", "t", "side"])
+    keys = excluded.keys.select(*_KEYS).join(queries.select("qid"), "qid", "left_semi")
+    s = s.join(keys, ["h", "r", "t", "side"])
     if pools is not None:
         members = pools.where(F.col("type") == NO_TYPE).select("r", "side", "entity")
         s = s.join(members, ["r", "side", "entity"], "left_semi")
-    best = s.groupBy("qid", "entity").agg(F.max("score").alias("score"))
-    best = excluded.drop(best)
+    query = ["h", "r", "t", "side"]  # one query per (h, r, t, side): its partitioning serves every step
+    best = s.groupBy(*query, "qid", "query_entity", "gold", "entity").agg(F.max("score").alias("score"))
     tie = u64(seed, F.lit("hard"), "qid", "entity")
-    rank = F.row_number().over(Window.partitionBy("qid").orderBy(F.desc("score"), tie, "entity"))
-    ranked = best.withColumn("_n", rank).where(F.col("_n") <= need)
-    return ranked.select("qid", "entity", (F.col("_n") - 1).cast("long").alias("draw"))
+    ranked = best.withColumns(
+        {
+            "_pos": F.row_number().over(Window.partitionBy(*query).orderBy(F.desc("score"), tie, "entity")),
+            "_of": F.count("*").over(Window.partitionBy(*query)),
+        }
+    )
+
+    def choose(candidates: DataFrame) -> DataFrame:
+        valid = excluded.drop(candidates)
+        rank = F.row_number().over(Window.partitionBy("qid").orderBy("_pos"))
+        return valid.withColumn("_n", rank).where(F.col("_n") <= need)
+
+    firsts = ranked.where(F.col("_pos") <= first).localCheckpoint()
+    top = choose(firsts).localCheckpoint()
+    got = top.groupBy("qid").agg(F.count("*").alias("_got"))
+    short = (
+        firsts.where(F.col("_pos") == 1)
+        .join(got, "qid", "left")
+        .where((F.coalesce("_got", F.lit(0)) < need) & (F.col("_of") > first))
+        .select("qid")
+        .localCheckpoint()
+    )
+    chosen = top.join(short, "qid", "left_anti")
+    if not short.isEmpty():
+        chosen = chosen.unionByName(choose(ranked.join(short, "qid", "left_semi")))
+    return chosen.select("qid", "entity", (F.col("_n") - 1).cast("long").alias("draw"))
 
 
 def hard_from_vectors(
