@@ -16,7 +16,9 @@ std confidence >= ``min_std_confidence``, PCA confidence >= ``min_pca_confidence
 ``min_support`` and head coverage >= ``min_head_coverage``, it is reachable by AMIE's breadth-first
 refinement (some order of adding its atoms in which every closed intermediate rule is not "perfect",
 PCA confidence 1, because AMIE does not refine perfect rules), and its PCA confidence is strictly above
-that of every output rule with the same head and a subset of its body.
+that of every output rule with the same head and a subset of its body and of every closed parent (one
+atom fewer) whose std confidence reaches ``min_std_confidence``: AMIE computes PCA confidence only there,
+so a rule below it is neither perfect nor a pruning parent (:mod:`kgbrink.rules.selection`).
 
 This module holds the parameters and the orchestration, per rule length: the supports of every shape in
 one query (:mod:`kgbrink.rules.supports`, plans of :mod:`kgbrink.rules.plan`), the body sizes of the rules
