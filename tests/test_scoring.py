@@ -77,29 +77,19 @@ def test_classic_metrics_and_probe_transform_by_hand(spark):
 
 def test_amri_and_wmr_with_different_candidate_counts(spark):
     rows = [("m", "1", 1.0, 100), ("m", "1", 2.5, 10), ("m", "1", 50.0, 100)]
-    v = _values(
-        S.score_ranks(
-            spark.createDataFrame(rows, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), p_values=(), **NO_POPULARITY)
-        ),
-        "m",
+    # the same queries answered at rank 1 (model best) and last (model last): WMR's fixed optimum and pessimum
+    extremes = [(model, "1", rank, n) for *_, n in rows for model, rank in (("best", 1.0), ("last", float(n)))]
+    scores = S.score_ranks(
+        spark.createDataFrame(rows + extremes, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), p_values=(), **NO_POPULARITY)
     )
+    v = _values(scores, "m")
     assert v[("amri", None, None)] == pytest.approx(1 - 16.8333333333 / 34.5, abs=1e-9)
     # weights C_i = N_i - 1 = 99, 9, 99 (Tiwari et al.'s corrupted candidate set)
     assert v[("wgmr", None, None)] == pytest.approx(math.exp((9 * math.log(2.5) + 99 * math.log(50)) / 207), abs=1e-6)
     # WMR = 1 - sum C ln r / sum C ln N = 1 - (9 ln 2.5 + 99 ln 50) / (99 ln 100 + 9 ln 10 + 99 ln 100)
     worst = 198 * math.log(100) + 9 * math.log(10)
     assert v[("wmr", None, None)] == pytest.approx(1 - (9 * math.log(2.5) + 99 * math.log(50)) / worst, abs=1e-7)
-    # the optimum and the pessimum are fixed: every rank 1 scores 1, every rank N_i scores 0
-    best, last = (
-        _values(
-            S.score_ranks(
-                spark.createDataFrame(x, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), p_values=(), **NO_POPULARITY)
-            ),
-            "m",
-        )[("wmr", None, None)]
-        for x in ([(m, run, 1.0, n) for m, run, _, n in rows], [(m, run, float(n), n) for m, run, _, n in rows])
-    )
-    assert best == 1.0 and last == 0.0
+    assert _values(scores, "best")[("wmr", None, None)] == 1.0 and _values(scores, "last")[("wmr", None, None)] == 0.0
 
 
 def test_single_candidate_scores_the_optimum_and_amri_is_undefined(spark):
