@@ -190,8 +190,9 @@ def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
     with ctx.step("shortest paths"):
         pairs = SP.seed_answer_pairs(got.questions, got.paths, cfg.answers).localCheckpoint()
         if cfg.graph == "neighbourhood":
-            graph, _ = QG.search_graph(got.kg, got.questions, got.paths, config.question_graphs)
-            found, sp_triples = SP.shortest_paths_local(graph, pairs)
+            found, sp_triples = SP.shortest_paths_neighbourhood(
+                got.kg, got.questions, got.paths, pairs, config.question_graphs
+            )
         else:
             found, sp_triples = SP.shortest_paths_full_kg(got.kg, pairs, config.question_graphs.seed)
         write = lambda name, frame, what: ctx.write(  # noqa: E731

@@ -3,7 +3,7 @@ table (id, split, seeds S, answer a, answer subgraph G, n_hops) a graph of at mo
 still contains G, built as the authors' ``compute_neighs_and_sp.py`` does:
 
 1. radius k = max(k_min, n_hops) (n_hops: the table's, else the longest seed-answer path in G);
-2. neighbourhood E_nb (:func:`neighbourhood`), ``directed_union`` (the code's ``get_in_out_neigh_edges``):
+2. neighbourhood E_nb (:func:`local_neighbourhood`), ``directed_union`` (the code's ``get_in_out_neigh_edges``):
    the node-induced subgraphs of the k-hop out-ball and of the k-hop in-ball of S, plus "out-then-in", the
    node-induced subgraph of the 1-hop in-ball of X_out = S and its out-neighbours, and "in-then-out" from
    X_in, each of these two kept to ``mixed_step_cap`` triples (uniform: the smallest seeded hashes); or
@@ -13,10 +13,10 @@ still contains G, built as the authors' ``compute_neighs_and_sp.py`` does:
 3. GT metapaths: per seed s the relation sequence of the path s -> a in G (a tree: one path), direction
    dropped unless ``metapath_directed`` (:func:`gt_paths`);
 4. confounders: the triples on walks from s in the whole KG that follow that metapath
-   (:func:`kgbrink.graph.metapaths.walk`; at most ``metapath_cap`` per seed, triples of complete walks
-   first, then of partial walks, each by smallest hash, as the code tops up ``bfs_with_rule_original``
-   with ``bfs_with_rule``); the search graph H = E_nb + confounders;
-5. - 10. per question in one task (:func:`build_local`, through ``applyInPandas``): PPR on the undirected
+   (:func:`local_walk`, :func:`kgbrink.graph.metapaths.walk` for one walk; at most ``metapath_cap`` per
+   seed, triples of complete walks first, then of partial walks, each by smallest hash, as the code tops
+   up ``bfs_with_rule_original`` with ``bfs_with_rule``); the search graph H = E_nb + confounders;
+5. - 10. (:func:`build_local`): PPR on the undirected
    multigraph H (personalization 1/|S| on the seeds, networkx semantics, :mod:`kgbrink.graph.local`); the
    ``top_nodes`` highest-PPR nodes with score > ``min_ppr`` (scores to 12 decimals, ties by node id); keep
    the triples of H with both ends among them plus every triple touching a node of G (beyond
@@ -26,6 +26,13 @@ still contains G, built as the authors' ``compute_neighs_and_sp.py`` does:
    ``max_triples - 2``; re-add the triples of H on walks from each seed following a metapath of a shortest
    seed-answer path in H (:func:`kgbrink.graph.local_metapaths.shortest_path_trie`; at most
    ``sp_metapath_cap``, smallest hashes) and the confounders; re-add every triple of G still missing.
+
+Every step runs per question in one Python task (:func:`per_question`) on the whole KG's adjacency,
+built once and memory-mapped by the tasks (:mod:`kgbrink.graph.adjacency`): a k-hop ball through hubs
+reaches much of the KG, and its node-induced subgraph as a join is the KG's triples once per question
+and part before any cap, where in memory it is a scan of the ball's adjacency lists. The seeded hashes
+are Spark's ``xxhash64`` computed in numpy (:mod:`kgbrink.graph.xxhash`), so every cap keeps what the
+DataFrame definitions (``khop.cap_edges``, ``hashing.smallest_per_key``, ``metapaths.walk``) keep.
 
 Each triple is labelled ``is_gt`` (in G), ``on_sp`` (on a shortest seed-answer path in H, the distance-sum
 test of :mod:`kgbrink.graph.local_paths`), ``source`` (the step that put it in the graph, first of
@@ -57,10 +64,10 @@ from pyspark.sql.window import Window
 
 from kgbrink.core.settings import QuestionGraphSettings
 from kgbrink.core.typed import ConfigError
-from kgbrink.graph import khop, metapaths
+from kgbrink.graph import adjacency as A
 from kgbrink.graph import local_metapaths as LM
 from kgbrink.graph import local_paths as LP
-from kgbrink.graph.hashing import smallest_per_key, u64
+from kgbrink.graph import xxhash as X
 from kgbrink.graph.local import personalized_pagerank
 
 MODES = ("directed_union", "undirected")
@@ -290,134 +297,247 @@ def prepare_questions(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# steps 2 and 4: the search graph H, distributed
+# steps 2-4: the search graph H, per question in memory on the KG's shared adjacency
 
 
-def _cap_rows(frame: DataFrame, text: str) -> DataFrame:
-    """``qid, cap``: one caps_applied entry per row of ``frame`` (``text`` a format over its columns)."""
-    return frame.select("qid", F.expr(text).alias("cap"))
+@dataclass(frozen=True)
+class SearchGraph:
+    """One question's H (edge numbers of the adjacency, sorted) with its flags and the caps applied."""
+
+    edges: np.ndarray
+    in_nb: np.ndarray
+    is_conf: np.ndarray
+    caps: list[str]
 
 
-def _doubled(frame: DataFrame, *columns: str) -> DataFrame:
-    """``frame`` twice, ``columns`` as ``2 x`` (the out-walk copy) and ``2 x + 1`` (the in-walk copy)."""
-    one = frame.select(*[(F.col(c).cast("long") * 2).alias(c) if c in columns else c for c in frame.columns])
-    two = frame.select(*[(F.col(c).cast("long") * 2 + 1).alias(c) if c in columns else c for c in frame.columns])
-    return one.unionByName(two)
+def _order_hashes(g: A.Adjacency, edges: np.ndarray, state: int) -> np.ndarray:
+    """``u64(seed, <prefix>, h, r, t)`` of ``edges`` (``state``: :func:`kgbrink.graph.xxhash.prefix`)."""
+    return X.hash_columns(state, *g.triples(edges))
 
 
-def neighbourhood(
-    kg: DataFrame, seeds: DataFrame, limits: DataFrame, cfg: QuestionGraphSettings, degrees: DataFrame | None = None
-) -> tuple[DataFrame, DataFrame]:
-    """``(edges(qid, h, r, t), caps(qid, cap))``: E_nb of step 2 for ``seeds(qid, node)`` with the radius
-    ``limits(qid, k)`` (module docstring). ``degrees(node, degree)`` serves ``max_expand_degree``.
+def _smallest_edges(g: A.Adjacency, edges: np.ndarray, m: int, state: int) -> np.ndarray:
+    """The ``m`` edges with the smallest ``(hash, h, r, t)`` (edge numbers are in (h, r, t) order)."""
+    return np.sort(edges[np.lexsort((edges, _order_hashes(g, edges, state)))[:m]])
 
-    ``directed_union`` grows the out-ball and the in-ball in ONE directed BFS (:func:`kgbrink.graph.khop.
-    expand`) over doubled ids: node x is 2x on the triples h -> t and 2x + 1 on the reversed triples, two
-    disjoint copies. The mixed steps are one join each, and the node-induced triples of all four node sets
-    are one join keyed by (question, part)."""
-    k = limits.agg(F.max("k")).first()[0] or 0
+
+def local_neighbourhood(
+    g: A.Adjacency, qid: str, seeds: np.ndarray, k: int, cfg: QuestionGraphSettings
+) -> tuple[np.ndarray, list[str]]:
+    """E_nb of step 2 for one question (edge numbers, sorted) and its caps (module docstring).
+
+    ``directed_union``: the node-induced triples of the out-ball, of the in-ball and of the two mixed node
+    sets (S and its out- (in-) neighbours, the non-hubs among them grown one step against (along) the
+    triples), the mixed ones kept to ``mixed_step_cap`` by ``u64(seed, (qid, part), h, r, t)``."""
+    ids = np.unique(np.asarray(seeds, dtype=np.int64))
+    index = g.index(ids)
+    start = index[index >= 0]
     hub_cap = cfg.max_expand_degree
     caps = []
     if cfg.mode == "undirected":
-        ball, _ = khop.expand(kg, seeds, k, "both", hub_cap, degrees, limits=limits)
-        hubs = ball.where("hub")
-        edges = khop.induced_edges(kg, ball)
+        found = A.ball(g, start, k, "both", hub_cap)
+        hubs = found.nodes[found.hub]
+        edges = A.induced(g, found.nodes)
     else:
-        h, t = F.col("h").cast("long"), F.col("t").cast("long")
-        out_copy = kg.select((h * 2).alias("h"), "r", (t * 2).alias("t"))
-        in_copy = kg.select((t * 2 + 1).alias("h"), "r", (h * 2 + 1).alias("t"))  # reversed: out-steps walk in
-        both = out_copy.unionByName(in_copy)
-        twice = None if degrees is None else _doubled(degrees.select("node", "degree"), "node")
-        balls, _ = khop.expand(
-            both, _doubled(seeds.select("qid", "node"), "node"), k, "out", hub_cap, twice, limits=limits
-        )
-        balls = balls.select(
-            "qid",
-            F.when(F.col("node") % 2 == 0, F.lit("out")).otherwise(F.lit("in")).alias("part"),
-            F.shiftright("node", 1).cast(kg.schema["h"].dataType).alias("node"),
-            "dist",
-            "hub",
-        )
-        hubs = balls.where("hub")
-        # S and its out- (in-) neighbours, then one step against (along) the triples: the in- (out-) ball of
-        # them; hubs among them are in the set but not expanded
-        near = balls.where(F.col("dist") <= 1)
-        against = kg.select(F.col("t").alias("node"), F.col("h").alias("nbr"), F.lit("out").alias("part"))
-        along = kg.select(F.col("h").alias("node"), F.col("t").alias("nbr"), F.lit("in").alias("part"))
-        grown = near.where(~F.col("hub")).join(against.unionByName(along), ["part", "node"])
-        mixed = near.select("qid", "part", "node").unionByName(grown.select("qid", "part", F.col("nbr").alias("node")))
-        mixed = mixed.select("qid", F.when(F.col("part") == "out", "out_in").otherwise("in_out").alias("part"), "node")
-        nodes = balls.select("qid", "part", "node").unionByName(mixed).distinct()
-        parts = khop.induced_edges(kg, nodes.select(F.struct("qid", "part").alias("qid"), "node"))
-        is_mixed = F.col("qid.part").isin("out_in", "in_out")
-        order = u64(cfg.seed, "qid", "h", "r", "t")
-        capped_parts, counts = smallest_per_key(
-            parts.where(is_mixed), cfg.mixed_step_cap, ["qid"], order, ["h", "r", "t"]
-        )
-        caps.append(
-            counts.where("capped").select(
-                F.col("qid.qid").alias("qid"),
-                F.format_string("mixed_step_cap: %s %d triples", "qid.part", "n_before_cap").alias("cap"),
-            )
-        )
-        edges = parts.where(~is_mixed).unionByName(capped_parts)
-        edges = edges.select(F.col("qid.qid").alias("qid"), "h", "r", "t").distinct()
-    if hub_cap is not None:
-        counted = hubs.select("qid", "node").distinct().groupBy("qid").agg(F.count("*").alias("n"))
-        caps.append(_cap_rows(counted, "format_string('max_expand_degree: %d hubs', n)"))
-    edges, capped = khop.cap_edges(edges, seeds, cfg.max_neighbourhood_edges, cfg.seed)
-    caps.append(
-        _cap_rows(
-            capped.where("edges_capped"), "format_string('max_neighbourhood_edges: %d triples', n_edges_before_cap)"
-        )
-    )
-    out = caps[0]
-    for frame in caps[1:]:
-        out = out.unionByName(frame)
-    return edges, out
+        parts, hubs = [], []
+        for direction, back, part in (("out", "in", "out_in"), ("in", "out", "in_out")):
+            found = A.ball(g, start, k, direction, hub_cap)
+            hubs.append(found.nodes[found.hub])
+            parts.append(A.induced(g, found.nodes))
+            near = found.dist <= 1
+            grown = A.neighbours(g, found.nodes[near & ~found.hub], back)
+            mixed = A.induced(g, np.concatenate([found.nodes[near], grown]))
+            if len(mixed) > cfg.mixed_step_cap:
+                caps.append(f"mixed_step_cap: {part} {len(mixed)} triples")
+                mixed = _smallest_edges(g, mixed, cfg.mixed_step_cap, X.prefix(cfg.seed, qid, part))
+            parts.append(mixed)
+        hubs = np.unique(np.concatenate(hubs))
+        edges = np.unique(np.concatenate(parts))
+    if hub_cap is not None and len(hubs):
+        caps.append(f"max_expand_degree: {len(hubs)} hubs")
+    limit = cfg.max_neighbourhood_edges
+    if limit is not None and len(edges) > limit:
+        caps.append(f"max_neighbourhood_edges: {len(edges)} triples")
+        member = np.zeros(g.n_nodes, dtype=bool)
+        member[start] = True
+        at_seed = member[g.h[edges]] | member[g.t[edges]]
+        order = np.lexsort((edges, _order_hashes(g, edges, X.prefix(cfg.seed, qid)), ~at_seed))
+        keep = at_seed.copy()
+        keep[order[:limit]] = True
+        edges = edges[keep]
+    return edges, caps
 
 
-def confounders(kg: DataFrame, paths: DataFrame, cfg: QuestionGraphSettings) -> tuple[DataFrame, DataFrame]:
-    """``(edges(qid, h, r, t), caps(qid, cap))``: step 4, the triples on walks from each seed along its GT
-    metapath in ``kg``, at most ``metapath_cap`` per seed (complete walks first, then partial ones)."""
-    walks = paths.where(F.col("gt_len") > 0).select(
-        F.struct("qid", "seed").alias("key"), F.col("seed").alias("start"), "relations", "forward"
+def local_walk(
+    g: A.Adjacency, start: int, relations, forward, cap: int | None, state: int, directed: bool
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """``(edges, complete, capped)``: the triples on walks from node index ``start`` along ``relations``
+    (:func:`kgbrink.graph.metapaths.walk` for one walk: a step keeps at most ``cap`` transitions, the
+    smallest ``u64(seed, key, step, h, r, t, src)``, ``state`` the hash prefix of (seed, key))."""
+    layers, capped = [], False
+    nodes = np.array([start], dtype=np.int64)
+    for i, relation in enumerate(relations, start=1):
+        relation = int(relation)
+        out_e = A.relation_out_edges(g, nodes, relation) if not directed or forward[i - 1] else np.zeros(0, np.int64)
+        in_e = A.relation_in_edges(g, nodes, relation) if not directed or not forward[i - 1] else np.zeros(0, np.int64)
+        if not directed:
+            in_e = in_e[g.h[in_e] != g.t[in_e]]  # a self-loop is one step
+        edge = np.concatenate([out_e, in_e])
+        src = np.concatenate([g.h[out_e], g.t[in_e]]).astype(np.int64)
+        dst = np.concatenate([g.t[out_e], g.h[in_e]]).astype(np.int64)
+        if cap is not None and len(edge) > cap:
+            capped = True
+            h, r, t = g.triples(edge)
+            hashes = X.hash_columns(X.extend(state, i), h, r, t, g.node_ids(src))
+            chosen = np.lexsort((src, edge, hashes))[:cap]
+            edge, src, dst = edge[chosen], src[chosen], dst[chosen]
+        layers.append((edge, src, dst))
+        nodes = np.unique(dst)
+    edges, complete, alive = [], [], None
+    for edge, src, dst in reversed(layers):
+        alive = np.unique(dst) if alive is None else alive
+        done = np.isin(dst, alive)
+        alive = np.unique(src[done])
+        edges.append(edge)
+        complete.append(done)
+    if not edges:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), capped
+    edges, complete = np.concatenate(edges), np.concatenate(complete)
+    order = np.lexsort((~complete, edges))  # per edge: complete first
+    edges, complete = edges[order], complete[order]
+    first = np.concatenate([[True], edges[1:] != edges[:-1]])
+    return edges[first], complete[first], capped
+
+
+def local_confounders(g: A.Adjacency, qid: str, walks, cfg: QuestionGraphSettings) -> tuple[np.ndarray, list[str]]:
+    """Step 4 for one question: ``walks`` rows (seed, relations, forward) of its GT paths of length > 0;
+    the confounder edges (sorted) and the caps."""
+    kept, n_capped = [], 0
+    for seed, relations, forward in walks:
+        index = int(g.index([seed])[0])
+        if index < 0 or len(relations) == 0:
+            continue
+        key = X.prefix(cfg.seed, qid, int(seed))
+        edges, complete, capped = local_walk(g, index, relations, forward, cfg.metapath_cap, key, cfg.metapath_directed)
+        if len(edges) > cfg.metapath_cap:
+            capped = True
+            hashes = _order_hashes(g, edges, key)
+            edges = edges[np.lexsort((edges, hashes, ~complete))[: cfg.metapath_cap]]
+        n_capped += capped
+        kept.append(edges)
+    edges = np.unique(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64)
+    return edges, [f"metapath_cap: {n_capped} seeds"] if n_capped else []
+
+
+def local_search_graph(g: A.Adjacency, qid: str, seeds, k: int, walks, cfg: QuestionGraphSettings) -> SearchGraph:
+    """Steps 2-4 for one question: H = E_nb + the confounders, with the caps of both."""
+    nb, nb_caps = local_neighbourhood(g, qid, seeds, k, cfg)
+    conf, conf_caps = local_confounders(g, qid, walks, cfg)
+    edges = np.union1d(nb, conf)
+    return SearchGraph(edges, np.isin(edges, nb), np.isin(edges, conf), nb_caps + conf_caps)
+
+
+def _walk_rows(value) -> list[tuple[int, list[int], list[bool]]]:
+    """(seed, relations, forward) of a ``walks`` value as pandas gives it (None: no walk)."""
+    if value is None:
+        return []
+    rows = []
+    for w in value:
+        forward = [] if w["forward"] is None else [bool(x) for x in w["forward"]]
+        rows.append((int(w["seed"]), [int(x) for x in w["relations"]], forward))
+    return rows
+
+
+def search_inputs(questions: DataFrame, paths: DataFrame, cfg: QuestionGraphSettings) -> DataFrame:
+    """``qid, seeds, k, walks`` (and the other columns of ``questions``): one row per question with its
+    radius and its GT metapaths of length > 0."""
+    walks = (
+        paths.where(F.col("gt_len") > 0)
+        .groupBy("qid")
+        .agg(F.collect_list(F.struct("seed", "relations", "forward")).alias("walks"))
     )
-    walked, step_capped = metapaths.walk(kg, walks, cfg.metapath_cap, cfg.seed, cfg.metapath_directed)
-    order = u64(cfg.seed, "key", "h", "r", "t")
-    kept, counts = smallest_per_key(walked, cfg.metapath_cap, ["key"], order, ["h", "r", "t"], first=F.col("complete"))
-    capped = (
-        counts.select("key", "capped")
-        .unionByName(step_capped)
-        .groupBy("key")
-        .agg(F.max("capped").alias("capped"))
-        .where("capped")
-        .groupBy(F.col("key.qid").alias("qid"))
-        .agg(F.count("*").alias("n"))
+    return questions.withColumn("k", F.greatest(F.lit(cfg.k_min), F.col("n_hops"))).join(walks, "qid", "left")
+
+
+def per_question(kg: DataFrame, rows: DataFrame, fn, schema: str) -> DataFrame:
+    """``fn(adjacency, row)`` (a pandas DataFrame of ``schema``) for every row of ``rows`` (one per
+    question, column ``qid``), in Python tasks that share the adjacency of ``kg(h, r, t)`` (int columns);
+    checkpointed. Every row is answered from its own content, so the output does not depend on the
+    partitioning."""
+    for column in ("h", "r", "t"):
+        if kg.schema[column].dataType.simpleString() != "int":
+            raise ValueError(f"per_question: the KG's column {column} must be int (the hashes are of ints)")
+    shared = A.share(kg)
+
+    def run(batches):
+        g = shared.get()
+        for frame in batches:
+            for row in frame.to_dict("records"):
+                yield fn(g, row)
+
+    spark = rows.sparkSession
+    parts = max(2, 8 * spark.sparkContext.defaultParallelism)
+    try:
+        return rows.repartition(parts, "qid").mapInPandas(run, schema).localCheckpoint()
+    finally:
+        A.release(shared)
+
+
+def neighbourhood(
+    kg: DataFrame, seeds: DataFrame, limits: DataFrame, cfg: QuestionGraphSettings
+) -> tuple[DataFrame, DataFrame]:
+    """``(edges(qid, h, r, t), caps(qid, cap))``: E_nb of step 2 for ``seeds(qid, node)`` with the radius
+    ``limits(qid, k)`` (:func:`local_neighbourhood`)."""
+    rows = seeds.groupBy("qid").agg(F.collect_set("node").alias("seeds")).join(limits.select("qid", "k"), "qid")
+
+    def fn(g, row):
+        edges, caps = local_neighbourhood(g, row["qid"], row["seeds"], int(row["k"]), cfg)
+        return _edge_rows(g, row["qid"], edges, caps)
+
+    out = per_question(kg, rows, fn, _EDGE_SCHEMA)
+    return out.where(F.col("h").isNotNull()).select("qid", "h", "r", "t"), out.where(F.col("cap").isNotNull()).select(
+        "qid", "cap"
     )
-    edges = kept.select(F.col("key.qid").alias("qid"), "h", "r", "t").distinct()
-    return edges, _cap_rows(capped, "format_string('metapath_cap: %d seeds', n)")
+
+
+_EDGE_SCHEMA = "qid string, h int, r int, t int, in_nb boolean, is_conf boolean, cap string"
+
+
+def _edge_rows(g, qid: str, edges: np.ndarray, caps: list[str], in_nb=None, is_conf=None) -> pd.DataFrame:
+    """Rows of :data:`_EDGE_SCHEMA`: the triples of ``edges`` (cap null), then one row per cap (h null)."""
+    h, r, t = g.triples(edges)
+    n = len(edges)
+    flags = lambda x: pd.array(np.ones(n, dtype=bool) if x is None else x, dtype="boolean")  # noqa: E731
+    triples = pd.DataFrame(
+        {
+            "qid": qid,
+            "h": pd.array(h, dtype="Int32"),
+            "r": pd.array(r, dtype="Int32"),
+            "t": pd.array(t, dtype="Int32"),
+            "in_nb": flags(in_nb),
+            "is_conf": flags(is_conf),
+            "cap": pd.Series([None] * n, dtype=object),
+        }
+    )
+    cap_rows = pd.DataFrame({"qid": [qid] * len(caps), "cap": pd.Series(caps, dtype=object)})
+    return pd.concat([triples, cap_rows], ignore_index=True).astype(
+        {"h": "Int32", "r": "Int32", "t": "Int32", "in_nb": "boolean", "is_conf": "boolean"}
+    )
 
 
 def search_graph(
-    kg: DataFrame, questions: DataFrame, paths: DataFrame, cfg: QuestionGraphSettings, degrees: DataFrame | None = None
+    kg: DataFrame, questions: DataFrame, paths: DataFrame, cfg: QuestionGraphSettings
 ) -> tuple[DataFrame, DataFrame]:
     """``(H(qid, h, r, t, in_nb, is_conf), caps(qid, cap))``: the neighbourhood and the confounders of
     the prepared ``questions`` (steps 1-4), the graph PPR and the shortest paths run on."""
-    seeds = questions.select("qid", F.explode("seeds").alias("node"))
-    limits = questions.select("qid", F.greatest(F.lit(cfg.k_min), F.col("n_hops")).alias("k"))
-    if cfg.max_expand_degree is not None and degrees is None:
-        ends = kg.select(F.col("h").alias("node")).unionAll(kg.select(F.col("t").alias("node")))
-        degrees = ends.groupBy("node").agg(F.count("*").alias("degree")).persist()
-    nb, nb_caps = neighbourhood(kg, seeds, limits, cfg, degrees)
-    conf, conf_caps = confounders(kg, paths, cfg)
-    graph = (
-        nb.select("qid", "h", "r", "t", F.lit(True).alias("in_nb"), F.lit(False).alias("is_conf"))
-        .unionByName(conf.select("qid", "h", "r", "t", F.lit(False).alias("in_nb"), F.lit(True).alias("is_conf")))
-        .groupBy("qid", "h", "r", "t")
-        .agg(F.max("in_nb").alias("in_nb"), F.max("is_conf").alias("is_conf"))
-    )
-    return graph, nb_caps.unionByName(conf_caps)
+    rows = search_inputs(questions, paths, cfg).select("qid", "seeds", "k", "walks")
+
+    def fn(g, row):
+        found = local_search_graph(g, row["qid"], row["seeds"], int(row["k"]), _walk_rows(row["walks"]), cfg)
+        return _edge_rows(g, row["qid"], found.edges, found.caps, found.in_nb, found.is_conf)
+
+    out = per_question(kg, rows, fn, _EDGE_SCHEMA)
+    graph = out.where(F.col("h").isNotNull()).select("qid", "h", "r", "t", "in_nb", "is_conf")
+    return graph, out.where(F.col("cap").isNotNull()).select("qid", "cap")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -627,50 +747,41 @@ def question_graphs(
     kg: DataFrame, questions: DataFrame, paths: DataFrame, cfg: QuestionGraphSettings
 ) -> tuple[DataFrame, DataFrame]:
     """``(graphs(id, split, h, r, t, is_gt, on_sp, source, ppr), sizes)`` (catalog ``question_graphs``,
-    ``question_graph_sizes``) of :func:`prepare_questions` output over ``kg(h, r, t)`` (distinct)."""
+    ``question_graph_sizes``) of :func:`prepare_questions` output over ``kg(h, r, t)`` (distinct): steps
+    1-10 per question in one task (:func:`per_question`)."""
     check_settings(cfg)
-    graph, caps = search_graph(kg, questions, paths, cfg)
-    graph = graph.withColumn("hash", u64(cfg.seed, "qid", "h", "r", "t")).localCheckpoint()
+    rows = search_inputs(questions, paths, cfg).select("qid", "seeds", "answer", "gt", "keep_gt", "k", "walks")
 
-    def run(key, group: pd.DataFrame, question: pd.DataFrame) -> pd.DataFrame:
-        if question.empty:
-            return pd.DataFrame(columns=[f.split()[0] for f in _LOCAL_SCHEMA.split(", ")])
-        q = question.iloc[0]
+    def fn(g, row):
+        qid = row["qid"]
+        found = local_search_graph(g, qid, row["seeds"], int(row["k"]), _walk_rows(row["walks"]), cfg)
+        h, r, t = g.triples(found.edges)
         got = build_local(
-            group["h"],
-            group["r"],
-            group["t"],
-            group["in_nb"],
-            group["is_conf"],
-            group["hash"],
-            q["seeds"],
-            int(q["answer"]),
-            _triples(q["gt"]),
-            _triples(q["keep_gt"]),
+            h,
+            r,
+            t,
+            found.in_nb,
+            found.is_conf,
+            X.hash_columns(X.prefix(cfg.seed, qid), h, r, t),
+            row["seeds"],
+            int(row["answer"]),
+            _triples(row["gt"]),
+            _triples(row["keep_gt"]),
             cfg,
         )
-        return _local_rows(key[0], got)
+        got.caps[:0] = found.caps
+        return _local_rows(qid, got)
 
-    key = F.col("qid").alias("qid")  # new attributes: the graph derives from the questions (a self-join)
-    wanted = questions.select(key, "seeds", "answer", "gt", "keep_gt")
-    out = (
-        graph.select(key, "h", "r", "t", "in_nb", "is_conf", "hash")
-        .groupBy("qid")
-        .cogroup(wanted.groupBy("qid"))
-        .applyInPandas(run, _LOCAL_SCHEMA)
-        .localCheckpoint()
-    )
+    out = per_question(kg, rows, fn, _LOCAL_SCHEMA)
     splits = questions.select("qid", "split", F.greatest(F.lit(cfg.k_min), F.col("n_hops")).alias("k"))
     graphs = (
         out.where(F.col("h").isNotNull())
         .join(splits, "qid")
         .select(F.col("qid").alias("id"), "split", "h", "r", "t", "is_gt", "on_sp", "source", "ppr")
     )
-    caps = caps.groupBy("qid").agg(F.collect_list("cap").alias("nb_caps"))
     sizes = (
         out.where(F.col("h").isNull())
         .join(splits, "qid")
-        .join(caps, "qid", "left")
         .select(
             F.col("qid").alias("id"),
             "k",
@@ -682,9 +793,7 @@ def question_graphs(
             "n_sp_metapath",
             "n_gt_readded",
             "n_final",
-            F.array_sort(F.concat(F.coalesce("nb_caps", F.array().cast("array<string>")), "local_caps")).alias(
-                "caps_applied"
-            ),
+            F.array_sort("local_caps").alias("caps_applied"),
             "ppr_iterations",
             "ppr_converged",
         )

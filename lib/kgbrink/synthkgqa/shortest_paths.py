@@ -19,8 +19,8 @@ undirected multigraph of distinct triples:
   sp_len, n_node_paths and n_triple_paths over the reachable pairs, and the shortcut share.
 
 H is the question's search graph (``shortest_paths.graph: neighbourhood``, the code: E_nb and the
-confounders of :func:`kgbrink.synthkgqa.question_graphs.search_graph`, before PPR pruning), each
-question in one task with numpy (:mod:`kgbrink.graph.local_paths`); or the whole KG (``full_kg``, the
+confounders of :func:`kgbrink.synthkgqa.question_graphs.local_search_graph`, before PPR pruning), each
+question in one task with numpy (:mod:`kgbrink.graph.local_paths`), H built in that task; or the whole KG (``full_kg``, the
 paper's Wikidata example): the distributed bidirectional BFS of :mod:`kgbrink.graph.paths`, then the node
 paths on each pair's shortest-path triples (they hold every shortest path, so the count is the same).
 Means add their values in sorted order, so they do not depend on the partitioning.
@@ -35,11 +35,12 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.core.settings import ShortestPathSettings
+from kgbrink.core.settings import QuestionGraphSettings, ShortestPathSettings
 from kgbrink.core.typed import ConfigError
 from kgbrink.graph import local_paths as LP
 from kgbrink.graph import paths as P
 from kgbrink.graph.hashing import u64
+from kgbrink.synthkgqa import question_graphs as QG
 
 GRAPHS = ("neighbourhood", "full_kg")
 ANSWERS = ("generated", "all")
@@ -160,6 +161,26 @@ def shortest_paths_local(graph: DataFrame, pairs: DataFrame) -> tuple[DataFrame,
         .applyInPandas(run, _LOCAL_SCHEMA)
         .localCheckpoint()
     )
+    found = out.where(F.col("seed").isNotNull()).select(*_LOCAL_COLUMNS[:6])
+    return found, out.where(F.col("h").isNotNull()).select("qid", "h", "r", "t")
+
+
+def shortest_paths_neighbourhood(
+    kg: DataFrame, questions: DataFrame, paths: DataFrame, pairs: DataFrame, cfg: QuestionGraphSettings
+) -> tuple[DataFrame, DataFrame]:
+    """As :func:`shortest_paths_local` with each question's graph its search graph H of
+    :func:`kgbrink.synthkgqa.question_graphs.local_search_graph`, built in the same task (no H table
+    in between)."""
+    wanted = pairs.groupBy("qid").agg(F.collect_list(F.struct("seed", "answer")).alias("pairs"))
+    rows = QG.search_inputs(questions, paths, cfg).select("qid", "seeds", "k", "walks").join(wanted, "qid")
+
+    def fn(g, row):
+        found = QG.local_search_graph(g, row["qid"], row["seeds"], int(row["k"]), QG._walk_rows(row["walks"]), cfg)
+        h, r, t = g.triples(found.edges)
+        pair_rows = pd.DataFrame([(int(p["seed"]), int(p["answer"])) for p in row["pairs"]], columns=["seed", "answer"])
+        return _question_rows(row["qid"], pd.DataFrame({"h": h, "r": r, "t": t}), pair_rows)
+
+    out = QG.per_question(kg, rows, fn, _LOCAL_SCHEMA)
     found = out.where(F.col("seed").isNotNull()).select(*_LOCAL_COLUMNS[:6])
     return found, out.where(F.col("h").isNotNull()).select("qid", "h", "r", "t")
 

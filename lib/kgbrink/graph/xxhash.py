@@ -1,0 +1,126 @@
+"""Spark's ``xxhash64`` in numpy, bit for bit: the seeded hashes of :mod:`kgbrink.graph.hashing` computed in
+memory (per-question work in a Python task), so that a choice made there is the one the DataFrame version
+makes.
+
+Spark hashes the columns of ``xxhash64(c1, c2, ...)`` in turn, each with the previous result as its seed
+(42 for the first): an int with XXH64 of its 4 little-endian bytes, a long of its 8, a string of its UTF-8
+bytes (standard XXH64), a struct field by field, a boolean as the int 0 / 1; a null leaves the running
+hash unchanged. :func:`prefix` runs the hash over the columns that hold one value per question (the
+seed literal, the question id, ...) in Python, :func:`hash_columns` over int columns with numpy, giving
+the signed 64-bit values Spark returns.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_M = (1 << 64) - 1
+P1 = 0x9E3779B185EBCA87
+P2 = 0xC2B2AE3D27D4EB4F
+P3 = 0x165667B19E3779F9
+P4 = 0x85EBCA77C2B2AE63
+P5 = 0x27D4EB2F165667C5
+SPARK_SEED = 42
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M
+
+
+def _round(acc: int, lane: int) -> int:
+    return (_rotl((acc + lane * P2) & _M, 31) * P1) & _M
+
+
+def _avalanche(h: int) -> int:
+    h ^= h >> 33
+    h = (h * P2) & _M
+    h ^= h >> 29
+    h = (h * P3) & _M
+    return h ^ (h >> 32)
+
+
+def xxh64_bytes(data: bytes, seed: int) -> int:
+    """Standard XXH64 of ``data`` (unsigned 64-bit), as Spark's ``XXH64.hashUnsafeBytes``."""
+    seed &= _M
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + P1 + P2) & _M, (seed + P2) & _M, seed, (seed - P1) & _M]
+        while i + 32 <= n:
+            for j in range(4):
+                v[j] = _round(v[j], int.from_bytes(data[i + 8 * j : i + 8 * j + 8], "little"))
+            i += 32
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M
+        for lane in v:
+            h = ((h ^ _round(0, lane)) * P1 + P4) & _M
+    else:
+        h = (seed + P5) & _M
+    h = (h + n) & _M
+    while i + 8 <= n:
+        h = (_rotl(h ^ _round(0, int.from_bytes(data[i : i + 8], "little")), 27) * P1 + P4) & _M
+        i += 8
+    if i + 4 <= n:
+        h = (_rotl(h ^ ((int.from_bytes(data[i : i + 4], "little") * P1) & _M), 23) * P2 + P3) & _M
+        i += 4
+    while i < n:
+        h = (_rotl(h ^ ((data[i] * P5) & _M), 11) * P1) & _M
+        i += 1
+    return _avalanche(h)
+
+
+def _np_rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _np_avalanche(h: np.ndarray) -> np.ndarray:
+    h = h ^ (h >> np.uint64(33))
+    h = h * np.uint64(P2)
+    h = h ^ (h >> np.uint64(29))
+    h = h * np.uint64(P3)
+    return h ^ (h >> np.uint64(32))
+
+
+def hash_ints(values: np.ndarray, seed: np.ndarray | int) -> np.ndarray:
+    """Spark's ``hashInt`` of 32-bit ``values`` with ``seed`` (one or one per value), unsigned."""
+    v = np.asarray(values).astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)
+    s = np.asarray(seed, dtype=np.uint64) if isinstance(seed, np.ndarray) else np.uint64(seed & _M)
+    with np.errstate(over="ignore"):
+        h = s + np.uint64((P5 + 4) & _M)
+        h = h ^ (v * np.uint64(P1))
+        h = _np_rotl(h, 23) * np.uint64(P2) + np.uint64(P3)
+        return _np_avalanche(h)
+
+
+def hash_longs(values: np.ndarray, seed: np.ndarray | int) -> np.ndarray:
+    """Spark's ``hashLong`` of 64-bit ``values`` with ``seed`` (one or one per value), unsigned."""
+    v = np.asarray(values).astype(np.int64).view(np.uint64)
+    s = np.asarray(seed, dtype=np.uint64) if isinstance(seed, np.ndarray) else np.uint64(seed & _M)
+    with np.errstate(over="ignore"):
+        h = s + np.uint64((P5 + 8) & _M)
+        h = h ^ (_np_rotl(v * np.uint64(P2), 31) * np.uint64(P1))
+        h = _np_rotl(h, 27) * np.uint64(P1) + np.uint64(P4)
+        return _np_avalanche(h)
+
+
+def prefix(seed: int, *scalars: int | str) -> int:
+    """The running hash (unsigned) after ``F.lit(seed)`` and columns holding one value on every row: a
+    Python int is an int column, a str a string column (a struct of them is its fields in turn)."""
+    return extend(int(hash_ints(seed, SPARK_SEED)), *scalars)
+
+
+def extend(state: int, *scalars: int | str) -> int:
+    """``state`` (a :func:`prefix`) continued with more one-value columns."""
+    for value in scalars:
+        if isinstance(value, str):
+            state = xxh64_bytes(value.encode("utf-8"), state)
+        else:
+            state = int(hash_ints(int(value), state))
+    return state
+
+
+def hash_columns(state: int, *columns: np.ndarray) -> np.ndarray:
+    """Spark's ``xxhash64`` (signed, int64) of int columns after the :func:`prefix` ``state``: ``u64(seed,
+    qid, "h", "r", "t")`` is ``hash_columns(prefix(seed, qid), h, r, t)``."""
+    hashes: np.ndarray | int = state
+    for values in columns:
+        hashes = hash_ints(values, hashes if isinstance(hashes, np.ndarray) else int(hashes))
+    return np.asarray(hashes, dtype=np.uint64).view(np.int64)
