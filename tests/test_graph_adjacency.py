@@ -139,3 +139,14 @@ def test_confounders_equal_the_distributed_walk_and_cap(spark, random_kg):
             assert set(zip(*[x.tolist() for x in g.triples(edges)])) == want.get(qid, set()), (qid, directed)
             assert caps == (["metapath_cap: 1 seeds"] if qid in flagged else []), (qid, directed)
         assert flagged  # some cap hit
+
+
+def test_first_by_hash_is_a_lexsort_prefix():
+    rng = np.random.default_rng(1)
+    for trial in range(2000):
+        n, m = int(rng.integers(0, 60)), int(rng.integers(0, 70))
+        hashes = rng.integers(-5, 5, n) if trial % 2 else rng.integers(-(2**62), 2**62, n)  # ties, or none
+        a, b = rng.permutation(n), rng.integers(0, 3, n)
+        first = rng.random(n) < 0.3 if trial % 3 else None
+        keys = (a, b, hashes) if first is None else (a, b, hashes, ~first)
+        assert np.array_equal(QG.first_by_hash(hashes, (a, b), m, first), np.lexsort(keys)[:m]), trial

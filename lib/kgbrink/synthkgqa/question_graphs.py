@@ -315,9 +315,28 @@ def _order_hashes(g: A.Adjacency, edges: np.ndarray, state: int) -> np.ndarray:
     return X.hash_columns(state, *g.triples(edges))
 
 
+def first_by_hash(hashes: np.ndarray, ties: tuple, m: int, first: np.ndarray | None = None) -> np.ndarray:
+    """Positions of the ``m`` rows first in the order (``first`` true before false, then ``hashes``, then
+    ``ties``, the last of them most significant as in ``np.lexsort``), in that order. Only the rows up to
+    the m-th hash are sorted (``np.partition`` finds it): a cap over a hub's millions of rows is a
+    linear pass."""
+    if first is not None:
+        ahead, rest = np.flatnonzero(first), np.flatnonzero(~first)
+        head = ahead[first_by_hash(hashes[ahead], tuple(x[ahead] for x in ties), m)]
+        tail = rest[first_by_hash(hashes[rest], tuple(x[rest] for x in ties), m - len(head))]
+        return np.concatenate([head, tail])
+    m = min(m, len(hashes))
+    if m <= 0:
+        return np.zeros(0, dtype=np.int64)
+    rows = np.arange(len(hashes))
+    if len(hashes) > 4 * m:
+        rows = np.flatnonzero(hashes <= np.partition(hashes, m - 1)[m - 1])
+    return rows[np.lexsort((*(x[rows] for x in ties), hashes[rows]))][:m]
+
+
 def _smallest_edges(g: A.Adjacency, edges: np.ndarray, m: int, state: int) -> np.ndarray:
     """The ``m`` edges with the smallest ``(hash, h, r, t)`` (edge numbers are in (h, r, t) order)."""
-    return np.sort(edges[np.lexsort((edges, _order_hashes(g, edges, state)))[:m]])
+    return np.sort(edges[first_by_hash(_order_hashes(g, edges, state), (edges,), m)])
 
 
 def local_neighbourhood(
@@ -360,9 +379,8 @@ def local_neighbourhood(
         member = np.zeros(g.n_nodes, dtype=bool)
         member[start] = True
         at_seed = member[g.h[edges]] | member[g.t[edges]]
-        order = np.lexsort((edges, _order_hashes(g, edges, X.prefix(cfg.seed, qid)), ~at_seed))
         keep = at_seed.copy()
-        keep[order[:limit]] = True
+        keep[first_by_hash(_order_hashes(g, edges, X.prefix(cfg.seed, qid)), (edges,), limit, at_seed)] = True
         edges = edges[keep]
     return edges, caps
 
@@ -388,7 +406,7 @@ def local_walk(
             capped = True
             h, r, t = g.triples(edge)
             hashes = X.hash_columns(X.extend(state, i), h, r, t, g.node_ids(src))
-            chosen = np.lexsort((src, edge, hashes))[:cap]
+            chosen = first_by_hash(hashes, (src, edge), cap)
             edge, src, dst = edge[chosen], src[chosen], dst[chosen]
         layers.append((edge, src, dst))
         nodes = np.unique(dst)
@@ -421,7 +439,7 @@ def local_confounders(g: A.Adjacency, qid: str, walks, cfg: QuestionGraphSetting
         if len(edges) > cfg.metapath_cap:
             capped = True
             hashes = _order_hashes(g, edges, key)
-            edges = edges[np.lexsort((edges, hashes, ~complete))[: cfg.metapath_cap]]
+            edges = edges[first_by_hash(hashes, (edges,), cfg.metapath_cap, complete)]
         n_capped += capped
         kept.append(edges)
     edges = np.unique(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64)
