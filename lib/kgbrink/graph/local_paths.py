@@ -51,6 +51,16 @@ def bfs_distances(
     return pd.DataFrame({"node": ids[reached], "dist": dist[reached].astype(np.int64)})
 
 
+def unique_triples(h: np.ndarray, r: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of ``h, r, t`` sorted by (h, r, t), as ``np.unique(axis=0)`` gives them (a lexsort
+    and a neighbour comparison: several times faster than the row-view sort of ``axis=0``)."""
+    order = np.lexsort((t, r, h))
+    h, r, t = h[order], r[order], t[order]
+    keep = np.ones(len(h), dtype=bool)
+    keep[1:] = (h[1:] != h[:-1]) | (r[1:] != r[:-1]) | (t[1:] != t[:-1])
+    return h[keep], r[keep], t[keep]
+
+
 @dataclass(frozen=True)
 class ShortestPaths:
     """One pair's result: ``distance`` (None if unreachable), ``n_paths`` (a double), the sizes of the
@@ -69,8 +79,7 @@ def shortest_path_edges(
     """The shortest s-a paths of the undirected multigraph of the distinct triples (module docstring)."""
     if count not in COUNTS:
         raise ValueError(f"count must be one of {COUNTS}, got {count!r}")
-    triples = np.unique(np.column_stack([_int64(h), _int64(r), _int64(t)]).reshape(-1, 3), axis=0)
-    h, r, t = triples[:, 0], triples[:, 1], triples[:, 2]
+    h, r, t = unique_triples(_int64(h), _int64(r), _int64(t))
     ids, (hi, ti, ends) = relabel(h, t, np.array([s, a], dtype=np.int64))
     n = len(ids)
     step = hi != ti
