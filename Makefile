@@ -59,17 +59,23 @@ run: setup
 # The local cluster stack (docs/cluster.md): a Spark standalone master and 2 workers, moto's S3 server and an
 # MLflow server, all on 127.0.0.1; state, logs and PID files under data/cluster/. The servers come from their
 # own virtualenv (pins in infra/cluster/requirements.txt, closure in infra/cluster/requirements.lock).
-CLUSTER_VENV := .cache/cluster-venv
-cluster-venv: $(CLUSTER_VENV)/.installed
-$(CLUSTER_VENV)/.installed: infra/cluster/requirements.txt infra/cluster/requirements.lock
-	test -x $(CLUSTER_VENV)/bin/python || $(PYTHON) -m venv $(CLUSTER_VENV)
-	$(CLUSTER_VENV)/bin/pip install -q --upgrade pip==25.3
-	$(CLUSTER_VENV)/bin/pip install -q -c infra/cluster/requirements.lock -r infra/cluster/requirements.txt
-	touch $@
+# A tool's own virtualenv: $(call tool_venv,<name>,<infra dir>) gives <name>-venv (.cache/<name>-venv from the
+# dir's requirements.txt, installed with -c requirements.lock) and <name>-lock (the lock rewritten by pip freeze).
+define tool_venv
+$(1)-venv: .cache/$(1)-venv/.installed
+.cache/$(1)-venv/.installed: $(2)/requirements.txt $(2)/requirements.lock
+	test -x .cache/$(1)-venv/bin/python || $$(PYTHON) -m venv .cache/$(1)-venv
+	.cache/$(1)-venv/bin/pip install -q --upgrade pip==25.3
+	.cache/$(1)-venv/bin/pip install -q -c $(2)/requirements.lock -r $(2)/requirements.txt
+	touch $$@
 
-cluster-lock:
-	(echo "# pip freeze of .cache/cluster-venv (make cluster-lock); installed with -c by make cluster-venv"; \
-	  $(CLUSTER_VENV)/bin/pip freeze) > infra/cluster/requirements.lock
+$(1)-lock:
+	(echo "# pip freeze of .cache/$(1)-venv (make $(1)-lock); installed with -c by make $(1)-venv"; \
+	  .cache/$(1)-venv/bin/pip freeze) > $(2)/requirements.lock
+endef
+
+CLUSTER_VENV := .cache/cluster-venv
+$(eval $(call tool_venv,cluster,infra/cluster))
 
 cluster-up: setup cluster-venv $(JARS)/s3/.resolved
 	$(BIN)/python infra/cluster/stack.py up
@@ -90,16 +96,7 @@ test-cluster: setup cluster-venv $(JARS)/s3/.resolved
 # infra/k8s/, tested in their own virtualenv (Airflow stays out of the project's dependencies; pins in
 # infra/airflow/requirements.txt, the full closure in infra/airflow/requirements.lock).
 AIRFLOW_VENV := .cache/airflow-venv
-airflow-venv: $(AIRFLOW_VENV)/.installed
-$(AIRFLOW_VENV)/.installed: infra/airflow/requirements.txt infra/airflow/requirements.lock
-	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
-	$(AIRFLOW_VENV)/bin/pip install -q --upgrade pip==25.3
-	$(AIRFLOW_VENV)/bin/pip install -q -c infra/airflow/requirements.lock -r infra/airflow/requirements.txt
-	touch $@
-
-airflow-lock:
-	(echo "# pip freeze of .cache/airflow-venv (make airflow-lock); installed with -c by make airflow-venv"; \
-	  $(AIRFLOW_VENV)/bin/pip freeze) > infra/airflow/requirements.lock
+$(eval $(call tool_venv,airflow,infra/airflow))
 
 # The manifests against the Kubernetes OpenAPI schemas (kubernetes-validate, strict), their references to each
 # other, the spark-submit line, no literal credential; then the DAG loaded by Airflow's DagBag, its tasks,
@@ -123,7 +120,7 @@ format: venv
 # The suite in PYTEST_WORKERS processes (pytest-xdist, whole files per process; 1: one process).
 PYTEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -q --durations=15 $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) --ignore=tests/cluster --ignore=tests/airflow --ignore=tests/k8s tests
+	$(BIN)/python -m pytest -q --durations=40 $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) --ignore=tests/cluster --ignore=tests/airflow --ignore=tests/k8s tests
 
 # The inner loop: everything but the slow tests and those on ../shared/reference (CI runs all of them).
 test-fast: setup
