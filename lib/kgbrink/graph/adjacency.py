@@ -32,6 +32,8 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.graph.local import relabel, unique_triples
+
 ARRAYS = ("out_ptr", "h", "r", "t", "in_ptr", "in_edge", "degree", "ids")
 _LOADED: dict[str, Adjacency] = {}
 
@@ -79,15 +81,10 @@ def from_arrays(h: np.ndarray, r: np.ndarray, t: np.ndarray) -> Adjacency:
     high = int(max(h.max(initial=-1), t.max(initial=-1)))
     low = int(min(h.min(initial=0), t.min(initial=0)))
     if low < 0 or high >= 4 * len(h) + 1024:  # sparse or negative ids: number the distinct ones
-        ids = np.unique(np.concatenate([h, t]))
-        h, t = np.searchsorted(ids, h), np.searchsorted(ids, t)
+        ids, (h, t) = relabel(h, t)
         high = len(ids) - 1
     n = high + 1
-    order = np.lexsort((t, r, h))
-    h, r, t = h[order], r[order], t[order]
-    if len(h):
-        keep = np.concatenate([[True], (np.diff(h) != 0) | (np.diff(r) != 0) | (np.diff(t) != 0)])
-        h, r, t = h[keep], r[keep], t[keep]
+    h, r, t = unique_triples(h, r, t)
     out_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(h, minlength=n), out=out_ptr[1:])
     in_edge = np.lexsort((h, r, t)).astype(np.int64)

@@ -17,6 +17,16 @@ def relabel(*id_arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
     return nodes, [np.searchsorted(nodes, np.asarray(a, dtype=np.int64)) for a in id_arrays]
 
 
+def unique_triples(h: np.ndarray, r: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of ``h, r, t`` sorted by (h, r, t), as ``np.unique(axis=0)`` gives them (a lexsort
+    and a neighbour comparison: several times faster than the row-view sort of ``axis=0``)."""
+    order = np.lexsort((t, r, h))
+    h, r, t = h[order], r[order], t[order]
+    keep = np.ones(len(h), dtype=bool)
+    keep[1:] = (h[1:] != h[:-1]) | (r[1:] != r[:-1]) | (t[1:] != t[:-1])
+    return h[keep], r[keep], t[keep]
+
+
 @dataclass(frozen=True)
 class PageRank:
     """A PPR vector over ``nodes`` (sorted ids), with the iterations run and whether L1 < n tol was met."""

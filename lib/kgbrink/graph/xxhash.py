@@ -90,17 +90,6 @@ def hash_ints(values: np.ndarray, seed: np.ndarray | int) -> np.ndarray:
         return _np_avalanche(h)
 
 
-def hash_longs(values: np.ndarray, seed: np.ndarray | int) -> np.ndarray:
-    """Spark's ``hashLong`` of 64-bit ``values`` with ``seed`` (one or one per value), unsigned."""
-    v = np.asarray(values).astype(np.int64).view(np.uint64)
-    s = np.asarray(seed, dtype=np.uint64) if isinstance(seed, np.ndarray) else np.uint64(seed & _M)
-    with np.errstate(over="ignore"):
-        h = s + np.uint64((P5 + 8) & _M)
-        h = h ^ (_np_rotl(v * np.uint64(P2), 31) * np.uint64(P1))
-        h = _np_rotl(h, 27) * np.uint64(P1) + np.uint64(P4)
-        return _np_avalanche(h)
-
-
 def prefix(seed: int, *scalars: int | str) -> int:
     """The running hash (unsigned) after ``F.lit(seed)`` and columns holding one value on every row: a
     Python int is an int column, a str a string column (a struct of them is its fields in turn)."""
