@@ -262,14 +262,17 @@ def draw_distinct(
     (draw numbers after the rounds'). ``need`` must not exceed the valid entries of the range."""
     pending = requests.select("qid", "start", "size", "need").where(F.col("need") > 0)
     pending = pending.join(excluded.keys.select(*_KEYS), "qid")  # the draws carry what the check needs
-    taken: DataFrame | None = blocked.select("qid", "entity", F.lit(-1).cast("long").alias("draw")) if blocked else None
     first: DataFrame | None = None
+
+    def taken() -> DataFrame | None:
+        prior = [x.select("qid", "entity") for x in (blocked, first) if x is not None]
+        return union_all(prior) if prior else None
+
     for lo, hi in _batches(rounds * per_round, per_round):
         draws = pending.select("*", F.explode(F.sequence(F.lit(lo), F.lit(hi - 1))).alias("draw"))
         pos = F.col("start") + F.floor(uniform(u64(seed, F.lit(tag), "qid", "draw")) * F.col("size"))
         draws = draws.withColumn("gpos", pos.cast("long"))
-        got = _first_valid(_entities(draws, index), excluded, taken)
-        taken = got if taken is None else taken.unionByName(got)
+        got = _first_valid(_entities(draws, index), excluded, taken())
         first = got if first is None else first.unionByName(got)
         pending = _still_short(pending, got)
         if pending.isEmpty():
@@ -282,7 +285,7 @@ def draw_distinct(
     # draw numbers after the rounds': offset + the hash's top 61 bits (non-negative), ties by entity
     key = F.shiftright(u64(seed, F.lit(tag), "qid", "entity").bitwiseAND(F.lit(_MASK)), 2)
     enumerated = enumerated.withColumn("draw", F.lit(rounds * per_round).cast("long") + key)
-    return first.unionByName(_first_valid(enumerated, excluded, taken))
+    return first.unionByName(_first_valid(enumerated, excluded, taken()))
 
 
 def _batches(total: int, per_round: int, first: int = 8) -> list[tuple[int, int]]:
@@ -355,8 +358,7 @@ def fill_from_easy(
         return out
     blocked = chosen.select("qid", "entity").join(short.select("qid"), "qid", "left_semi")
     # the chosen distractors are not excluded ones: the blocked entities are n_excluded + the chosen
-    n_blocked = excluded.counts().join(short.select("qid"), "qid")
-    requests = short.join(n_blocked, "qid", "left").select(
+    requests = short.join(excluded.counts(), "qid", "left").select(
         "qid",
         F.lit(0).cast("long").alias("start"),
         F.lit(n_entities).cast("long").alias("size"),
@@ -488,7 +490,7 @@ def hard_from_vectors(
         listed = listed.localCheckpoint()
         valid = excluded.drop(listed)
         order = F.row_number().over(Window.partitionBy("qid").orderBy("rank"))
-        ranked = valid.withColumn("_n", order).where(F.col("_n") <= need)
+        ranked = valid.withColumn("_n", order).where(F.col("_n") <= need).localCheckpoint()  # read twice
         done = ranked.groupBy("qid").agg(F.count("*").alias("_got"), F.max("available").alias("available"))
         complete = done.where((F.col("_got") >= need) | (F.col("available") <= m)).select("qid")
         got = ranked.join(complete, "qid", "left_semi").select(
