@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from kgbrink.core.frames import distinct_packed, tasks_for, with_positions
+from kgbrink.core.frames import distinct_packed, hash_partitioned, tasks_for, with_positions
 from kgbrink.core.session import session_setting
 
 
@@ -89,3 +89,24 @@ def test_tasks_for_rows():
     assert tasks_for(20_000_001, 200_000, 8) == 101  # a partial task counts
     assert tasks_for(1_000, 200_000, 8) == 8  # never fewer than the session's shuffle partitions
     assert tasks_for(20_000_000, 625_000, 200) == 200
+
+
+def _final_exchanges(frame) -> int:
+    """Shuffles in the plan that ran (adaptive execution prints the final plan before the initial one)."""
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    return plan.split("Initial Plan")[0].count("Exchange hashpartitioning")
+
+
+def test_hash_partitioned_rows_are_not_shuffled_again_by_a_join_on_their_columns(spark):
+    rows = spark.createDataFrame([(1, 2, 3), (1, 2, 3), (4, 5, 6), (7, 8, 9)], "h int, r int, t int")
+    other = spark.createDataFrame([(1, 2, 3, "a"), (2, 2, 2, "b"), (7, 8, 9, "c")], "h int, r int, t int, x string")
+    with session_setting(spark, "spark.sql.autoBroadcastJoinThreshold", "-1"):
+        known = hash_partitioned(rows, ["h", "r", "t"])
+        assertDataFrameEqual(known, [(1, 2, 3), (4, 5, 6), (7, 8, 9)])
+        kept = other.join(known, ["h", "r", "t"], "left_anti")
+        assertDataFrameEqual(kept, [(2, 2, 2, "b")])
+        assert _final_exchanges(kept) == 1  # the other side only
+        plain = other.join(rows.distinct().localCheckpoint(), ["h", "r", "t"], "left_anti")
+        assertDataFrameEqual(plain, [(2, 2, 2, "b")])
+        assert _final_exchanges(plain) == 2  # what the checkpoint alone gives: both sides
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"

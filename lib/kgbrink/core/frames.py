@@ -5,6 +5,8 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.core.session import session_setting
+
 _INDEX_BITS = 33  # monotonically_increasing_id() = (partition index << 33) + row index within the partition
 
 
@@ -77,3 +79,14 @@ def distinct_packed(frame: DataFrame, bits: dict[str, int], partitions: int) -> 
             for n in names
         )
     )
+
+
+def hash_partitioned(frame: DataFrame, columns: list[str]) -> DataFrame:
+    """The distinct rows of ``frame`` hash-partitioned on ``columns`` into the session's shuffle partitions,
+    checkpointed with that partitioning recorded, so a join on ``columns`` shuffles only its other side.
+    The checkpoint runs with adaptive execution off: with it on, Spark 4.2 records no partitioning for a
+    local checkpoint and every later join shuffles the rows again."""
+    spark = frame.sparkSession
+    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    with session_setting(spark, "spark.sql.adaptive.enabled", "false"):
+        return frame.repartition(n, *columns).distinct().localCheckpoint()

@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from kgbrink.core.frames import with_positions
+from kgbrink.core.frames import hash_partitioned, with_positions
 from kgbrink.graph.hashing import smallest, u64, uniform
 
 TASKS = {"tail": "tail prediction", "head": "head prediction"}
@@ -135,7 +135,7 @@ _KEYS = ["qid", "side", "h", "r", "t", "query_entity", "gold"]
 def excluded_entities(queries: DataFrame, known: DataFrame) -> Exclusion:
     """The :class:`Exclusion` of ``queries`` given the ``known`` triples (every split, step 3): the true
     answers among them plus the gold, and the query entity (a distractor is neither)."""
-    kg = known.select("h", "r", "t").distinct().localCheckpoint()  # every check and count reads it
+    kg = hash_partitioned(known.select("h", "r", "t"), ["h", "r", "t"])  # every check joins it on (h, r, t)
     q = queries.select(*_KEYS)
     n_tail = kg.groupBy("h", "r").agg(F.count("*").alias("_nt"))
     n_head = kg.groupBy("r", "t").agg(F.count("*").alias("_nh"))
@@ -179,10 +179,9 @@ def answer_pools(kg: DataFrame, type_relation: int | None = None) -> DataFrame:
     prediction, subjects for head prediction; ``type`` = -1) and, with a ``type_relation``, the typed pools
     P(r, side, type) = the members with (entity, type_relation, type) in the KG; ``gpos`` numbers all
     pools densely in (r, side, type, entity) order, so each pool is one range of positions."""
-    distinct = kg.select("h", "r", "t").distinct()
-    members = (
-        distinct.select("r", F.lit("tail").alias("side"), F.col("t").alias("entity"))
-        .unionByName(distinct.select("r", F.lit("head").alias("side"), F.col("h").alias("entity")))
+    members = (  # distinct (r, side, entity): repeated triples need no distinct pass of their own
+        kg.select("r", F.lit("tail").alias("side"), F.col("t").alias("entity"))
+        .unionByName(kg.select("r", F.lit("head").alias("side"), F.col("h").alias("entity")))
         .distinct()
     )
     pools = members.withColumn("type", F.lit(NO_TYPE))
