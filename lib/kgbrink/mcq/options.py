@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from kgbrink.core.frames import hash_partitioned, with_positions
+from kgbrink.core.frames import distinct_packed, hash_partitioned, with_positions
 from kgbrink.graph.hashing import smallest, u64, uniform
 
 TASKS = {"tail": "tail prediction", "head": "head prediction"}
@@ -179,10 +179,14 @@ def answer_pools(kg: DataFrame, type_relation: int | None = None) -> DataFrame:
     prediction, subjects for head prediction; ``type`` = -1) and, with a ``type_relation``, the typed pools
     P(r, side, type) = the members with (entity, type_relation, type) in the KG; ``gpos`` numbers all
     pools densely in (r, side, type, entity) order, so each pool is one range of positions."""
-    members = (  # distinct (r, side, entity): repeated triples need no distinct pass of their own
-        kg.select("r", F.lit("tail").alias("side"), F.col("t").alias("entity"))
-        .unionByName(kg.select("r", F.lit("head").alias("side"), F.col("h").alias("entity")))
-        .distinct()
+    n = int(kg.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    members = union_all(  # distinct (r, entity) per side, each row one packed long in the shuffle
+        [
+            distinct_packed(kg.select("r", F.col(end).alias("entity")), {"r": 31, "entity": 31}, n).withColumn(
+                "side", F.lit(side)
+            )
+            for side, end in (("tail", "t"), ("head", "h"))
+        ]
     )
     pools = members.withColumn("type", F.lit(NO_TYPE))
     if type_relation is not None:
