@@ -101,7 +101,7 @@ def test_hash_partitioned_rows_are_not_shuffled_again_by_a_join_on_their_columns
     rows = spark.createDataFrame([(1, 2, 3), (1, 2, 3), (4, 5, 6), (7, 8, 9)], "h int, r int, t int")
     other = spark.createDataFrame([(1, 2, 3, "a"), (2, 2, 2, "b"), (7, 8, 9, "c")], "h int, r int, t int, x string")
     with session_setting(spark, "spark.sql.autoBroadcastJoinThreshold", "-1"):
-        known = hash_partitioned(rows, ["h", "r", "t"])
+        known = hash_partitioned(rows)
         assertDataFrameEqual(known, [(1, 2, 3), (4, 5, 6), (7, 8, 9)])
         kept = other.join(known, ["h", "r", "t"], "left_anti")
         assertDataFrameEqual(kept, [(2, 2, 2, "b")])

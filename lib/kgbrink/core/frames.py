@@ -81,12 +81,11 @@ def distinct_packed(frame: DataFrame, bits: dict[str, int], partitions: int) -> 
     )
 
 
-def hash_partitioned(frame: DataFrame, columns: list[str]) -> DataFrame:
-    """The distinct rows of ``frame`` hash-partitioned on ``columns`` into the session's shuffle partitions,
-    checkpointed with that partitioning recorded, so a join on ``columns`` shuffles only its other side.
-    The checkpoint runs with adaptive execution off: with it on, Spark 4.2 records no partitioning for a
-    local checkpoint and every later join shuffles the rows again."""
+def hash_partitioned(frame: DataFrame) -> DataFrame:
+    """:func:`distinct_in_tasks` in the session's shuffle partitions, checkpointed with its partitioning on
+    all of ``frame``'s columns recorded, so a join on those columns shuffles only its other side. The
+    checkpoint runs with adaptive execution off: with it on, Spark 4.2 records no partitioning for a local
+    checkpoint and every later join shuffles the rows again."""
     spark = frame.sparkSession
-    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
     with session_setting(spark, "spark.sql.adaptive.enabled", "false"):
-        return frame.repartition(n, *columns).distinct().localCheckpoint()
+        return distinct_in_tasks(frame, int(spark.conf.get("spark.sql.shuffle.partitions"))).localCheckpoint()

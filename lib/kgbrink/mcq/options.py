@@ -135,7 +135,7 @@ _KEYS = ["qid", "side", "h", "r", "t", "query_entity", "gold"]
 def excluded_entities(queries: DataFrame, known: DataFrame) -> Exclusion:
     """The :class:`Exclusion` of ``queries`` given the ``known`` triples (every split, step 3): the true
     answers among them plus the gold, and the query entity (a distractor is neither)."""
-    kg = hash_partitioned(known.select("h", "r", "t"), ["h", "r", "t"])  # every check joins it on (h, r, t)
+    kg = hash_partitioned(known.select("h", "r", "t"))  # every check joins it on (h, r, t)
     q = queries.select(*_KEYS)
     n_tail = kg.groupBy("h", "r").agg(F.count("*").alias("_nt"))
     n_head = kg.groupBy("r", "t").agg(F.count("*").alias("_nh"))
