@@ -74,7 +74,6 @@ $(1)-lock:
 	  .cache/$(1)-venv/bin/pip freeze) > $(2)/requirements.lock
 endef
 
-CLUSTER_VENV := .cache/cluster-venv
 $(eval $(call tool_venv,cluster,infra/cluster))
 
 cluster-up: setup cluster-venv $(JARS)/s3/.resolved
