@@ -110,3 +110,14 @@ def test_hash_partitioned_rows_are_not_shuffled_again_by_a_join_on_their_columns
         assertDataFrameEqual(plain, [(2, 2, 2, "b")])
         assert _final_exchanges(plain) == 2  # what the checkpoint alone gives: both sides
     assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+
+
+def test_hash_partitioned_on_some_columns_keeps_every_row_and_serves_joins_on_them(spark):
+    index = spark.createDataFrame([(0, 10), (1, 11), (2, 10), (3, 12)], "gpos long, entity int")
+    draws = spark.createDataFrame([(7, 2), (8, 0), (9, 2), (9, 5)], "qid int, gpos long")
+    with session_setting(spark, "spark.sql.autoBroadcastJoinThreshold", "-1"):
+        parted = hash_partitioned(index, ["gpos"])
+        assertDataFrameEqual(parted, index)  # no distinct: duplicate entities stay
+        joined = draws.join(parted, "gpos")
+        assertDataFrameEqual(joined.select("qid", "entity"), [(7, 10), (8, 10), (9, 10)])
+        assert _final_exchanges(joined) == 1

@@ -81,11 +81,14 @@ def distinct_packed(frame: DataFrame, bits: dict[str, int], partitions: int) -> 
     )
 
 
-def hash_partitioned(frame: DataFrame) -> DataFrame:
-    """:func:`distinct_in_tasks` in the session's shuffle partitions, checkpointed with its partitioning on
-    all of ``frame``'s columns recorded, so a join on those columns shuffles only its other side. The
-    checkpoint runs with adaptive execution off: with it on, Spark 4.2 records no partitioning for a local
-    checkpoint and every later join shuffles the rows again."""
+def hash_partitioned(frame: DataFrame, on: list[str] | None = None) -> DataFrame:
+    """``frame`` checkpointed with its hash partitioning (the session's shuffle partitions) recorded, so a
+    join on the partitioning columns shuffles only its other side. Without ``on``: the distinct rows
+    (:func:`distinct_in_tasks`), partitioned on all columns; with ``on``: the rows as they are, partitioned
+    on those columns. The checkpoint runs with adaptive execution off: with it on, Spark 4.2 records no
+    partitioning for a local checkpoint and every later join shuffles the rows again."""
     spark = frame.sparkSession
+    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
     with session_setting(spark, "spark.sql.adaptive.enabled", "false"):
-        return distinct_in_tasks(frame, int(spark.conf.get("spark.sql.shuffle.partitions"))).localCheckpoint()
+        parted = distinct_in_tasks(frame, n) if on is None else frame.repartition(n, *on)
+        return parted.localCheckpoint()
