@@ -118,6 +118,7 @@ class Exclusion:
         for side, fixed, other in (("tail", "h", "t"), ("head", "t", "h")):
             keys = q.where(F.col("side") == side).select(fixed, "r", "type").distinct()
             answers = self.known.select(fixed, "r", F.col(other).alias("entity")).join(keys, [fixed, "r"])
+            answers = answers.localCheckpoint()  # else the pool semi-join is pushed below, onto all known
             answers = answers.join(members.where(F.col("side") == side), ["r", "type", "entity"], "left_semi")
             counted = answers.groupBy(fixed, "r", "type").agg(F.count("*").alias("_n"))
             parts.append(q.where(F.col("side") == side).join(counted, [fixed, "r", "type"]).select("qid", "type", "_n"))
@@ -381,7 +382,7 @@ def medium_distractors(
     """``(chosen, sources)``: ``qid, entity, draw`` drawn uniformly from each query's medium pool, and
     ``qid, source`` (``relation_pool`` / ``relation_type_pool``)."""
     requests = medium_requests(queries, pools, excluded, need, seed, typed).localCheckpoint()
-    index = pools.select("gpos", "entity")
+    index = hash_partitioned(pools.select("gpos", "entity"), ["gpos"])  # joined by every batch of draws
     chosen = draw_distinct(requests, index, excluded, seed, "medium", candidates * need)
     return chosen, requests.select("qid", "source")
 
@@ -402,9 +403,11 @@ def hard_from_scores(
     ``u64(seed, "hard", qid, candidate)``. ``pools``: only candidates of the query's untyped medium pool
     (``mcq.hard_restrict_to_medium_pool``).
 
-    The score rows stay partitioned by their query triple from the join to the ranking (no other shuffle
-    of them); only each query's ``first`` best candidates are checked against the known triples, and the
-    queries left short with more candidates are checked again in full."""
+    Only each query's ``first`` best score rows are ranked in full: the rank filter lets Spark keep a
+    partial top-``first`` per query before the shuffle (a window group limit), so the 10^8-row score file
+    is neither aggregated nor shuffled whole. The distinct entities among a query's best rows, first
+    occurrence kept, are its best distinct candidates in order; a query left short while it had more
+    rows is ranked again over all its rows."""
     side = F.lower(F.trim(F.col("side").cast("string")))
     side = F.when(side.isin("tail", "t"), "tail").when(side.isin("head", "h"), "head")
     candidate = F.when(F.col("candidate").between(0, n_entities - 1), F.col("candidate").cast("int"))
@@ -413,39 +416,39 @@ def hard_from_scores(
     )
     s = s.where(F.col("entity").isNotNull() & F.col("score").isNotNull() & ~F.isnan("score"))
     keys = excluded.keys.select(*_KEYS).join(queries.select("qid"), "qid", "left_semi")
-    s = s.join(keys, ["h", "r", "t", "side"])
+    s = s.join(F.broadcast(keys) if _small(keys) else keys, ["h", "r", "t", "side"])
     if pools is not None:
         members = pools.where(F.col("type") == NO_TYPE).select("r", "side", "entity")
         s = s.join(members, ["r", "side", "entity"], "left_semi")
-    query = ["h", "r", "t", "side"]  # one query per (h, r, t, side): its partitioning serves every step
-    best = s.groupBy(*query, "qid", "query_entity", "gold", "entity").agg(F.max("score").alias("score"))
     tie = u64(seed, F.lit("hard"), "qid", "entity")
-    ranked = best.withColumns(
-        {
-            "_pos": F.row_number().over(Window.partitionBy(*query).orderBy(F.desc("score"), tie, "entity")),
-            "_of": F.count("*").over(Window.partitionBy(*query)),
-        }
-    )
+    order = [F.desc("score"), tie, F.col("entity")]
+    rows = s.withColumn("_pos", F.row_number().over(Window.partitionBy("qid").orderBy(*order)))
+    best = rows.where(F.col("_pos") <= first + 1).localCheckpoint()
+    more = best.where(F.col("_pos") == first + 1).select("qid")
+    firsts = best.where(F.col("_pos") <= first).groupBy(*_KEYS, "entity").agg(F.min("_pos").alias("_pos"))
 
     def choose(candidates: DataFrame) -> DataFrame:
         valid = excluded.drop(candidates)
         rank = F.row_number().over(Window.partitionBy("qid").orderBy("_pos"))
         return valid.withColumn("_n", rank).where(F.col("_n") <= need)
 
-    firsts = ranked.where(F.col("_pos") <= first).localCheckpoint()
     top = choose(firsts).localCheckpoint()
     got = top.groupBy("qid").agg(F.count("*").alias("_got"))
-    short = (
-        firsts.where(F.col("_pos") == 1)
-        .join(got, "qid", "left")
-        .where((F.coalesce("_got", F.lit(0)) < need) & (F.col("_of") > first))
-        .select("qid")
-        .localCheckpoint()
-    )
+    short = more.join(got, "qid", "left").where(F.coalesce("_got", F.lit(0)) < need).select("qid").localCheckpoint()
     chosen = top.join(short, "qid", "left_anti")
     if not short.isEmpty():
-        chosen = chosen.unionByName(choose(ranked.join(short, "qid", "left_semi")))
+        mine = s.join(short, "qid", "left_semi")
+        every = mine.groupBy(*_KEYS, "entity").agg(F.max("score").alias("score"))
+        ranked = every.withColumn("_pos", F.row_number().over(Window.partitionBy("qid").orderBy(*order)))
+        chosen = chosen.unionByName(choose(ranked.drop("score")))
     return chosen.select("qid", "entity", (F.col("_n") - 1).cast("long").alias("draw"))
+
+
+BROADCAST_QUERIES = 2_000_000  # hard: query keys joined to the score rows by broadcast up to this many
+
+
+def _small(frame: DataFrame) -> bool:
+    return frame.count() <= BROADCAST_QUERIES
 
 
 def hard_from_vectors(
