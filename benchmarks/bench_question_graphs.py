@@ -256,7 +256,7 @@ def main() -> None:
     )
     sizes = {r.id: r for r in read("synthkgqa.question_graph_sizes").collect()}
     sp_counts = {r.id: r["count"] for r in read("synthkgqa.sp_triples").groupBy("id").count().collect()}
-    spark.stop()
+    harness.stop_spark(spark)
     task = {
         "graphs": str(work / "graphs"),
         "questions": str(work / "questions.json"),

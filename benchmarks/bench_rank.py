@@ -302,7 +302,7 @@ def worker_spark(task: dict) -> dict:
         )
         print(f"spark {variant}: {out['seconds'][variant]:.1f} s", flush=True)
     out["driver_peak_rss_mb"] = jvm_peak_rss_mb(spark)
-    spark.stop()
+    harness.stop_spark(spark)
     return out
 
 

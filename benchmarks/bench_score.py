@@ -209,7 +209,7 @@ def worker_spark(task: dict) -> dict:
     if task["diagnostics"]:
         out["diagnostics"] = diagnostics(spark, task["ranks"], dataset)
     out["jvm_peak_rss_mb"] = jvm_peak_rss_mb(spark)
-    spark.stop()
+    harness.stop_spark(spark)
     return out
 
 

@@ -148,7 +148,7 @@ def main() -> None:
     files = [f.removeprefix("file:") for f in spark.read.format("delta").load(str(dataset / "triples")).inputFiles()]
     relations = spark.read.format("delta").load(str(dataset / "relations"))
     exclude = [r.id for r in relations.where(relations.key.isin(cfg.exclude_relations)).collect()]
-    spark.stop()
+    harness.stop_spark(spark)
     task = {
         "files": files,
         "samples": args.samples,

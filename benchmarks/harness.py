@@ -61,6 +61,18 @@ def jvm_peak_rss_mb(spark) -> float:
     return round(_status_kb(pid, "VmHWM") / 1024, 1)
 
 
+def stop_spark(spark) -> None:
+    """Stop ``spark`` and end its driver JVM (``spark.stop()`` leaves the JVM and its heap resident), so a
+    peer run after it has the machine's memory."""
+    gateway = spark.sparkContext._gateway
+    spark.stop()
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if proc is not None:
+        proc.stdin.close()  # PySpark's JVM exits when its stdin closes
+        proc.wait(timeout=120)
+
+
 def run_worker(script: Path, kind: str, task: dict, work: Path, env: dict | None = None) -> dict:
     """Run ``script --worker kind`` in a child process (module docstring); the task and the answer go
     through JSON files under ``work``. Raises SystemExit when the child fails."""
