@@ -169,6 +169,7 @@ def main() -> None:
     parser.add_argument("--max-paths", type=int, default=200_000, help="peer: enumeration cut (paths or walks)")
     parser.add_argument("--set", action="append", default=[], help="setting overrides (key=value)")
     parser.add_argument("--out", default=str(HERE / "out"))
+    parser.add_argument("--skip-peer", action="store_true", help="kgbrink only: no extraction, no networkx")
     parser.add_argument("--worker", choices=sorted(WORKERS), help=argparse.SUPPRESS)
     parser.add_argument("--task", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -227,6 +228,12 @@ def main() -> None:
         "load_after": load(),
     }
     print(json.dumps({k: v for k, v in record["kgbrink"].items() if k != "sp_analysis"}), flush=True)
+    if args.skip_peer:
+        harness.stop_spark(spark)
+        path = HERE / "results" / f"question-graphs-{args.triples}-{args.questions}-kgbrink.json"
+        path.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"kgbrink only ({path})")
+        return
 
     # the peer's input: the same search graphs, extracted by kgbrink (not timed), whole questions per file
     cfg = config.question_graphs
