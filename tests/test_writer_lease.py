@@ -129,3 +129,27 @@ def test_a_rerun_after_a_killed_first_ingest_reports_every_key_new(spark, config
     assert (c["new_entities"], c["new_relations"], c["triples_added_per_split"]) == (3, 1, {"train": 2})
     assert c["tables_written"] == ["quarantine", "entities", "relations", "triples"]
     assert _decoded(spark, config, dataset) == {("a", "p", "b"), ("b", "p", "c")}
+
+
+def test_latest_commit_is_read_from_the_log_as_history_gives_it(spark, tmp_path, monkeypatch):
+    from delta.tables import DeltaTable
+
+    from kgbrink.core import delta
+
+    path = str(tmp_path / "t")
+    first = delta.write_table(spark.range(3), path, description="first")
+    second = delta.write_table(spark.range(5), path, description="second")
+    last = DeltaTable.forPath(spark, path).history(1).collect()[0]
+    assert (first.version, first.rows, second.version, second.rows) == (0, 3, 1, 5)
+    assert delta.latest_version(spark, path) == last["version"] == 1
+    assert delta.table_description(spark, path) == last["userMetadata"] == "second"
+
+    def no_history(*args, **kwargs):
+        raise AssertionError("history() called: the commit file was not read")
+
+    monkeypatch.setattr(DeltaTable, "history", no_history)  # the fast path, not its fallback
+    assert delta._latest_commit(spark, path) == {
+        "version": 1,
+        "operationMetrics": {k: str(v) for k, v in last["operationMetrics"].items()},
+        "userMetadata": "second",
+    }

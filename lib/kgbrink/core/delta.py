@@ -7,6 +7,7 @@ A dataset directory (local path or URI) holds one Delta table per name::
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
@@ -43,8 +44,36 @@ def read_table(spark: SparkSession, path: str, version: int | None = None) -> Da
     return reader.load(path)
 
 
-def _latest_commit(spark: SparkSession, path: str):
-    return DeltaTable.forPath(spark, path).history(1).collect()[0]
+def _latest_commit(spark: SparkSession, path: str) -> dict:
+    """The latest commit's ``version``, ``operationMetrics`` and ``userMetadata``: the version from the
+    table's snapshot and the rest from its commit file, which is what ``history(1)`` reads too, without a
+    Spark job (a few milliseconds against about 0.2 s). Falls back to ``history(1)``."""
+    try:
+        version = int(DeltaTable.forPath(spark, path)._jdt.table().initialSnapshot().version())
+        return {"version": version, **_commit_file_info(spark, path, version)}
+    except Exception:  # noqa: BLE001 - another Delta layout or API: ask Delta's history
+        last = DeltaTable.forPath(spark, path).history(1).collect()[0]
+        return {
+            "version": last["version"],
+            "operationMetrics": last["operationMetrics"],
+            "userMetadata": last["userMetadata"],
+        }
+
+
+def _commit_file_info(spark: SparkSession, path: str, version: int) -> dict:
+    jvm = spark.sparkContext._jvm
+    log_file = jvm.org.apache.hadoop.fs.Path(f"{path.rstrip('/')}/_delta_log/{version:020d}.json")
+    stream = log_file.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(log_file)
+    try:
+        text = bytes(stream.readAllBytes()).decode("utf-8")
+    finally:
+        stream.close()
+    for line in text.splitlines():
+        action = json.loads(line) if line.strip() else {}
+        if "commitInfo" in action:
+            info = action["commitInfo"]
+            return {"operationMetrics": info.get("operationMetrics") or {}, "userMetadata": info.get("userMetadata")}
+    raise LookupError(f"{path}: no commitInfo in version {version}")
 
 
 def latest_version(spark: SparkSession, path: str) -> int:
@@ -73,7 +102,7 @@ def write_table(
     if description:
         writer = writer.option("userMetadata", description)
     writer.save(path)
-    last = DeltaTable.forPath(df.sparkSession, path).history(1).collect()[0]
+    last = _latest_commit(df.sparkSession, path)
     metrics = last["operationMetrics"] or {}
     rows = int(metrics["numOutputRows"]) if "numOutputRows" in metrics else None
     return TableVersion(path, int(last["version"]), rows)

@@ -82,6 +82,7 @@ class JobContext:
     config: Settings
     summary: JobSummary = field(default_factory=lambda: JobSummary(""))
     progress: Progress = field(default_factory=Progress)
+    records: dict = field(default_factory=dict)  # the datasets' recorded versions, read once per job
 
     def begin(self, **params: Any) -> JobSummary:
         """The job's summary with its parameters recorded."""
@@ -121,7 +122,7 @@ class JobContext:
         summary's inputs and every later read of ``name`` sees that same version. A dataset's core tables
         are read at the last complete ingest's versions (:func:`kgbrink.core.writer.consistent_version`)."""
         if name not in self.summary.inputs:
-            pinned = consistent_version(self.spark, path) if version is None else version
+            pinned = consistent_version(self.spark, path, self.records) if version is None else version
             self.summary.inputs[name] = TableVersion(path, pinned)
         return read_table(self.spark, path, self.summary.inputs[name].version)
 

@@ -73,15 +73,21 @@ def recorded_versions(spark: SparkSession, dataset: str) -> dict[str, int] | Non
     return {name: row[name] for name in RECORDED if row[name] is not None}
 
 
-def consistent_version(spark: SparkSession, path: str) -> int:
+def consistent_version(spark: SparkSession, path: str, records: dict | None = None) -> int:
     """The version of the table at ``path`` to read: the recorded one for a dataset's entities,
     relations and triples (a later version is an unfinished write, skipped with a warning),
-    else the latest."""
+    else the latest. ``records``: a cache of :func:`recorded_versions` by dataset (one job's reads)."""
     latest = latest_version(spark, path)
     name = PurePosixPath(path.rstrip("/")).name
     if name not in RECORDED:
         return latest
-    record = recorded_versions(spark, path.rstrip("/")[: -len(name) - 1])
+    dataset = path.rstrip("/")[: -len(name) - 1]
+    if records is None:
+        record = recorded_versions(spark, dataset)
+    else:
+        if dataset not in records:
+            records[dataset] = recorded_versions(spark, dataset)
+        record = records[dataset]
     if not record or name not in record or record[name] >= latest:
         return latest
     log.warning(
