@@ -64,9 +64,11 @@ class _Inputs:
     path: dict
 
 
-def _inputs(ctx: JobContext, opts: QuestionGraphOptions, summary: JobSummary, quarantine: str, tables) -> _Inputs:
-    """The KG, the validated questions and their GT paths; the quarantine written, the job failed past
-    ``gt_questions.max_bad_fraction``."""
+def _inputs(
+    ctx: JobContext, opts: QuestionGraphOptions, summary: JobSummary, quarantine: str, tables, reuse_kg: bool = False
+) -> _Inputs:
+    """The KG (persisted when ``reuse_kg``: read by several queries), the validated questions and their GT
+    paths; the quarantine written, the job failed past ``gt_questions.max_bad_fraction``."""
     spark, config = ctx.spark, ctx.config
     dataset = config.require_dataset(opts.dataset)
     if not opts.questions or "/" in opts.questions:
@@ -77,7 +79,8 @@ def _inputs(ctx: JobContext, opts: QuestionGraphOptions, summary: JobSummary, qu
     triples = ctx.read("triples", catalog.path("triples", dataset=dataset))
     splits = sorted(opts.splits or dataset_splits(triples))
     summary.params["splits"] = ",".join(splits)
-    kg = triples.where(F.col("split").isin(splits)).select("h", "r", "t").distinct().persist()
+    kg = triples.where(F.col("split").isin(splits)).select("h", "r", "t").distinct()
+    kg = kg.persist() if reuse_kg else kg
     source = opts.input or catalog.path("synthkgqa.gt_questions", dataset=dataset, questions=opts.questions)
     summary.params["questions"] = source
     if table_exists(spark, source):
@@ -186,7 +189,7 @@ def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
     )
     tables = ("sp_pairs", "sp_triples", "sp_overlap", "sp_table_d2", "sp_figure_d9", "sp_quarantine")
     with ctx.step("questions"):
-        got = _inputs(ctx, opts, summary, "sp_quarantine", tables)
+        got = _inputs(ctx, opts, summary, "sp_quarantine", tables, reuse_kg=cfg.graph != "neighbourhood")
     with ctx.step("shortest paths"):
         pairs = SP.seed_answer_pairs(got.questions, got.paths, cfg.answers).localCheckpoint()
         if cfg.graph == "neighbourhood":

@@ -454,6 +454,11 @@ def local_search_graph(g: A.Adjacency, qid: str, seeds, k: int, walks, cfg: Ques
     return SearchGraph(edges, np.isin(edges, nb), np.isin(edges, conf), nb_caps + conf_caps)
 
 
+def search_graph_of(g: A.Adjacency, row, cfg: QuestionGraphSettings) -> SearchGraph:
+    """:func:`local_search_graph` of one row of :func:`search_inputs` (``qid, seeds, k, walks``)."""
+    return local_search_graph(g, row["qid"], row["seeds"], int(row["k"]), _walk_rows(row["walks"]), cfg)
+
+
 def _walk_rows(value) -> list[tuple[int, list[int], list[bool]]]:
     """(seed, relations, forward) of a ``walks`` value as pandas gives it (None: no walk)."""
     if value is None:
@@ -550,7 +555,7 @@ def search_graph(
     rows = search_inputs(questions, paths, cfg).select("qid", "seeds", "k", "walks")
 
     def fn(g, row):
-        found = local_search_graph(g, row["qid"], row["seeds"], int(row["k"]), _walk_rows(row["walks"]), cfg)
+        found = search_graph_of(g, row, cfg)
         return _edge_rows(g, row["qid"], found.edges, found.caps, found.in_nb, found.is_conf)
 
     out = per_question(kg, rows, fn, _EDGE_SCHEMA)
@@ -772,7 +777,7 @@ def question_graphs(
 
     def fn(g, row):
         qid = row["qid"]
-        found = local_search_graph(g, qid, row["seeds"], int(row["k"]), _walk_rows(row["walks"]), cfg)
+        found = search_graph_of(g, row, cfg)
         h, r, t = g.triples(found.edges)
         got = build_local(
             h,

@@ -175,7 +175,7 @@ def shortest_paths_neighbourhood(
     rows = QG.search_inputs(questions, paths, cfg).select("qid", "seeds", "k", "walks").join(wanted, "qid")
 
     def fn(g, row):
-        found = QG.local_search_graph(g, row["qid"], row["seeds"], int(row["k"]), QG._walk_rows(row["walks"]), cfg)
+        found = QG.search_graph_of(g, row, cfg)
         h, r, t = g.triples(found.edges)
         pair_rows = pd.DataFrame([(int(p["seed"]), int(p["answer"])) for p in row["pairs"]], columns=["seed", "answer"])
         return _question_rows(row["qid"], pd.DataFrame({"h": h, "r": r, "t": t}), pair_rows)
