@@ -82,12 +82,10 @@ def consistent_version(spark: SparkSession, path: str, records: dict | None = No
     if name not in RECORDED:
         return latest
     dataset = path.rstrip("/")[: -len(name) - 1]
-    if records is None:
-        record = recorded_versions(spark, dataset)
-    else:
-        if dataset not in records:
-            records[dataset] = recorded_versions(spark, dataset)
-        record = records[dataset]
+    records = {} if records is None else records
+    if dataset not in records:
+        records[dataset] = recorded_versions(spark, dataset)
+    record = records[dataset]
     if not record or name not in record or record[name] >= latest:
         return latest
     log.warning(

@@ -37,6 +37,7 @@ DIFFICULTIES = ("easy", "medium", "hard")
 ROUNDS = 3
 NO_TYPE = -1  # the type key of the untyped answer-side pools
 _MASK = 0x7FFF_FFFF_FFFF_FFFF
+BROADCAST_QUERIES = 2_000_000  # hard: query keys joined to the score rows by broadcast up to this many
 
 
 def hex_hash(column: str | Column) -> Column:
@@ -415,8 +416,8 @@ def hard_from_scores(
         "h", "r", "t", side.alias("side"), candidate.alias("entity"), F.col("score").cast("double").alias("score")
     )
     s = s.where(F.col("entity").isNotNull() & F.col("score").isNotNull() & ~F.isnan("score"))
-    keys = excluded.keys.select(*_KEYS).join(queries.select("qid"), "qid", "left_semi")
-    s = s.join(F.broadcast(keys) if _small(keys) else keys, ["h", "r", "t", "side"])
+    keys = excluded.keys.select(*_KEYS).join(queries.select("qid"), "qid", "left_semi").localCheckpoint()
+    s = s.join(F.broadcast(keys) if keys.count() <= BROADCAST_QUERIES else keys, ["h", "r", "t", "side"])
     if pools is not None:
         members = pools.where(F.col("type") == NO_TYPE).select("r", "side", "entity")
         s = s.join(members, ["r", "side", "entity"], "left_semi")
@@ -442,13 +443,6 @@ def hard_from_scores(
         ranked = every.withColumn("_pos", F.row_number().over(Window.partitionBy("qid").orderBy(*order)))
         chosen = chosen.unionByName(choose(ranked.drop("score")))
     return chosen.select("qid", "entity", (F.col("_n") - 1).cast("long").alias("draw"))
-
-
-BROADCAST_QUERIES = 2_000_000  # hard: query keys joined to the score rows by broadcast up to this many
-
-
-def _small(frame: DataFrame) -> bool:
-    return frame.count() <= BROADCAST_QUERIES
 
 
 def hard_from_vectors(
