@@ -51,6 +51,30 @@ def test_xxhash_equals_spark(spark):
         assert X.hash_columns(X.extend(X.prefix(5, row.s, row.a), 3), b, a)[0] == row.walk
 
 
+def test_xxhash_columns_across_blocks_equal_spark(spark, monkeypatch):
+    """Whole columns, with blocks of 1,000 rows so that a partial last block is hashed too."""
+    monkeypatch.setattr(X, "BLOCK", 1000)
+    rng = np.random.default_rng(5)
+    n = 2_500
+    a = rng.integers(-(2**31), 2**31, n)
+    b = rng.integers(-(2**31), 2**31, n).astype(np.int32)
+    frame = spark.createDataFrame([(i, int(x), int(y)) for i, (x, y) in enumerate(zip(a, b))], "i int, a int, b int")
+    want = [r.u for r in frame.select(hashing.u64(9, F.lit("q7"), "a", "b").alias("u")).orderBy("i").collect()]
+    got = X.hash_columns(X.prefix(9, "q7"), a, b)
+    assert got.dtype == np.int64 and got.tolist() == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-(2**62), 2**62), max_size=60))
+def test_distinct_is_sorted_set(values):
+    from kgbrink.graph.local import distinct
+
+    assert distinct(np.array(values, dtype=np.int64)).tolist() == sorted(set(values))
+    assert A.distinct(np.array([v % 50 for v in values], dtype=np.int64), 50).tolist() == sorted(
+        {v % 50 for v in values}
+    )
+
+
 graphs = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2), st.integers(0, 9)), max_size=30)
 
 

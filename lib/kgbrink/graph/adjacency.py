@@ -32,6 +32,7 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.graph.local import distinct as sorted_distinct
 from kgbrink.graph.local import relabel, unique_triples
 
 ARRAYS = ("out_ptr", "h", "r", "t", "in_ptr", "in_edge", "degree", "ids")
@@ -52,6 +53,10 @@ class Adjacency:
     @property
     def n_nodes(self) -> int:
         return len(self.out_ptr) - 1
+
+    @property
+    def n_edges(self) -> int:
+        return len(self.h)
 
     def index(self, ids) -> np.ndarray:
         """Node indices of ``ids`` (int64); -1 for an id on no triple."""
@@ -208,7 +213,7 @@ class Ball:
 def ball(g: Adjacency, seeds: np.ndarray, k: int, direction: str, max_expand_degree: int | None) -> Ball:
     """BFS from ``seeds`` to distance ``k`` along ``direction``; a non-seed node with more than
     ``max_expand_degree`` triples is visited but not expanded (:func:`kgbrink.graph.khop.expand`)."""
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = sorted_distinct(np.asarray(seeds, dtype=np.int64))
     seen = np.zeros(g.n_nodes, dtype=bool)
     seen[seeds] = True
     nodes, dists, hubs = [seeds], [np.zeros(len(seeds), dtype=np.int64)], [np.zeros(len(seeds), dtype=bool)]
@@ -218,7 +223,7 @@ def ball(g: Adjacency, seeds: np.ndarray, k: int, direction: str, max_expand_deg
         if len(frontier) == 0:
             break
         reached = neighbours(g, frontier, direction)
-        new = _distinct(reached[~seen[reached]], g.n_nodes)
+        new = distinct(reached[~seen[reached]], g.n_nodes)
         seen[new] = True
         hub = np.zeros(len(new), dtype=bool) if degree is None else degree[new] > max_expand_degree
         nodes.append(new)
@@ -230,10 +235,11 @@ def ball(g: Adjacency, seeds: np.ndarray, k: int, direction: str, max_expand_deg
     return Ball(nodes_[order], dist[order], hub[order])
 
 
-def _distinct(values: np.ndarray, n: int) -> np.ndarray:
-    """The sorted distinct values of indices below ``n``: a sort when few, a mask scan when many."""
+def distinct(values: np.ndarray, n: int) -> np.ndarray:
+    """The sorted distinct values of indices (node or edge numbers) below ``n``: a sort when few, a mask
+    scan when many (``np.unique`` of 10^7 edge numbers takes seconds, the mask a tenth of one)."""
     if len(values) < n // 32:
-        return np.unique(values)
+        return sorted_distinct(values)
     mask = np.zeros(n, dtype=bool)
     mask[values] = True
     return np.flatnonzero(mask)
@@ -242,7 +248,7 @@ def _distinct(values: np.ndarray, n: int) -> np.ndarray:
 def induced(g: Adjacency, nodes: np.ndarray) -> np.ndarray:
     """Edge numbers (sorted) of the triples with both ends among ``nodes``: scanned from the side with
     fewer triples (heads' out-lists or tails' in-lists)."""
-    nodes = _distinct(np.asarray(nodes, dtype=np.int64), g.n_nodes)
+    nodes = distinct(np.asarray(nodes, dtype=np.int64), g.n_nodes)
     member = np.zeros(g.n_nodes, dtype=bool)
     member[nodes] = True
     n_out = int((g.out_ptr[nodes + 1] - g.out_ptr[nodes]).sum())
@@ -252,7 +258,7 @@ def induced(g: Adjacency, nodes: np.ndarray) -> np.ndarray:
         edges = edges[member[g.t[edges]]]
     else:
         edges = in_edges(g, nodes)
-        edges = np.sort(edges[member[g.h[edges]]])
+        edges = distinct(edges[member[g.h[edges]]], g.n_edges)
     return edges
 
 

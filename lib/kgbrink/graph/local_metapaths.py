@@ -17,7 +17,7 @@ triple followed h -> t and ``2 r`` for one followed t -> h.
   reachable. Walks may revisit nodes; a self-loop is one step (the reference's ``bfs_with_rule_original``
   on a networkx MultiGraph, without its enumeration of every walk).
 
-Everything is vectorised with numpy and pandas merges; ids are relabelled to 0..n-1 with ``np.unique``.
+Everything is vectorised with numpy and pandas merges; ids are relabelled to 0..n-1 (:func:`kgbrink.graph.local.relabel`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import pandas as pd
 from scipy import sparse
 from scipy.sparse import csgraph
 
-from kgbrink.graph.local import relabel
+from kgbrink.graph.local import distinct, relabel
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def walk(h, r, t, start: int, paths: Trie, directed: bool = False) -> Walk:
         ok = terminal[step["child"].to_numpy()] | np.isin(target, alive)
         reached[step["idx"].to_numpy()] = True
         complete[step["idx"].to_numpy()[ok]] = True
-        alive = np.unique(step["trie"].to_numpy()[ok] * n + step["node"].to_numpy()[ok])
+        alive = distinct(step["trie"].to_numpy()[ok] * n + step["node"].to_numpy()[ok])
     return Walk(complete, reached)
 
 

@@ -9,7 +9,7 @@ tier 2, Sec. 2.E, 5.3.2), with the definitions of :mod:`kgbrink.graph.paths`:
   matrix-vector product per layer; A[u, v] = number of triples between u and v ('triples', parallel
   triples multiply) or 1 ('nodes', as ``nx.all_shortest_paths``); the number of shortest paths is sigma(a).
 
-Ids are relabelled to 0..n-1 with ``np.unique``; no Python loop runs over nodes or triples.
+Ids are relabelled to 0..n-1 (:func:`kgbrink.graph.local.relabel`); no Python loop runs over nodes or triples.
 :func:`shortest_paths_per_group` runs :func:`shortest_path_edges` per pair through ``applyInPandas``.
 """
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kgbrink.graph.local import distinct
+
 WIKIDATA5M_ENTITIES = 4_594_485
 WIKIDATA5M_TRIPLES = 20_614_279 + 5_163 + 5_133
 RELATIONS = 822
@@ -171,12 +173,6 @@ def _unpack_triples(keys: np.ndarray) -> Triples:
     )
 
 
-def _distinct(keys: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (sort-based: faster than ``np.unique``'s hashing for integer keys)."""
-    keys = np.sort(keys)
-    return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
-
-
 def _in_sorted(values: np.ndarray, sorted_keys: np.ndarray) -> np.ndarray:
     """Membership of ``values`` in the sorted array ``sorted_keys``."""
     if len(sorted_keys) == 0:
@@ -207,9 +203,9 @@ def rule_statistics(train: Triples, rule: PlantedRule) -> tuple[int, int]:
         return train.h[mask], train.t[mask]
 
     if rule.kind == "composition":
-        body = _distinct(_pack_pairs(*compose(*pairs(rule.body[0]), *pairs(rule.body[1]))))
+        body = distinct(_pack_pairs(*compose(*pairs(rule.body[0]), *pairs(rule.body[1]))))
     else:
-        body = _distinct(_pack_pairs(*pairs(rule.body[0])))
+        body = distinct(_pack_pairs(*pairs(rule.body[0])))
     head_h, head_t = pairs(rule.head)
     head = _pack_pairs(head_h, head_t) if rule.kind in ("hierarchy", "composition") else _pack_pairs(head_t, head_h)
     return int(np.isin(body, head).sum()), len(body)
@@ -223,14 +219,14 @@ def _distinct_pairs(
     if unordered:
         x, z = np.minimum(x, z), np.maximum(x, z)
     keep = x != z
-    return _unpack_pairs(_distinct(_pack_pairs(x[keep], z[keep])))
+    return _unpack_pairs(distinct(_pack_pairs(x[keep], z[keep])))
 
 
 def _with_heads(rng: np.random.Generator, confidence: float, body: np.ndarray, noise: np.ndarray) -> np.ndarray:
     """Head pairs (body orientation): ``round(c * B)`` of the ``B`` distinct body pairs ``body`` (sorted
     packed keys) plus the distinct ``noise`` pairs that are not body pairs."""
     supported = body[np.sort(rng.choice(len(body), round(confidence * len(body)), replace=False))]
-    noise = _distinct(noise)
+    noise = distinct(noise)
     return np.concatenate([supported, noise[~_in_sorted(noise, body)]])
 
 
@@ -261,7 +257,7 @@ def planted_triples(
         t1 = middle[np.concatenate([first_b, second_b])]
         linked = rng.random(n_middle) < LINKED_MIDDLE_SHARE
         h2, t2 = middle[linked], far[_power_law_ranks(rng, n_far, 0.8, linked.sum())]
-        body = _distinct(_pack_pairs(*compose(h1, t1, h2, t2)))
+        body = distinct(_pack_pairs(*compose(h1, t1, h2, t2)))
         n_noise = round(HEAD_NOISE_SHARE * len(body))
         noise = _pack_pairs(rng.choice(near, n_noise), rng.choice(far, n_noise))
         head_x, head_z = _unpack_pairs(_with_heads(rng, rule.confidence, body, noise))
@@ -325,7 +321,7 @@ def generic_triples(seed: int, n: int, first_heads: np.ndarray, n_classes: int, 
     relations = rng.permutation(GENERIC_RELATIONS)  # by frequency rank
     weights = (np.arange(len(relations)) + 2.0) ** -RELATION_ZIPF_EXPONENT
     r = rng.permutation(np.repeat(relations, _allocate(n, weights)))
-    keys = _distinct(_generic_draw(rng, r, first_heads, n_classes, n_entities))
+    keys = distinct(_generic_draw(rng, r, first_heads, n_classes, n_entities))
     for round_ in range(1, MAX_REDRAW_ROUNDS + 1):
         missing = n - len(keys)
         if missing == 0:

@@ -68,7 +68,7 @@ from kgbrink.graph import adjacency as A
 from kgbrink.graph import local_metapaths as LM
 from kgbrink.graph import local_paths as LP
 from kgbrink.graph import xxhash as X
-from kgbrink.graph.local import personalized_pagerank
+from kgbrink.graph.local import distinct, personalized_pagerank
 
 MODES = ("directed_union", "undirected")
 SOURCES = ("neighbourhood", "sp_metapath", "confounder", "gt_readd")
@@ -347,7 +347,7 @@ def local_neighbourhood(
     ``directed_union``: the node-induced triples of the out-ball, of the in-ball and of the two mixed node
     sets (S and its out- (in-) neighbours, the non-hubs among them grown one step against (along) the
     triples), the mixed ones kept to ``mixed_step_cap`` by ``u64(seed, (qid, part), h, r, t)``."""
-    ids = np.unique(np.asarray(seeds, dtype=np.int64))
+    ids = distinct(np.asarray(seeds, dtype=np.int64))
     index = g.index(ids)
     start = index[index >= 0]
     hub_cap = cfg.max_expand_degree
@@ -369,8 +369,8 @@ def local_neighbourhood(
                 caps.append(f"mixed_step_cap: {part} {len(mixed)} triples")
                 mixed = _smallest_edges(g, mixed, cfg.mixed_step_cap, X.prefix(cfg.seed, qid, part))
             parts.append(mixed)
-        hubs = np.unique(np.concatenate(hubs))
-        edges = np.unique(np.concatenate(parts))
+        hubs = distinct(np.concatenate(hubs))
+        edges = A.distinct(np.concatenate(parts), g.n_edges)
     if hub_cap is not None and len(hubs):
         caps.append(f"max_expand_degree: {len(hubs)} hubs")
     limit = cfg.max_neighbourhood_edges
@@ -409,12 +409,12 @@ def local_walk(
             chosen = first_by_hash(hashes, (src, edge), cap)
             edge, src, dst = edge[chosen], src[chosen], dst[chosen]
         layers.append((edge, src, dst))
-        nodes = np.unique(dst)
+        nodes = distinct(dst)
     edges, complete, alive = [], [], None
     for edge, src, dst in reversed(layers):
-        alive = np.unique(dst) if alive is None else alive
+        alive = distinct(dst) if alive is None else alive
         done = np.isin(dst, alive)
-        alive = np.unique(src[done])
+        alive = distinct(src[done])
         edges.append(edge)
         complete.append(done)
     if not edges:
@@ -442,7 +442,7 @@ def local_confounders(g: A.Adjacency, qid: str, walks, cfg: QuestionGraphSetting
             edges = edges[first_by_hash(hashes, (edges,), cfg.metapath_cap, complete)]
         n_capped += capped
         kept.append(edges)
-    edges = np.unique(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64)
+    edges = distinct(np.concatenate(kept)) if kept else np.zeros(0, dtype=np.int64)
     return edges, [f"metapath_cap: {n_capped} seeds"] if n_capped else []
 
 
@@ -450,7 +450,7 @@ def local_search_graph(g: A.Adjacency, qid: str, seeds, k: int, walks, cfg: Ques
     """Steps 2-4 for one question: H = E_nb + the confounders, with the caps of both."""
     nb, nb_caps = local_neighbourhood(g, qid, seeds, k, cfg)
     conf, conf_caps = local_confounders(g, qid, walks, cfg)
-    edges = np.union1d(nb, conf)
+    edges = distinct(np.concatenate([nb, conf]))
     return SearchGraph(edges, np.isin(edges, nb), np.isin(edges, conf), nb_caps + conf_caps)
 
 
@@ -625,7 +625,7 @@ def build_local(
     sort = np.lexsort((t, r, h))  # row order of the group is not fixed: every result is of sorted input
     h, r, t, hashes, in_nb, is_conf = (x[sort] for x in (h, r, t, hashes, in_nb, is_conf))
     by_hash = np.lexsort((t, r, h, hashes))
-    seeds = np.unique(np.asarray(seeds, dtype=np.int64))
+    seeds = distinct(np.asarray(seeds, dtype=np.int64))
     gt = np.asarray(gt, dtype=np.int64).reshape(-1, 3)
     keep_gt = np.asarray(keep_gt, dtype=np.int64).reshape(-1, 3)
     caps: list[str] = []
@@ -662,7 +662,7 @@ def build_local(
     hi, ti = np.searchsorted(ppr.nodes, h), np.searchsorted(ppr.nodes, t)
     rank = np.maximum(position[hi], position[ti])  # a triple needs both ends among the top N: rank < N
     # step 7: keep-always triples (touching G's nodes), the top-node rule, the shrink loop
-    gt_nodes = np.unique(keep_gt[:, [0, 2]])
+    gt_nodes = distinct(keep_gt[:, [0, 2]])
     touch_h, touch_t = np.isin(h, gt_nodes), np.isin(t, gt_nodes)
     keep_always = touch_h | touch_t
     one_end = keep_always & ~(touch_h & touch_t)
