@@ -70,9 +70,27 @@ def test_distinct_is_sorted_set(values):
     from kgbrink.graph.local import distinct
 
     assert distinct(np.array(values, dtype=np.int64)).tolist() == sorted(set(values))
-    assert A.distinct(np.array([v % 50 for v in values], dtype=np.int64), 50).tolist() == sorted(
-        {v % 50 for v in values}
-    )
+    small = np.array([v % 50 for v in values], dtype=np.int64)
+    for n in (50, 10**6):  # a mask scan (many values for n), a sort (few)
+        assert A.distinct(small, n).tolist() == sorted({v % 50 for v in values})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-5, 40), st.integers(0, 3), st.integers(-5, 40)), max_size=40),
+    st.sampled_from([1, 2**40, 2**57]),
+)
+def test_unique_triples_and_in_order_equal_numpy(rows, spread):
+    """Packed keys when the ranges fit, the lexsort fallback when they do not (spread 2^57)."""
+    from kgbrink.graph.local import unique_triples
+
+    a = np.array(rows, dtype=np.int64).reshape(-1, 3)
+    a[:, 0] *= spread
+    got = np.column_stack(unique_triples(a[:, 0], a[:, 1], a[:, 2])).reshape(-1, 3)
+    assert got.tolist() == np.unique(a, axis=0).tolist()
+    g = A.from_arrays(a[:, 2] % 7, a[:, 1] * spread, a[:, 0] % 11)
+    heads, rels, tails = g.triples(np.asarray(g.in_edge))
+    assert sorted(zip(tails, rels, heads)) == list(zip(tails, rels, heads))
 
 
 graphs = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2), st.integers(0, 9)), max_size=30)

@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.graph.local import distinct as sorted_distinct
-from kgbrink.graph.local import relabel, unique_triples
+from kgbrink.graph.local import pack_rows, relabel, unique_triples
 
 ARRAYS = ("out_ptr", "h", "r", "t", "in_ptr", "in_edge", "degree", "ids")
 _LOADED: dict[str, Adjacency] = {}
@@ -92,7 +92,8 @@ def from_arrays(h: np.ndarray, r: np.ndarray, t: np.ndarray) -> Adjacency:
     h, r, t = unique_triples(h, r, t)
     out_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(h, minlength=n), out=out_ptr[1:])
-    in_edge = np.lexsort((h, r, t)).astype(np.int64)
+    by_tail = pack_rows(t, r, h)
+    in_edge = (np.argsort(by_tail[0]) if by_tail is not None else np.lexsort((h, r, t))).astype(np.int64)
     in_ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(t, minlength=n), out=in_ptr[1:])
     small = np.int32 if n < 2**31 and len(h) < 2**31 else np.int64
@@ -247,12 +248,14 @@ def distinct(values: np.ndarray, n: int) -> np.ndarray:
 
 def induced(g: Adjacency, nodes: np.ndarray) -> np.ndarray:
     """Edge numbers (sorted) of the triples with both ends among ``nodes``: scanned from the side with
-    fewer triples (heads' out-lists or tails' in-lists)."""
+    fewer triples (heads' out-lists or tails' in-lists), or all triples when both sides hold most of them."""
     nodes = distinct(np.asarray(nodes, dtype=np.int64), g.n_nodes)
     member = np.zeros(g.n_nodes, dtype=bool)
     member[nodes] = True
     n_out = int((g.out_ptr[nodes + 1] - g.out_ptr[nodes]).sum())
     n_in = int((g.in_ptr[nodes + 1] - g.in_ptr[nodes]).sum())
+    if min(n_out, n_in) > g.n_edges // 4:  # most of the KG: one scan of all triples beats gathering lists
+        return np.flatnonzero(member[g.h] & member[g.t])
     if n_out <= n_in:
         edges = out_edges(g, nodes)
         edges = edges[member[g.t[edges]]]

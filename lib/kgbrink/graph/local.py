@@ -25,13 +25,43 @@ def relabel(*id_arrays: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
 
 
 def unique_triples(h: np.ndarray, r: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct rows of ``h, r, t`` sorted by (h, r, t), as ``np.unique(axis=0)`` gives them (a lexsort
-    and a neighbour comparison: several times faster than the row-view sort of ``axis=0``)."""
+    """The distinct rows of ``h, r, t`` sorted by (h, r, t), as ``np.unique(axis=0)`` gives them: one sort of
+    the rows packed into 63-bit keys when their ranges fit (a Wikidata5m-size KG does), else a lexsort
+    and a neighbour comparison."""
+    keys = pack_rows(h, r, t)
+    if keys is not None:
+        return unpack_rows(distinct(keys[0]), *keys[1])
     order = np.lexsort((t, r, h))
     h, r, t = h[order], r[order], t[order]
     keep = np.ones(len(h), dtype=bool)
     keep[1:] = (h[1:] != h[:-1]) | (r[1:] != r[:-1]) | (t[1:] != t[:-1])
     return h[keep], r[keep], t[keep]
+
+
+def pack_rows(*columns: np.ndarray) -> tuple[np.ndarray, tuple] | None:
+    """``(keys, layout)``: int64 keys that order as the rows of the integer ``columns`` (first most
+    significant), each column offset by its minimum; None when the bits needed exceed 63."""
+    lows, widths = [], []
+    for c in columns:
+        low = int(c.min()) if len(c) else 0
+        lows.append(low)
+        widths.append(max(1, (int(c.max()) - low).bit_length()) if len(c) else 1)
+    if sum(widths) > 63:
+        return None
+    keys = np.zeros(len(columns[0]), dtype=np.int64)
+    for c, low, width in zip(columns, lows, widths):
+        keys <<= width
+        keys |= np.asarray(c, dtype=np.int64) - low
+    return keys, (tuple(lows), tuple(widths))
+
+
+def unpack_rows(keys: np.ndarray, lows: tuple, widths: tuple) -> tuple[np.ndarray, ...]:
+    """The columns of :func:`pack_rows` keys (int64)."""
+    out, shift = [], 0
+    for low, width in zip(reversed(lows), reversed(widths)):
+        out.append(((keys >> shift) & ((1 << width) - 1)) + low)
+        shift += width
+    return tuple(reversed(out))
 
 
 @dataclass(frozen=True)
