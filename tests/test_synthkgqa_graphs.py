@@ -17,6 +17,7 @@ from pyspark.testing import assertDataFrameEqual
 from kgbrink.core.settings import QuestionGraphSettings
 from kgbrink.core.typed import ConfigError
 from kgbrink.synthkgqa import question_graphs as QG
+from kgbrink.synthkgqa import shortest_paths as SP
 from tests.test_graph_metapaths import _enumerate_walks, _networkx_metapaths
 
 QUESTION_SCHEMA = (
@@ -377,6 +378,22 @@ def test_question_graphs_equal_the_oracle(spark, small_kg):
         assert row.caps_applied == ([f"max_expand_degree: {hubs} hubs"] if hubs else []), qid
         hubs_seen |= hubs > 0
     assert hubs_seen
+
+
+def test_one_pass_equals_question_graphs_and_neighbourhood_paths(spark, small_kg):
+    """question_graphs_and_paths (question-graphs --sp-analysis) against the two passes it replaces, on
+    questions with one seed and with two (two pairs), whatever the partitioning."""
+    _, questions, kg, entities, relations = small_kg
+    cfg = QuestionGraphSettings(k_min=1, max_expand_degree=7)
+    good, paths, _ = QG.prepare_questions(spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations)
+    pairs = SP.seed_answer_pairs(good, paths).localCheckpoint()
+    assert pairs.groupBy("qid").count().where("count = 2").count() == 3
+    graphs, sizes = QG.question_graphs(kg, good, paths, cfg)
+    found, sp_triples = SP.shortest_paths_neighbourhood(kg, good, paths, pairs, cfg)
+    fused = SP.question_graphs_and_paths(kg.repartition(3), good.repartition(2), paths, pairs, cfg)
+    for a, b in zip(fused, (graphs, sizes, found, sp_triples)):
+        assertDataFrameEqual(a, b, rtol=0, atol=0)
+    assert fused[3].count() > 0 and fused[2].where("sp_len is not null").count() == pairs.count()
 
 
 def test_undirected_neighbourhood_equals_the_oracle(spark, small_kg):

@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.cli import main
+from kgbrink.core.delta import latest_version
 from kgbrink.kg.synth import generate
 from kgbrink.kg.synth_graph import INSTANCE_OF
 from kgbrink.synthkgqa import generator
@@ -280,6 +281,20 @@ def test_question_graphs_and_sp_analysis_through_the_cli(spark, config, planted_
     on_sp = graphs.where("on_sp").select("id", "h", "r", "t")
     sp = spark.read.format("delta").load(str(root / "sp_triples"))
     assert on_sp.subtract(sp).count() == 0
+    # question-graphs --sp-analysis: the same tables from one pass over the search graphs
+    names = ["question_graphs", "question_graph_sizes", "sp_pairs", "sp_triples", "sp_overlap", "sp_table_d2"]
+    names += ["sp_figure_d9", "sp_quarantine"]
+    read = lambda name: spark.read.format("delta").load(str(root / name))  # noqa: E731
+    before = {name: read(name).collect() for name in names}
+    versions = {name: latest_version(spark, str(root / name)) for name in names}
+    fused = ["question-graphs", *common, *small, "--sp-analysis", "--report-dir", str(tmp_path / "fused")]
+    assert main([*fused, "--json", str(tmp_path / "fused.json")]) == 0
+    for name in names:
+        assert latest_version(spark, str(root / name)) == versions[name] + 1, name  # written again, once
+        assertDataFrameEqual(read(name), before[name], rtol=0, atol=0)
+    both = json.loads((tmp_path / "fused.json").read_text())
+    assert both["counts"]["pairs"] == 9 and both["counts"]["graphs"] == 9 and both["results"] == summary["results"]
+    assert (tmp_path / "fused" / "report.md").read_text() == (report / "report.md").read_text()
     assert main([*args[:-2], "--graph", "full_kg", "--json", str(tmp_path / "full.json")]) == 0
     full = spark.read.format("delta").load(str(root / "sp_pairs"))
     assert full.where("sp_len > gt_len").count() == 0

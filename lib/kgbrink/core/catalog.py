@@ -74,6 +74,9 @@ def _mcq(name: str, schema: str | None, doc: str, writer: str, partition_by: tup
     return Table(f"mcq.{name}", f"{{dataset}}/mcq/{{questions}}/{name}", schema, writer, doc, partition_by)
 
 
+SP_WRITERS = "sp-analysis, question-graphs --sp-analysis"
+
+
 def _synthkgqa(name: str, schema: str | None, doc: str, writer: str, partition_by: tuple[str, ...] = ()) -> Table:
     return Table(f"synthkgqa.{name}", f"{{dataset}}/synthkgqa/{{questions}}/{name}", schema, writer, doc, partition_by)
 
@@ -308,13 +311,13 @@ TABLES: tuple[Table, ...] = (
         "n_node_paths double, n_triple_paths double",
         "per (question, seed, answer): ground-truth and shortest path lengths (null: no path), shortcut, the "
         "number of shortest paths as node sequences and with parallel triples multiplying (paper 002 App. D.2)",
-        "sp-analysis",
+        SP_WRITERS,
     ),
     _synthkgqa(
         "sp_triples",
         f"id string, {TRIPLE}",
         "per question the triples on some shortest seed-answer path (distance-sum test, spec 2.E)",
-        "sp-analysis",
+        SP_WRITERS,
     ),
     _synthkgqa(
         "sp_overlap",
@@ -322,14 +325,14 @@ TABLES: tuple[Table, ...] = (
         "pct_sp_in_gt double",
         "per question: answer-subgraph and shortest-path triples, their overlap and its shares (Table D2's "
         "per-question values; pct_sp_in_gt null when no shortest path exists)",
-        "sp-analysis",
+        SP_WRITERS,
     ),
     _synthkgqa(
         "sp_table_d2",
         "split string, n_hops int, questions bigint, pct_gt_in_sp double, pct_sp_in_gt double, n_gt double, "
         "n_sp double",
         "Table D2 of paper 002: the means of sp_overlap per split and hop count",
-        "sp-analysis",
+        SP_WRITERS,
     ),
     _synthkgqa(
         "sp_figure_d9",
@@ -337,13 +340,13 @@ TABLES: tuple[Table, ...] = (
         "n_triple_paths double, shortcut_share double",
         "Fig. D9 of paper 002: per split and ground-truth path length the means over reachable seed-answer "
         "pairs of the shortest-path length and path counts, and the share of shortcuts",
-        "sp-analysis",
+        SP_WRITERS,
     ),
     _synthkgqa(
         "sp_quarantine",
         "id string, split string, reason string, detail string",
         "questions sp-analysis did not use, with the reason (as question_graph_quarantine)",
-        "sp-analysis",
+        SP_WRITERS,
     ),
     Table(
         "rank.ranks",

@@ -2,6 +2,7 @@
 
 - ``question-graphs``: question-specific graphs (App. C.1; :mod:`kgbrink.synthkgqa.question_graphs`) into
   ``question_graphs`` (partitioned by split), ``question_graph_sizes`` and ``question_graph_quarantine``;
+  with ``--sp-analysis`` also sp-analysis's tables and report on the same search graphs, in one pass;
 - ``sp-analysis``: shortest paths against ground-truth paths (App. D.2; :mod:`kgbrink.synthkgqa.
   shortest_paths`) into ``sp_pairs``, ``sp_triples``, ``sp_overlap``, ``sp_table_d2``, ``sp_figure_d9``,
   ``sp_quarantine`` and a report (``report.md``, ``shortest_paths.png``).
@@ -32,7 +33,7 @@ from kgbrink.synthkgqa import shortest_paths as SP
 
 
 @dataclass
-class QuestionGraphOptions:
+class QuestionSetOptions:
     questions: str = arg("generated", "question set name: <dataset>/synthkgqa/<questions>/ (gt-questions writes it)")
     input: str | None = arg(
         None, "a question table to read instead of the set's gt_questions (Delta or Parquet: id, seeds, answer, ...)"
@@ -42,16 +43,29 @@ class QuestionGraphOptions:
 
 
 @dataclass
-class SpAnalysisOptions(QuestionGraphOptions):
+class _SpOptions(QuestionSetOptions):
+    answers: str | None = arg(
+        None, "answers: generated or all (default: setting shortest_paths.answers)", choices=list(SP.ANSWERS)
+    )
+    report_dir: str | None = arg(None, "local folder of the report (default: <dataset>/synthkgqa/<questions>/report)")
+
+
+@dataclass
+class QuestionGraphOptions(_SpOptions):
+    sp_analysis: bool = arg(
+        False,
+        "also write sp-analysis's tables and report for the searched graphs, in the same pass (--graph neighbourhood)",
+        action="store_true",
+    )
+
+
+@dataclass
+class SpAnalysisOptions(_SpOptions):
     graph: str | None = arg(
         None,
         "graph searched: neighbourhood or full_kg (default: setting shortest_paths.graph)",
         choices=list(SP.GRAPHS),
     )
-    answers: str | None = arg(
-        None, "answers: generated or all (default: setting shortest_paths.answers)", choices=list(SP.ANSWERS)
-    )
-    report_dir: str | None = arg(None, "local folder of the report (default: <dataset>/synthkgqa/<questions>/report)")
 
 
 @dataclass
@@ -65,7 +79,12 @@ class _Inputs:
 
 
 def _inputs(
-    ctx: JobContext, opts: QuestionGraphOptions, summary: JobSummary, quarantine: str, tables, reuse_kg: bool = False
+    ctx: JobContext,
+    opts: QuestionSetOptions,
+    summary: JobSummary,
+    quarantines: tuple[str, ...],
+    tables,
+    reuse_kg: bool = False,
 ) -> _Inputs:
     """The KG (persisted when ``reuse_kg``: read by several queries), the validated questions and their GT
     paths; the quarantine written, the job failed past ``gt_questions.max_bad_fraction``."""
@@ -90,7 +109,12 @@ def _inputs(
     else:
         raise JobFailed(f"no question table at {source}: run gt-questions first or give --input", summary)
     questions, paths, bad = QG.prepare_questions(given, entities, relations)
+    quarantine = quarantines[0]
     ctx.write("quarantine", bad, path[quarantine], f"quarantine of {opts.questions}", table=f"synthkgqa.{quarantine}")
+    for other in quarantines[1:]:
+        ctx.write(
+            other, ctx.written("quarantine"), path[other], f"quarantine of {opts.questions}", f"synthkgqa.{other}"
+        )
     reasons = {r["reason"]: r["count"] for r in ctx.written("quarantine").groupBy("reason").count().collect()}
     questions = questions.localCheckpoint()
     n_good = questions.count()
@@ -110,21 +134,35 @@ def _inputs(
     "question-graphs",
     "SynthKGQA question-specific graphs: neighbourhood, confounders, PPR pruning, GT re-added (paper 002)",
     QuestionGraphOptions,
-    steps=2,
+    steps=3,
 )
 def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
-    cfg = ctx.config.question_graphs
+    config = ctx.config
+    cfg = config.question_graphs
     QG.check_settings(cfg)
+    if not opts.sp_analysis and (opts.answers or opts.report_dir):
+        raise ValueError("--answers and --report-dir apply to --sp-analysis only")
+    sp_cfg = _sp_settings(config, opts.answers, "neighbourhood") if opts.sp_analysis else None
     summary = ctx.begin(
-        dataset=ctx.config.require_dataset(opts.dataset),
+        dataset=config.require_dataset(opts.dataset),
         questions=opts.questions,
         **{f"question_graphs.{k}": v for k, v in vars(cfg).items()},
+        **({f"shortest_paths.{k}": v for k, v in vars(sp_cfg).items()} if sp_cfg else {}),
     )
     tables = ("question_graphs", "question_graph_sizes", "question_graph_quarantine")
+    if sp_cfg:
+        tables += SP_TABLES
     with ctx.step("questions"):
-        got = _inputs(ctx, opts, summary, "question_graph_quarantine", tables)
+        quarantines = ("question_graph_quarantine", "sp_quarantine") if sp_cfg else ("question_graph_quarantine",)
+        got = _inputs(ctx, opts, summary, quarantines, tables)
     with ctx.step("graphs"):
-        graphs, sizes = QG.question_graphs(got.kg, got.questions, got.paths, cfg)
+        if sp_cfg:
+            pairs = SP.seed_answer_pairs(got.questions, got.paths, sp_cfg.answers).localCheckpoint()
+            graphs, sizes, found, sp_triples = SP.question_graphs_and_paths(
+                got.kg, got.questions, got.paths, pairs, cfg
+            )
+        else:
+            graphs, sizes = QG.question_graphs(got.kg, got.questions, got.paths, cfg)
         ctx.write(
             "sizes",
             sizes,
@@ -139,19 +177,23 @@ def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
             f"question graphs of {opts.questions}",
             table="synthkgqa.question_graphs",
         )
-    s = (
-        ctx.written("sizes")
-        .agg(
-            F.count("*").alias("q"),
-            F.sum("n_final").alias("final"),
-            F.max("n_final").alias("largest"),
-            F.sum("n_gt_readded").alias("readded"),
-            F.sum(F.when(~F.col("ppr_converged"), 1).otherwise(0)).alias("unconverged"),
-            F.sum(F.when(F.size("caps_applied") > 0, 1).otherwise(0)).alias("capped"),
+    with ctx.step("shortest paths" if sp_cfg else "counts"):
+        if sp_cfg:
+            _sp_tables(ctx, opts, got, pairs, found, sp_triples)
+            _sp_report(ctx, opts, got, sp_cfg, summary)
+        s = (
+            ctx.written("sizes")
+            .agg(
+                F.count("*").alias("q"),
+                F.sum("n_final").alias("final"),
+                F.max("n_final").alias("largest"),
+                F.sum("n_gt_readded").alias("readded"),
+                F.sum(F.when(~F.col("ppr_converged"), 1).otherwise(0)).alias("unconverged"),
+                F.sum(F.when(F.size("caps_applied") > 0, 1).otherwise(0)).alias("capped"),
+            )
+            .first()
         )
-        .first()
-    )
-    by_source = {r["source"]: r["count"] for r in ctx.written("graphs").groupBy("source").count().collect()}
+        by_source = {r["source"]: r["count"] for r in ctx.written("graphs").groupBy("source").count().collect()}
     summary.counts.update(
         graphs=s["q"],
         triples=int(s["final"] or 0),
@@ -164,56 +206,40 @@ def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
     return summary
 
 
-@job(
-    "sp-analysis",
-    "SynthKGQA shortest paths against ground-truth paths: Table D2, Fig. D9 (paper 002)",
-    SpAnalysisOptions,
-    steps=3,
-)
-def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
-    config = ctx.config
-    sets = [f"shortest_paths.{k}={v}" for k, v in (("graph", opts.graph), ("answers", opts.answers)) if v]
+SP_TABLES = ("sp_pairs", "sp_triples", "sp_overlap", "sp_table_d2", "sp_figure_d9", "sp_quarantine")
+
+
+def _sp_settings(config, answers: str | None, graph: str | None):
+    """The ``shortest_paths`` settings with the command line's ``--answers`` / ``--graph``, checked."""
+    sets = [f"shortest_paths.{k}={v}" for k, v in (("graph", graph), ("answers", answers)) if v]
     cfg = config.with_overrides(sets).shortest_paths if sets else config.shortest_paths
     SP.check_settings(cfg)
-    if cfg.graph == "neighbourhood":
-        QG.check_settings(config.question_graphs)
-    summary = ctx.begin(
-        dataset=config.require_dataset(opts.dataset),
-        questions=opts.questions,
-        **{f"shortest_paths.{k}": v for k, v in vars(cfg).items()},
-        **(
-            {f"question_graphs.{k}": v for k, v in vars(config.question_graphs).items()}
-            if cfg.graph == "neighbourhood"
-            else {}
-        ),
-    )
-    tables = ("sp_pairs", "sp_triples", "sp_overlap", "sp_table_d2", "sp_figure_d9", "sp_quarantine")
-    with ctx.step("questions"):
-        got = _inputs(ctx, opts, summary, "sp_quarantine", tables, reuse_kg=cfg.graph != "neighbourhood")
-    with ctx.step("shortest paths"):
-        pairs = SP.seed_answer_pairs(got.questions, got.paths, cfg.answers).localCheckpoint()
-        if cfg.graph == "neighbourhood":
-            found, sp_triples = SP.shortest_paths_neighbourhood(
-                got.kg, got.questions, got.paths, pairs, config.question_graphs
-            )
-        else:
-            found, sp_triples = SP.shortest_paths_full_kg(got.kg, pairs, config.question_graphs.seed)
-        write = lambda name, frame, what: ctx.write(  # noqa: E731
-            name, frame, got.path[name], f"{what} of {opts.questions}", table=f"synthkgqa.{name}"
-        )
-        write("sp_pairs", SP.pair_table(pairs, found), "seed-answer shortest paths")
-        write("sp_triples", sp_triples.select(F.col("qid").alias("id"), "h", "r", "t"), "shortest-path triples")
-        sp_rows = ctx.written("sp_triples").withColumnRenamed("id", "qid")
-        write("sp_overlap", SP.overlap(got.questions, sp_rows), "GT / SP overlap")
-    with ctx.step("tables and report"):
-        write("sp_table_d2", SP.table_d2(ctx.written("sp_overlap")), "Table D2")
-        write("sp_figure_d9", SP.figure_d9(ctx.written("sp_pairs")), "Fig. D9")
-        d2 = ctx.written("sp_table_d2").toPandas().sort_values(["split", "n_hops"])
-        d9 = ctx.written("sp_figure_d9").toPandas().sort_values(["split", "gt_len"])
-        out = local_dir(opts.report_dir or str(Path(got.path["sp_pairs"]).parent / "report"))
-        summary.artifacts.extend(report.write(d2, d9, out, cfg.graph, cfg.answers))
-        summary.highlights["report"] = str(out / "report.md")
-        summary.results = json.loads(d2.to_json(orient="records"))
+    return cfg
+
+
+def _sp_write(ctx: JobContext, opts, got: _Inputs, name: str, frame, what: str) -> None:
+    ctx.write(name, frame, got.path[name], f"{what} of {opts.questions}", table=f"synthkgqa.{name}")
+
+
+def _sp_tables(ctx: JobContext, opts, got: _Inputs, pairs, found, sp_triples) -> None:
+    """``sp_pairs``, ``sp_triples`` and ``sp_overlap`` from the pairs' shortest paths."""
+    _sp_write(ctx, opts, got, "sp_pairs", SP.pair_table(pairs, found), "seed-answer shortest paths")
+    triples = sp_triples.select(F.col("qid").alias("id"), "h", "r", "t")
+    _sp_write(ctx, opts, got, "sp_triples", triples, "shortest-path triples")
+    sp_rows = ctx.written("sp_triples").withColumnRenamed("id", "qid")
+    _sp_write(ctx, opts, got, "sp_overlap", SP.overlap(got.questions, sp_rows), "GT / SP overlap")
+
+
+def _sp_report(ctx: JobContext, opts, got: _Inputs, cfg, summary: JobSummary) -> None:
+    """Table D2, Fig. D9, the report and the counts from the written pair and overlap tables."""
+    _sp_write(ctx, opts, got, "sp_table_d2", SP.table_d2(ctx.written("sp_overlap")), "Table D2")
+    _sp_write(ctx, opts, got, "sp_figure_d9", SP.figure_d9(ctx.written("sp_pairs")), "Fig. D9")
+    d2 = ctx.written("sp_table_d2").toPandas().sort_values(["split", "n_hops"])
+    d9 = ctx.written("sp_figure_d9").toPandas().sort_values(["split", "gt_len"])
+    out = local_dir(opts.report_dir or str(Path(got.path["sp_pairs"]).parent / "report"))
+    summary.artifacts.extend(report.write(d2, d9, out, cfg.graph, cfg.answers))
+    summary.highlights["report"] = str(out / "report.md")
+    summary.results = json.loads(d2.to_json(orient="records"))
     pair_stats = (
         ctx.written("sp_pairs")
         .agg(
@@ -229,4 +255,40 @@ def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
         unreachable_pairs=int(pair_stats["unreachable"] or 0),
         sp_triples=ctx.written("sp_triples").count(),
     )
+
+
+@job(
+    "sp-analysis",
+    "SynthKGQA shortest paths against ground-truth paths: Table D2, Fig. D9 (paper 002)",
+    SpAnalysisOptions,
+    steps=3,
+)
+def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
+    config = ctx.config
+    cfg = _sp_settings(config, opts.answers, opts.graph)
+    if cfg.graph == "neighbourhood":
+        QG.check_settings(config.question_graphs)
+    summary = ctx.begin(
+        dataset=config.require_dataset(opts.dataset),
+        questions=opts.questions,
+        **{f"shortest_paths.{k}": v for k, v in vars(cfg).items()},
+        **(
+            {f"question_graphs.{k}": v for k, v in vars(config.question_graphs).items()}
+            if cfg.graph == "neighbourhood"
+            else {}
+        ),
+    )
+    with ctx.step("questions"):
+        got = _inputs(ctx, opts, summary, ("sp_quarantine",), SP_TABLES, reuse_kg=cfg.graph != "neighbourhood")
+    with ctx.step("shortest paths"):
+        pairs = SP.seed_answer_pairs(got.questions, got.paths, cfg.answers).localCheckpoint()
+        if cfg.graph == "neighbourhood":
+            found, sp_triples = SP.shortest_paths_neighbourhood(
+                got.kg, got.questions, got.paths, pairs, config.question_graphs
+            )
+        else:
+            found, sp_triples = SP.shortest_paths_full_kg(got.kg, pairs, config.question_graphs.seed)
+        _sp_tables(ctx, opts, got, pairs, found, sp_triples)
+    with ctx.step("tables and report"):
+        _sp_report(ctx, opts, got, cfg, summary)
     return summary

@@ -766,6 +766,31 @@ def _triples(value) -> np.ndarray:
     return np.array([(x["h"], x["r"], x["t"]) for x in value], dtype=np.int64).reshape(-1, 3)
 
 
+def local_question_graph(g: A.Adjacency, row, cfg: QuestionGraphSettings) -> tuple[tuple, pd.DataFrame]:
+    """Steps 1-10 for one row of :func:`search_inputs`: ``((h, r, t) of H, rows of _LOCAL_SCHEMA)``."""
+    qid = row["qid"]
+    found = search_graph_of(g, row, cfg)
+    h, r, t = g.triples(found.edges)
+    got = build_local(
+        h,
+        r,
+        t,
+        found.in_nb,
+        found.is_conf,
+        X.hash_columns(X.prefix(cfg.seed, qid), h, r, t),
+        row["seeds"],
+        int(row["answer"]),
+        _triples(row["gt"]),
+        _triples(row["keep_gt"]),
+        cfg,
+    )
+    got.caps[:0] = found.caps
+    return (h, r, t), _local_rows(qid, got)
+
+
+GRAPH_INPUTS = ("qid", "seeds", "answer", "gt", "keep_gt", "k", "walks")
+
+
 def question_graphs(
     kg: DataFrame, questions: DataFrame, paths: DataFrame, cfg: QuestionGraphSettings
 ) -> tuple[DataFrame, DataFrame]:
@@ -773,29 +798,14 @@ def question_graphs(
     ``question_graph_sizes``) of :func:`prepare_questions` output over ``kg(h, r, t)`` (distinct): steps
     1-10 per question in one task (:func:`per_question`)."""
     check_settings(cfg)
-    rows = search_inputs(questions, paths, cfg).select("qid", "seeds", "answer", "gt", "keep_gt", "k", "walks")
+    rows = search_inputs(questions, paths, cfg).select(*GRAPH_INPUTS)
+    out = per_question(kg, rows, lambda g, row: local_question_graph(g, row, cfg)[1], _LOCAL_SCHEMA)
+    return graph_tables(out, questions, cfg)
 
-    def fn(g, row):
-        qid = row["qid"]
-        found = search_graph_of(g, row, cfg)
-        h, r, t = g.triples(found.edges)
-        got = build_local(
-            h,
-            r,
-            t,
-            found.in_nb,
-            found.is_conf,
-            X.hash_columns(X.prefix(cfg.seed, qid), h, r, t),
-            row["seeds"],
-            int(row["answer"]),
-            _triples(row["gt"]),
-            _triples(row["keep_gt"]),
-            cfg,
-        )
-        got.caps[:0] = found.caps
-        return _local_rows(qid, got)
 
-    out = per_question(kg, rows, fn, _LOCAL_SCHEMA)
+def graph_tables(out: DataFrame, questions: DataFrame, cfg: QuestionGraphSettings) -> tuple[DataFrame, DataFrame]:
+    """The ``question_graphs`` and ``question_graph_sizes`` tables of per-question rows of
+    :data:`_LOCAL_SCHEMA` (triples: h set; sizes: n_final set; other rows are ignored)."""
     splits = questions.select("qid", "split", F.greatest(F.lit(cfg.k_min), F.col("n_hops")).alias("k"))
     graphs = (
         out.where(F.col("h").isNotNull())
@@ -803,7 +813,7 @@ def question_graphs(
         .select(F.col("qid").alias("id"), "split", "h", "r", "t", "is_gt", "on_sp", "source", "ppr")
     )
     sizes = (
-        out.where(F.col("h").isNull())
+        out.where(F.col("n_final").isNotNull())
         .join(splits, "qid")
         .select(
             F.col("qid").alias("id"),

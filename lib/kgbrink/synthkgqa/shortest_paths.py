@@ -177,12 +177,55 @@ def shortest_paths_neighbourhood(
     def fn(g, row):
         found = QG.search_graph_of(g, row, cfg)
         h, r, t = g.triples(found.edges)
-        pair_rows = pd.DataFrame([(int(p["seed"]), int(p["answer"])) for p in row["pairs"]], columns=["seed", "answer"])
-        return _question_rows(row["qid"], pd.DataFrame({"h": h, "r": r, "t": t}), pair_rows)
+        return _question_rows(row["qid"], pd.DataFrame({"h": h, "r": r, "t": t}), _pair_frame(row["pairs"]))
 
     out = QG.per_question(kg, rows, fn, _LOCAL_SCHEMA)
     found = out.where(F.col("seed").isNotNull()).select(*_LOCAL_COLUMNS[:6])
     return found, out.where(F.col("h").isNotNull()).select("qid", "h", "r", "t")
+
+
+_FUSED_SCHEMA = (
+    QG._LOCAL_SCHEMA
+    + ", seed int, answer int, sp_len int, n_node_paths double, n_triple_paths double, sp_h int, sp_r int, sp_t int"
+)
+_PANDAS_TYPES = {"int": "Int32", "long": "Int64", "boolean": "boolean", "double": "float64"}
+
+
+def question_graphs_and_paths(
+    kg: DataFrame, questions: DataFrame, paths: DataFrame, pairs: DataFrame, cfg: QuestionGraphSettings
+) -> tuple[DataFrame, DataFrame, DataFrame, DataFrame]:
+    """``(graphs, sizes, found, sp_triples)``: :func:`kgbrink.synthkgqa.question_graphs.question_graphs`
+    and :func:`shortest_paths_neighbourhood` in one pass, each question's search graph H built once for
+    both (the authors' ``compute_neighs_and_sp.py`` also does both in one loop)."""
+    QG.check_settings(cfg)
+    wanted = pairs.groupBy("qid").agg(F.collect_list(F.struct("seed", "answer")).alias("pairs"))
+    rows = QG.search_inputs(questions, paths, cfg).select(*QG.GRAPH_INPUTS).join(wanted, "qid", "left")
+    fields = [f.split() for f in _FUSED_SCHEMA.split(", ")]
+    types = {name: _PANDAS_TYPES.get(kind, object) for name, kind in fields}
+
+    def fn(g, row):
+        (h, r, t), graph_rows = QG.local_question_graph(g, row, cfg)
+        sp = _question_rows(row["qid"], pd.DataFrame({"h": h, "r": r, "t": t}), _pair_frame(row["pairs"]))
+        sp = sp.rename(columns={"h": "sp_h", "r": "sp_r", "t": "sp_t"})
+        out = pd.concat([graph_rows, sp], ignore_index=True).reindex(columns=list(types))
+        out = out.astype({c: k for c, k in types.items() if k is not object})
+        for c in (c for c, k in types.items() if k is object):
+            out[c] = out[c].astype(object).where(out[c].notna(), None)
+        return out
+
+    out = QG.per_question(kg, rows, fn, _FUSED_SCHEMA)
+    graphs, sizes = QG.graph_tables(out.where(F.col("seed").isNull() & F.col("sp_h").isNull()), questions, cfg)
+    found = out.where(F.col("seed").isNotNull()).select(*_LOCAL_COLUMNS[:6])
+    sp_triples = out.where(F.col("sp_h").isNotNull()).select(
+        "qid", F.col("sp_h").alias("h"), F.col("sp_r").alias("r"), F.col("sp_t").alias("t")
+    )
+    return graphs, sizes, found, sp_triples
+
+
+def _pair_frame(value) -> pd.DataFrame:
+    """``seed, answer`` of a ``pairs`` value as pandas gives it (None: no pair)."""
+    pairs = [] if value is None else value  # a numpy array of dicts (no truth value)
+    return pd.DataFrame([(int(p["seed"]), int(p["answer"])) for p in pairs], columns=["seed", "answer"])
 
 
 def shortest_paths_full_kg(kg: DataFrame, pairs: DataFrame, seed: int = 0) -> tuple[DataFrame, DataFrame]:
