@@ -8,8 +8,9 @@ still contains G, built as the authors' ``compute_neighs_and_sp.py`` does:
    node-induced subgraph of the 1-hop in-ball of X_out = S and its out-neighbours, and "in-then-out" from
    X_in, each of these two kept to ``mixed_step_cap`` triples (uniform: the smallest seeded hashes); or
    ``undirected`` (the paper's text): the node-induced subgraph of the undirected k-ball. In both modes a
-   non-seed node with more than ``max_expand_degree`` triples is visited but not expanded, and at most
-   ``max_neighbourhood_edges`` triples are kept (those at a seed first, then the smallest hashes);
+   non-seed node with more than ``max_expand_degree`` triples is visited but not expanded, and the triples
+   at a seed are kept, then the smallest hashes up to ``max_neighbourhood_edges`` in all (a hub seed's
+   triples all stay, as in ``khop.cap_edges``);
 3. GT metapaths: per seed s the relation sequence of the path s -> a in G (a tree: one path), direction
    dropped unless ``metapath_directed`` (:func:`gt_paths`);
 4. confounders: the triples on walks from s in the whole KG that follow that metapath
