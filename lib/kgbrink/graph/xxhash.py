@@ -67,33 +67,15 @@ def xxh64_bytes(data: bytes, seed: int) -> int:
     return _avalanche(h)
 
 
-def _np_rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
-
-
-def _np_avalanche(h: np.ndarray) -> np.ndarray:
-    h = h ^ (h >> np.uint64(33))
-    h = h * np.uint64(P2)
-    h = h ^ (h >> np.uint64(29))
-    h = h * np.uint64(P3)
-    return h ^ (h >> np.uint64(32))
-
-
-def hash_ints(values: np.ndarray, seed: np.ndarray | int) -> np.ndarray:
-    """Spark's ``hashInt`` of 32-bit ``values`` with ``seed`` (one or one per value), unsigned."""
-    v = np.asarray(values).astype(np.int64).astype(np.uint64) & np.uint64(0xFFFFFFFF)
-    s = np.asarray(seed, dtype=np.uint64) if isinstance(seed, np.ndarray) else np.uint64(seed & _M)
-    with np.errstate(over="ignore"):
-        h = s + np.uint64((P5 + 4) & _M)
-        h = h ^ (v * np.uint64(P1))
-        h = _np_rotl(h, 23) * np.uint64(P2) + np.uint64(P3)
-        return _np_avalanche(h)
+def _hash_int(value: int, seed: int) -> int:
+    """Spark's ``hashInt``: XXH64 of the int's 4 little-endian bytes (unsigned)."""
+    return xxh64_bytes((int(value) & 0xFFFFFFFF).to_bytes(4, "little"), seed)
 
 
 def prefix(seed: int, *scalars: int | str) -> int:
     """The running hash (unsigned) after ``F.lit(seed)`` and columns holding one value on every row: a
     Python int is an int column, a str a string column (a struct of them is its fields in turn)."""
-    return extend(int(hash_ints(seed, SPARK_SEED)), *scalars)
+    return extend(_hash_int(seed, SPARK_SEED), *scalars)
 
 
 def extend(state: int, *scalars: int | str) -> int:
@@ -102,7 +84,7 @@ def extend(state: int, *scalars: int | str) -> int:
         if isinstance(value, str):
             state = xxh64_bytes(value.encode("utf-8"), state)
         else:
-            state = int(hash_ints(int(value), state))
+            state = _hash_int(value, state)
     return state
 
 
@@ -128,7 +110,7 @@ BLOCK = 1 << 16
 
 
 def _hash_int_into(values: np.ndarray, h: np.ndarray, v: np.ndarray, w: np.ndarray) -> None:
-    """``h = hash_ints(values, h)`` in place (``v``, ``w``: scratch arrays of the same length)."""
+    """``h = hashInt(values, seed h)`` (:func:`_hash_int`) in place; ``v``, ``w``: scratch arrays."""
     np.copyto(v, values.astype(np.int32, copy=False).view(np.uint32), casting="unsafe")
     np.multiply(v, np.uint64(P1), out=v)
     np.add(h, np.uint64((P5 + 4) & _M), out=h)

@@ -171,8 +171,7 @@ def shortest_paths_neighbourhood(
     """As :func:`shortest_paths_local` with each question's graph its search graph H of
     :func:`kgbrink.synthkgqa.question_graphs.local_search_graph`, built in the same task (no H table
     in between)."""
-    wanted = pairs.groupBy("qid").agg(F.collect_list(F.struct("seed", "answer")).alias("pairs"))
-    rows = QG.search_inputs(questions, paths, cfg).select("qid", "seeds", "k", "walks").join(wanted, "qid")
+    rows = _with_pairs(QG.search_inputs(questions, paths, cfg).select("qid", "seeds", "k", "walks"), pairs)
 
     def fn(g, row):
         found = QG.search_graph_of(g, row, cfg)
@@ -198,8 +197,7 @@ def question_graphs_and_paths(
     and :func:`shortest_paths_neighbourhood` in one pass, each question's search graph H built once for
     both (the authors' ``compute_neighs_and_sp.py`` also does both in one loop)."""
     QG.check_settings(cfg)
-    wanted = pairs.groupBy("qid").agg(F.collect_list(F.struct("seed", "answer")).alias("pairs"))
-    rows = QG.search_inputs(questions, paths, cfg).select(*QG.GRAPH_INPUTS).join(wanted, "qid", "left")
+    rows = _with_pairs(QG.search_inputs(questions, paths, cfg).select(*QG.GRAPH_INPUTS), pairs, "left")
     fields = [f.split() for f in _FUSED_SCHEMA.split(", ")]
     types = {name: _PANDAS_TYPES.get(kind, object) for name, kind in fields}
 
@@ -214,12 +212,18 @@ def question_graphs_and_paths(
         return out
 
     out = QG.per_question(kg, rows, fn, _FUSED_SCHEMA)
-    graphs, sizes = QG.graph_tables(out.where(F.col("seed").isNull() & F.col("sp_h").isNull()), questions, cfg)
+    graphs, sizes = QG.graph_tables(out, questions, cfg)  # pair and SP rows have neither h nor n_final
     found = out.where(F.col("seed").isNotNull()).select(*_LOCAL_COLUMNS[:6])
     sp_triples = out.where(F.col("sp_h").isNotNull()).select(
         "qid", F.col("sp_h").alias("h"), F.col("sp_r").alias("r"), F.col("sp_t").alias("t")
     )
     return graphs, sizes, found, sp_triples
+
+
+def _with_pairs(rows: DataFrame, pairs: DataFrame, how: str = "inner") -> DataFrame:
+    """``rows`` (one per qid) with a ``pairs`` column: the question's (seed, answer) structs."""
+    wanted = pairs.groupBy("qid").agg(F.collect_list(F.struct("seed", "answer")).alias("pairs"))
+    return rows.join(wanted, "qid", how)
 
 
 def _pair_frame(value) -> pd.DataFrame:
