@@ -472,6 +472,10 @@ def test_hub_build_drops_hubs_then_downsamples_as_worked_out_by_hand(hub_build):
     assert all(q["answers"] == ["X"] for q in released if q["hard_answer"] == "X")
     card = (root / "release" / "DATA_CARD.md").read_text()
     report = (root / "report" / "report.md").read_text()
+    # the card travels with the files: it names the dataset, not where it is stored; the report says where
+    dataset = summary.params["dataset"]
+    assert card.splitlines()[0] == f"# BRINK-style variant `brink` of `{Path(dataset).name}`" and dataset not in card
+    assert dataset in report.splitlines()[0]
     for text in (card, report):
         assert "kgbrink's extension" in text
         assert "dropped before Alg. 1: 1 here" in text

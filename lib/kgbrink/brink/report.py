@@ -189,7 +189,9 @@ Largest number of questions sharing one hard answer: {top["before"]:,} before, {
 
 
 def data_card(dataset: str, name: str, settings: dict, counts: dict, files: list[str]) -> str:
-    """README-style data card of an exported variant."""
+    """README-style data card of an exported variant. It names the dataset by its last path component,
+    not its location: the same build gives the same card wherever the dataset is stored."""
+    dataset = dataset.rstrip("/").rsplit("/", 1)[-1]
     listing = "\n".join(f"- `{f}`" for f in files)
     unit = (counts.get("question_counts") or {}).get("question_unit", settings.get("question_unit", "removed_triple"))
     return f"""# BRINK-style variant `{name}` of `{dataset}`

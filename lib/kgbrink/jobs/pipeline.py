@@ -1,7 +1,8 @@
 """``kgbrink run``: the main job end to end on the embedded default.
 
 1. ``synth``: the sample KG (size and seed from config ``synth.*``) into ``<data_dir>/sample-kg``,
-   unless a sample with the same settings is already there;
+   unless a sample with the same settings is already there, or ``--input`` names a dump (a Wikidata5m
+   folder, local or s3a: the cluster run of ``make test-cluster``);
 2. ``ingest`` it into the dataset (Delta tables);
 3. ``stats`` on the configured splits;
 4. ``build``: mine rules, remove, verify, questions, export and report (:mod:`kgbrink.jobs.build`).
@@ -44,6 +45,11 @@ def _sample_is_current(directory: Path, config: Settings) -> bool:
 class RunOptions:
     dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
     sample_dir: str | None = arg(None, "where the generated sample KG goes (default: <data_dir>/sample-kg)")
+    input: str | None = arg(None, "ingest this Wikidata5m dump (local or s3a) instead of generating the sample")
+    out: str | None = arg(
+        None,
+        "local directory of the release files and report (default: in the variant; required for a dataset on s3a://)",
+    )
 
 
 @job(
@@ -57,18 +63,19 @@ def run(ctx: JobContext, opts: RunOptions) -> JobSummary:
     config = ctx.config
     dataset = config.require_dataset(opts.dataset)
     sample = Path(opts.sample_dir or Path(config.data_dir) / "sample-kg")
-    summary = ctx.begin(dataset=dataset, sample_dir=str(sample))
+    source = opts.input or str(sample)
+    summary = ctx.begin(dataset=dataset, input=source)
     steps: list[JobSummary] = []
     with ctx.step("synth"):
-        if not _sample_is_current(sample, config):
+        if opts.input is None and not _sample_is_current(sample, config):
             steps.append(ctx.run("synth", synth.SynthOptions(out=str(sample))))
     with ctx.step("ingest"):
-        ingested = ctx.run("ingest", ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(sample)))
+        ingested = ctx.run("ingest", ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=source))
     steps.append(ingested)
     with ctx.step("stats"):
         steps.append(ctx.run("stats", stats.StatsOptions(dataset=dataset)))
     with ctx.step("build"):
-        built = ctx.run("build", build.BuildOptions(dataset=dataset))
+        built = ctx.run("build", build.BuildOptions(dataset=dataset, out=opts.out))
     steps.append(built)
     build.merge_steps(summary, steps)
     kept = ingested.counts.get("kept")
