@@ -1,7 +1,9 @@
 """The distributed path on the local stack (issue 26): the make-run sample staged to the S3 server with
-boto3, ingest -> stats by spark-submit on the 2-worker standalone cluster with the Delta tables on s3a and
-tracking on the MLflow server, every table equal byte for byte to a local-mode run's; nothing listening
-beyond loopback; the credentials in no log, summary or MLflow run.
+boto3; ``kgbrink run`` (ingest -> stats -> build) and ``score`` by spark-submit on the 2-worker standalone
+cluster with the Delta tables on s3a and tracking on the MLflow server, every table equal to a local-mode
+run's and the release files byte for byte; a job surviving a killed worker; a refresh with added and
+removed triples, then the same dump again as a no-op; nothing listening beyond loopback; the credentials
+in no log, summary or MLflow run.
 
 The tests run in file order and build on each other (``make test-cluster``)."""
 
@@ -26,6 +28,8 @@ from tests.cluster.conftest import CREDENTIALS, ROOT, env, run, stack_module
 CLUSTER_CONF = "conf/cluster-local.yaml"
 DUMP = "s3a://kgbrink/dumps/sample"
 DATASET = "s3a://kgbrink/datasets/sample"
+RANKS = "s3a://kgbrink/ranks/sample/ranks.tsv"
+DUMP_V2 = "s3a://kgbrink/dumps/sample-v2"
 KGBRINK = str(ROOT / ".venv/bin/kgbrink")
 
 
@@ -104,41 +108,82 @@ def _submit(run_dir: Path, job: str, args: list[str], name: str, wait: bool = Tr
     return subprocess.Popen(command, cwd=ROOT, env=env(), stdout=out, stderr=err)
 
 
+def _ranks(sample: Path, target: Path) -> Path:
+    """A rank file of the sample's valid and test triples, both sides: ranks drawn by a hash of the row."""
+    lines = ["h\tr\tt\tside\trank\tnum_candidates"]
+    for split in ("valid", "test"):
+        for triple in (sample / f"wikidata5m_transductive_{split}.txt").read_text().splitlines():
+            for side in ("head", "tail"):
+                draw = int.from_bytes(hashlib.sha256(f"{triple}\t{side}".encode()).digest()[:8], "big")
+                lines.append(f"{triple}\t{side}\t{1 + draw % 50}\t1000")
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
 @pytest.fixture(scope="module")
-def pipelines(run_dir, sample, staged) -> dict:
-    """ingest -> stats on the cluster (input and dataset on s3a) and in local mode (local files)."""
-    out: dict = {"cluster": {}, "local": {}, "seconds": {}}
-    ingest = ["--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET]
-    seconds = _submit(run_dir, "ingest", [*ingest, "--json", str(run_dir / "ingest-cluster.json")], "ingest-cluster")
-    seconds += _submit(
-        run_dir, "stats", ["--dataset", DATASET, "--json", str(run_dir / "stats-cluster.json")], "stats-cluster"
-    )
-    out["seconds"]["cluster"] = seconds
-    local = run_dir / "local"
-    conf = [
+def ranks(stack, run_dir, sample) -> dict[str, str]:
+    """The rank file, locally and uploaded to the bucket with boto3."""
+    local = _ranks(sample, run_dir / "ranks.tsv")
+    client = staging.s3_client(stack.s3_endpoint, "us-east-1", path_style=True)
+    bucket, key = staging.parse_uri(RANKS)
+    client.upload_file(str(local), bucket, key)
+    return {"local": str(local), "cluster": RANKS}
+
+
+def _local_conf(local: Path) -> list[str]:
+    return [
         "--conf", "conf/local.yaml", "--set", f"tracking.uri=sqlite:///{local}/mlflow.db",
         "--set", f"tracking.artifact_location={local}/mlflow-artifacts", "--set", f"log_dir={local}/logs",
     ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pipelines(run_dir, sample, staged, ranks) -> dict:
+    """``kgbrink run`` (ingest -> stats -> build) then ``score``, on the cluster (input, dataset and rank file
+    on s3a, release files into a local folder) and in local mode (local files)."""
+    out: dict = {"cluster": {}, "local": {}, "seconds": {"cluster": {}, "local": {}}}
+    seconds = out["seconds"]
+    run_args = ["--input", DUMP + "/", "--dataset", DATASET, "--out", str(run_dir / "release-cluster")]
+    summary = ["--json", str(run_dir / "run-cluster.json")]
+    seconds["cluster"]["run"] = _submit(run_dir, "run_pipeline", [*run_args, *summary], "run-cluster")
+    score_args = ["--ranks", ranks["cluster"], "--dataset", DATASET, "--json", str(run_dir / "score-cluster.json")]
+    seconds["cluster"]["score"] = _submit(run_dir, "score", score_args, "score-cluster")
+    local = run_dir / "local"
     dataset = str(local / "datasets/sample")
-    ingest = ["--format", "wikidata5m", "--input", str(sample), "--dataset", dataset]
-    seconds = run(
-        [KGBRINK, "ingest", *conf, *ingest, "--json", str(run_dir / "ingest-local.json")], run_dir, "ingest-local"
-    )
-    stats = ["--dataset", dataset, "--json", str(run_dir / "stats-local.json")]
-    seconds += run([KGBRINK, "stats", *conf, *stats], run_dir, "stats-local")
-    out["seconds"]["local"] = seconds
+    run_args = ["--input", str(sample), "--dataset", dataset, "--out", str(run_dir / "release-local")]
+    summary = ["--json", str(run_dir / "run-local.json")]
+    seconds["local"]["run"] = run([KGBRINK, "run", *_local_conf(local), *run_args, *summary], run_dir, "run-local")
+    score_args = ["--ranks", ranks["local"], "--dataset", dataset, "--json", str(run_dir / "score-local.json")]
+    seconds["local"]["score"] = run([KGBRINK, "score", *_local_conf(local), *score_args], run_dir, "score-local")
     for mode in ("cluster", "local"):
-        for job in ("ingest", "stats"):
+        for job in ("run", "score"):
             out[mode][job] = json.loads((run_dir / f"{job}-{mode}.json").read_text())
     with open(run_dir.parent / "test-cluster-times.txt", "a") as times:
-        ratio = out["seconds"]["cluster"] / out["seconds"]["local"]
-        times.write(f"ingest+stats cluster/local ratio {ratio:.2f}\n")
+        for job in ("run", "score"):
+            ratio = seconds["cluster"][job] / seconds["local"][job]
+            times.write(f"{job} cluster/local ratio {ratio:.2f}\n")
     return out
 
 
+def _step(summary: dict, step: str) -> dict:
+    """The outputs of ``step`` (``ingest``, ``stats``, ``build``) of a ``run`` summary, by table name."""
+    return {k.split(".", 1)[1]: v for k, v in summary["outputs"].items() if k.split(".", 1)[0] == step}
+
+
 def _canonical_csv(spark, path: str, version: int, target: Path) -> str:
-    """The table at ``path`` (``version``) as CSV with its rows sorted by every column; its SHA-256."""
+    """The table at ``path`` (``version``) as CSV, nested columns as JSON, rows sorted by every column;
+    its SHA-256."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
     frame = spark.read.format("delta").option("versionAsOf", version).load(path)
+    nested = (ArrayType, MapType, StructType)
+    frame = frame.select(
+        *(
+            F.to_json(F.col(f"`{f.name}`")).alias(f.name) if isinstance(f.dataType, nested) else F.col(f"`{f.name}`")
+            for f in frame.schema
+        )
+    )
     frame.toPandas().sort_values(list(frame.columns), kind="mergesort").to_csv(target, index=False)
     return hashlib.sha256(target.read_bytes()).hexdigest()
 
@@ -169,15 +214,39 @@ def _same_tables(spark, outputs: dict, expected: dict, exported: Path) -> list[s
     return compared
 
 
-def test_ingest_and_stats_on_the_cluster_equal_local_mode(stack, run_dir, pipelines, reader):
+def _files(directory: Path) -> dict[str, str]:
+    """``relative path -> SHA-256`` of every file under ``directory``."""
+    return {
+        p.relative_to(directory).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_the_pipeline_and_its_scores_on_the_cluster_equal_local_mode(stack, run_dir, pipelines, reader):
+    cluster, local = pipelines["cluster"], pipelines["local"]
+    for job in ("run", "score"):
+        assert cluster[job]["status"] == local[job]["status"] == "ok"
+        assert cluster[job]["counts"] == local[job]["counts"], job
+    assert all(o["path"].startswith(DATASET + "/") for o in cluster["run"]["outputs"].values())
     compared = []
-    for job in ("ingest", "stats"):
-        cluster, local = pipelines["cluster"][job], pipelines["local"][job]
-        assert cluster["status"] == local["status"] == "ok"
-        assert cluster["counts"] == local["counts"], job
-        assert all(o["path"].startswith(DATASET + "/") for o in cluster["outputs"].values())
-        compared += _same_tables(reader, cluster["outputs"], local["outputs"], run_dir / "exported" / job)
-    assert {"entities", "relations", "triples", "entity_popularity", "relation_statistics"} <= set(compared)
+    for step in ("ingest", "stats", "build"):
+        outputs, expected = _step(cluster["run"], step), _step(local["run"], step)
+        compared += _same_tables(reader, outputs, expected, run_dir / "exported" / step)
+    assert {"entities", "triples", "entity_popularity", "mine.rules", "remove.removed"} <= set(compared)
+    assert {"questions.questions", "remove.complete", "remove.incomplete"} <= set(compared)
+    # the release files, byte for byte; the build report names where the dataset is, and only that differs
+    release = {mode: run_dir / f"release-{mode}" for mode in ("cluster", "local")}
+    files = {mode: _files(folder) for mode, folder in release.items()}
+    report = "report/report.md"
+    assert sorted(files["cluster"]) == sorted(files["local"]) and "DATA_CARD.md" in files["local"]
+    differ = sorted(name for name, digest in files["cluster"].items() if files["local"][name] != digest)
+    assert differ in ([], [report]), differ
+    texts = [(release[m] / report).read_text() for m in ("cluster", "local")]
+    assert texts[0].replace(DATASET, "DATASET") == texts[1].replace(local["run"]["params"]["dataset"], "DATASET")
+    # the scores: same results, and the same results table
+    assert cluster["score"]["counts"]["scored"] == 200
+    assert _same_tables(reader, cluster["score"]["outputs"], local["score"]["outputs"], run_dir / "exported" / "score")
 
 
 def test_a_job_survives_a_killed_worker_with_identical_output(stack, run_dir, pipelines, reader):
@@ -209,10 +278,120 @@ def test_a_job_survives_a_killed_worker_with_identical_output(stack, run_dir, pi
     assert returncode == 0, err[-4000:]
     assert "Lost executor" in err or "worker lost" in err.lower()  # the kill reached the job
     done = json.loads(summary.read_text())
-    compared = _same_tables(
-        reader, done["outputs"], pipelines["local"]["stats"]["outputs"], run_dir / "exported" / "kill"
-    )
+    local = _step(pipelines["local"]["run"], "stats")
+    compared = _same_tables(reader, done["outputs"], local, run_dir / "exported" / "kill")
     assert "entity_popularity" in compared
+
+
+NEW_ENTITIES = [f"Q99{i:04d}" for i in range(1, 11)]
+SPLITS = ("train", "valid", "test")
+
+
+def _dropped(line: str) -> bool:
+    return hashlib.sha256(line.encode()).digest()[0] < 3  # about 1.2% of the lines
+
+
+def _keys(lines) -> tuple[set[str], set[str]]:
+    parts = [line.split("\t") for line in lines]
+    return {p[0] for p in parts} | {p[2] for p in parts}, {p[1] for p in parts}
+
+
+@pytest.fixture(scope="module")
+def dump_v2(run_dir, sample) -> dict:
+    """The sample with about 1% of its triples removed (``_dropped``) and 42 added, all of 10 new entities:
+    4 train triples of each and a test triple of the first two; staged to the bucket with boto3."""
+    target = run_dir / "sample-v2"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(sample, target)
+    old = {s: (sample / f"wikidata5m_transductive_{s}.txt").read_text().splitlines() for s in SPLITS}
+    relations = sorted({line.split("\t")[1] for line in old["train"][:200]})[:5]
+    tails = [line.split("\t")[2] for line in old["train"][:10]]
+    added = {
+        "train": [f"{e}\t{r}\t{tails[i]}" for i, e in enumerate(NEW_ENTITIES) for r in relations[:4]],
+        "valid": [],
+        "test": [f"{e}\t{relations[4]}\t{tails[0]}" for e in NEW_ENTITIES[:2]],
+    }
+    new = {s: [x for x in old[s] if not _dropped(x)] + added[s] for s in SPLITS}
+    for split, lines in new.items():
+        (target / f"wikidata5m_transductive_{split}.txt").write_text("".join(x + "\n" for x in lines))
+    summary = run_dir / "stage-v2.json"
+    args = ["--conf", CLUSTER_CONF, "--input", str(target), "--to", DUMP_V2, "--json", str(summary)]
+    run([KGBRINK, "stage", *args], run_dir, "stage-v2")
+    removed = {s: [x for x in old[s] if _dropped(x)] for s in SPLITS}
+    return {"old": old, "new": new, "added": added, "removed": removed, "stage": json.loads(summary.read_text())}
+
+
+def _refresh(run_dir: Path, name: str) -> dict:
+    summary = run_dir / f"{name}.json"
+    args = ["--format", "wikidata5m", "--input", DUMP_V2 + "/", "--dataset", DATASET]
+    args += ["--out", str(run_dir / "refresh-release"), "--json", str(summary)]
+    _submit(run_dir, "refresh", args, name)
+    return json.loads(summary.read_text())
+
+
+@pytest.fixture(scope="module")
+def refreshed(run_dir, pipelines, dump_v2) -> dict:
+    """The changed dump refreshed into the cluster's dataset, then the same dump again."""
+    return {"first": _refresh(run_dir, "refresh-cluster"), "again": _refresh(run_dir, "refresh-again")}
+
+
+def _by_key(spark, table: dict, version: int) -> dict[str, int]:
+    frame = spark.read.format("delta").option("versionAsOf", version).load(table)
+    return {r["key"]: r["id"] for r in frame.select("key", "id").collect()}
+
+
+def test_a_refresh_on_the_cluster_merges_the_changed_dump(stack, run_dir, dump_v2, refreshed, reader):
+    done = refreshed["first"]
+    assert dump_v2["stage"]["changed"] is True
+    assert done["status"] == "ok" and done["counts"]["changed"] is True
+    counts = done["counts"]
+    # the change counts, exactly: what the dump added and removed per split
+    added = {s: len(dump_v2["added"][s]) for s in SPLITS}
+    removed = {s: len(dump_v2["removed"][s]) for s in SPLITS}
+    assert added["train"] == 40 and added["test"] == 2 and sum(removed.values()) > 1000
+    assert counts["triples_added_per_split"] == added
+    assert counts["triples_removed_per_split"] == removed
+    unchanged = {s: len(dump_v2["old"][s]) - removed[s] for s in SPLITS}
+    assert counts["triples_unchanged_per_split"] == unchanged
+    # new and retired keys: the ten new entities; what only removed triples used
+    entities_v2, relations_v2 = _keys(x for s in SPLITS for x in dump_v2["new"][s])
+    gone_entities, gone_relations = _keys(x for s in SPLITS for x in dump_v2["removed"][s])
+    assert counts["new_entities"] == len(NEW_ENTITIES) and counts["new_relations"] == 0
+    assert counts["retired_entities"] == len(gone_entities - entities_v2)
+    assert counts["retired_relations"] == len(gone_relations - relations_v2)
+    # known keys keep their ids; the new keys are numbered after them
+    versions = counts["versions"]
+    path = f"{DATASET}/entities"
+    before = _by_key(reader, path, versions["before"]["entities"])
+    after = _by_key(reader, path, versions["after"]["entities"])
+    assert {k: after[k] for k in before} == before
+    assert sorted(set(after) - set(before)) == NEW_ENTITIES
+    assert min(after[k] for k in NEW_ENTITIES) > max(before.values())
+    # the merged triples are the new dump's
+    triples = reader.read.format("delta").option("versionAsOf", versions["after"]["triples"])
+    triples = triples.load(f"{DATASET}/triples")
+    names = {i: k for k, i in after.items()}
+    relation_names = {i: k for k, i in _by_key(reader, f"{DATASET}/relations", versions["after"]["relations"]).items()}
+    merged = {
+        (f"{names[r['h']]}\t{relation_names[r['r']]}\t{names[r['t']]}", r["split"])
+        for r in triples.select("h", "r", "t", "split").collect()
+    }
+    assert merged == {(x, s) for s in SPLITS for x in dump_v2["new"][s]}
+    # downstream: statistics recomputed, the variant rebuilt (release files written), the score run again
+    acted = {(d["kind"], d["name"]): d["action"] for d in done["downstream"]}
+    assert {a for (kind, _), a in acted.items() if kind == "stats"} == {"recompute"}
+    assert acted[("variant", "brink")] == "rebuild"
+    assert [a for (kind, _), a in acted.items() if kind == "score"] == ["rescore"]
+    assert (run_dir / "refresh-release" / "brink" / "DATA_CARD.md").is_file()
+
+
+def test_the_same_dump_again_is_a_no_op_that_says_so(refreshed):
+    first, again = refreshed["first"], refreshed["again"]
+    assert again["status"] == "ok" and again["counts"]["changed"] is False
+    assert again["counts"]["triples_added"] == again["counts"]["triples_removed"] == 0
+    assert {d["action"] for d in again["downstream"]} == {"skip"}
+    assert again["counts"]["versions"]["before"] == again["counts"]["versions"]["after"]
+    assert again["counts"]["versions"]["after"] == first["counts"]["versions"]["after"]
 
 
 def _mlflow(stack, path: str, **query) -> dict:
@@ -224,7 +403,7 @@ def _mlflow(stack, path: str, **query) -> dict:
 
 def test_cluster_runs_are_tracked_on_the_server_with_artifacts_in_the_bucket(stack, pipelines):
     client = staging.s3_client(stack.s3_endpoint, "us-east-1", path_style=True)
-    for job in ("ingest", "stats"):
+    for job in ("run", "score"):
         run_id = pipelines["cluster"][job]["mlflow_run_id"]
         info = _mlflow(stack, "runs/get", run_id=run_id)["run"]
         assert info["info"]["status"] == "FINISHED"
@@ -255,9 +434,7 @@ def _texts(stack, run_dir: Path, pipelines) -> dict[str, str]:
     )
     with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - loopback
         runs = json.loads(response.read())["runs"]
-    assert {pipelines["cluster"][j]["mlflow_run_id"] for j in ("ingest", "stats")} <= {
-        r["info"]["run_id"] for r in runs
-    }
+    assert {pipelines["cluster"][j]["mlflow_run_id"] for j in ("run", "score")} <= {r["info"]["run_id"] for r in runs}
     client = staging.s3_client(stack.s3_endpoint, "us-east-1", path_style=True)
     for record in runs:
         texts[f"mlflow run {record['info']['run_id']}"] = json.dumps(record)
@@ -273,7 +450,7 @@ def test_the_credentials_are_in_no_log_summary_or_mlflow_run(stack, run_dir, pip
     texts = _texts(stack, run_dir, pipelines)
     # the search looks where the runs left their traces: executor logs, spark-submit output, summaries
     assert any("/work/" in p and p.endswith("stderr") for p in texts), "no executor log found"
-    assert any(p.endswith("ingest-cluster.err") for p in texts) and any(p.startswith("mlflow run") for p in texts)
+    assert any(p.endswith("run-cluster.err") for p in texts) and any(p.startswith("mlflow run") for p in texts)
     leaks = sorted((where, key) for where, text in texts.items() for key, value in secrets.items() if value in text)
     assert leaks == []
     # the search itself finds a value where one is (the stack's own credentials file)
