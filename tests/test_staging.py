@@ -94,6 +94,36 @@ def test_stage_uploads_with_checksums_and_writes_the_manifest_last(s3, dump):
     assert body["files"][2]["etag"] == head["ETag"]
 
 
+def test_a_multipart_upload_is_checked_against_its_parts_composite_sha256(s3, tmp_path, monkeypatch):
+    """Above PART_BYTES a file goes up in parts; the store keeps the SHA-256 of the parts' SHA-256s (moto
+    without AWS's "-<parts>" suffix), which the upload checks, and a fetch gets the same bytes back."""
+    monkeypatch.setattr(staging, "PART_BYTES", 5 << 20)
+    directory = tmp_path / "big"
+    directory.mkdir()
+    parts = [bytes([i]) * (5 << 20) for i in (1, 2)] + [b"tail"]
+    (directory / "train.txt").write_bytes(b"".join(parts))
+    result = staging.stage(s3, directory, f"s3://{BUCKET}/big", "v1")
+    head = s3.head_object(Bucket=BUCKET, Key="big/train.txt", ChecksumMode="ENABLED")
+    composite = hashlib.sha256(b"".join(hashlib.sha256(p).digest() for p in parts)).digest()
+    assert head["ChecksumSHA256"].split("-")[0] == base64.b64encode(composite).decode()
+    assert staging.composite_sha256(directory / "train.txt", 5 << 20) == (base64.b64encode(composite).decode(), 3)
+    assert result.manifest.files["train.txt"].etag == head["ETag"] and head["ETag"].endswith('-3"')
+    fetched = staging.fetch(s3, f"s3://{BUCKET}/big", tmp_path / "back")
+    assert fetched.downloaded == ["train.txt"] and (tmp_path / "back" / "train.txt").read_bytes() == b"".join(parts)
+
+
+def test_a_stored_checksum_that_matches_nothing_fails_the_upload(s3, tmp_path, monkeypatch):
+    directory = tmp_path / "one"
+    directory.mkdir()
+    (directory / "train.txt").write_bytes(b"abc")
+    real_head = staging._head
+    monkeypatch.setattr(
+        staging, "_head", lambda *a: {**real_head(*a), "ChecksumSHA256": base64.b64encode(b"x" * 32).decode()}
+    )
+    with pytest.raises(staging.StagingError, match="train.txt: the stored SHA-256 .* is neither the file's"):
+        staging.stage(s3, directory, f"s3://{BUCKET}/one", "v1")
+
+
 def test_an_unchanged_dump_writes_nothing(s3, dump):
     staging.stage(s3, dump, f"s3://{BUCKET}/w5m", "v1")
     before = s3.head_object(Bucket=BUCKET, Key=f"w5m/{MANIFEST}")["ETag"]

@@ -9,8 +9,10 @@ and the dump version. The manifest's name starts with ``_``, so Spark and Hadoop
   files, and files whose object no longer has the ETag the manifest recorded (changed behind its back);
   it deletes the objects of files the directory no longer has, then writes the new manifest. Each upload
   sends the body's SHA-256 (``ChecksumAlgorithm=SHA256``), which the store verifies (per part for a
-  multipart upload), and the object is checked after upload (size, the full-object SHA-256 where the
-  store returns one). An unchanged directory writes nothing.
+  multipart upload), and the object is checked after upload: its size, and the SHA-256 the store
+  returns: the file's, or for a multipart upload the SHA-256 of its parts' SHA-256s (S3's composite
+  checksum, with or without AWS's ``-<parts>`` suffix), computed here from the file. An unchanged
+  directory writes nothing.
 - :func:`fetch` downloads every file a manifest lists, checks its size and SHA-256 before moving it into
   place, and skips local files that already match.
 
@@ -33,6 +35,8 @@ MANIFEST = "_kgbrink_manifest.json"
 MANIFEST_FORMAT = 1
 SCHEMES = ("s3://", "s3a://", "s3n://")
 CHUNK = 8 << 20
+# Files above this size are uploaded in parts of this size (multipart; S3's minimum part is 5 MiB).
+PART_BYTES = 64 << 20
 
 
 class StagingError(RuntimeError):
@@ -194,6 +198,20 @@ def _head(client: Any, bucket: str, key: str) -> dict | None:
         raise
 
 
+def _b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode()
+
+
+def composite_sha256(path: Path, part_bytes: int) -> tuple[str, int]:
+    """S3's composite checksum of a multipart upload in parts of ``part_bytes``: base64 of the SHA-256 of
+    the concatenated part SHA-256s; and the number of parts."""
+    digests = []
+    with open(path, "rb") as handle:
+        while part := handle.read(part_bytes):
+            digests.append(hashlib.sha256(part).digest())
+    return _b64(hashlib.sha256(b"".join(digests)).digest()), len(digests)
+
+
 def upload(client: Any, path: Path, bucket: str, key: str, entry: FileEntry) -> str:
     """Upload ``path`` with its SHA-256 sent for the store to verify; check the stored object; its ETag."""
     from boto3.s3.transfer import TransferConfig
@@ -203,7 +221,7 @@ def upload(client: Any, path: Path, bucket: str, key: str, entry: FileEntry) -> 
         bucket,
         key,
         ExtraArgs={"ChecksumAlgorithm": "SHA256", "Metadata": {"sha256": entry.sha256}},
-        Config=TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20),
+        Config=TransferConfig(multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES),
     )
     head = _head(client, bucket, key)
     if head is None:
@@ -212,8 +230,13 @@ def upload(client: Any, path: Path, bucket: str, key: str, entry: FileEntry) -> 
     if head["ContentLength"] != entry.size:
         problems.append(f"{head['ContentLength']} bytes stored, {entry.size} sent")
     stored = head.get("ChecksumSHA256")
-    if stored and "-" not in stored and stored != base64.b64encode(bytes.fromhex(entry.sha256)).decode():
-        problems.append("the stored SHA-256 differs from the file's")
+    if stored:
+        expected = {_b64(bytes.fromhex(entry.sha256))}
+        if entry.size > PART_BYTES:  # a multipart upload: the composite checksum, as AWS or moto spell it
+            composite, parts = composite_sha256(path, PART_BYTES)
+            expected |= {composite, f"{composite}-{parts}"}
+        if stored not in expected:
+            problems.append(f"the stored SHA-256 {stored} is neither the file's nor its parts' composite")
     if head.get("Metadata", {}).get("sha256") != entry.sha256:
         problems.append("the object's sha256 metadata differs from the file's")
     if problems:
