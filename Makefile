@@ -17,7 +17,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster airflow-venv airflow-lock test-k8s test-airflow bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster airflow-venv airflow-lock test-k8s test-airflow bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain bench-s3a bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -159,6 +159,14 @@ bench-build: setup
 # partitioning, outputs compared byte for byte (about 70 minutes per run on 2 cores).
 bench-chain: setup
 	$(BIN)/python benchmarks/bench_chain.py --partitions 8:64m 3:16m
+
+# Ingest of the 20M-triple dump from s3a (the local stack's S3 server) against local files; the stack is
+# brought up and stopped around it (about 15 minutes).
+bench-s3a: setup cluster-venv $(JARS)/s3/.resolved
+	$(BIN)/python infra/cluster/stack.py up || { $(PYTHON) infra/cluster/stack.py down; exit 1; }
+	set -a; . $${KGBRINK_CLUSTER_DIR:-data/cluster}/aws.env; set +a; \
+	  SPARK_LOCAL_IP=127.0.0.1 AWS_EC2_METADATA_DISABLED=true $(BIN)/python benchmarks/bench_s3a_ingest.py --sizes 20000000; \
+	  status=$$?; $(PYTHON) infra/cluster/stack.py down; exit $$status
 
 # Mine BRINK Family and the PROBE datasets (max_atoms 3 and 4): regression fixtures in tests/fixtures/rules/.
 rule-fixtures: setup
