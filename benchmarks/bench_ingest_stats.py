@@ -24,12 +24,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import duckdb_peer
-from harness import jvm_peak_rss_mb, machine, process_peak_rss_mb
+from harness import generated_kg, jvm_peak_rss_mb, new_results, process_peak_rss_mb
 
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import spark_session
 from kgbrink.core.settings import load_config
-from kgbrink.jobs import ingest, stats, synth
+from kgbrink.jobs import ingest, stats
 
 
 def main() -> None:
@@ -40,21 +40,14 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(args.conf)
     out = Path(args.out)
-    results = {
-        "machine": machine(),
-        "command": " ".join(["python", *sys.argv]),
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "runs": [],
-    }
+    results = new_results()
 
     start = time.perf_counter()
     spark = spark_session(config)
     results["spark_startup_seconds"] = round(time.perf_counter() - start, 2)
     threads = spark.sparkContext.defaultParallelism
     for size in args.sizes:
-        kg = out / f"kg-{size}"
-        if not (kg / "synth_manifest.json").is_file():
-            synth.run(JobContext(None, config), synth.SynthOptions(out=str(kg), triples=size, seed=7))
+        kg = generated_kg(config, out, size)
         dataset = out / f"ds-{size}"
         shutil.rmtree(dataset, ignore_errors=True)
         t0 = time.perf_counter()

@@ -24,18 +24,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from harness import jvm_peak_rss_mb, load, machine, process_peak_rss_mb
+from harness import generated_kg, jvm_peak_rss_mb, load, machine, process_peak_rss_mb
 
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import spark_session
 from kgbrink.core.settings import load_config
-from kgbrink.jobs import ingest, okgqa, perturb, synth
+from kgbrink.jobs import ingest, okgqa, perturb
 
 
 def prepare(spark, config, out: Path, size: int) -> Path:
-    kg, dataset = out / f"kg-{size}", out / f"okgqa-ds-{size}"
-    if not (kg / "synth_manifest.json").is_file():
-        synth.run(JobContext(None, config), synth.SynthOptions(out=str(kg), triples=size, seed=7))
+    kg, dataset = generated_kg(config, out, size), out / f"okgqa-ds-{size}"
     if not (dataset / "triples" / "_delta_log").is_dir():
         ingest.run(
             JobContext(spark, config), ingest.IngestOptions(dataset=str(dataset), format="wikidata5m", input=str(kg))

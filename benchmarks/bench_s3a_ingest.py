@@ -28,12 +28,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from harness import jvm_peak_rss_mb, machine
+from harness import generated_kg, jvm_peak_rss_mb, new_results
 
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import spark_session
 from kgbrink.core.settings import load_config
-from kgbrink.jobs import ingest, synth
+from kgbrink.jobs import ingest
 from kgbrink.storage import staging
 
 
@@ -61,19 +61,12 @@ def main() -> None:
     config = load_config(ROOT / args.conf, overrides)
     out = Path(args.out)
     client = staging.s3_client(layout.s3_endpoint, "us-east-1", path_style=True)
-    results = {
-        "machine": machine(),
-        "command": " ".join(["python", *sys.argv]),
-        "date": time.strftime("%Y-%m-%d %H:%M"),
-        "runs": [],
-    }
+    results = new_results()
     start = time.perf_counter()
     spark = spark_session(config)
     results["spark_startup_seconds"] = round(time.perf_counter() - start, 2)
     for size in args.sizes:
-        kg = out / f"kg-{size}"
-        if not (kg / "synth_manifest.json").is_file():
-            synth.run(JobContext(None, config), synth.SynthOptions(out=str(kg), triples=size, seed=7))
+        kg = generated_kg(config, out, size)
         dump = f"s3a://{layout.bucket}/bench/kg-{size}"
         t0 = time.perf_counter()
         staged = staging.stage(client, kg, dump)

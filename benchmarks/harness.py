@@ -50,6 +50,27 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
 
 
+def new_results() -> dict:
+    """The head of a results file: machine, the command as run, the date, and an empty list of runs."""
+    return {
+        "machine": machine(),
+        "command": " ".join(["python", *sys.argv]),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "runs": [],
+    }
+
+
+def generated_kg(config, out: Path, size: int) -> Path:
+    """``<out>/kg-<size>``: the generated KG of ``size`` triples (seed 7), generated when missing (not timed)."""
+    from kgbrink.core.jobs import JobContext
+    from kgbrink.jobs import synth
+
+    kg = out / f"kg-{size}"
+    if not (kg / "synth_manifest.json").is_file():
+        synth.run(JobContext(None, config), synth.SynthOptions(out=str(kg), triples=size, seed=7))
+    return kg
+
+
 def process_peak_rss_mb() -> float:
     """This Python process's peak resident memory (its ``ru_maxrss``), MB: DuckDB's or numpy's, run in it."""
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)

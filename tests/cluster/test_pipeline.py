@@ -335,7 +335,7 @@ def refreshed(run_dir, pipelines, dump_v2) -> dict:
     return {"first": _refresh(run_dir, "refresh-cluster"), "again": _refresh(run_dir, "refresh-again")}
 
 
-def _by_key(spark, table: dict, version: int) -> dict[str, int]:
+def _by_key(spark, table: str, version: int) -> dict[str, int]:
     frame = spark.read.format("delta").option("versionAsOf", version).load(table)
     return {r["key"]: r["id"] for r in frame.select("key", "id").collect()}
 
