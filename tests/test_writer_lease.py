@@ -76,6 +76,21 @@ def test_racing_runs_let_exactly_one_win(spark, tmp_path):
         next(lease for lease in leases if outcome[lease.owner] == "won").release()
 
 
+def test_a_lease_taken_over_cannot_complete_and_values_are_quoted(spark, tmp_path):
+    """The compare-and-set counts the rows its UPDATE changed: a run whose lease another run took records
+    nothing. Strings with quotes and backslashes are stored as given."""
+    dataset = str(tmp_path / "ds")
+    lease = WriterLease(spark, dataset, 60).acquire()
+    lease._stop_renewing()
+    odd = "it's a \\host\\ `x`"
+    assert lease._set_where({"owner": lease.owner}, {"owner": "other", "host": odd}) == 1
+    assert lease._set_where({"owner": lease.owner}, {"expires": 0.0}) == 0
+    with pytest.raises(DatasetBusy, match="the writer lease was lost; this run's writes are not recorded"):
+        lease.complete({"entities": 0, "relations": 0, "triples": 0})
+    row = read_table(spark, f"{dataset}/_writer").first()
+    assert (row["owner"], row["host"], row["completed_by"]) == ("other", odd, None)
+
+
 def test_an_ingest_refuses_a_dataset_another_run_writes(spark, config, tmp_path):
     dataset = tmp_path / "ds"
     _ingest(spark, config, dataset, ["a\tp\tb"], tmp_path)

@@ -5,9 +5,11 @@ A dataset's ``_writer`` Delta table holds one row: the run holding the dataset's
 ``relations`` and ``triples`` it wrote together.
 
 - Acquiring is a compare-and-set on that row: it is read, then updated only where ``owner`` and
-  ``expires`` are still what was read. Two runs racing both rewrite the row's one file; Delta commits one
-  and refuses the other (a concurrent-modification error), so exactly one wins. This is the same
-  guarantee the dataset's tables rely on (local files, HDFS, s3a with Delta's S3 log store).
+  ``expires`` are still what was read; the UPDATE's count of affected rows says whether it won. Two runs
+  racing both rewrite the row's one file; Delta commits one and refuses the other (a
+  concurrent-modification error), so exactly one wins. This is the same guarantee the dataset's tables
+  rely on (local files, HDFS, s3a with Delta's S3 log store). Renewing and completing update only where
+  this run is still the ``owner``: no affected row means the lease was lost.
 - A lease is free when nobody holds it, when it expired (its holder renews it every third of
   ``seconds`` while it runs), or when its holder ran on this host and that process is gone (killed).
 - Readers read the recorded versions (:func:`consistent_version`): a dictionary or triples version
@@ -55,6 +57,17 @@ def _alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _literal(value, sql_type: str) -> str:
+    """``value`` as a Spark SQL literal of ``sql_type`` (a column type of :data:`SCHEMA`)."""
+    if value is None:
+        return f"CAST(NULL AS {sql_type.upper()})"
+    if sql_type == "string":
+        return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if sql_type == "double":
+        return repr(float(value)) + "D"
+    return f"CAST({int(value)} AS {sql_type.upper()})"
 
 
 def _row(spark: SparkSession, path: str):
@@ -132,6 +145,15 @@ class WriterLease:
         columns = {k: F.lit(v).cast(TYPES[k]) for k, v in values.items()}
         DeltaTable.forPath(self.spark, self.path).update(condition, columns)
 
+    def _set_where(self, where: dict, values: dict) -> int:
+        """``UPDATE`` the row to ``values`` where every column of ``where`` is (null-safely) equal to its
+        value; the number of rows it changed (0 or 1). Delta's Python ``update`` returns no count; SQL does."""
+        assignments = ", ".join(f"{k} = {_literal(v, TYPES[k])}" for k, v in values.items())
+        condition = " AND ".join(f"{k} <=> {_literal(v, TYPES[k])}" for k, v in where.items())
+        table = "delta.`" + self.path.replace("`", "``") + "`"
+        rows = self.spark.sql(f"UPDATE {table} SET {assignments} WHERE {condition}").collect()
+        return int(rows[0][0]) if rows else 0
+
     def _held(self) -> bool:
         row = _row(self.spark, self.path)
         return row is not None and row["owner"] == self.owner
@@ -149,17 +171,14 @@ class WriterLease:
                     "wait for it to finish, or stop it"
                 )
         self.previous = row
-        seen = (F.col("owner").eqNullSafe(row["owner"])) & (F.col("expires") == F.lit(row["expires"]))
+        mine = {"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(), "expires": now + self.seconds}
         try:
-            self._update(
-                seen,
-                {"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(), "expires": now + self.seconds},
-            )
+            won = self._set_where({"owner": row["owner"], "expires": row["expires"]}, mine)
         except Exception as exc:  # noqa: BLE001 - Delta refused the commit: a concurrent run won
             if "Concurrent" not in type(exc).__name__ and "Concurrent" not in str(exc):
                 raise
-            raise DatasetBusy(f"another run took the writer lease of {self.dataset} at the same moment") from None
-        if not self._held():
+            won = 0
+        if won != 1:
             raise DatasetBusy(f"another run took the writer lease of {self.dataset} at the same moment")
         self._thread = threading.Thread(target=self._renew, name=f"lease-{self.owner[:8]}", daemon=True)
         self._thread.start()
@@ -168,8 +187,7 @@ class WriterLease:
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):
             try:
-                self._update(F.col("owner") == self.owner, {"expires": time.time() + self.seconds})
-                if not self._held():
+                if self._set_where({"owner": self.owner}, {"expires": time.time() + self.seconds}) != 1:
                     self._lost = "the lease expired and another run took it"
                     return
             except Exception as exc:  # noqa: BLE001 - a failed renewal is retried; the expiry decides
@@ -184,14 +202,19 @@ class WriterLease:
         """Record ``versions`` as the dataset's consistent state and release, in one commit; raises
         :class:`DatasetBusy` when the lease was lost on the way (the writes may mix with another run's)."""
         self._stop_renewing()
-        if self._lost or not self._held():
-            raise DatasetBusy(
-                f"{self.dataset}: {self._lost or 'the writer lease was lost'}; this run's writes are not recorded "
-                "and readers keep the last complete ingest's versions"
-            )
         values = {name: int(versions[name]) for name in RECORDED}
         values.update(owner=None, host=None, pid=None, completed_by=self.owner, completed_at=time.time())
-        self._update(F.col("owner") == self.owner, values)
+        if self._lost is None:
+            try:
+                if self._set_where({"owner": self.owner}, values) == 1:
+                    return
+            except Exception as exc:  # noqa: BLE001 - a concurrent commit: another run took the lease
+                if "Concurrent" not in type(exc).__name__ and "Concurrent" not in str(exc):
+                    raise
+        raise DatasetBusy(
+            f"{self.dataset}: {self._lost or 'the writer lease was lost'}; this run's writes are not recorded "
+            "and readers keep the last complete ingest's versions"
+        )
 
     def release(self) -> None:
         """Give the lease up without recording anything (a failed run). A lease table this run created
