@@ -70,6 +70,11 @@ def _literal(value, sql_type: str) -> str:
     return f"CAST({int(value)} AS {sql_type.upper()})"
 
 
+def _concurrent(exc: Exception) -> bool:
+    """Whether Delta refused a commit because another one got in first."""
+    return "Concurrent" in type(exc).__name__ or "Concurrent" in str(exc)
+
+
 def _row(spark: SparkSession, path: str):
     rows = spark.read.format("delta").load(path).collect()
     return rows[0] if rows else None
@@ -175,7 +180,7 @@ class WriterLease:
         try:
             won = self._set_where({"owner": row["owner"], "expires": row["expires"]}, mine)
         except Exception as exc:  # noqa: BLE001 - Delta refused the commit: a concurrent run won
-            if "Concurrent" not in type(exc).__name__ and "Concurrent" not in str(exc):
+            if not _concurrent(exc):
                 raise
             won = 0
         if won != 1:
@@ -209,7 +214,7 @@ class WriterLease:
                 if self._set_where({"owner": self.owner}, values) == 1:
                     return
             except Exception as exc:  # noqa: BLE001 - a concurrent commit: another run took the lease
-                if "Concurrent" not in type(exc).__name__ and "Concurrent" not in str(exc):
+                if not _concurrent(exc):
                     raise
         raise DatasetBusy(
             f"{self.dataset}: {self._lost or 'the writer lease was lost'}; this run's writes are not recorded "
@@ -225,7 +230,7 @@ class WriterLease:
                 delete_path(self.spark, self.path)
                 delete_if_empty(self.spark, self.dataset)
             else:
-                self._update(F.col("owner") == self.owner, {"owner": None, "host": None, "pid": None})
+                self._set_where({"owner": self.owner}, {"owner": None, "host": None, "pid": None})
         except Exception as exc:  # noqa: BLE001 - it expires anyway
             log.warning("releasing the writer lease of %s failed: %s", self.dataset, exc)
 
