@@ -268,8 +268,7 @@ def _dead(spark, held: list[WriterLease]) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
     for lease in held:
-        if lease._held():
-            lease._update(F.col("owner") == lease.owner, {"pid": dead.pid})
+        lease._set_where({"owner": lease.owner}, {"pid": dead.pid})
 
 
 def _tables(dataset: Path) -> list[str]:

@@ -9,7 +9,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from pyspark.sql import functions as F
 
 from kgbrink.core.delta import latest_version, read_table
 from kgbrink.core.jobs import JobContext
@@ -30,7 +29,7 @@ def _kill(spark, dataset: Path) -> WriterLease:
     killed._stop_renewing()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    killed._update(F.col("owner") == killed.owner, {"pid": dead.pid})
+    killed._set_where({"owner": killed.owner}, {"pid": dead.pid})
     return killed
 
 

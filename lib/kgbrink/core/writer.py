@@ -27,9 +27,7 @@ import time
 import uuid
 from pathlib import PurePosixPath
 
-from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
 from kgbrink.core.delta import latest_version, table_exists, table_path
 from kgbrink.core.files import delete_if_empty, delete_path
@@ -145,10 +143,6 @@ class WriterLease:
         except Exception:  # noqa: BLE001 - another run created it first: read theirs
             if not table_exists(self.spark, self.path):
                 raise
-
-    def _update(self, condition, values: dict) -> None:
-        columns = {k: F.lit(v).cast(TYPES[k]) for k, v in values.items()}
-        DeltaTable.forPath(self.spark, self.path).update(condition, columns)
 
     def _set_where(self, where: dict, values: dict) -> int:
         """``UPDATE`` the row to ``values`` where every column of ``where`` is (null-safely) equal to its
