@@ -153,10 +153,6 @@ class WriterLease:
         rows = self.spark.sql(f"UPDATE {table} SET {assignments} WHERE {condition}").collect()
         return int(rows[0][0]) if rows else 0
 
-    def _held(self) -> bool:
-        row = _row(self.spark, self.path)
-        return row is not None and row["owner"] == self.owner
-
     # -- lifecycle ----------------------------------------------------------------------------------
     def acquire(self) -> WriterLease:
         self._create()
@@ -220,7 +216,8 @@ class WriterLease:
         for a dataset that never had a complete ingest is removed, so a failed first run leaves nothing."""
         self._stop_renewing()
         try:
-            if self.created and recorded_versions(self.spark, self.dataset) is None and self._held():
+            row = _row(self.spark, self.path) if self.created else None
+            if row is not None and row["completed_by"] is None and row["owner"] == self.owner:
                 delete_path(self.spark, self.path)
                 delete_if_empty(self.spark, self.dataset)
             else:
