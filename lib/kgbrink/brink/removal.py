@@ -34,7 +34,7 @@ import logging
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.core.frames import with_positions
+from kgbrink.core.frames import checkpoint, with_positions
 from kgbrink.rules.model import Rule
 
 LOG = logging.getLogger(__name__)
@@ -76,15 +76,15 @@ def maximal_selection(numbered: DataFrame, reference: DataFrame, max_rounds: int
     few joins over the undecided groundings; lineage is cut every round."""
     edges = conflict_edges(numbered)
     undirected = (
-        edges.unionByName(edges.select(F.col("b").alias("a"), F.col("a").alias("b"))).distinct().localCheckpoint()
+        edges.unionByName(edges.select(F.col("b").alias("a"), F.col("a").alias("b"))).distinct().transform(checkpoint)
     )
     degree = undirected.groupBy("a").agg(F.count(F.lit(1)).alias("degree"))
     priority = (
         numbered.join(degree.withColumnRenamed("a", "gid"), "gid", "left")
         .select("gid", F.coalesce("degree", F.lit(0)).alias("degree"), selection_priority().alias("tiebreak"))
-        .localCheckpoint()
+        .transform(checkpoint)
     )
-    selected = reference.localCheckpoint()
+    selected = reference.transform(checkpoint)
     undecided = _drop_neighbours(priority.select("gid").join(selected, "gid", "left_anti"), selected, undirected)
     rounds = 0
     while not undecided.isEmpty():
@@ -105,9 +105,9 @@ def maximal_selection(numbered: DataFrame, reference: DataFrame, max_rounds: int
             ranked.join(neighbour_min.withColumnRenamed("a", "gid"), "gid", "left")
             .filter(F.col("lowest").isNull() | (mine < F.col("lowest")))
             .select("gid")
-            .localCheckpoint()
+            .transform(checkpoint)
         )
-        selected = selected.unionByName(winners).localCheckpoint()
+        selected = selected.unionByName(winners).transform(checkpoint)
         undecided = _drop_neighbours(undecided.join(winners, "gid", "left_anti"), winners, undirected)
     LOG.info("independent-set selection: %d round(s)", rounds)
     return selected
@@ -115,7 +115,7 @@ def maximal_selection(numbered: DataFrame, reference: DataFrame, max_rounds: int
 
 def _drop_neighbours(undecided: DataFrame, chosen: DataFrame, undirected: DataFrame) -> DataFrame:
     neighbours = undirected.join(chosen.withColumnRenamed("gid", "a"), "a").select(F.col("b").alias("gid")).distinct()
-    return undecided.join(neighbours, "gid", "left_anti").localCheckpoint()
+    return undecided.join(neighbours, "gid", "left_anti").transform(checkpoint)
 
 
 def select_groundings(sample: DataFrame, mode: str = "maximal") -> DataFrame:
@@ -124,15 +124,15 @@ def select_groundings(sample: DataFrame, mode: str = "maximal") -> DataFrame:
         raise ValueError(f"removal mode must be one of {', '.join(MODES)}, got {mode!r}")
     if mode == "maximal":
         return maximal_and_reference(sample)[0]
-    numbered = numbered_groundings(sample).localCheckpoint()
+    numbered = numbered_groundings(sample).transform(checkpoint)
     return numbered.join(reference_selection(numbered), "gid").drop("gid")
 
 
 def maximal_and_reference(sample: DataFrame) -> tuple[DataFrame, DataFrame]:
     """The groundings of the maximal selection and of the one-pass reference selection it grows from,
     sharing one numbering and one reference pass."""
-    numbered = numbered_groundings(sample).localCheckpoint()
-    reference = reference_selection(numbered).localCheckpoint()
+    numbered = numbered_groundings(sample).transform(checkpoint)
+    reference = reference_selection(numbered).transform(checkpoint)
     return numbered.join(maximal_selection(numbered, reference), "gid").drop("gid"), numbered.join(
         reference, "gid"
     ).drop("gid")

@@ -5,9 +5,24 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.core.session import session_setting
+from kgbrink.core.session import CHECKPOINT_MODE, session_setting
 
 _INDEX_BITS = 33  # monotonically_increasing_id() = (partition index << 33) + row index within the partition
+
+
+def checkpoint(frame: DataFrame, eager: bool = True) -> DataFrame:
+    """``frame`` materialized with its lineage cut, as the running job's ``spark.checkpoint`` setting says
+    (:func:`kgbrink.core.session.job_checkpoints`): ``reliable`` writes it as files under the job's
+    checkpoint folder, so it outlives the executors that computed it; ``local`` (also outside a job) keeps
+    its blocks on those executors, faster but lost with them. The one place a step cuts lineage."""
+    if checkpoint_mode(frame.sparkSession) == "reliable":
+        return frame.checkpoint(eager)
+    return frame.localCheckpoint(eager)
+
+
+def checkpoint_mode(spark) -> str:
+    """``reliable`` or ``local``: how :func:`checkpoint` cuts lineage in the running job."""
+    return spark.conf.get(CHECKPOINT_MODE, "local")
 
 
 def with_positions(frame: DataFrame, order: list[str | Column], column: str, start: int = 0) -> DataFrame:
@@ -18,15 +33,14 @@ def with_positions(frame: DataFrame, order: list[str | Column], column: str, sta
     Unlike ``row_number()`` over an unpartitioned window, which moves every row into one task, the rows
     are range-partitioned by ``order`` and sorted within their range; a row's position is the number of
     rows in the ranges before it (one count per range reaches the driver) plus its index in its range
-    (``monotonically_increasing_id`` taken right after the sort). Runs one job and returns a frame
-    built on a local checkpoint, so the numbering is computed once."""
+    (``monotonically_increasing_id`` taken right after the sort). The numbered rows are checkpointed
+    (:func:`checkpoint`), so the counts and the positions come from one computation; recomputed, a range
+    gives the same rows in the same order (the order is total), so the same positions."""
     mark = "_kgbrink_mid"
     numbered = (
-        frame.repartitionByRange(*order)
-        .sortWithinPartitions(*order)
-        .withColumn(mark, F.monotonically_increasing_id())
-        .localCheckpoint()
+        frame.repartitionByRange(*order).sortWithinPartitions(*order).withColumn(mark, F.monotonically_increasing_id())
     )
+    numbered = checkpoint(numbered)
     part = F.shiftright(F.col(mark), _INDEX_BITS)
     counts = sorted((row[0], row[1]) for row in numbered.groupBy(part.alias("part")).count().collect())
     pairs, offset = [], start
@@ -86,9 +100,9 @@ def hash_partitioned(frame: DataFrame, on: list[str] | None = None) -> DataFrame
     join on the partitioning columns shuffles only its other side. Without ``on``: the distinct rows
     (:func:`distinct_in_tasks`), partitioned on all columns; with ``on``: the rows as they are, partitioned
     on those columns. The checkpoint runs with adaptive execution off: with it on, Spark 4.2 records no
-    partitioning for a local checkpoint and every later join shuffles the rows again."""
+    partitioning for a checkpoint and every later join shuffles the rows again."""
     spark = frame.sparkSession
     n = int(spark.conf.get("spark.sql.shuffle.partitions"))
     with session_setting(spark, "spark.sql.adaptive.enabled", "false"):
         parted = distinct_in_tasks(frame, n) if on is None else frame.repartition(n, *on)
-        return parted.localCheckpoint()
+        return checkpoint(parted)

@@ -20,6 +20,7 @@ from typing import Any
 from kgbrink.core import catalog
 from kgbrink.core.console import Progress
 from kgbrink.core.delta import TableVersion, read_table, write_table
+from kgbrink.core.session import job_checkpoints
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
 from kgbrink.core.writer import consistent_version
@@ -83,6 +84,7 @@ class JobContext:
     summary: JobSummary = field(default_factory=lambda: JobSummary(""))
     progress: Progress = field(default_factory=Progress)
     records: dict = field(default_factory=dict)  # the datasets' recorded versions, read once per job
+    nested: bool = False  # a job run by another job (shares that job's checkpoints)
 
     def begin(self, **params: Any) -> JobSummary:
         """The job's summary with its parameters recorded."""
@@ -92,9 +94,13 @@ class JobContext:
     def run(self, name: str, options: Any) -> JobSummary:
         """Run the registered job ``name`` with ``options`` in a child context; its summary is returned."""
         definition = REGISTRY[name]
-        child = JobContext(self.spark, self.config, JobSummary(name), self.progress.child(definition.steps))
+        progress = self.progress.child(definition.steps)
+        child = JobContext(self.spark, self.config, JobSummary(name), progress, nested=True)
         try:
-            return definition.run(child, options)
+            if self.nested or self.spark is None:
+                return definition.run(child, options)
+            with job_checkpoints(self.spark, self.config):
+                return definition.run(child, options)
         except Exception as exc:
             # The summary a failure carries up is the job's at each level; a failed sub-job is named in it.
             inner = getattr(exc, "summary", None)

@@ -17,6 +17,9 @@ from pyspark.sql import SparkSession
 
 from kgbrink.core.settings import ConfigError, Settings, resolve_location
 
+# The running job's checkpoint mode (setting spark.checkpoint), read by kgbrink.core.frames.checkpoint.
+CHECKPOINT_MODE = "spark.kgbrink.checkpoint"
+
 DELTA_SETTINGS = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -69,7 +72,6 @@ def spark_session(config: Settings) -> SparkSession:
     spark = builder.getOrCreate()
     require_driver_class(spark, DELTA_SETTINGS["spark.sql.extensions"], jars)
     spark.sparkContext.setLogLevel("WARN")
-    spark.sparkContext.setCheckpointDir(resolve_location(config.spark.checkpoint_dir))
     return spark
 
 
@@ -115,3 +117,24 @@ def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+
+
+@contextmanager
+def job_checkpoints(spark: SparkSession, config: Settings) -> Iterator[None]:
+    """A job's checkpoints: the mode ``spark.checkpoint`` for the block and, when it is ``reliable``, a
+    folder of the job's own under ``spark.checkpoint_dir`` (Spark names it by a UUID), removed at the end
+    whether the job succeeded or failed."""
+    mode = config.spark.checkpoint
+    with session_setting(spark, CHECKPOINT_MODE, mode):
+        if mode != "reliable":
+            yield
+            return
+        context = spark.sparkContext
+        context.setCheckpointDir(resolve_location(config.spark.checkpoint_dir))
+        folder = context.getCheckpointDir()
+        try:
+            yield
+        finally:
+            jvm = context._jvm
+            path = jvm.org.apache.hadoop.fs.Path(folder)
+            path.getFileSystem(context._jsc.hadoopConfiguration()).delete(path, True)

@@ -57,7 +57,16 @@ class SparkSettings:
         path=True,
     )
     warehouse_dir: str = setting("./data/warehouse", "spark.sql.warehouse.dir", path=True)
-    checkpoint_dir: str = setting("./data/checkpoints", "checkpoint folder of iterative jobs", path=True)
+    checkpoint_dir: str = setting(
+        "./data/checkpoints",
+        "reliable checkpoints go to a folder of their job's under it, removed at job end",
+        path=True,
+    )
+    checkpoint: str = setting(
+        "local",
+        "how a step cuts lineage: local (executor blocks, lost with their executor) or reliable (files under "
+        "checkpoint_dir, survive executor loss; the cluster profiles)",
+    )
     conf: dict[str, Any] = setting(
         LOCAL_SPARK_CONF, "Spark settings, merged key by key over these defaults (a key set to null is removed)"
     )
@@ -506,6 +515,10 @@ def _validate(settings: Settings) -> Settings:
         splits = settings.get(key)
         if splits is not None and (not splits or not all(s.strip() for s in splits)):
             raise ConfigError(f"{settings.source}: {key} must be a non-empty list of split names")
+    if settings.spark.checkpoint not in ("local", "reliable"):
+        raise ConfigError(
+            f"{settings.source}: spark.checkpoint must be local or reliable, got {settings.spark.checkpoint!r}"
+        )
     variant = settings.variant
     if variant.removal_mode not in ("maximal", "reference"):
         raise ConfigError(f"{settings.source}: variant.removal_mode must be maximal or reference")

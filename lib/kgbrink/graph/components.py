@@ -18,7 +18,7 @@ vertex, so a round reads the previous round only once. The join form reads E and
 graph twice. Nested cached plans then grow the query plan manyfold per round until the next checkpoint. The
 cost of windows: a hub's rows are in one task, where GraphFrames splits them with a skew join. The round's
 state, both directions of E with each vertex's smallest neighbour, is persisted, and the lineage is cut
-with ``localCheckpoint`` every ``checkpoint_every`` rounds. The result depends only on the graph, never
+with a checkpoint (:func:`kgbrink.core.frames.checkpoint`) every ``checkpoint_every`` rounds. The result depends only on the graph, never
 on the partitioning.
 """
 
@@ -31,6 +31,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.graph import views
 
 LOG = logging.getLogger(__name__)
@@ -85,7 +86,7 @@ def connected_components(
     """``id, component``: every node of ``triples(h, r, t)`` and of ``vertices(id)`` (if given) with the
     minimum id of its weakly connected component (an isolated vertex is its own component).
 
-    One small action per round (the convergence sum); the result is on a local checkpoint. ``stats``, if
+    One small action per round (the convergence sum); the result is checkpointed. ``stats``, if
     given, receives ``iterations``: the rounds run, the last one confirming convergence (0 when there is no
     edge). The count is also logged. Raises :class:`ComponentsNotConverged` after ``max_iter`` rounds."""
     if checkpoint_every < 1 or max_iter < 1:
@@ -106,7 +107,7 @@ def connected_components(
                 )
             iterations += 1
             following = _neighbourhoods(_small_star(_large_star(state)))
-            following = following.localCheckpoint() if iterations % checkpoint_every == 0 else following.persist()
+            following = following.transform(checkpoint) if iterations % checkpoint_every == 0 else following.persist()
             current = _label_sum(following)
             state.unpersist()
             state = following
@@ -120,7 +121,7 @@ def connected_components(
         return (
             nodes.join(labels, "id", "left")
             .select("id", F.coalesce(F.col("component"), F.col("id")).alias("component"))
-            .localCheckpoint()
+            .transform(checkpoint)
         )
     finally:
         state.unpersist()

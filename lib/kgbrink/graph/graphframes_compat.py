@@ -12,6 +12,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from kgbrink.core.frames import checkpoint_mode
 from kgbrink.graph import views
 
 GRAPHFRAME_CLASS = "org.graphframes.GraphFrame"
@@ -46,7 +47,7 @@ def connected_components_graphframes(
     if vertices is not None:
         nodes = nodes.union(vertices.select("id")).distinct()
     result = GraphFrame(nodes, views.edges(triples)).connectedComponents(
-        algorithm="two_phase", broadcastThreshold=-1, use_local_checkpoints=True
+        algorithm="two_phase", broadcastThreshold=-1, use_local_checkpoints=checkpoint_mode(spark) == "local"
     )
     id_type = nodes.schema["id"].dataType
     return result.select("id", F.col("component").cast(id_type).alias("component"))

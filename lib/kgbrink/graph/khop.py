@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.graph.hashing import u64
 
 DIRECTIONS = ("both", "out", "in")
@@ -80,7 +81,7 @@ def expand(
             new = new.withColumn("hub", F.lit(False))
         previous = visited
         visited = visited.unionByName(new.select("qid", "node", "dist", "hub"))
-        visited = visited.localCheckpoint() if step % checkpoint_every == 0 else visited.persist()
+        visited = visited.transform(checkpoint) if step % checkpoint_every == 0 else visited.persist()
         empty = visited.where(F.col("dist") == step).isEmpty()
         previous.unpersist()
         if empty:

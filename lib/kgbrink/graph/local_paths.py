@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from scipy import sparse
 from scipy.sparse import csgraph
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.graph.local import relabel, unique_triples
 
 COUNTS = ("triples", "nodes")
@@ -129,7 +130,7 @@ def shortest_paths_per_group(frame: DataFrame, pairs: DataFrame, count: str = "t
         .groupBy("pair_id")
         .cogroup(pairs.select(key, "s", "a").groupBy("pair_id"))
         .applyInPandas(run, schema)
-        .localCheckpoint()
+        .transform(checkpoint)
     )
     edges = out.where(F.col("h").isNotNull()).select("pair_id", "h", "r", "t")
     summary = out.where(F.col("h").isNull()).select("pair_id", "distance", "n_paths", "n_sp_nodes", "n_sp_triples")

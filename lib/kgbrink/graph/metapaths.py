@@ -20,6 +20,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.graph.hashing import smallest_per_key, u64
 
 
@@ -70,7 +71,7 @@ def walk(
             order = u64(seed, "key", F.lit(i), "h", "r", "t", "src")
             step, counts = smallest_per_key(step, cap, ["key"], order, ["h", "r", "t", "src"])
             caps.append(counts.where("capped").select("key"))
-        step = step.localCheckpoint()
+        step = step.transform(checkpoint)
         layers.append(step)
         state = step.select("key", F.col("dst").alias("node")).distinct()
     # backward: a state (i, node) is alive when i is its walk's last step or a complete transition leaves it
@@ -83,7 +84,7 @@ def walk(
         if back is not None:
             alive = alive.unionByName(back)
         done = step.join(alive.withColumnRenamed("node", "dst").distinct(), ["key", "dst"], "left_semi")
-        done = done.localCheckpoint()
+        done = done.transform(checkpoint)
         back = done.select("key", F.col("src").alias("node")).distinct()
         marked = step.join(
             done.select("key", "src", "h", "r", "t", F.lit(True).alias("c")), ["key", "src", "h", "r", "t"], "left"

@@ -22,6 +22,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.graph.local import personalized_pagerank
 
 INFO_COLUMNS = ["qid", "n_nodes", "iterations", "converged"]
@@ -75,7 +76,7 @@ def pagerank_local(
         .groupBy("qid")
         .cogroup(seeds.select("qid", "node").groupBy("qid"))
         .applyInPandas(run, schema)
-        .localCheckpoint()
+        .transform(checkpoint)
     )
     info = out.groupBy("qid").agg(
         F.count("*").alias("n_nodes"),
@@ -163,7 +164,7 @@ def pagerank_batched(
         )
         previous = state
         state = state.where("done").unionByName(stepped)
-        state = state.localCheckpoint() if iteration % checkpoint_every == 0 else state.persist()
+        state = state.transform(checkpoint) if iteration % checkpoint_every == 0 else state.persist()
         running = state.where(~F.col("done")).count()
         previous.unpersist()
         if running == 0:

@@ -31,14 +31,15 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.graph.views import incidence
 
 COUNTS = ("triples", "nodes")
 
 
 def _keep(frame: DataFrame, step: int, every: int) -> DataFrame:
-    """Round ``step``'s state: a local checkpoint every ``every`` rounds, otherwise persisted."""
-    return frame.localCheckpoint() if step % every == 0 else frame.persist()
+    """Round ``step``'s state: a checkpoint every ``every`` rounds, otherwise persisted."""
+    return frame.transform(checkpoint) if step % every == 0 else frame.persist()
 
 
 def _steps(triples: DataFrame, directed: bool) -> DataFrame:
@@ -202,7 +203,7 @@ def _shortest_path_nodes(steps: DataFrame, state: DataFrame, meet: DataFrame, ev
         if step % every and step < rounds:
             pending.append(marked.persist())
             continue
-        marked = marked.localCheckpoint()
+        marked = marked.transform(checkpoint)
         for frame in pending:
             frame.unpersist()
         pending = []
@@ -252,7 +253,7 @@ def shortest_path_edges(
         F.col("ds_t") + 1 + F.col("da_h") == F.col("distance")
     )
     edges = distinct.join(head, "h").join(tail, ["pair_id", "t"]).where(on_path).select("pair_id", "h", "r", "t")
-    edges = edges.localCheckpoint()
+    edges = edges.transform(checkpoint)
     one, zero = F.lit(1), F.lit(0)
     sizes = (
         sp_nodes.select("pair_id", one.alias("n_sp_nodes"), zero.alias("n_sp_triples"))
@@ -271,7 +272,7 @@ def shortest_path_edges(
             F.coalesce("n_sp_nodes", zero.cast("long")).alias("n_sp_nodes"),
             F.coalesce("n_sp_triples", zero.cast("long")).alias("n_sp_triples"),
         )
-        .localCheckpoint()
+        .transform(checkpoint)
     )
     for frame in (steps, state, meet, found, sp_nodes):
         frame.unpersist()

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
 from kgbrink.core.files import delete_path, local_dir, merge_parts, read_lines, require_files
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.settings import is_uri
 from kgbrink.core.tracking import JobFailed, JobSummary
@@ -128,15 +129,15 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
                     "line_number": F.lit(None).cast("bigint"),
                     "line": F.lit(None).cast("string"),
                 }
-            ).localCheckpoint()
+            ).transform(checkpoint)
             valid, bad = Q.classify(planted, cfg.max_edges)
             n_records = planted.count()
         else:
             require_files(spark, [opts.input])
-            records = Q.parse_lines(read_lines(spark, {"questions": [opts.input]})).localCheckpoint()
+            records = Q.parse_lines(read_lines(spark, {"questions": [opts.input]})).transform(checkpoint)
             n_records = records.count()
             valid, bad = Q.ingest(records, entities, relations, kg, cfg.max_edges)
-        valid = valid.localCheckpoint()
+        valid = valid.transform(checkpoint)
         ctx.write(
             "question_quarantine",
             bad.select(*Q.QUARANTINE_COLUMNS),
@@ -186,7 +187,7 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
     answers = None
     if opts.answers:
         with ctx.step("answers"):
-            answers = Q.answer_sets(valid, kg, cfg.max_answers).localCheckpoint()
+            answers = Q.answer_sets(valid, kg, cfg.max_answers).transform(checkpoint)
 
     with ctx.step("write"):
         table = Q.as_table(valid, answers)

@@ -25,6 +25,7 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog
 from kgbrink.core.delta import read_table, table_exists
 from kgbrink.core.files import delete_path, local_dir, merge_parts
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
@@ -157,9 +158,9 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
 
     with ctx.step("sample"):
         sampled = O.sample_triples(triples.where(F.col("split") == cfg.split), cfg.n_triples, cfg.seed)
-        queries = O.queries(sampled).localCheckpoint()
+        queries = O.queries(sampled).transform(checkpoint)
         excluded = O.excluded_entities(queries, known)
-        degrees = O.topic_degrees(kg, queries).localCheckpoint()
+        degrees = O.topic_degrees(kg, queries).transform(checkpoint)
         n_queries = queries.count()
         if queries.select("qid").distinct().count() != n_queries:
             raise JobFailed("two sampled triples share a 64-bit hash: choose another mcq.seed", summary)
@@ -191,7 +192,7 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
             for r in questions.groupBy("difficulty", "complete", "fallback").agg(F.count("*").alias("n")).collect()
         }
         complete = questions.where(F.col("complete")).drop("complete")
-        templates = R.templates(spark, relations, cfg.templates, cfg.default_templates).localCheckpoint()
+        templates = R.templates(spark, relations, cfg.templates, cfg.default_templates).transform(checkpoint)
         with_text = R.with_text(complete, entities, relations, templates, cfg.options)
         ctx.write("questions", with_text, paths["questions"], f"ProbeKGC questions {opts.name}", table="mcq.questions")
 
@@ -246,7 +247,7 @@ def _export(ctx, cfg, entities, relations, templates, out: Path, staging: str, d
         letter = F.element_at(F.array(*[F.lit(x) for x in R.LETTERS]), F.col("_fixed") + 1)
         prefix = F.when(F.col("_fixed") < 0, F.lit("")).otherwise(F.concat(F.lit("fixed_"), letter, F.lit(".")))
         variant = variant.withColumn("file", F.concat(prefix, file_name))
-        records = R.records(variant, rendering, cfg.options, F.col("_fixed"), keep=["file"]).localCheckpoint()
+        records = R.records(variant, rendering, cfg.options, F.col("_fixed"), keep=["file"]).transform(checkpoint)
         target = f"{staging}/{rendering}"
         records.orderBy("file", "id").write.mode("overwrite").partitionBy("file").json(target)
         keys = [r["file"] for r in records.select("file").distinct().collect()]

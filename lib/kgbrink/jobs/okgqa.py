@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
 from kgbrink.core.files import read_lines, require_files
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
@@ -59,9 +60,9 @@ def subgraphs(ctx: JobContext, opts: SubgraphOptions) -> JobSummary:
             parsed = Q.parse_lines(read_lines(spark, {"questions": [opts.questions]}))
         else:
             parsed = Q.from_table(spark.read.format(opts.questions_format).load(opts.questions))
-        parsed = parsed.localCheckpoint()
+        parsed = parsed.transform(checkpoint)
         seeds, bad = Q.resolve_entities(parsed, entities)
-        seeds = seeds.localCheckpoint()
+        seeds = seeds.transform(checkpoint)
         ctx.write("quarantine", bad, out["quarantine"], f"quarantine of {opts.questions}", table="okgqa.quarantine")
         reasons = {r["reason"]: r["count"] for r in ctx.written("quarantine").groupBy("reason").count().collect()}
         n_questions = parsed.where(F.col("reason").isNull()).count()

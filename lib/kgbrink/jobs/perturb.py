@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog
 from kgbrink.core.delta import read_table, table_exists
 from kgbrink.core.files import local_dir
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
@@ -124,7 +125,7 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
     s = _Scope(ctx, opts)
     summary = ctx.begin(**s.params())
     whole = s.scope == "kg"
-    original = s.original.localCheckpoint()
+    original = s.original.transform(checkpoint)
     scoped = original.select("scope_key", "h", "r", "t")
     logs, graphs, ops_counts = [], [], {}
     with ctx.step("operations"):
@@ -133,7 +134,7 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
             for method in s.methods:
                 try:
                     changed = P.perturbation(scoped, method, s.levels, seed, whole, scorer, s.cfg.er_candidates)
-                    changed = changed.localCheckpoint()
+                    changed = changed.transform(checkpoint)
                 except ScorerInputError as e:
                     raise JobFailed(f"{method}: {e}", summary) from None
                 logs.append(P.log_rows(changed, method, seed))

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog
 from kgbrink.core.delta import table_exists
 from kgbrink.core.files import local_dir
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
@@ -116,7 +117,7 @@ def _inputs(
             other, ctx.written("quarantine"), path[other], f"quarantine of {opts.questions}", f"synthkgqa.{other}"
         )
     reasons = {r["reason"]: r["count"] for r in ctx.written("quarantine").groupBy("reason").count().collect()}
-    questions = questions.localCheckpoint()
+    questions = questions.transform(checkpoint)
     n_good = questions.count()
     n_bad = sum(reasons.values())
     summary.counts.update(questions=n_good, **{f"quarantined_{k}": v for k, v in sorted(reasons.items())})
@@ -157,7 +158,7 @@ def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
         got = _inputs(ctx, opts, summary, quarantines, tables)
     with ctx.step("graphs"):
         if sp_cfg:
-            pairs = SP.seed_answer_pairs(got.questions, got.paths, sp_cfg.answers).localCheckpoint()
+            pairs = SP.seed_answer_pairs(got.questions, got.paths, sp_cfg.answers).transform(checkpoint)
             graphs, sizes, found, sp_triples = SP.question_graphs_and_paths(
                 got.kg, got.questions, got.paths, pairs, cfg
             )
@@ -281,7 +282,7 @@ def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
     with ctx.step("questions"):
         got = _inputs(ctx, opts, summary, ("sp_quarantine",), SP_TABLES, reuse_kg=cfg.graph != "neighbourhood")
     with ctx.step("shortest paths"):
-        pairs = SP.seed_answer_pairs(got.questions, got.paths, cfg.answers).localCheckpoint()
+        pairs = SP.seed_answer_pairs(got.questions, got.paths, cfg.answers).transform(checkpoint)
         if cfg.graph == "neighbourhood":
             found, sp_triples = SP.shortest_paths_neighbourhood(
                 got.kg, got.questions, got.paths, pairs, config.question_graphs

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobSummary, fail_past_bad_fraction
 from kgbrink.probe import ranking
@@ -106,7 +107,7 @@ def run(ctx: JobContext, opts: RankOptions) -> JobSummary:
             n_entities=n_entities,
             partial_candidates=opts.partial_candidates,
         )
-        outcomes = outcomes.localCheckpoint(eager=True)
+        outcomes = outcomes.transform(checkpoint)
         ranks, quarantine = ranking.split_outcomes(outcomes)
         ranks.write.mode("overwrite").parquet(f"{opts.out}/ranks")
         ctx.write("quarantine", quarantine, f"{opts.out}/quarantine", f"rank {opts.scores}", table="rank.quarantine")

@@ -22,6 +22,7 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog
 from kgbrink.core.delta import table_exists
 from kgbrink.core.files import local_dir
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
@@ -119,7 +120,7 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
         predictions = S.read_predictions(
             spark, opts.predictions, fmt, [f for f, _, _ in files], opts.model, opts.run, table
         )
-        checked = S.validate(predictions, questions).localCheckpoint()
+        checked = S.validate(predictions, questions).transform(checkpoint)
         by_reason = {
             r["reason"]: int(r["count"])
             for r in checked.filter(F.col("reason").isNotNull()).groupBy("reason").count().collect()

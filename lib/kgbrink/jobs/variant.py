@@ -22,6 +22,7 @@ from kgbrink.brink import questions, removal
 from kgbrink.core import catalog
 from kgbrink.core.delta import TableVersion, read_table, table_description, table_exists, table_path
 from kgbrink.core.files import delete_path, local_dir, write_single_file
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
@@ -169,7 +170,7 @@ def remove(ctx: JobContext, opts: RemoveOptions) -> JobSummary:
             reference_heads = removal.removed_triples(reference).count()
         else:
             selected = removal.select_groundings(sample, mode)
-        selected = selected.localCheckpoint()
+        selected = selected.transform(checkpoint)
     rule_strings = spark.createDataFrame([(r.rule_id(), r.text()) for r in rules], "rule_id string, rule string")
     provenance = selected.select(
         F.col("head.h").alias("h"),
@@ -257,18 +258,18 @@ def make_questions(ctx: JobContext, opts: OutOptions) -> JobSummary:
     )
     with ctx.step("questions"):
         sources = {"removed_triple": v.read("removed"), "grounding": v.read("provenance")}
-        picked = {u: questions.pick_questions(sources[u], s["seed"], u).localCheckpoint() for u in questions.UNITS}
+        picked = {u: questions.pick_questions(sources[u], s["seed"], u).transform(checkpoint) for u in questions.UNITS}
         keys = (
             picked["removed_triple"]
             .select(*questions.ANSWER_KEY)
             .unionByName(picked["grounding"].select(*questions.ANSWER_KEY))
         )
-        answers = questions.answer_sets(keys, v.read("complete"), s["max_answers"]).localCheckpoint()
+        answers = questions.answer_sets(keys, v.read("complete"), s["max_answers"]).transform(checkpoint)
         by_unit = {}
         for u in questions.UNITS:
             both = questions.with_answers(picked[u], answers)
             row = both.agg(F.count(F.lit(1)).alias("n"), F.count_if(F.col("answers").isNull()).alias("dropped")).first()
-            asked = both.filter(F.col("answers").isNotNull()).localCheckpoint()
+            asked = both.filter(F.col("answers").isNotNull()).transform(checkpoint)
             by_unit[u] = {
                 "candidates": row["n"],
                 "dropped_too_many_answers": row["dropped"],
@@ -322,7 +323,7 @@ def question_counts(v: Variant) -> dict | None:
 def _names(v: Variant, scheme: str, seed: int) -> DataFrame:
     """Entity names of ``scheme``, computed once per job (the private-id permutation sorts all entities)."""
     if scheme not in v.names:
-        v.names[scheme] = questions.entity_names(v.read("entities"), scheme, seed).localCheckpoint()
+        v.names[scheme] = questions.entity_names(v.read("entities"), scheme, seed).transform(checkpoint)
     return v.names[scheme]
 
 
@@ -332,9 +333,9 @@ def write_question_files(v: Variant, kept: DataFrame, s: dict, out: Path | None)
     relations = questions.relation_names(v.read("relations"))
     written = []
     for scheme in questions.SCHEMES:
-        rendered = questions.render_questions(
-            kept, _names(v, scheme, s["seed"]), relations, s["templates"]
-        ).localCheckpoint()
+        rendered = questions.render_questions(kept, _names(v, scheme, s["seed"]), relations, s["templates"]).transform(
+            checkpoint
+        )
         for split in questions.SPLITS:
             path = out / "questions" / scheme / f"{split}.jsonl"
             write_single_file(

@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from kgbrink.core.frames import distinct_packed, hash_partitioned, with_positions
+from kgbrink.core.frames import checkpoint, distinct_packed, hash_partitioned, with_positions
 from kgbrink.graph.hashing import smallest, u64, uniform
 
 TASKS = {"tail": "tail prediction", "head": "head prediction"}
@@ -51,7 +51,7 @@ def sample_triples(triples: DataFrame, n: int, seed: int) -> DataFrame:
     (spec 3.A step 1; all if fewer). Self-loops are left out: their gold would be the query entity."""
     distinct = triples.select("h", "r", "t").distinct().where(F.col("h") != F.col("t"))
     distinct = distinct.withColumn("triple_hash", u64(seed, "h", "r", "t"))
-    distinct = distinct.localCheckpoint()
+    distinct = distinct.transform(checkpoint)
     return smallest(distinct, n, "triple_hash", ["h", "r", "t"]).drop("op_rank")
 
 
@@ -119,7 +119,7 @@ class Exclusion:
         for side, fixed, other in (("tail", "h", "t"), ("head", "t", "h")):
             keys = q.where(F.col("side") == side).select(fixed, "r", "type").distinct()
             answers = self.known.select(fixed, "r", F.col(other).alias("entity")).join(keys, [fixed, "r"])
-            answers = answers.localCheckpoint()  # else the pool semi-join is pushed below, onto all known
+            answers = answers.transform(checkpoint)  # else the pool semi-join is pushed below, onto all known
             answers = answers.join(members.where(F.col("side") == side), ["r", "type", "entity"], "left_semi")
             counted = answers.groupBy(fixed, "r", "type").agg(F.count("*").alias("_n"))
             parts.append(q.where(F.col("side") == side).join(counted, [fixed, "r", "type"]).select("qid", "type", "_n"))
@@ -159,7 +159,7 @@ def excluded_entities(queries: DataFrame, known: DataFrame) -> Exclusion:
             F.coalesce("qe_answer", F.lit(False)).alias("qe_answer"),
         )
     )
-    return Exclusion(keys.localCheckpoint(), kg)
+    return Exclusion(keys.transform(checkpoint), kg)
 
 
 def topic_degrees(kg: DataFrame, queries: DataFrame) -> DataFrame:
@@ -317,13 +317,13 @@ def _first_valid(candidates: DataFrame, excluded: Exclusion, taken: DataFrame | 
     first = ok.groupBy("qid", "need", "entity").agg(F.min("draw").alias("draw"))
     rank = F.row_number().over(Window.partitionBy("qid").orderBy("draw", "entity"))
     first = first.withColumn("_n", rank).where(F.col("_n") <= F.col("need"))
-    return first.select("qid", "entity", "draw").localCheckpoint()
+    return first.select("qid", "entity", "draw").transform(checkpoint)
 
 
 def _still_short(pending: DataFrame, got: DataFrame) -> DataFrame:
     counts = got.groupBy("qid").agg(F.count("*").alias("_got"))
     left = pending.join(counts, "qid", "left").withColumn("need", F.col("need") - F.coalesce("_got", F.lit(0)))
-    return left.drop("_got").where(F.col("need") > 0).localCheckpoint()
+    return left.drop("_got").where(F.col("need") > 0).transform(checkpoint)
 
 
 def easy_distractors(
@@ -382,7 +382,7 @@ def medium_distractors(
 ) -> tuple[DataFrame, DataFrame]:
     """``(chosen, sources)``: ``qid, entity, draw`` drawn uniformly from each query's medium pool, and
     ``qid, source`` (``relation_pool`` / ``relation_type_pool``)."""
-    requests = medium_requests(queries, pools, excluded, need, seed, typed).localCheckpoint()
+    requests = medium_requests(queries, pools, excluded, need, seed, typed).transform(checkpoint)
     index = hash_partitioned(pools.select("gpos", "entity"), ["gpos"])  # joined by every batch of draws
     chosen = draw_distinct(requests, index, excluded, seed, "medium", candidates * need)
     return chosen, requests.select("qid", "source")
@@ -416,7 +416,7 @@ def hard_from_scores(
         "h", "r", "t", side.alias("side"), candidate.alias("entity"), F.col("score").cast("double").alias("score")
     )
     s = s.where(F.col("entity").isNotNull() & F.col("score").isNotNull() & ~F.isnan("score"))
-    keys = excluded.keys.select(*_KEYS).join(queries.select("qid"), "qid", "left_semi").localCheckpoint()
+    keys = excluded.keys.select(*_KEYS).join(queries.select("qid"), "qid", "left_semi").transform(checkpoint)
     s = s.join(F.broadcast(keys) if keys.count() <= BROADCAST_QUERIES else keys, ["h", "r", "t", "side"])
     if pools is not None:
         members = pools.where(F.col("type") == NO_TYPE).select("r", "side", "entity")
@@ -424,7 +424,7 @@ def hard_from_scores(
     tie = u64(seed, F.lit("hard"), "qid", "entity")
     order = [F.desc("score"), tie, F.col("entity")]
     rows = s.withColumn("_pos", F.row_number().over(Window.partitionBy("qid").orderBy(*order)))
-    best = rows.where(F.col("_pos") <= first + 1).localCheckpoint()
+    best = rows.where(F.col("_pos") <= first + 1).transform(checkpoint)
     more = best.where(F.col("_pos") == first + 1).select("qid")
     firsts = best.where(F.col("_pos") <= first).groupBy(*_KEYS, "entity").agg(F.min("_pos").alias("_pos"))
 
@@ -433,9 +433,9 @@ def hard_from_scores(
         rank = F.row_number().over(Window.partitionBy("qid").orderBy("_pos"))
         return valid.withColumn("_n", rank).where(F.col("_n") <= need)
 
-    top = choose(firsts).localCheckpoint()
+    top = choose(firsts).transform(checkpoint)
     got = top.groupBy("qid").agg(F.count("*").alias("_got"))
-    short = more.join(got, "qid", "left").where(F.coalesce("_got", F.lit(0)) < need).select("qid").localCheckpoint()
+    short = more.join(got, "qid", "left").where(F.coalesce("_got", F.lit(0)) < need).select("qid").transform(checkpoint)
     chosen = top.join(short, "qid", "left_anti")
     if not short.isEmpty():
         mine = s.join(short, "qid", "left_semi")
@@ -487,10 +487,10 @@ def hard_from_vectors(
     found, m = None, max(8 * need, 16)
     while True:
         listed = pending.mapInPandas(nearest(m), "qid string, entity int, rank long, available long")
-        listed = listed.localCheckpoint()
+        listed = listed.transform(checkpoint)
         valid = excluded.drop(listed)
         order = F.row_number().over(Window.partitionBy("qid").orderBy("rank"))
-        ranked = valid.withColumn("_n", order).where(F.col("_n") <= need).localCheckpoint()  # read twice
+        ranked = valid.withColumn("_n", order).where(F.col("_n") <= need).transform(checkpoint)  # read twice
         done = ranked.groupBy("qid").agg(F.count("*").alias("_got"), F.max("available").alias("available"))
         complete = done.where((F.col("_got") >= need) | (F.col("available") <= m)).select("qid")
         got = ranked.join(complete, "qid", "left_semi").select(
@@ -500,7 +500,7 @@ def hard_from_vectors(
         # short and more to list: those with valid entries but too few, and those whose m listed all invalid
         listed_all = listed.groupBy("qid").agg(F.max("available").alias("available")).where(F.col("available") > m)
         pending = pending.join(listed_all.join(complete, "qid", "left_anti").select("qid"), "qid", "left_semi")
-        pending = pending.localCheckpoint()
+        pending = pending.transform(checkpoint)
         if pending.isEmpty():
             return found
         m *= 8
@@ -559,13 +559,13 @@ def build(
             chosen, source = hard_from_vectors(queries, vectors, excluded, need), "embedding"
         else:
             raise ValueError(f"unknown hard mode {plan.hard_mode!r} (scores, embedding_neighbours)")
-        chosen = chosen.localCheckpoint()
+        chosen = chosen.transform(checkpoint)
         filled = fill_from_easy(queries, chosen, excluded, n_entities, need, seed, k, "hard")
         parts.append(with_source(filled, "hard", source))
     if not parts:
         raise ValueError(f"no known difficulty in {plan.difficulties} (easy, medium, hard)")
     difficulties = [d for d in DIFFICULTIES if d in plan.difficulties]
-    return assemble(queries, union_all(parts), degrees, seed, plan.options, difficulties).localCheckpoint()
+    return assemble(queries, union_all(parts), degrees, seed, plan.options, difficulties).transform(checkpoint)
 
 
 # --- assembly ------------------------------------------------------------------------------------------

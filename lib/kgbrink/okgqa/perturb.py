@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from kgbrink.core.frames import with_positions
+from kgbrink.core.frames import checkpoint, with_positions
 from kgbrink.graph.hashing import smallest, u64, uniform
 
 METHODS = ("RS", "RR", "ER", "ED")
@@ -126,7 +126,7 @@ def rewire_edges(ops: DataFrame, scoped: DataFrame, seed: int, candidates: int, 
         )
         done.append(outside.withColumnRenamed("node", "new_t").drop("n_nodes"))
         pending = pending.join(outside.select("scope_key", "op_rank"), ["scope_key", "op_rank"], "left_anti")
-        pending = pending.localCheckpoint()
+        pending = pending.transform(checkpoint)
         if pending.isEmpty():
             break
     chosen = reduce(DataFrame.unionByName, done)
@@ -241,7 +241,7 @@ def perturbation(
         raise ValueError(f"unknown perturbation method {method!r} (known: {', '.join(METHODS)})")
     for level in levels:
         operations_count(method, level, 0)  # validates the level
-    ops = choose_operations(scoped, method, levels, seed, whole_kg).localCheckpoint()
+    ops = choose_operations(scoped, method, levels, seed, whole_kg).transform(checkpoint)
     if method == "RS":
         changed = swap_relations(ops)
     elif method == "ED":

@@ -23,6 +23,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.settings import OkgqaSubgraphSettings
 from kgbrink.graph import khop, pagerank
 
@@ -50,10 +51,10 @@ def question_subgraphs(triples: DataFrame, seeds: DataFrame, cfg: OkgqaSubgraphS
     )
     ball = khop.edge_ball(triples.select("h", "r", "t"), visited, cfg.k)
     raw, capped = khop.cap_edges(ball, seeds, cfg.max_subgraph_edges, cfg.seed)
-    raw = raw.localCheckpoint()
+    raw = raw.transform(checkpoint)
     run = pagerank.pagerank_local if cfg.ppr_implementation == "local" else pagerank.pagerank_batched
     scores, info = run(ppr_edges(raw, cfg.directed, cfg.collapse_parallel), seeds, cfg.alpha, cfg.tol, cfg.max_iter)
-    scores = scores.localCheckpoint()
+    scores = scores.transform(checkpoint)
     kept = scores.where(F.col("ppr") >= cfg.threshold)
     pruned = raw.join(kept.select("qid", F.col("node").alias("h"), F.col("ppr").alias("ppr_h")), ["qid", "h"]).join(
         kept.select("qid", F.col("node").alias("t"), F.col("ppr").alias("ppr_t")), ["qid", "t"]

@@ -32,7 +32,7 @@ queries and known answers per query: small). The candidate rows are read twice a
 
 1. One pass with partial aggregation gives one row per query (row count, target rows, ``s*``): the
    checks above. Only per-query partial sums are shuffled. This per-query table gets a ``qid`` and is
-   materialized (``localCheckpoint``) because three later steps read it.
+   checkpointed because three later steps read it.
 2. Known answers per query: the valid queries joined with ``known``, which is scanned once (each triple
    is looked up as a head answer on ``(r, t)`` and as a tail answer on ``(h, r)``), de-duplicated.
 3. Second pass. With ``broadcast_queries`` (one machine, up to ~10^6 queries): the valid queries
@@ -53,6 +53,8 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+
+from kgbrink.core.frames import checkpoint
 
 QUERY_KEYS = ("model", "run", "h", "r", "t", "side")
 SIDES = ("head", "tail")
@@ -301,16 +303,15 @@ def query_outcomes(
     candidate rows); without it only a duplicated true answer is detected and other duplicates count
     twice. Persist the result when writing both ``ranks`` and ``quarantine`` (:func:`split_outcomes`).
 
-    The per-query table (one row per query, with a ``_qid``) is materialized here with an eager
-    ``localCheckpoint`` (executor storage, freed with the DataFrame; like any local checkpoint it does not
-    survive the loss of an executor): it feeds the known-answer join, the second pass and the result, and
+    The per-query table (one row per query, with a ``_qid``) is checkpointed here
+    (:func:`kgbrink.core.frames.checkpoint`): it feeds the known-answer join, the second pass and the result, and
     without that barrier Spark re-scans the candidate rows for each of them.
     """
     # Query ids are assigned while materializing, so every consumer sees the same ids.
     checked = (
         _precheck(query_summary(scores), None if partial_candidates else n_entities)
         .withColumn("_qid", F.monotonically_increasing_id())
-        .localCheckpoint(eager=True)
+        .transform(checkpoint)
     )
     valid = checked.filter(F.col("reason").isNull())
     if broadcast_queries:

@@ -27,6 +27,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.graph.hashing import u64, uniform
 from kgbrink.synthkgqa import answer_types as A
 from kgbrink.synthkgqa.questions import TRIPLE_TYPE
@@ -82,7 +83,7 @@ def _grow(
         F.array(F.col("answer")).alias("nodes"),
         F.array().cast(TRIPLE_TYPE).alias("triples"),
         "n_nodes",
-    ).localCheckpoint()
+    ).transform(checkpoint)
     out = kg.select(F.col("h").alias("at"), "h", "r", "t", F.col("t").alias("nbr"))
     inc = kg.select(F.col("t").alias("at"), "h", "r", "t", F.col("h").alias("nbr"))
     for j in range(1, max_nodes):
@@ -91,7 +92,7 @@ def _grow(
             state.where(F.col("n_nodes") > j)
             .join(F.broadcast(shape_rows.where(F.col("node") == j)), "type")
             .withColumn("at", F.element_at("nodes", F.col("parent") + 1))
-            .localCheckpoint()
+            .transform(checkpoint)
         )
         frontier = (
             todo.select("at")
@@ -99,14 +100,14 @@ def _grow(
             .join(degrees, "at", "left")
             .select("at", F.least(F.lit(1.0), F.lit(float(PRESELECT)) / F.coalesce("degree", F.lit(1))).alias("tau"))
         )
-        frontier = F.broadcast(frontier.localCheckpoint())
+        frontier = F.broadcast(frontier.transform(checkpoint))
         step_draw = uniform(u64(seed, F.lit(j), "h", "r", "t"))
         pre = (
             out.join(frontier, "at")
             .unionByName(inc.join(frontier, "at"))
             .where((F.col("nbr") != F.col("at")) & (step_draw < F.col("tau")))
             .drop("tau")
-            .localCheckpoint()
+            .transform(checkpoint)
         )
         keys = todo.select("type", "answer", "at", "nodes")
         chosen = _choose(pre.join(F.broadcast(keys), "at").where(~F.array_contains("nodes", F.col("nbr"))), seed, j)
@@ -114,7 +115,7 @@ def _grow(
         missed = (
             keys.join(chosen.select("type", "answer"), ["type", "answer"], "left_anti")
             .join(frontier.where(F.col("tau") < 1.0).select("at"), "at", "left_semi")
-            .localCheckpoint()
+            .transform(checkpoint)
         )
         if missed.count():
             full = out.join(F.broadcast(missed), "at").unionByName(inc.join(F.broadcast(missed), "at"))
@@ -126,7 +127,7 @@ def _grow(
             F.concat("triples", F.array(F.struct("c.h", "c.r", "c.t"))).cast(TRIPLE_TYPE).alias("triples"),
             "n_nodes",
         )
-        state = done.unionByName(grown).localCheckpoint()
+        state = done.unionByName(grown).transform(checkpoint)
     return state.where(F.size("nodes") == F.col("n_nodes")).drop("n_nodes")
 
 
@@ -158,7 +159,7 @@ def plant(
         .groupBy("at")
         .agg(F.count("*").alias("degree"))
         .where(F.col("degree") > PRESELECT)
-        .localCheckpoint()
+        .transform(checkpoint)
     )
     found = None
     wanted = dict.fromkeys(by_type, per_type)
@@ -181,7 +182,7 @@ def plant(
         )
         grown = _grow(attempts, shape_rows, kg, degrees, max(by_type[t].n_nodes for t in short), seed)
         found = grown if found is None else found.unionByName(grown)
-        found = found.localCheckpoint()
+        found = found.transform(checkpoint)
         counts = {r["type"]: r["n"] for r in found.groupBy("type").agg(F.count("*").alias("n")).collect()}
         wanted = {t: per_type - counts.get(t, 0) for t in by_type}
         need = {t: SAFETY * min(MAX_RATE_INVERSE, tried[t] / max(counts.get(t, 0), 1e-9)) for t in by_type}

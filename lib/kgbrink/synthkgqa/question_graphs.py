@@ -63,6 +63,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.settings import QuestionGraphSettings
 from kgbrink.core.typed import ConfigError
 from kgbrink.graph import adjacency as A
@@ -227,7 +228,7 @@ def prepare_questions(
             F.array(F.lit("bad_full_answer_subgraph"), F.lit("full_answer_subgraph is null or holds a null")),
         )
     )
-    rows = rows.withColumn("_why", reason).localCheckpoint()
+    rows = rows.withColumn("_why", reason).transform(checkpoint)
     good = rows.where(F.col("_why").isNull()).drop("_why")
     bad = rows.where(F.col("_why").isNotNull()).select(
         "qid", "split", F.col("_why")[0].alias("reason"), F.col("_why")[1].alias("detail")
@@ -279,7 +280,7 @@ def prepare_questions(
     good = good.withColumn("gt", F.array_sort(F.array_distinct("gt"))).withColumn(
         "keep_gt", F.array_sort(F.array_distinct("keep_gt"))
     )
-    paths = gt_paths(good).localCheckpoint()
+    paths = gt_paths(good).transform(checkpoint)
     no_path = paths.where(F.col("gt_len").isNull()).groupBy("qid").agg(F.min("seed").alias("seed"))
     bad = bad.unionByName(
         no_path.join(good.select("qid", "split"), "qid").select(
@@ -501,7 +502,7 @@ def per_question(kg: DataFrame, rows: DataFrame, fn, schema: str) -> DataFrame:
     spark = rows.sparkSession
     parts = max(2, 8 * spark.sparkContext.defaultParallelism)
     try:
-        return rows.repartition(parts, "qid").mapInPandas(run, schema).localCheckpoint()
+        return rows.repartition(parts, "qid").mapInPandas(run, schema).transform(checkpoint)
     finally:
         A.release(shared)
 

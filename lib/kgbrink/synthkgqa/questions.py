@@ -33,6 +33,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.quarantine import MAX_QUARANTINED_LINE_CHARS, with_line_numbers
 from kgbrink.synthkgqa import answer_types as A
 
@@ -212,7 +213,7 @@ def resolve_keys(records: DataFrame, entities: DataFrame, relations: DataFrame) 
     detail = F.when(F.size("unknown_entities") > 0, F.array_join("unknown_entities", ", ")).when(
         F.coalesce(F.size("unknown_relations"), F.lit(0)) > 0, F.array_join("unknown_relations", ", ")
     )
-    checked = joined.withColumn("reason", reason).withColumn("detail", detail).localCheckpoint()
+    checked = joined.withColumn("reason", reason).withColumn("detail", detail).transform(checkpoint)
     bad = bad.unionByName(_quarantine(checked.where(F.col("reason").isNotNull())))
 
     def entity(key: Column) -> Column:
@@ -292,7 +293,7 @@ def classify(questions: DataFrame, max_edges: int) -> tuple[DataFrame, DataFrame
     """``(valid, quarantine)``: questions (ids) with the classification columns of spec 2.B added, and the
     invalid ones with their reason. Keeps every other column of ``questions``."""
     v = verdict_udf(max_edges)("seeds", "answer", "answer_subgraph")
-    judged = questions.withColumn("_v", v).localCheckpoint()
+    judged = questions.withColumn("_v", v).transform(checkpoint)
     bad = _quarantine(
         judged.where(F.col("_v.reason").isNotNull()).withColumns({"reason": "_v.reason", "detail": "_v.detail"})
     )
@@ -377,7 +378,7 @@ def answer_sets(
     ``max_bindings`` (a hub's instances) is not evaluated further: its three columns are null."""
     kg = kg.select("h", "r", "t")
     tree = questions.select("id", F.explode(_tree_udf()("answer", "answer_subgraph")).alias("e")).select("id", "e.*")
-    tree = tree.localCheckpoint()
+    tree = tree.transform(checkpoint)
     children = tree.groupBy("id", F.col("parent").alias("node")).agg(F.count("*").alias("n_children"))
     seeds = questions.select("id", F.explode("seeds").alias("node")).withColumn("x", F.col("node"))
     depth = questions.agg(F.max("n_hops")).first()[0] or 0
@@ -389,7 +390,7 @@ def answer_sets(
         step = tree.where(F.col("depth") == d).join(
             bound, (tree["id"] == bound["id"]) & (F.col("child") == F.col("node"))
         )
-        step = step.select(tree["id"].alias("id"), "child", "parent", "r", "child_is_head", "x").localCheckpoint()
+        step = step.select(tree["id"].alias("id"), "child", "parent", "r", "child_is_head", "x").transform(checkpoint)
         if step.count() <= BROADCAST_BINDINGS:  # the usual case: the KG is scanned, not shuffled
             step = F.broadcast(step)
         as_head = step.where(F.col("child_is_head")).join(
@@ -405,13 +406,13 @@ def answer_sets(
             .join(children, ["id", "node"])
             .where(F.col("n") == F.col("n_children"))
             .select("id", "node", "x")
-            .localCheckpoint()
+            .transform(checkpoint)
         )
         if max_bindings is not None:
             over = computed.groupBy("id").count().where(F.col("count") > max_bindings).select("id").collect()
             if over:
                 capped += [r["id"] for r in over]
-                computed = computed.where(~F.col("id").isin(capped)).localCheckpoint()
+                computed = computed.where(~F.col("id").isin(capped)).transform(checkpoint)
     out = questions.select("id", "answer")
     if computed is None:  # no question with an edge
         return out.select(

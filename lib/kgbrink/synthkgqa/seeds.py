@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
-from kgbrink.core.frames import with_positions
+from kgbrink.core.frames import checkpoint, with_positions
 from kgbrink.graph import views
 from kgbrink.graph.hashing import u64, uniform
 
@@ -218,8 +218,8 @@ def _added_triples(active: DataFrame, new: DataFrame, graph: SamplingGraph, step
 def _advance(state: DataFrame, graph: SamplingGraph, plan: Plan, step: int) -> DataFrame:
     active = state.where(~F.col("done"))
     # one small row per sample each; checkpointed so the scans of the graph views run once per round
-    pivots = _pivots(active, graph, plan, step).localCheckpoint()
-    new = _new_nodes(active, pivots, graph, plan, step).localCheckpoint()
+    pivots = _pivots(active, graph, plan, step).transform(checkpoint)
+    new = _new_nodes(active, pivots, graph, plan, step).transform(checkpoint)
     added = _added_triples(active, new, graph, step)
     moved = active.drop("exhausted", "done").join(new, "sample_id", "left").join(added, "sample_id", "left")
     nodes = F.when(F.col("n").isNull(), F.col("nodes")).otherwise(F.concat("nodes", F.array("n")))
@@ -253,11 +253,11 @@ def seed_graphs(graph: SamplingGraph, plan: Plan, start: DataFrame | None = None
     ``start`` (``sample_id, seed``). At most ``n_nodes - 1`` rounds, each a few broadcast joins against the
     cached graph views; the per-sample state is checkpointed every round."""
     start = starts(graph, plan.n_samples, plan.seed) if start is None else start
-    state = _initial(start, plan).localCheckpoint()
+    state = _initial(start, plan).transform(checkpoint)
     for step in range(1, plan.n_nodes):
         if state.where(~F.col("done")).isEmpty():
             break
-        state = _advance(state, graph, plan, step).localCheckpoint()
+        state = _advance(state, graph, plan, step).transform(checkpoint)
     state = _trimmed(state, plan)
     steps = F.size("nodes") - 1
     return state.select(

@@ -35,6 +35,7 @@ import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.settings import QuestionGraphSettings, ShortestPathSettings
 from kgbrink.core.typed import ConfigError
 from kgbrink.graph import local_paths as LP
@@ -159,7 +160,7 @@ def shortest_paths_local(graph: DataFrame, pairs: DataFrame) -> tuple[DataFrame,
         .groupBy("qid")
         .cogroup(pairs.select(key, "seed", "answer").groupBy("qid"))
         .applyInPandas(run, _LOCAL_SCHEMA)
-        .localCheckpoint()
+        .transform(checkpoint)
     )
     found = out.where(F.col("seed").isNotNull()).select(*_LOCAL_COLUMNS[:6])
     return found, out.where(F.col("h").isNotNull()).select("qid", "h", "r", "t")
@@ -234,7 +235,9 @@ def _pair_frame(value) -> pd.DataFrame:
 
 def shortest_paths_full_kg(kg: DataFrame, pairs: DataFrame, seed: int = 0) -> tuple[DataFrame, DataFrame]:
     """As :func:`shortest_paths_local` with H = the whole ``kg`` (distributed bidirectional BFS)."""
-    keyed = pairs.select("qid", "seed", "answer", u64(seed, "qid", "seed", "answer").alias("pair_id")).localCheckpoint()
+    keyed = pairs.select("qid", "seed", "answer", u64(seed, "qid", "seed", "answer").alias("pair_id")).transform(
+        checkpoint
+    )
     if keyed.select("pair_id").distinct().count() != keyed.count():
         raise ValueError("two (question, seed, answer) pairs share a 64-bit hash; no pair ids for the BFS")
     edges, summary = P.shortest_path_edges(
