@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -191,7 +192,7 @@ def test_fetch_checks_every_file_and_keeps_matching_ones(s3, dump, tmp_path):
     assert (out / "train.txt").read_bytes() == b"abc"
 
 
-def test_fetch_refuses_a_corrupt_object_and_leaves_the_local_file(s3, dump, tmp_path):
+def test_fetch_refuses_a_corrupt_object_and_leaves_the_folder_as_it_was(s3, dump, tmp_path):
     staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r1")
     s3.put_object(Bucket=BUCKET, Key="rel/train.txt", Body=b"abd")
     out = tmp_path / "out"
@@ -202,14 +203,90 @@ def test_fetch_refuses_a_corrupt_object_and_leaves_the_local_file(s3, dump, tmp_
         match=r"rel/train\.txt: downloaded 3 bytes with SHA-256 .* the manifest says 3 bytes, ba7816bf8f01",
     ):
         staging.fetch(s3, f"s3://{BUCKET}/rel", out)
+    # nothing of the new version is in place (empty.txt and sub/valid.txt were fetched before the failure),
+    # and nothing temporary is left beside the folder
+    assert [p.relative_to(out).as_posix() for p in out.rglob("*")] == ["train.txt"]
     assert (out / "train.txt").read_bytes() == b"old"
-    # the files before it in name order were fetched; no temporary file is left
-    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == [
-        "empty.txt",
-        "sub",
-        "sub/valid.txt",
-        "train.txt",
-    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump", "out"]
+
+
+def test_fetch_makes_the_folder_equal_the_staged_version(s3, dump, tmp_path):
+    staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r1")
+    out = tmp_path / "out"
+    staging.fetch(s3, f"s3://{BUCKET}/rel", out)
+    (dump / "sub" / "valid.txt").unlink()  # a split the new version no longer has
+    (dump / "train.txt").write_bytes(b"abcd")
+    staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r2")
+    (out / "notes.txt").write_text("mine")
+    again = staging.fetch(s3, f"s3://{BUCKET}/rel", out)
+    assert again.downloaded == ["train.txt"] and again.present == ["empty.txt"]
+    assert again.removed == ["notes.txt", "sub/valid.txt"]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == ["empty.txt", "train.txt"]
+    assert (out / "train.txt").read_bytes() == b"abcd"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump", "out"]
+
+
+def _manifest_with(name: str) -> str:
+    entry = {"name": name, "size": 3, "sha256": SHA_ABC}
+    return json.dumps({"format": 1, "version": "v", "files": [entry]})
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("../x", "'..' segment"),
+        ("a/../../x", "'..' segment"),
+        ("/tmp/x", "is absolute"),
+        ("a\\..\\x", "backslash"),
+        ("a\x00b", "NUL"),
+        ("a//b", "empty"),
+        ("./a", "'.'"),
+        ("", "not a non-empty string"),
+        (7, "not a non-empty string"),
+    ],
+)
+def test_fetch_refuses_a_manifest_name_that_leaves_the_folder(s3, tmp_path, name, why):
+    s3.put_object(Bucket=BUCKET, Key="evil/_kgbrink_manifest.json", Body=_manifest_with(name).encode())
+    s3.put_object(Bucket=BUCKET, Key="evil/x", Body=b"abc")
+    out = tmp_path / "deep" / "out"
+    with pytest.raises(StagingError, match=r"evil/_kgbrink_manifest\.json, files\[1\]: file name .*" + re.escape(why)):
+        staging.fetch(s3, f"s3://{BUCKET}/evil", out)
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written
+
+
+def test_fetch_refuses_a_name_through_a_symbolic_link_out_of_the_folder(s3, dump, tmp_path):
+    staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r1")
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "valid.txt").write_bytes(b"Q1\tP1\tQ2\n")
+    out.mkdir()
+    (out / "sub").symlink_to(elsewhere)
+    result = staging.fetch(s3, f"s3://{BUCKET}/rel", out)
+    # the matching file behind the link is not taken as present; the folder gets a real sub/ folder
+    assert result.downloaded == ["empty.txt", "sub/valid.txt", "train.txt"]
+    assert not (out / "sub").is_symlink() and (elsewhere / "valid.txt").exists()
+
+
+def test_stage_refuses_a_file_that_links_out_of_the_folder(s3, dump, tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("key")
+    (dump / "link.txt").symlink_to(secret)
+    with pytest.raises(StagingError, match=r"'link\.txt' resolves to .*secret, outside"):
+        staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r1")
+    assert s3.list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == 0
+
+
+def test_stage_repairs_a_prefix_whose_manifest_is_corrupt(s3, dump):
+    staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r1")
+    s3.put_object(Bucket=BUCKET, Key="rel/_kgbrink_manifest.json", Body=b'{"files": [}')
+    s3.put_object(Bucket=BUCKET, Key="rel/stale.txt", Body=b"old split")
+    result = staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r1")
+    assert result.repaired and "not a kgbrink manifest" in result.repaired and result.changed
+    assert result.changes.removed == ["stale.txt"] and sorted(result.uploaded) == sorted(result.manifest.files)
+    keys = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET)["Contents"])
+    assert keys == ["rel/_kgbrink_manifest.json", "rel/empty.txt", "rel/sub/valid.txt", "rel/train.txt"]
+    assert staging.read_manifest(s3, f"s3://{BUCKET}/rel").files == result.manifest.files
+    assert not staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r1").changed
 
 
 def test_fetch_without_a_manifest_is_an_error(s3, tmp_path):

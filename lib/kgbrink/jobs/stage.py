@@ -82,6 +82,7 @@ def run_stage(ctx: JobContext, opts: StageOptions) -> JobSummary:
         manifest=f"{uri.rstrip('/')}/{staging.MANIFEST}",
         dump_version=result.manifest.version,
         previous_version=result.previous.version if result.previous else None,
+        repaired=result.repaired,
         changes={
             "added": changes.added,
             "modified": changes.modified,
@@ -92,6 +93,8 @@ def run_stage(ctx: JobContext, opts: StageOptions) -> JobSummary:
     summary.params["dump_version"] = result.manifest.version
     state = "changed" if result.changed else "unchanged"
     summary.highlights.update(staged=f"{uri} ({state}, version {result.manifest.version})")
+    if result.repaired:
+        summary.highlights.update(repaired=f"the staged manifest was unreadable and is rewritten ({result.repaired})")
     return summary
 
 
@@ -121,9 +124,10 @@ def run_fetch(ctx: JobContext, opts: FetchOptions) -> JobSummary:
         files=len(result.manifest.files),
         downloaded=len(result.downloaded),
         present=len(result.present),
+        removed=len(result.removed),
         downloaded_bytes=result.downloaded_bytes,
     )
-    summary.extra.update(dump_version=result.manifest.version)
+    summary.extra.update(dump_version=result.manifest.version, removed=result.removed)
     summary.params["dump_version"] = result.manifest.version
     summary.highlights.update(fetched=f"{opts.out} (version {result.manifest.version})")
     return summary

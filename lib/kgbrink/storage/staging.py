@@ -13,8 +13,15 @@ and the dump version. The manifest's name starts with ``_``, so Spark and Hadoop
   returns: the file's, or for a multipart upload the SHA-256 of its parts' SHA-256s (S3's composite
   checksum, with or without AWS's ``-<parts>`` suffix), computed here from the file. An unchanged
   directory writes nothing.
-- :func:`fetch` downloads every file a manifest lists, checks its size and SHA-256 before moving it into
-  place, and skips local files that already match.
+- :func:`fetch` makes a local folder equal the staged version: every file the manifest lists is
+  downloaded (or linked, when the local copy already matches) into a new folder beside it and checked
+  (size and SHA-256); only when every file checked does the new folder replace the old one, so files the
+  manifest no longer lists are gone and a failed fetch leaves the folder as it was.
+
+A manifest comes from the bucket and is not trusted: a file name must be a relative POSIX path without
+``.`` or ``..`` segments, backslashes, NUL or empty segments (:func:`checked_name`), and its target must
+resolve inside the folder; sizes and SHA-256s must be well formed. A corrupt manifest does not block
+:func:`stage`: the prefix is restaged from its listing (``repaired``).
 
 Credentials come from boto3's usual sources (the environment first); nothing here reads or records them.
 """
@@ -25,6 +32,8 @@ import base64
 import hashlib
 import json
 import os
+import re
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -41,6 +50,37 @@ PART_BYTES = 64 << 20
 
 class StagingError(RuntimeError):
     """A staged prefix or a download that cannot be trusted: no manifest, a checksum or size mismatch."""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def checked_name(name: Any, where: str) -> str:
+    """``name`` if it is a safe relative file name: a non-empty POSIX path whose segments are neither empty,
+    ``.`` nor ``..``, without backslash or NUL; else :class:`StagingError` naming ``where``."""
+    problem = None
+    if not isinstance(name, str) or not name:
+        problem = "is not a non-empty string"
+    elif "\x00" in name:
+        problem = "contains NUL"
+    elif "\\" in name:
+        problem = "contains a backslash"
+    elif name.startswith("/"):
+        problem = "is absolute"
+    elif any(part in ("", ".", "..") for part in name.split("/")):
+        problem = "has an empty, '.' or '..' segment"
+    if problem:
+        raise StagingError(f"{where}: file name {name!r} {problem}")
+    return name
+
+
+def _inside(directory: Path, name: str, where: str) -> Path:
+    """``directory / name``, checked to resolve inside ``directory`` (no symbolic link leads out)."""
+    target = directory / name
+    root = directory.resolve()
+    if not target.resolve().is_relative_to(root):
+        raise StagingError(f"{where}: {name!r} resolves to {target.resolve()}, outside {root}")
+    return target
 
 
 @dataclass(frozen=True)
@@ -84,10 +124,18 @@ class Manifest:
     def from_json(cls, text: str, where: str) -> Manifest:
         try:
             body = json.loads(text)
-            files = {f["name"]: FileEntry(f["name"], int(f["size"]), f["sha256"], f.get("etag")) for f in body["files"]}
+            files = {}
+            for number, f in enumerate(body["files"], 1):
+                name = checked_name(f["name"], f"{where}, files[{number}]")
+                size, digest = f["size"], f["sha256"]
+                if type(size) is not int or size < 0 or not isinstance(digest, str) or not _SHA256.fullmatch(digest):
+                    raise StagingError(f"{where}, files[{number}] ({name}): size or sha256 malformed")
+                if name in files:
+                    raise StagingError(f"{where}, files[{number}]: {name} is listed twice")
+                files[name] = FileEntry(name, size, digest, f.get("etag"))
             manifest = cls(str(body["version"]), files, body.get("created", ""), int(body.get("format", 1)))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StagingError(f"{where}: not a kgbrink manifest ({exc})") from exc
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise StagingError(f"{where}: not a kgbrink manifest ({exc!r})") from exc
         if body.get("content_sha256") not in (None, manifest.content_digest()):
             raise StagingError(f"{where}: content_sha256 does not match its file list")
         return manifest
@@ -138,9 +186,10 @@ def local_manifest(directory: Path, version: str | None = None) -> Manifest:
         raise StagingError(f"{directory} is not a directory")
     files = {}
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        name = path.relative_to(directory).as_posix()
+        name = checked_name(path.relative_to(directory).as_posix(), str(directory))
         if path.name == MANIFEST:
             continue
+        _inside(directory, name, str(directory))
         files[name] = FileEntry(name, path.stat().st_size, sha256_of(path))
     if not files:
         raise StagingError(f"{directory} has no files")
@@ -254,22 +303,29 @@ class StageResult:
     uploaded: list[str]
     uploaded_bytes: int
     written: bool
+    repaired: str | None = None  # why the staged manifest was unreadable, when the prefix was restaged
 
     @property
     def changed(self) -> bool:
-        return self.changes.changed or bool(self.drifted)
+        return self.changes.changed or bool(self.drifted) or self.repaired is not None
 
 
 def stage(client: Any, directory: Path, uri: str, version: str | None = None, check_only: bool = False) -> StageResult:
     """Stage ``directory`` at ``uri`` (see the module docstring); ``check_only``: detect, write nothing."""
     bucket, prefix = parse_uri(uri)
     local = local_manifest(Path(directory), version)
-    previous = read_manifest(client, uri)
+    repaired = None
+    try:
+        previous = read_manifest(client, uri)
+    except StagingError as exc:  # restaged from scratch; the prefix's other objects are removed
+        previous, repaired = None, str(exc)
     changes = compare(local, previous)
+    if repaired is not None:
+        changes.removed = sorted(set(_listing(client, bucket, prefix)) - set(local.files) - {MANIFEST})
     # a file unchanged locally but changed in the store is uploaded again
     gone = drifted(client, uri, previous) if previous else []
     gone = [n for n in gone if n in local.files and n in changes.unchanged]
-    result = StageResult(uri, local, previous, changes, gone, [], 0, False)
+    result = StageResult(uri, local, previous, changes, gone, [], 0, False, repaired)
     if check_only or not result.changed:
         if previous is not None and not result.changed:
             result.manifest = previous  # the staged version stays the current one
@@ -296,6 +352,13 @@ def stage(client: Any, directory: Path, uri: str, version: str | None = None, ch
     return result
 
 
+def _listing(client: Any, bucket: str, prefix: str) -> list[str]:
+    """The names (relative to ``prefix``) of every object under ``prefix``."""
+    start = f"{prefix}/" if prefix else ""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=start)
+    return [o["Key"][len(start) :] for page in pages for o in page.get("Contents", [])]
+
+
 @dataclass
 class FetchResult:
     uri: str
@@ -303,40 +366,77 @@ class FetchResult:
     downloaded: list[str]
     present: list[str]
     downloaded_bytes: int
+    removed: list[str] = field(default_factory=list)  # local files the manifest does not list
 
 
 def fetch(client: Any, uri: str, directory: Path) -> FetchResult:
-    """Download every file the manifest at ``uri`` lists into ``directory``, each checked (size and
-    SHA-256) before it replaces a local file; local files that already match are kept."""
+    """Make ``directory`` equal the version staged at ``uri``: every file the manifest lists, each checked
+    (size and SHA-256), in a new folder beside ``directory`` (a local file that already matches is linked
+    or copied, not downloaded) that replaces it once all are checked. Files the manifest does not list
+    are gone afterwards; on any failure ``directory`` is left as it was."""
     bucket, prefix = parse_uri(uri)
     manifest = read_manifest(client, uri)
     if manifest is None:
         raise StagingError(f"no {MANIFEST} at {uri} (stage it with `kgbrink stage`)")
     directory = Path(directory)
+    where = f"{uri.rstrip('/')}/{MANIFEST}"
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.fetch-"))
     result = FetchResult(uri, manifest, [], [], 0)
-    for name, entry in sorted(manifest.files.items()):
-        target = directory / name
-        if target.is_file() and target.stat().st_size == entry.size and sha256_of(target) == entry.sha256:
-            result.present.append(name)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-        os.close(fd)
-        try:
-            client.download_file(bucket, _key(prefix, name), temporary)
-            size, digest = os.path.getsize(temporary), sha256_of(Path(temporary))
+    try:
+        for name, entry in sorted(manifest.files.items()):
+            target = _inside(staged, name, where)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            old = directory / name
+            if (
+                old.is_file()
+                and old.resolve().is_relative_to(directory.resolve())
+                and old.stat().st_size == entry.size
+                and sha256_of(old) == entry.sha256
+            ):
+                _link_or_copy(old, target)
+                result.present.append(name)
+                continue
+            client.download_file(bucket, _key(prefix, name), str(target))
+            size, digest = os.path.getsize(target), sha256_of(target)
             if (size, digest) != (entry.size, entry.sha256):
                 raise StagingError(
                     f"{uri.rstrip('/')}/{name}: downloaded {size} bytes with SHA-256 {digest[:12]}..., "
                     f"the manifest says {entry.size} bytes, {entry.sha256[:12]}..."
                 )
-            os.replace(temporary, target)
-        finally:
-            if os.path.exists(temporary):
-                os.unlink(temporary)
-        result.downloaded.append(name)
-        result.downloaded_bytes += entry.size
+            result.downloaded.append(name)
+            result.downloaded_bytes += entry.size
+        if directory.is_dir():
+            local = (p.relative_to(directory).as_posix() for p in directory.rglob("*") if not p.is_dir())
+            result.removed = sorted(set(local) - set(manifest.files))
+        _swap(staged, directory)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
     return result
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def _swap(new: Path, directory: Path) -> None:
+    """``new`` renamed to ``directory``; an existing ``directory`` is moved aside first and removed after."""
+    if not directory.exists():
+        os.rename(new, directory)
+        return
+    aside = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
+    os.rename(directory, aside / "old")
+    try:
+        os.rename(new, directory)
+    except OSError:
+        os.rename(aside / "old", directory)
+        raise
+    finally:
+        if directory.exists():
+            shutil.rmtree(aside, ignore_errors=True)
 
 
 def s3_client(endpoint_url: str | None = None, region: str | None = None, path_style: bool = False):
