@@ -372,7 +372,7 @@ def test_side_spellings_are_normalised_and_others_quarantined(spark):
         "model string, run string, h int, r int, t int, side string, rank double, num_candidates long",
     )
     empty = spark.createDataFrame([], "id int, key string")
-    checked = RF.validate_ranks(raw, empty, empty, "id", n_entities=2, n_relations=1)
+    checked = RF.validate_ranks(raw, empty, empty, "id", n_entities=3, n_relations=1)
     assert [(r["side"], r["reason"]) for r in checked.collect()] == [
         *[
             ("head", None),
@@ -441,6 +441,29 @@ def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_pat
     assert [g["queries"] for g in summary.extra["groups"]] == [2, 2]
     stored = read_table(spark, summary.outputs["results"].path)
     assert stored.filter("metric = 'probe' and run = 'mean'").count() == 2
+
+
+def test_num_candidates_above_the_entities_are_quarantined_not_overflowed(spark, config, small_dataset, tmp_path):
+    # 5 entities: |E_i| = 6 cannot be; 10^12 overflowed Spark's long sums; 10^7 moved WMR without a word
+    over = ["a,r0,b,tail,1,6", "a,r0,c,tail,2,10000000", "b,r1,c,head,1,1000000000000"]
+    ranks, alone = tmp_path / "ranks.csv", tmp_path / "alone.csv"
+    ranks.write_text("h,r,t,side,rank,num_candidates\n" + "\n".join(GOOD + over) + "\n")
+    alone.write_text("h,r,t,side,rank,num_candidates\n" + "\n".join(GOOD) + "\n")
+    lenient = config.with_overrides(["scoring.max_bad_fraction=0.5"])
+    summary = score.run(
+        JobContext(spark, lenient),
+        score.ScoreOptions(ranks=str(ranks), dataset=small_dataset, spec=_hand_spec(), model="hand"),
+    )
+    assert summary.counts["scored"] == 4 and summary.counts["quarantined_by_reason"] == {"bad_num_candidates": 3}
+    quarantine = read_table(spark, summary.outputs["quarantine"].path).orderBy("line_number").collect()
+    assert [q["detail"] for q in quarantine] == [
+        f"num_candidates {n} is more than the dataset's 5 entities" for n in ("6.0", "1.0E7", "1.0E12")
+    ]
+    clean = score.run(
+        JobContext(spark, config),
+        score.ScoreOptions(ranks=str(alone), dataset=small_dataset, spec=_hand_spec(), model="hand"),
+    )
+    assert summary.results == clean.results
 
 
 def _write_rank_parquet(

@@ -175,13 +175,15 @@ def validate_ranks(
     ``id_kind`` ``id``: h, r, t are the dataset's integer ids, checked against the dense id ranges
     [0, n_entities) and [0, n_relations) (no join); ``key``: they are keys (e.g. Q42), mapped through
     ``entities``/``relations`` (``id, key``). The first failing check gives the reason, in this order:
-    malformed record, missing field, bad number, bad side, num_candidates < 1 or not integral, rank < 1,
-    rank > num_candidates, rank not a multiple of 0.5, unknown entity, unknown relation. An integer id
-    column that ``facts`` (see :func:`parquet_facts`) prove non-null and within its id range in every row
+    malformed record, missing field, bad number, bad side, num_candidates < 1 or not integral,
+    num_candidates above ``n_entities`` (|E_i| counts entities; without ``n_entities``, above 2^31 - 1, so
+    no sum overflows), rank < 1, rank > num_candidates, rank not a multiple of 0.5, unknown entity,
+    unknown relation. An integer id column that ``facts`` (see :func:`parquet_facts`) prove non-null and within its id range in every row
     is not checked row by row, so the scan need not read it.
     """
     schema = {f.name: f.dataType for f in raw.schema.fields}
     frame = raw
+    most_candidates = n_entities if n_entities else (1 << 31) - 1
     proven: set[str] = set()
     if id_kind == "id":
         frame = frame.withColumns({f"_{c}": _integral(F.col(c), schema[c]) for c in ("h", "r", "t")})
@@ -261,6 +263,13 @@ def validate_ranks(
             (F.col("_n") < 1) | (F.col("_n") != F.floor("_n")),
             BAD_NUM_CANDIDATES,
             F.format_string("num_candidates %s is not an integer >= 1", F.col("_n").cast("string")),
+        ),
+        (
+            F.col("_n") > F.lit(most_candidates),
+            BAD_NUM_CANDIDATES,
+            F.format_string(
+                f"num_candidates %s is more than the dataset's {most_candidates} entities", F.col("_n").cast("string")
+            ),
         ),
         (F.col("_rank") < 1, RANK_BELOW_ONE, F.format_string("rank %s < 1", F.col("_rank").cast("string"))),
         (
