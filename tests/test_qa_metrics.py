@@ -203,6 +203,11 @@ def test_evaluate_qa_text_labels_use_the_question_set_and_labels_file(tmp_path):
         (['{"id": "q1"}'], r"pred.jsonl:1: missing field\(s\) prediction"),
         (['{"id": "q1", "prediction": "1"}', '{"id": "q1", "prediction": "2"}'], r"pred.jsonl:2: second prediction"),
         (['{"id": "q1", "prediction": 7}'], r"pred.jsonl:1: prediction must be a string"),
+        (['{"id": "q1", "prediction": ["1", 5, null, {"x": 1}]}'], r"pred.jsonl:1: prediction item 2 \(5\) is not a"),
+        (["", "  "], r"pred.jsonl: no predictions"),
+        (['{"id": true, "prediction": "1"}'], r"pred.jsonl:1: id True is not a string or an integer"),
+        (['{"id": 7.0, "prediction": "1"}'], r"pred.jsonl:1: id 7.0 is not a string or an integer"),
+        (['["q1", "1"]'], r"pred.jsonl:1: not a JSON object"),
     ],
 )
 def test_evaluate_qa_rejects_bad_prediction_lines(tmp_path, lines, message):
@@ -219,6 +224,30 @@ def test_evaluate_qa_rejects_bad_question_files(tmp_path):
         evaluate_qa.run(JobContext(None, None), evaluate_qa.EvaluateQAOptions([str(empty)], str(empty), "private_id"))
     bad = _jsonl(tmp_path / "bad.jsonl", [{"id": "q1", "answers": [], "hard_answer": "1"}])
     with pytest.raises(
-        evaluate_qa.QAInputError, match=r"bad.jsonl:1: answers must be a list with at least one non-empty string"
+        evaluate_qa.QAInputError, match=r"bad.jsonl:1: answers must be a list of strings, at least one non-empty"
     ):
         evaluate_qa.run(JobContext(None, None), evaluate_qa.EvaluateQAOptions([bad], str(empty), "private_id"))
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        (b'{"id": "q1", "answers": ["1", 2], "hard_answer": "1"}', r"q.jsonl:2: answers must be a list of strings"),
+        (b'{"id": "q1", "answers": "1", "hard_answer": "1"}', r"q.jsonl:2: answers must be a list of strings"),
+        (b'{"id": "q1", "answers": ["1"], "hard_answer": ["1"]}', r"q.jsonl:2: hard_answer \['1'\] is not one of"),
+        (
+            b'{"id": "q1", "answers": ["1"], "hard_answer": "9"}',
+            r"q.jsonl:2: hard_answer '9' is not one of the answers",
+        ),
+        (b'{"id": "q1", "answers": ["\xff"], "hard_answer": "1"}', r"q.jsonl:2: not UTF-8 \(byte 27 of the line\)"),
+        (b'{"id": null, "answers": ["1"], "hard_answer": "1"}', r"q.jsonl:2: id None is not a string or an integer"),
+    ],
+)
+def test_evaluate_qa_names_the_line_of_a_bad_question(tmp_path, line, message):
+    questions = tmp_path / "q.jsonl"
+    questions.write_bytes(b'{"id": "q0", "answers": ["1"], "hard_answer": "1"}\n' + line + b"\n")
+    predictions = _jsonl(tmp_path / "pred.jsonl", [{"id": "q0", "prediction": "1"}])
+    with pytest.raises(evaluate_qa.QAInputError, match=message):
+        evaluate_qa.run(
+            JobContext(None, None), evaluate_qa.EvaluateQAOptions([str(questions)], predictions, "private_id")
+        )

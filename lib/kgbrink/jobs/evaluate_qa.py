@@ -11,8 +11,11 @@ Inputs (no Spark needed):
   first and third TAB-separated field of each line).
 
 Policies: a question without a prediction line counts as an empty prediction (scored 0; counted as
-``missing_predictions``); a prediction whose id is not a question, a repeated id, a malformed line or a
-record without the needed fields fails the job with ``file:line``.
+``missing_predictions``). The job fails with ``file:line`` on: a line that is not UTF-8 or not a JSON
+object, a record without the needed fields, an ``id`` that is not a string or an integer, a repeated id,
+a prediction for an unknown id, a prediction that is neither a string, null nor a list of strings,
+``answers`` that are not a non-empty list of strings, a ``hard_answer`` that is not one of the
+``answers``; and on a predictions file without a prediction.
 """
 
 from __future__ import annotations
@@ -30,22 +33,35 @@ class QAInputError(ValueError):
     """A malformed questions or predictions file (message names file and line)."""
 
 
-def _records(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+def _lines(path: Path):
+    """``(number, text)`` of each line of ``path``, decoded as UTF-8 (:class:`QAInputError` naming the line)."""
     if not path.is_file():
         raise QAInputError(f"{path}: no such file")
-    out = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise QAInputError(f"{path}:{number}: not JSON ({e.msg})") from None
-            missing = [k for k in required if not isinstance(record, dict) or k not in record]
-            if missing:
-                raise QAInputError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
-            out.append((number, record))
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise QAInputError(f"{path}:{number}: not UTF-8 (byte {e.start + 1} of the line)") from None
+
+
+def _records(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
+    out = []
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise QAInputError(f"{path}:{number}: not JSON ({e.msg})") from None
+        if not isinstance(record, dict):
+            raise QAInputError(f"{path}:{number}: not a JSON object")
+        missing = [k for k in required if k not in record]
+        if missing:
+            raise QAInputError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
+        if type(record["id"]) not in (str, int):
+            raise QAInputError(f"{path}:{number}: id {record['id']!r} is not a string or an integer")
+        out.append((number, record))
     return out
 
 
@@ -55,10 +71,15 @@ def read_questions(paths: list[Path]) -> dict[str, dict]:
         for number, record in _records(path, ("id", "answers", "hard_answer")):
             if record["id"] in questions:
                 raise QAInputError(f"{path}:{number}: question id {record['id']!r} repeated")
-            if not isinstance(record["answers"], list) or not any(
-                isinstance(a, str) and a.strip() for a in record["answers"]
+            answers, hard = record["answers"], record["hard_answer"]
+            if (
+                not isinstance(answers, list)
+                or not all(isinstance(a, str) for a in answers)
+                or not any(a.strip() for a in answers)
             ):
-                raise QAInputError(f"{path}:{number}: answers must be a list with at least one non-empty string")
+                raise QAInputError(f"{path}:{number}: answers must be a list of strings, at least one non-empty")
+            if not isinstance(hard, str) or hard not in answers:
+                raise QAInputError(f"{path}:{number}: hard_answer {hard!r} is not one of the answers")
             questions[record["id"]] = record
     if not questions:
         raise QAInputError(f"no questions in {', '.join(map(str, paths))}")
@@ -75,26 +96,29 @@ def read_predictions(path: Path, questions: dict[str, dict]) -> dict[str, str | 
             raise QAInputError(f"{path}:{number}: second prediction for question {qid!r}")
         if raw is None:
             raw = ""
-        if not isinstance(raw, (str, list)):
+        if isinstance(raw, list):
+            wrong = next((i for i, item in enumerate(raw, 1) if not isinstance(item, str)), None)
+            if wrong is not None:
+                raise QAInputError(f"{path}:{number}: prediction item {wrong} ({raw[wrong - 1]!r}) is not a string")
+        elif not isinstance(raw, str):
             raise QAInputError(f"{path}:{number}: prediction must be a string or a list of strings")
         predictions[qid] = raw
+    if not predictions:
+        raise QAInputError(f"{path}: no predictions (an empty file would score every question 0)")
     return predictions
 
 
 def read_labels(path: Path) -> list[str]:
     """Labels of ``--labels``: one a line, or ``head<TAB>relation<TAB>tail`` lines (head and tail)."""
-    if not path.is_file():
-        raise QAInputError(f"{path}: no such file")
     labels = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) == 3:
-                labels += [fields[0], fields[2]]
-            elif len(fields) == 1:
-                labels.append(fields[0])
-            else:
-                raise QAInputError(f"{path}:{number}: expected one label or head<TAB>relation<TAB>tail")
+    for number, line in _lines(path):
+        fields = line.rstrip("\n").split("\t")
+        if len(fields) == 3:
+            labels += [fields[0], fields[2]]
+        elif len(fields) == 1:
+            labels.append(fields[0])
+        else:
+            raise QAInputError(f"{path}:{number}: expected one label or head<TAB>relation<TAB>tail")
     return labels
 
 
