@@ -12,7 +12,7 @@ import pytest
 
 from kgbrink.core.delta import latest_version, read_table
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.writer import DatasetBusy, WriterLease, consistent_version, recorded_versions
+from kgbrink.core.writer import DatasetBusy, WriterLease, _concurrent, consistent_version, recorded_versions
 from kgbrink.jobs import ingest as job
 
 
@@ -167,3 +167,17 @@ def test_latest_commit_is_read_from_the_log_as_history_gives_it(spark, tmp_path,
         "operationMetrics": {k: str(v) for k, v in last["operationMetrics"].items()},
         "userMetadata": "second",
     }
+
+
+@pytest.mark.parametrize(
+    "message, conflict",
+    [
+        ("io.delta.exceptions.ProtocolChangedException: [DELTA_PROTOCOL_CHANGED] The protocol version ...", True),
+        ("io.delta.exceptions.MetadataChangedException: [DELTA_METADATA_CHANGED] ...", True),
+        ("io.delta.exceptions.ConcurrentAppendException: [DELTA_CONCURRENT_APPEND] ...", True),
+        ("[PATH_NOT_FOUND] Path does not exist: file:/x/_writer", False),
+    ],
+)
+def test_delta_conflicts_on_a_new_table_are_a_busy_dataset_not_a_raw_error(message, conflict):
+    # two ingests creating one dataset race on the lease table's first commit: the loser's error is one of these
+    assert _concurrent(RuntimeError(message)) is conflict

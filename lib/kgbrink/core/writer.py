@@ -68,9 +68,20 @@ def _literal(value, sql_type: str) -> str:
     return f"CAST({int(value)} AS {sql_type.upper()})"
 
 
+# Delta's conflict exceptions that are not named Concurrent*: two runs creating one table race on its
+# first commit and the loser sees the protocol (or metadata) the winner wrote.
+_CONFLICTS = (
+    "ProtocolChangedException",
+    "MetadataChangedException",
+    "DELTA_PROTOCOL_CHANGED",
+    "DELTA_METADATA_CHANGED",
+)
+
+
 def _concurrent(exc: Exception) -> bool:
     """Whether Delta refused a commit because another one got in first."""
-    return "Concurrent" in type(exc).__name__ or "Concurrent" in str(exc)
+    text = f"{type(exc).__name__} {exc}"
+    return "Concurrent" in text or any(name in text for name in _CONFLICTS)
 
 
 def _row(spark: SparkSession, path: str):
