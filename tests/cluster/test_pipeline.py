@@ -13,6 +13,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -249,22 +250,48 @@ def test_the_pipeline_and_its_scores_on_the_cluster_equal_local_mode(stack, run_
     assert _same_tables(reader, cluster["score"]["outputs"], local["score"]["outputs"], run_dir / "exported" / "score")
 
 
-def test_a_job_survives_a_killed_worker_with_identical_output(stack, run_dir, pipelines, reader):
-    """stats again on the cluster; worker 2 and its executor are SIGKILLed once a task of the job ran
-    there; the job finishes on worker 1 and writes the same tables as local mode."""
+def _step_lines(text: str) -> list[str]:
+    """The names of the top job's steps in the order its progress lines (``[k/n] name``) began them (on
+    spark-submit's standard output, where the Python driver's standard error goes too)."""
+    return re.findall(r"^\[\d+(?:/\d+)?\] (.+)$", text, re.M)
+
+
+def _checkpoint_parts(client, bucket: str) -> set[str]:
+    """The checkpoints written so far under ``s3://<bucket>/checkpoints/``: each ``<job folder>/rdd-N``
+    with at least one part file."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="checkpoints/")
+    keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
+    return {k.rsplit("/", 1)[0] for k in keys if "/rdd-" in k and k.rsplit("/", 1)[1].startswith("part-")}
+
+
+def _killed_in_step(stack, run_dir: Path, job: str, args: list[str], name: str, step: str, after_checkpoint: bool):
+    """``job`` on the cluster; worker 2 and its executors SIGKILLed inside the top-level step ``step``: once
+    the job printed the step's progress line, (``after_checkpoint``) wrote a checkpoint in it, and then
+    started a task on worker 2. Asserts the kill landed inside the step (its line the last step line and
+    its end not yet printed when the worker died), reached the job (Spark's log on standard error), and
+    that the job exited 0; its summary."""
     work = stack.state / "work" / "worker-2"
+    client = staging.s3_client(stack.s3_endpoint, "us-east-1", path_style=True)
     before = set(work.iterdir())
-    summary = run_dir / "stats-kill.json"
-    process = _submit(run_dir, "stats", ["--dataset", DATASET, "--json", str(summary)], "stats-kill", wait=False)
+    summary, out_file, err_file = (run_dir / f"{name}{suffix}" for suffix in (".json", ".out", ".err"))
+    process = _submit(run_dir, job, [*args, "--json", str(summary)], name, wait=False)
     try:
-        deadline = time.monotonic() + 900
+        deadline, started, checkpoints, tasks = time.monotonic() + 900, None, None, None
         while process.poll() is None and time.monotonic() < deadline:
-            apps = [d for d in work.iterdir() if d not in before]
-            logs = [f for d in apps for f in d.glob("*/stderr")]
-            if any("Running task" in f.read_text(errors="replace") for f in logs):
+            logs = [f for d in work.iterdir() if d not in before for f in d.glob("*/stderr")]
+            running = sum(f.read_text(errors="replace").count("Running task") for f in logs)
+            if started is None:
+                if step in _step_lines(out_file.read_text(errors="replace")):
+                    started, tasks = True, running
+                    checkpoints = _checkpoint_parts(client, stack.bucket) if after_checkpoint else None
+            elif checkpoints is not None:
+                if _checkpoint_parts(client, stack.bucket) - checkpoints:
+                    checkpoints, tasks = None, running
+            elif running > tasks:
                 break
-            time.sleep(0.5)
-        assert process.poll() is None, "the job ended before a task ran on worker 2"
+            time.sleep(0.1)
+        at_kill = out_file.read_text(errors="replace")
+        assert process.poll() is None, f"{name}: the job ended before a task of step {step} ran on worker 2"
         stack_module.kill_worker(stack, 2)
         killed_at = time.monotonic()
         returncode = process.wait(timeout=1800)
@@ -273,14 +300,106 @@ def test_a_job_survives_a_killed_worker_with_identical_output(stack, run_dir, pi
             process.kill()
         stack_module.restart_worker(stack, 2)
     with open(run_dir.parent / "test-cluster-times.txt", "a") as times:
-        times.write(f"stats-after-kill {time.monotonic() - killed_at:.1f}\n")
-    err = (run_dir / "stats-kill.err").read_text()
+        times.write(f"{name}-after-kill {time.monotonic() - killed_at:.1f}\n")
+    # inside the step: begun and not ended when the worker died
+    assert _step_lines(at_kill)[-1] == step and f"{step} done in" not in at_kill, at_kill[-2000:]
+    err = err_file.read_text()
     assert returncode == 0, err[-4000:]
     assert "Lost executor" in err or "worker lost" in err.lower()  # the kill reached the job
-    done = json.loads(summary.read_text())
+    assert f"{step} done in" in out_file.read_text()
+    return json.loads(summary.read_text())
+
+
+def test_a_job_survives_a_killed_worker_with_identical_output(stack, run_dir, pipelines, reader):
+    """stats again on the cluster; worker 2 and its executors are SIGKILLed once a task of its first
+    step ran there (stats has no checkpoint); the job finishes on worker 1 and writes the same tables as local mode."""
+    args = ["--dataset", DATASET]
+    done = _killed_in_step(stack, run_dir, "stats", args, "stats-kill", STATS_STEP, after_checkpoint=False)
     local = _step(pipelines["local"]["run"], "stats")
     compared = _same_tables(reader, done["outputs"], local, run_dir / "exported" / "kill")
     assert "entity_popularity" in compared
+
+
+STATS_STEP = "entity_relation_counts_and_entity_popularity"
+KILLED = "s3a://kgbrink/killed/sample"  # named as the sample: the release files name the dataset's last part
+
+
+@pytest.fixture(scope="module")
+def killed(stack, run_dir, pipelines) -> dict:
+    """ingest, build and score into a dataset of their own on the cluster, each with worker 2 killed inside
+    the step that checkpoints (score has none: its batches), as the run's and the score's were made."""
+    out = {}
+    args = ["--format", "wikidata5m", "--input", DUMP + "/", "--dataset", KILLED]
+    out["ingest"] = _killed_in_step(stack, run_dir, "ingest", args, "ingest-kill", "dictionaries", True)
+    rules = pipelines["cluster"]["run"]["outputs"]["build.mine.rules"]
+    args = ["--dataset", KILLED, "--rules", rules["path"], "--out", str(run_dir / "release-killed")]
+    out["build"] = _killed_in_step(stack, run_dir, "build", args, "build-kill", "remove", True)
+    args = ["--ranks", RANKS, "--dataset", KILLED]
+    out["score"] = _killed_in_step(stack, run_dir, "score", args, "score-kill", "batches", False)
+    return out
+
+
+def test_ingest_build_and_score_survive_a_killed_worker_with_identical_output(run_dir, pipelines, killed, reader):
+    cluster = pipelines["cluster"]
+    exported = run_dir / "exported" / "killed"
+    compared = _same_tables(reader, killed["ingest"]["outputs"], _step(cluster["run"], "ingest"), exported / "ingest")
+    assert {"entities", "relations", "triples"} <= set(compared)
+    built = _step(cluster["run"], "build")
+    shared = {k: v for k, v in built.items() if k in killed["build"]["outputs"]}
+    compared = _same_tables(reader, killed["build"]["outputs"], shared, exported / "build")
+    assert {"remove.removed", "remove.complete", "remove.incomplete", "questions.questions"} <= set(compared)
+    files = {mode: _files(run_dir / f"release-{mode}") for mode in ("killed", "cluster")}
+    assert sorted(files["killed"]) == sorted(files["cluster"])
+    differ = sorted(name for name, digest in files["killed"].items() if files["cluster"][name] != digest)
+    assert differ in ([], ["report/report.md"]), differ
+    compared = _same_tables(reader, killed["score"]["outputs"], cluster["score"]["outputs"], exported / "score")
+    assert compared
+
+
+# The benchmark jobs on the sample, on small settings (the valid and test splits for seed-graphs and the
+# sweep), so each takes about a minute on the cluster.
+BENCHMARK_JOBS = {
+    "mcq": (["--n-triples", "300", "--seed", "7", "--difficulties", "easy,medium"], "options"),
+    "seed_graphs": (["--n-samples", "30", "--seed", "7", "--splits", "valid,test"], "sample"),
+    "okgqa_sweep": (
+        ["--scope", "kg", "--methods", "RS,ED", "--levels", "0.5", "--seeds", "1", "--splits", "valid,test"],
+        "perturb",
+    ),
+}
+
+
+def _outputs(summary: dict) -> dict:
+    """A summary's output tables, with those of the ``perturb`` job an ``okgqa-sweep`` ran."""
+    nested = summary.get("perturb", {}).get("outputs", {})
+    return {**summary["outputs"], **{f"perturb.{k}": v for k, v in nested.items()}}
+
+
+@pytest.mark.parametrize("job", sorted(BENCHMARK_JOBS))
+def test_benchmark_jobs_survive_a_killed_worker_with_identical_output(stack, run_dir, pipelines, killed, reader, job):
+    """mcq, seed-graphs and okgqa-sweep on the killed-and-recovered dataset, worker 2 killed inside their
+    checkpointing step, against the same job in local mode on the local run's dataset: the same counts,
+    results, tables and files (mcq's JSON Lines, seed-graphs' prompt records)."""
+    args, step = BENCHMARK_JOBS[job]
+    name = job.replace("_", "-")
+    out = {mode: run_dir / f"{name}-{mode}" for mode in ("cluster", "local")}
+    flags = {
+        "mcq": lambda mode: ["--out", str(out[mode])],
+        "seed_graphs": lambda mode: ["--out", str(out[mode] / "prompts.jsonl")],
+        "okgqa_sweep": lambda mode: ["--report-dir", str(out[mode])],
+    }[job]
+    cluster_args = [*args, "--dataset", KILLED, *flags("cluster")]
+    done = _killed_in_step(stack, run_dir, job, cluster_args, f"{name}-kill", step, True)
+    local = run_dir / "local"
+    summary = run_dir / f"{name}-local.json"
+    command = [KGBRINK, name, *_local_conf(local), *args, "--dataset", str(local / "datasets/sample"), *flags("local")]
+    run([*command, "--json", str(summary)], run_dir, f"{name}-local")
+    expected = json.loads(summary.read_text())
+    assert done["counts"] == expected["counts"] and done.get("results") == expected.get("results")
+    compared = _same_tables(reader, _outputs(done), _outputs(expected), run_dir / "exported" / name)
+    assert compared
+    if job != "okgqa_sweep":  # the sweep's report folder holds a plot
+        files = {mode: _files(folder) for mode, folder in out.items()}
+        assert files["cluster"] == files["local"] and files["cluster"]
 
 
 NEW_ENTITIES = [f"Q99{i:04d}" for i in range(1, 11)]
