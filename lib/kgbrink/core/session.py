@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from kgbrink.core.files import delete_path
 from kgbrink.core.settings import ConfigError, Settings, resolve_location
 
 # The running job's checkpoint mode (setting spark.checkpoint), read by kgbrink.core.frames.checkpoint.
@@ -135,6 +136,4 @@ def job_checkpoints(spark: SparkSession, config: Settings) -> Iterator[None]:
         try:
             yield
         finally:
-            jvm = context._jvm
-            path = jvm.org.apache.hadoop.fs.Path(folder)
-            path.getFileSystem(context._jsc.hadoopConfiguration()).delete(path, True)
+            delete_path(spark, folder)

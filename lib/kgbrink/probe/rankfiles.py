@@ -178,8 +178,8 @@ def validate_ranks(
     malformed record, missing field, bad number, bad side, num_candidates < 1 or not integral,
     num_candidates above ``n_entities`` (|E_i| counts entities; without ``n_entities``, above 2^31 - 1, so
     no sum overflows), rank < 1, rank > num_candidates, rank not a multiple of 0.5, unknown entity,
-    unknown relation. An integer id column that ``facts`` (see :func:`parquet_facts`) prove non-null and within its id range in every row
-    is not checked row by row, so the scan need not read it.
+    unknown relation. An integer id column that ``facts`` (see :func:`parquet_facts`) prove non-null and
+    within its id range in every row is not checked row by row, so the scan need not read it.
     """
     schema = {f.name: f.dataType for f in raw.schema.fields}
     frame = raw

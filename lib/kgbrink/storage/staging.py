@@ -74,13 +74,18 @@ def checked_name(name: Any, where: str) -> str:
     return name
 
 
+def _resolves_inside(directory: Path, name: str) -> bool:
+    """Whether ``directory / name`` resolves inside ``directory`` (no symbolic link leads out)."""
+    return (directory / name).resolve().is_relative_to(directory.resolve())
+
+
 def _inside(directory: Path, name: str, where: str) -> Path:
-    """``directory / name``, checked to resolve inside ``directory`` (no symbolic link leads out)."""
-    target = directory / name
-    root = directory.resolve()
-    if not target.resolve().is_relative_to(root):
-        raise StagingError(f"{where}: {name!r} resolves to {target.resolve()}, outside {root}")
-    return target
+    """``directory / name``, checked by :func:`_resolves_inside`."""
+    if not _resolves_inside(directory, name):
+        raise StagingError(
+            f"{where}: {name!r} resolves to {(directory / name).resolve()}, outside {directory.resolve()}"
+        )
+    return directory / name
 
 
 @dataclass(frozen=True)
@@ -390,7 +395,7 @@ def fetch(client: Any, uri: str, directory: Path) -> FetchResult:
             old = directory / name
             if (
                 old.is_file()
-                and old.resolve().is_relative_to(directory.resolve())
+                and _resolves_inside(directory, name)
                 and old.stat().st_size == entry.size
                 and sha256_of(old) == entry.sha256
             ):
