@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
@@ -71,8 +73,8 @@ def test_steps_give_the_same_output_with_either_checkpoint(spark, config, tmp_pa
     keys = spark.createDataFrame([(f"Q{(i * 7919) % 101}", i % 5) for i in range(101)], "key string, group int")
     triples = spark.createDataFrame([(i, 0, (i * 3) % 40) for i in range(0, 60, 2)], "h int, r int, t int")
     results = {}
-    for name, settings in (("local", config), ("reliable", reliable)):
-        with job_checkpoints(spark, settings):
+    for name, chosen in (("local", config), ("reliable", reliable)):
+        with job_checkpoints(spark, chosen):
             results[name] = [
                 with_positions(keys, ["group", "key"], "id").collect(),
                 hash_partitioned(keys, ["group"]).collect(),
@@ -97,3 +99,16 @@ def test_an_ingest_with_reliable_checkpoints_equals_one_with_local_ones(spark, c
     assert sorted(tables["local"]) == sorted(tables["reliable"]) and "entities" in tables["local"]
     for name, frame in tables["local"].items():
         assertDataFrameEqual(tables["reliable"][name], frame)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 3), st.integers(-50, 50)), unique=True, max_size=40),
+    partitions=st.integers(1, 5),
+)
+def test_reliable_positions_are_ranks_whatever_the_partitioning(spark, config, tmp_path, rows, partitions):
+    reliable = config.with_overrides(["spark.checkpoint=reliable", f"spark.checkpoint_dir={tmp_path}/cp"])
+    frame = spark.createDataFrame(rows, "group int, key int").repartition(partitions)
+    with job_checkpoints(spark, reliable):
+        got = {(r["group"], r["key"]): r["n"] for r in with_positions(frame, ["group", "key"], "n").collect()}
+    assert got == {row: i for i, row in enumerate(sorted(rows))}

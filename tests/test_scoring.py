@@ -744,3 +744,26 @@ def test_rank_job_turns_candidate_scores_into_a_rank_file(spark, config, small_d
     )
     mrr = [r["value"] for r in scored.results if r["metric"] == "mrr" and r["run"] == "1"]
     assert mrr == [pytest.approx((1 / 2.5 + 1 / 2 + 1 / 2) / 3, abs=1e-9)]
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from([0.5, 1.0, 2.0, 3.5, 1e6]), st.sampled_from([0, 1, 3, 7, 8, 10**7, 10**12, 2**62])),
+        min_size=1,
+        max_size=12,
+    ),
+    n_entities=st.sampled_from([7, 100, 2**31 - 1]),
+)
+def test_rank_rows_pass_only_with_a_possible_candidate_count(spark, rows, n_entities):
+    # hostile num_candidates: a row passes exactly when 1 <= rank <= N <= |E| and rank is a half-integer
+    raw = spark.createDataFrame(
+        [("m", "1", 0, 0, 1, "tail", rank, n) for rank, n in rows],
+        "model string, run string, h int, r int, t int, side string, rank double, num_candidates long",
+    )
+    empty = spark.createDataFrame([], "id int, key string")
+    checked = RF.validate_ranks(raw, empty, empty, "id", n_entities=n_entities, n_relations=1)
+    reasons = [r["reason"] for r in checked.collect()]
+    passes = [1 <= rank <= n <= n_entities and rank * 2 == int(rank * 2) for rank, n in rows]
+    assert [r is None for r in reasons] == passes
+    assert [r == "bad_num_candidates" for r in reasons] == [n < 1 or n > n_entities for _, n in rows]

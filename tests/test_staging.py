@@ -376,3 +376,20 @@ def test_stage_usage_errors_exit_2(s3, config, dump, capsys):
     assert _cli(config, "stage", "--input", str(dump), "--to", f"s3://{BUCKET}/x", "--variant", "v") == 2
     assert _cli(config, "fetch", "--from", f"s3://{BUCKET}/none", "--out", str(dump)) == 1  # no manifest: failed
     assert "no _kgbrink_manifest.json" in capsys.readouterr().err
+
+
+SEGMENTS = st.sampled_from(["a", "b.txt", "..", ".", "", "c\\d", "e\x00", "sub", "/"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(parts=st.lists(SEGMENTS, min_size=1, max_size=5), absolute=st.booleans())
+def test_a_name_that_passes_the_check_stays_inside_any_folder(tmp_path_factory, parts, absolute):
+    name = ("/" if absolute else "") + "/".join(parts)
+    folder = tmp_path_factory.getbasetemp() / "inside"
+    try:
+        staging.checked_name(name, "m.json")
+    except StagingError as error:
+        assert str(error).startswith("m.json: file name ")
+        return
+    assert not absolute and ".." not in parts and "\x00" not in name and "\\" not in name
+    assert (folder / name).resolve().is_relative_to(folder.resolve())
