@@ -654,7 +654,12 @@ def test_family_build_evaluates_a_perfect_and_an_empty_model(family_build, tmp_p
     }
     assert got["hits_at_any"] == got["f1"] == got["hits_at_hard"] == got["hhr"] == 1.0
     empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
+    empty.write_text("")  # an empty file is refused (issue 44); an empty model answers "" to every question
+    with pytest.raises(evaluate_qa.QAInputError, match="no predictions"):
+        evaluate_qa.run(
+            JobContext(None, None), evaluate_qa.EvaluateQAOptions([str(test_file)], str(empty), "private_id")
+        )
+    empty.write_text("".join(json.dumps({"id": q["id"], "prediction": ""}) + "\n" for q in records))
     got = {
         r["metric"]: r["value"]
         for r in evaluate_qa.run(
