@@ -268,7 +268,7 @@ def _dead(spark, held: list[WriterLease]) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
     for lease in held:
-        lease._set_where({"owner": lease.owner}, {"pid": dead.pid})
+        lease._update(lease.owner, {"pid": dead.pid})
 
 
 def _tables(dataset: Path) -> list[str]:

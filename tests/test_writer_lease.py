@@ -12,7 +12,15 @@ import pytest
 
 from kgbrink.core.delta import latest_version, read_table
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.writer import DatasetBusy, WriterLease, _concurrent, consistent_version, recorded_versions
+from kgbrink.core.writer import (
+    SCHEMA,
+    DatasetBusy,
+    WriterLease,
+    _concurrent,
+    consistent_version,
+    lease_state,
+    recorded_versions,
+)
 from kgbrink.jobs import ingest as job
 
 
@@ -29,7 +37,7 @@ def _kill(spark, dataset: Path) -> WriterLease:
     killed._stop_renewing()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    killed._set_where({"owner": killed.owner}, {"pid": dead.pid})
+    assert killed._update(killed.owner, {"pid": dead.pid})
     return killed
 
 
@@ -76,17 +84,17 @@ def test_racing_runs_let_exactly_one_win(spark, tmp_path):
 
 
 def test_a_lease_taken_over_cannot_complete_and_values_are_quoted(spark, tmp_path):
-    """The compare-and-set counts the rows its UPDATE changed: a run whose lease another run took records
+    """A change is made only while this run owns the lease: a run whose lease another run took records
     nothing. Strings with quotes and backslashes are stored as given."""
     dataset = str(tmp_path / "ds")
     lease = WriterLease(spark, dataset, 60).acquire()
     lease._stop_renewing()
     odd = "it's a \\host\\ `x`"
-    assert lease._set_where({"owner": lease.owner}, {"owner": "other", "host": odd}) == 1
-    assert lease._set_where({"owner": lease.owner}, {"expires": 0.0}) == 0
+    assert lease._update(lease.owner, {"owner": "other", "host": odd}) is True
+    assert lease._update(lease.owner, {"expires": 0.0}) is False
     with pytest.raises(DatasetBusy, match="the writer lease was lost; this run's writes are not recorded"):
         lease.complete({"entities": 0, "relations": 0, "triples": 0})
-    row = read_table(spark, f"{dataset}/_writer").first()
+    row = lease_state(spark, f"{dataset}/_writer")[1]
     assert (row["owner"], row["host"], row["completed_by"]) == ("other", odd, None)
 
 
@@ -162,11 +170,13 @@ def test_latest_commit_is_read_from_the_log_as_history_gives_it(spark, tmp_path,
         raise AssertionError("history() called: the commit file was not read")
 
     monkeypatch.setattr(DeltaTable, "history", no_history)  # the fast path, not its fallback
-    assert delta._latest_commit(spark, path) == {
+    assert delta.latest_commit(spark, path) == {
         "version": 1,
         "operationMetrics": {k: str(v) for k, v in last["operationMetrics"].items()},
         "userMetadata": "second",
+        "overwrote": True,
     }
+    assert delta.table_rows(spark, path, 0) == 3 and delta.table_rows(spark, path, 1) == 5
 
 
 @pytest.mark.parametrize(
@@ -181,3 +191,47 @@ def test_latest_commit_is_read_from_the_log_as_history_gives_it(spark, tmp_path,
 def test_delta_conflicts_on_a_new_table_are_a_busy_dataset_not_a_raw_error(message, conflict):
     # two ingests creating one dataset race on the lease table's first commit: the loser's error is one of these
     assert _concurrent(RuntimeError(message)) is conflict
+
+
+def test_the_lease_costs_few_spark_jobs_and_readers_none(spark, tmp_path):
+    """Issue 43: the state is read from the commit file; a change is one append of one row."""
+    from kgbrink.core.session import spark_actions
+
+    dataset = str(tmp_path / "ds")
+    WriterLease(spark, dataset, 60).acquire().complete({"entities": 0, "relations": 0, "triples": 0})
+    start = spark_actions(spark)[0]
+    lease = WriterLease(spark, dataset, 60).acquire()
+    acquired = spark_actions(spark)[0]
+    lease.complete({"entities": 1, "relations": 2, "triples": 3})
+    completed = spark_actions(spark)[0]
+    assert recorded_versions(spark, dataset) == {"entities": 1, "relations": 2, "triples": 3}
+    assert spark_actions(spark)[0] == completed  # reading the record launches no Spark job
+    assert acquired - start <= 1 and completed - acquired <= 1, (acquired - start, completed - acquired)
+    # the table is the lease's history: creation, then acquire and complete twice
+    assert read_table(spark, f"{dataset}/_writer").count() == 5
+
+
+def test_a_lease_table_of_an_older_kgbrink_is_read_from_its_row_and_taken_over(spark, tmp_path):
+    dataset = tmp_path / "ds"
+    row = [(None, None, None, 0.0, 4, 5, 6, "old-run", 1.0)]
+    spark.createDataFrame(row, SCHEMA).coalesce(1).write.format("delta").save(str(dataset / "_writer"))
+    assert recorded_versions(spark, str(dataset)) == {"entities": 4, "relations": 5, "triples": 6}
+    lease = WriterLease(spark, str(dataset), 60).acquire()
+    assert lease.previous["completed_by"] == "old-run"
+    lease.complete({"entities": 7, "relations": 8, "triples": 9})
+    assert recorded_versions(spark, str(dataset)) == {"entities": 7, "relations": 8, "triples": 9}
+
+
+def test_a_change_that_lost_its_race_is_void_and_readers_skip_it(spark, tmp_path):
+    dataset = str(tmp_path / "ds")
+    first = WriterLease(spark, dataset, 60)
+    first._create()
+    version, state = lease_state(spark, first.path)
+    assert first._change(version, {**state, "owner": "a"})
+    # a second change of the same version lands after the first: it is void
+    assert not first._change(version, {**state, "owner": "b"})
+    latest, now = lease_state(spark, first.path)
+    assert (latest, now["owner"]) == (version + 2, "a")
+    # and a change built on the void version counts, on the state in force
+    assert first._change(latest, {**now, "host": "h"})
+    assert lease_state(spark, first.path)[1]["owner"] == "a"

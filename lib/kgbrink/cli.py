@@ -20,7 +20,7 @@ from pathlib import Path
 from kgbrink.core.console import Progress, error_message, human_summary, write_trace
 from kgbrink.core.jobs import REGISTRY, JobContext, add_arguments, options_from
 from kgbrink.core.settings import ConfigError, load_config
-from kgbrink.core.tracking import JobSummary, record_in_mlflow
+from kgbrink.core.tracking import JobSummary, MlflowExperiment, record_in_mlflow
 
 JOB_MODULES = (
     "ingest",
@@ -143,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         return _usage_error(args.command, str(exc))
     summary, usage = JobSummary(args.command), False
+    # MLflow's import and store open in the background while the job runs
+    experiment = None if args.no_tracking else MlflowExperiment(config)
     try:
         options = options_from(args, job.options)
         spark, startup = None, None
@@ -165,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  (full trace: {trace})", file=sys.stderr)
     if not args.no_tracking:
         try:
-            summary.mlflow_run_id = record_in_mlflow(config, summary)
+            summary.mlflow_run_id = record_in_mlflow(config, summary, experiment)
         except Exception as exc:  # noqa: BLE001
             print(f"kgbrink {args.command}: warning: MLflow tracking failed: {exc}", file=sys.stderr)
             if summary.status == "ok":

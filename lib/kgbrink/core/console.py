@@ -169,6 +169,12 @@ def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None)
     if counts:
         shown = ", ".join(f"{k} {v:,}" for k, v in counts[:8])
         lines.append(f"  counts: {shown}")
+    actions = getattr(summary, "actions", {})
+    if actions.get("spark_jobs") or actions.get("delta_commits"):
+        lines.append(
+            f"  spark: {actions['spark_jobs']:,} jobs, {actions['spark_stages']:,} stages, "
+            f"{actions['delta_commits']:,} Delta commits"
+        )
     if summary.mlflow_run_id and tracking_uri:
         lines.append(f"  MLflow run {summary.mlflow_run_id} in {tracking_uri}")
         lines.append(f"    (browse: mlflow ui --backend-store-uri {tracking_uri}, with the full mlflow package)")

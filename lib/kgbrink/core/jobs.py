@@ -19,8 +19,8 @@ from typing import Any
 
 from kgbrink.core import catalog
 from kgbrink.core.console import Progress
-from kgbrink.core.delta import TableVersion, read_table, write_table
-from kgbrink.core.session import job_checkpoints
+from kgbrink.core.delta import TableVersion, delta_commits, read_table, write_table
+from kgbrink.core.session import job_checkpoints, spark_actions
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
 from kgbrink.core.writer import consistent_version
@@ -96,6 +96,7 @@ class JobContext:
         definition = REGISTRY[name]
         progress = self.progress.child(definition.steps)
         child = JobContext(self.spark, self.config, JobSummary(name), progress, nested=True)
+        start = _actions(self.spark)
         try:
             if self.nested or self.spark is None:
                 return definition.run(child, options)
@@ -116,12 +117,22 @@ class JobContext:
             except AttributeError:  # exceptions with __slots__
                 pass
             raise
+        finally:
+            end = _actions(self.spark)
+            child.summary.actions.update({key: end[key] - start[key] for key in end})
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
         """A named, timed step (its seconds under ``summary.timings[name]``), reported as progress."""
-        with self.progress.step(name, self.spark), self.summary.timed(name):
-            yield
+        start = _actions(self.spark)
+        try:
+            with self.progress.step(name, self.spark), self.summary.timed(name):
+                yield
+        finally:
+            end = _actions(self.spark)
+            by_step = self.summary.actions.setdefault("by_step", {})
+            before = by_step.get(name, {})
+            by_step[name] = {key: before.get(key, 0) + end[key] - start[key] for key in end}
 
     def read(self, name: str, path: str, version: int | None = None):
         """The Delta table at ``path``, pinned: the version read first under ``name`` is recorded in the
@@ -147,6 +158,11 @@ class JobContext:
         partition_by = list(entry.partition_by) if entry is not None else None
         self.summary.outputs[name] = write_table(frame, path, partition_by, description or None)
         return self.summary.outputs[name]
+
+
+def _actions(spark: Any) -> dict[str, int]:
+    jobs, stages = spark_actions(spark)
+    return {"spark_jobs": jobs, "spark_stages": stages, "delta_commits": delta_commits()}
 
 
 def add_arguments(parser: argparse.ArgumentParser, options: type) -> None:

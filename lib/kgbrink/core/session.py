@@ -106,6 +106,18 @@ def _spark_value(value) -> str:
     return str(value)
 
 
+def spark_actions(spark: SparkSession | None) -> tuple[int, int]:
+    """The Spark jobs and stages this driver has launched so far (the DAG scheduler's own counters;
+    (0, 0) without a session or on a Spark that does not expose them)."""
+    if spark is None:
+        return 0, 0
+    try:
+        scheduler = spark.sparkContext._jsc.sc().dagScheduler()
+        return int(scheduler.numTotalJobs()), int(scheduler.nextStageId())
+    except Exception:  # noqa: BLE001 - Spark Connect or another Spark: nothing to count
+        return 0, 0
+
+
 @contextmanager
 def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
     """The SQL setting ``key`` set to ``value`` for the block, then back to the session's own value."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,6 +38,8 @@ class JobSummary:
     extra: dict[str, Any] = field(default_factory=dict)
     # Files (plots, reports) logged as MLflow artifacts.
     artifacts: list[str] = field(default_factory=list)
+    # The Spark jobs and stages the job launched and the Delta commits it made, in all and by step.
+    actions: dict[str, Any] = field(default_factory=dict)
     # What a person looks at first (release directory, report): shown in the human summary.
     highlights: dict[str, str] = field(default_factory=dict)
 
@@ -59,6 +62,7 @@ class JobSummary:
             "inputs": {k: v.as_dict() for k, v in self.inputs.items()},
             "outputs": {k: v.as_dict() for k, v in self.outputs.items()},
             "timings": self.timings,
+            **({"actions": self.actions} if self.actions else {}),
             "mlflow_run_id": self.mlflow_run_id,
             **({"results": self.results} if self.results else {}),
             **self.extra,
@@ -85,8 +89,33 @@ def _metric_key(key: str) -> str:
     return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in key)
 
 
-def record_in_mlflow(config: Settings, summary: JobSummary) -> str:
-    """Log ``summary`` as one MLflow run; returns its run id."""
+class MlflowExperiment:
+    """The MLflow experiment of ``config``, made ready in a background thread (importing MLflow and opening
+    its store take seconds) while the job runs; :meth:`get` waits for it and raises what it raised."""
+
+    def __init__(self, config: Settings):
+        self.config = config
+        self._result: tuple[Any, str] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._prepare, name="mlflow-experiment", daemon=True)
+        self._thread.start()
+
+    def _prepare(self) -> None:
+        try:
+            self._result = _experiment(self.config)
+        except BaseException as exc:  # noqa: BLE001 - raised in get()
+            self._error = exc
+
+    def get(self) -> tuple[Any, str]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+def _experiment(config: Settings) -> tuple[Any, str]:
+    """The ``mlflow`` module, tracking ``config``'s store, and the id of ``config``'s experiment."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     import mlflow
 
@@ -107,9 +136,14 @@ def record_in_mlflow(config: Settings, summary: JobSummary) -> str:
         artifacts = config.tracking.artifact_location
         if artifacts and not is_uri(artifacts):
             artifacts = Path(resolve_location(artifacts)).as_uri()
-        experiment_id = mlflow.create_experiment(name, artifact_location=artifacts)
-    else:
-        experiment_id = experiment.experiment_id
+        return mlflow, mlflow.create_experiment(name, artifact_location=artifacts)
+    return mlflow, experiment.experiment_id
+
+
+def record_in_mlflow(config: Settings, summary: JobSummary, experiment: MlflowExperiment | None = None) -> str:
+    """Log ``summary`` as one MLflow run (in ``experiment``, prepared while the job ran, when given); returns
+    its run id."""
+    mlflow, experiment_id = experiment.get() if experiment is not None else _experiment(config)
     with mlflow.start_run(experiment_id=experiment_id, run_name=summary.job) as run:
         mlflow.set_tags({"job": summary.job, "status": summary.status, "env": config.env})
         params: dict[str, Any] = {}
@@ -122,6 +156,7 @@ def record_in_mlflow(config: Settings, summary: JobSummary) -> str:
         metrics: dict[str, Any] = {}
         _flatten("count", summary.counts, metrics)
         _flatten("seconds", summary.timings, metrics)
+        _flatten("actions", {k: v for k, v in summary.actions.items() if k != "by_step"}, metrics)
         for name_, table in summary.outputs.items():
             if table.rows is not None:
                 metrics[f"rows.{name_}"] = table.rows

@@ -1,15 +1,17 @@
 """One writer per dataset, and the table versions that belong together (issue 28).
 
-A dataset's ``_writer`` Delta table holds one row: the run holding the dataset's writer lease (``owner``,
-``host``, ``pid``, ``expires``) and the record of the last complete ingest: the versions of ``entities``,
-``relations`` and ``triples`` it wrote together.
+A dataset's ``_writer`` Delta table records the lease's state: the run holding the dataset's writer lease
+(``owner``, ``host``, ``pid``, ``expires``) and the record of the last complete ingest: the versions of
+``entities``, ``relations`` and ``triples`` it wrote together. Each change appends one row, the new
+state, in one commit whose ``userMetadata`` (a JSON object) repeats the state with the version it
+``follows`` and a ``token``; so the table is also the lease's history.
 
-- Acquiring is a compare-and-set on that row: it is read, then updated only where ``owner`` and
-  ``expires`` are still what was read; the UPDATE's count of affected rows says whether it won. Two runs
-  racing both rewrite the row's one file; Delta commits one and refuses the other (a
-  concurrent-modification error), so exactly one wins. This is the same guarantee the dataset's tables
-  rely on (local files, HDFS, s3a with Delta's S3 log store). Renewing and completing update only where
-  this run is still the ``owner``: no affected row means the lease was lost.
+- The state is read from the latest commit file, without a Spark job. A change is a compare-and-set: it
+  appends on top of the version it read, and it counts only when it became the very next version
+  (``follows == version - 1``); a commit that lost a race to that version is void, and readers take the
+  state before it. Delta's log gives every version to exactly one commit (local files, HDFS, s3a with
+  Delta's S3 log store), so of two runs changing the same version exactly one wins. Renewing and
+  completing change the state only while this run is its ``owner``: another owner means the lease was lost.
 - A lease is free when nobody holds it, when it expired (its holder renews it every third of
   ``seconds`` while it runs), or when its holder ran on this host and that process is gone (killed).
 - Readers read the recorded versions (:func:`consistent_version`): a dictionary or triples version
@@ -19,6 +21,7 @@ A dataset's ``_writer`` Delta table holds one row: the run holding the dataset's
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -29,7 +32,7 @@ from pathlib import PurePosixPath
 
 from pyspark.sql import SparkSession
 
-from kgbrink.core.delta import latest_version, table_exists, table_path
+from kgbrink.core.delta import commit_info, committed, latest_commit, latest_version, table_exists, table_path
 from kgbrink.core.files import delete_if_empty, delete_path
 
 RECORDED = ("entities", "relations", "triples")
@@ -37,7 +40,6 @@ SCHEMA = (
     "owner string, host string, pid int, expires double, entities long, relations long, triples long, "
     "completed_by string, completed_at double"
 )
-TYPES = dict(field.split(" ") for field in SCHEMA.split(", "))
 log = logging.getLogger(__name__)
 
 
@@ -57,17 +59,6 @@ def _alive(pid: int | None) -> bool:
     return True
 
 
-def _literal(value, sql_type: str) -> str:
-    """``value`` as a Spark SQL literal of ``sql_type`` (a column type of :data:`SCHEMA`)."""
-    if value is None:
-        return f"CAST(NULL AS {sql_type.upper()})"
-    if sql_type == "string":
-        return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
-    if sql_type == "double":
-        return repr(float(value)) + "D"
-    return f"CAST({int(value)} AS {sql_type.upper()})"
-
-
 # Delta's conflict exceptions that are not named Concurrent*: two runs creating one table race on its
 # first commit and the loser sees the protocol (or metadata) the winner wrote.
 _CONFLICTS = (
@@ -84,9 +75,33 @@ def _concurrent(exc: Exception) -> bool:
     return "Concurrent" in text or any(name in text for name in _CONFLICTS)
 
 
-def _row(spark: SparkSession, path: str):
-    rows = spark.read.format("delta").load(path).collect()
-    return rows[0] if rows else None
+FREE = {"owner": None, "host": None, "pid": None, "expires": 0.0, **dict.fromkeys(RECORDED)}
+FREE.update(completed_by=None, completed_at=None)
+
+
+def _decoded(metadata: str | None) -> dict | None:
+    """The lease change a commit's ``userMetadata`` records (None: not a lease commit)."""
+    try:
+        record = json.loads(metadata) if metadata else None
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or "token" not in record:
+        return None
+    return {key: record.get(key) for key in (*FREE, "token", "follows")}
+
+
+def lease_state(spark: SparkSession, path: str) -> tuple[int, dict]:
+    """The lease table's latest version and the state in force there (``FREE``'s keys and the ``token`` of
+    the change that set it): the latest valid change's, skipping void ones."""
+    latest = version = latest_commit(spark, path)["version"]
+    while True:
+        change = _decoded(commit_info(spark, path, version)["userMetadata"])
+        if change is None:  # written by a kgbrink that kept the state as the table's one row, by UPDATE
+            rows = spark.read.format("delta").option("versionAsOf", version).load(path).collect()
+            return int(latest), {**FREE, **(rows[0].asDict() if rows else {}), "token": None}
+        if version == 0 or change["follows"] == version - 1:
+            return int(latest), {key: change[key] for key in (*FREE, "token")}
+        version -= 1
 
 
 def recorded_versions(spark: SparkSession, dataset: str) -> dict[str, int] | None:
@@ -94,10 +109,10 @@ def recorded_versions(spark: SparkSession, dataset: str) -> dict[str, int] | Non
     path = table_path(dataset, "_writer")
     if not table_exists(spark, path):
         return None
-    row = _row(spark, path)
-    if row is None or row["completed_by"] is None:
+    state = lease_state(spark, path)[1]
+    if state["completed_by"] is None:
         return None
-    return {name: row[name] for name in RECORDED if row[name] is not None}
+    return {name: int(state[name]) for name in RECORDED if state[name] is not None}
 
 
 def consistent_version(spark: SparkSession, path: str, records: dict | None = None) -> int:
@@ -135,56 +150,69 @@ class WriterLease:
         self.spark, self.dataset, self.seconds = spark, dataset, float(seconds)
         self.path = table_path(dataset, "_writer")
         self.owner = uuid.uuid4().hex
-        self.previous = None
+        self.previous: dict | None = None
         self._stop = threading.Event()
         self._lost: str | None = None
         self._thread: threading.Thread | None = None
         self.created = False
 
-    # -- the row ------------------------------------------------------------------------------------
+    # -- the state ----------------------------------------------------------------------------------
     def _create(self) -> None:
         if table_exists(self.spark, self.path):
             return
-        empty = [(None, None, None, 0.0, None, None, None, None, None)]
         try:
-            self.spark.createDataFrame(empty, SCHEMA).coalesce(1).write.format("delta").mode("errorifexists").save(
-                self.path
-            )
+            self._write(FREE, None, "errorifexists")
             self.created = True
         except Exception:  # noqa: BLE001 - another run created it first: read theirs
             if not table_exists(self.spark, self.path):
                 raise
 
-    def _set_where(self, where: dict, values: dict) -> int:
-        """``UPDATE`` the row to ``values`` where every column of ``where`` is (null-safely) equal to its
-        value; the number of rows it changed (0 or 1). Delta's Python ``update`` returns no count; SQL does."""
-        assignments = ", ".join(f"{k} = {_literal(v, TYPES[k])}" for k, v in values.items())
-        condition = " AND ".join(f"{k} <=> {_literal(v, TYPES[k])}" for k, v in where.items())
-        table = "delta.`" + self.path.replace("`", "``") + "`"
-        rows = self.spark.sql(f"UPDATE {table} SET {assignments} WHERE {condition}").collect()
-        return int(rows[0][0]) if rows else 0
+    def _write(self, state: dict, follows: int | None, mode: str = "append") -> str:
+        """Append ``state`` as one row and one commit following version ``follows``; its token."""
+        token = uuid.uuid4().hex
+        record = {key: state.get(key) for key in FREE}
+        change = json.dumps({**record, "follows": follows, "token": token}, sort_keys=True)
+        row = self.spark.createDataFrame([tuple(record.values())], SCHEMA).coalesce(1)
+        row.write.format("delta").mode(mode).option("userMetadata", change).save(self.path)
+        committed()
+        return token
+
+    def _change(self, version: int, state: dict) -> bool:
+        """Record ``state`` as the version after ``version`` (compare-and-set); whether it won."""
+        try:
+            token = self._write(state, version)
+        except Exception as exc:  # noqa: BLE001 - Delta refused the commit: a concurrent change won
+            if not _concurrent(exc):
+                raise
+            return False
+        change = _decoded(commit_info(self.spark, self.path, version + 1)["userMetadata"])
+        return change is not None and change["follows"] == version and change["token"] == token
+
+    def _update(self, owner: str | None, values: dict) -> bool:
+        """Set ``values`` while the lease's ``owner`` is ``owner``; False once another owner holds it."""
+        for _ in range(8):
+            version, state = lease_state(self.spark, self.path)
+            if state["owner"] != owner:
+                return False
+            if self._change(version, {**state, **values}):
+                return True
+        return False
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def acquire(self) -> WriterLease:
         self._create()
-        row = _row(self.spark, self.path)
+        version, state = lease_state(self.spark, self.path)
         now = time.time()
-        if row["owner"] is not None and row["expires"] >= now:
-            if row["host"] != socket.gethostname() or _alive(row["pid"]):
+        if state["owner"] is not None and state["expires"] >= now:
+            if state["host"] != socket.gethostname() or _alive(state["pid"]):
                 raise DatasetBusy(
-                    f"{self.dataset} is being written by another run (host {row['host']}, pid {row['pid']}, "
-                    f"lease until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(row['expires']))}); "
+                    f"{self.dataset} is being written by another run (host {state['host']}, pid {state['pid']}, "
+                    f"lease until {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(state['expires']))}); "
                     "wait for it to finish, or stop it"
                 )
-        self.previous = row
+        self.previous = state
         mine = {"owner": self.owner, "host": socket.gethostname(), "pid": os.getpid(), "expires": now + self.seconds}
-        try:
-            won = self._set_where({"owner": row["owner"], "expires": row["expires"]}, mine)
-        except Exception as exc:  # noqa: BLE001 - Delta refused the commit: a concurrent run won
-            if not _concurrent(exc):
-                raise
-            won = 0
-        if won != 1:
+        if not self._change(version, {**state, **mine}):
             raise DatasetBusy(f"another run took the writer lease of {self.dataset} at the same moment")
         self._thread = threading.Thread(target=self._renew, name=f"lease-{self.owner[:8]}", daemon=True)
         self._thread.start()
@@ -193,7 +221,7 @@ class WriterLease:
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):
             try:
-                if self._set_where({"owner": self.owner}, {"expires": time.time() + self.seconds}) != 1:
+                if not self._update(self.owner, {"expires": time.time() + self.seconds}):
                     self._lost = "the lease expired and another run took it"
                     return
             except Exception as exc:  # noqa: BLE001 - a failed renewal is retried; the expiry decides
@@ -210,13 +238,8 @@ class WriterLease:
         self._stop_renewing()
         values = {name: int(versions[name]) for name in RECORDED}
         values.update(owner=None, host=None, pid=None, completed_by=self.owner, completed_at=time.time())
-        if self._lost is None:
-            try:
-                if self._set_where({"owner": self.owner}, values) == 1:
-                    return
-            except Exception as exc:  # noqa: BLE001 - a concurrent commit: another run took the lease
-                if not _concurrent(exc):
-                    raise
+        if self._lost is None and self._update(self.owner, values):
+            return
         raise DatasetBusy(
             f"{self.dataset}: {self._lost or 'the writer lease was lost'}; this run's writes are not recorded "
             "and readers keep the last complete ingest's versions"
@@ -227,12 +250,12 @@ class WriterLease:
         for a dataset that never had a complete ingest is removed, so a failed first run leaves nothing."""
         self._stop_renewing()
         try:
-            row = _row(self.spark, self.path) if self.created else None
-            if row is not None and row["completed_by"] is None and row["owner"] == self.owner:
+            state = lease_state(self.spark, self.path)[1] if self.created else None
+            if state is not None and state["completed_by"] is None and state["owner"] == self.owner:
                 delete_path(self.spark, self.path)
                 delete_if_empty(self.spark, self.dataset)
             else:
-                self._set_where({"owner": self.owner}, {"owner": None, "host": None, "pid": None})
+                self._update(self.owner, {"owner": None, "host": None, "pid": None})
         except Exception as exc:  # noqa: BLE001 - it expires anyway
             log.warning("releasing the writer lease of %s failed: %s", self.dataset, exc)
 

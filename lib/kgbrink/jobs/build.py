@@ -85,11 +85,11 @@ def export(ctx: JobContext, opts: OutOptions) -> JobSummary:
     with ctx.step("questions"):
         written.extend(write_question_files(v, v.read("questions"), s, target))
     card = target / "DATA_CARD.md"
+    counts = _variant_counts(v)
     card.write_text(
-        report.data_card(
-            dataset, name, s, _variant_counts(v), sorted(str(Path(p).relative_to(target)) for p in written)
-        )
+        report.data_card(dataset, name, s, counts, sorted(str(Path(p).relative_to(target)) for p in written))
     )
+    summary.extra["variant_counts"] = counts  # the build's report shows them too
     written.append(str(card))
     summary.counts.update(files=len(written))
     summary.artifacts.append(str(card))
@@ -134,6 +134,9 @@ def _named_provenance(provenance: DataFrame, entities: DataFrame, relations: Dat
     )
 
 
+VARIANT_COUNT_TABLES = ("rules", "removed", "questions", "complete", "incomplete")
+
+
 def _variant_counts(v: Variant) -> dict:
     """Table 1 / Table 3 figures of the variant: rules by type, triples and questions per split."""
     rules = v.rules()
@@ -171,12 +174,14 @@ def _variant_counts(v: Variant) -> dict:
     }
 
 
-def _report(ctx: JobContext, v: Variant, answer_counts: dict, removal_counts: dict, out: str | None) -> JobSummary:
-    """The build report (Markdown + PNG plots) into ``<variant>/report`` (or ``out``), as a step summary."""
+def _report(
+    ctx: JobContext, v: Variant, answer_counts: dict, removal_counts: dict, out: str | None, counts: dict
+) -> JobSummary:
+    """The build report (Markdown + PNG plots) into ``<variant>/report`` (or ``out``), as a step summary;
+    ``counts``: the variant's (:func:`_variant_counts`, as ``export`` computed them)."""
     summary = JobSummary("report", params={"dataset": v.dataset, "variant": v.name})
     own = Variant(JobContext(ctx.spark, ctx.config, summary, ctx.progress), v.dataset, v.name)
     target = local_dir(out) if out else local_dir(own.root) / "report"
-    counts = _variant_counts(own)
     summary.artifacts.extend(
         report.write_report(target, v.dataset, v.name, _settings(own), counts, answer_counts, removal_counts)
     )
@@ -208,9 +213,15 @@ def build(ctx: JobContext, opts: BuildOptions) -> JobSummary:
         q = ctx.run("questions", OutOptions(**common, out=out))
     steps.append(q)
     with ctx.step("export"):
-        steps.append(ctx.run("export", OutOptions(**common, out=out)))
+        exported = ctx.run("export", OutOptions(**common, out=out))
+    steps.append(exported)
     with ctx.step("report"):
-        steps.append(_report(ctx, v, q.extra["answer_counts"], removed.counts, f"{out}/report" if out else None))
+        report_dir = f"{out}/report" if out else None
+        counts = exported.extra["variant_counts"]
+        reported = _report(ctx, v, q.extra["answer_counts"], removed.counts, report_dir, counts)
+        # the tables the counts come from, at the versions export read
+        reported.inputs.update({k: t for k, t in exported.inputs.items() if k in VARIANT_COUNT_TABLES})
+        steps.append(reported)
     merge_steps(summary, steps)
     release = Path(out) if out else Path(v.root) / "release"
     summary.highlights.update(release=str(release), report=str(Path(steps[-1].artifacts[0])))

@@ -40,7 +40,7 @@ from kgbrink.core.files import (
     reported_path,
     require_files,
 )
-from kgbrink.core.frames import tasks_for
+from kgbrink.core.frames import checkpoint, tasks_for
 from kgbrink.core.jobs import JobContext, job
 from kgbrink.core.tracking import JobSummary
 from kgbrink.core.writer import RECORDED, WriterLease
@@ -435,11 +435,14 @@ def _write_dataset(
             # the label lines of keys that get an id, and the keys, counted while the table is written
             used = Observation(f"{name}_label_lines")
             table = T.with_labels(ids, codec, labels, _with_codes(previous[name], codec))
-            table = table.observe(used, F.sum("label_lines").alias("lines"), F.count(F.lit(1)).alias("rows"))
-            table = table.drop("label_lines")
+            observed = [F.sum("label_lines").alias("lines"), F.count(F.lit(1)).alias("rows")]
             if previous[name] is None:
-                ctx.write(name, table, paths[name], description=f"ingest {opts.format}")
+                # computed once: written, then encoding the triples (not read back)
+                table = table.transform(checkpoint)
+                written = table.observe(used, *observed).drop("label_lines")
+                ctx.write(name, written, paths[name], description=f"ingest {opts.format}")
             else:
+                table = table.observe(used, *observed).drop("label_lines")
                 table = _stage(table, f"{state.staging}/{name}_table")
                 rows = used.get["rows"]
                 # known keys keep their ids and labels unless the dump gives labels: then only a diff tells
@@ -450,8 +453,8 @@ def _write_dataset(
                 # alias lines that label no key: repeats of a labelled key, and the lines of keys without an id (in no triple)
                 duplicate_alias_lines[name] = (given["lines"] or 0) - given["keys"]
                 unused_alias_lines[name] = (given["lines"] or 0) - (used.get["lines"] or 0)
-            written = ctx.written(name)
-            dictionaries[name] = written.select("id", codec.code(F.col("key")).alias("code"))
+            # the staged or checkpointed table holds every code of the dump (a merged table may hold more)
+            dictionaries[name] = table.select("id", codec.code(F.col("key")).alias("code"))
             writes.written(ctx, name)
         new_keys = {name: summary.outputs[name].rows - (previous_rows[name] or 0) for name in ("entities", "relations")}
 
@@ -460,17 +463,19 @@ def _write_dataset(
         triples = T.encode_triples(
             good, dictionaries["entities"], dictionaries["relations"], broadcast, triple_splits, sizes, partitions
         )
-        before, changes = previous["triples"], None
+        before, changes, written = previous["triples"], None, None
         if before is None:
-            # The small de-duplication tasks' output is written by as many tasks as any other shuffle makes.
-            ctx.write("triples", triples.coalesce(shuffle_partitions), paths["triples"], f"ingest {opts.format}")
+            # Computed once: written, then counted. The small de-duplication tasks' output is written by as
+            # many tasks as any other shuffle makes.
+            written = triples.transform(checkpoint)
+            ctx.write("triples", written.coalesce(shuffle_partitions), paths["triples"], f"ingest {opts.format}")
         else:
             # a refresh: staged, compared by fingerprint with the triples it replaces, diffed when they differ
             changes = writes.triples(ctx, triples, before, paths["triples"], state.staging, f"ingest {opts.format}")
         writes.written(ctx, "triples")
 
     with ctx.step("verify_counts"):
-        written = ctx.written("triples")
+        written = written if written is not None else ctx.written("triples")
         kept = {r["split"]: r["n"] for r in written.groupBy("split").agg(F.count(F.lit(1)).alias("n")).collect()}
         overlaps = {f"{r['split_a']}/{r['split_b']}": r["shared_triples"] for r in T.split_overlaps(written).collect()}
     duplicates = {split: tally["ok"][split] - kept.get(split, 0) for split in triple_splits}

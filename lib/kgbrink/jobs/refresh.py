@@ -28,12 +28,21 @@ import json
 import re
 from dataclasses import asdict, dataclass, replace
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
-from kgbrink.core.delta import TableVersion, latest_version, read_table, table_description, table_exists, table_path
+from kgbrink.core.delta import (
+    TableVersion,
+    latest_version,
+    merge,
+    read_table,
+    replace_where,
+    set_table_property,
+    table_description,
+    table_exists,
+    table_path,
+)
 from kgbrink.core.files import delete_path, hadoop_path, path_exists
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
@@ -80,17 +89,11 @@ def _stage(frame: DataFrame, path: str) -> DataFrame:
     return frame.sparkSession.read.parquet(path)
 
 
-def _sql_path(path: str) -> str:
-    return "delta.`" + path.replace("`", "``") + "`"
-
-
 def enable_deletion_vectors(spark, path: str) -> None:
     """Turn on deletion vectors for the table at ``path`` (one metadata commit, only the first time): a
     MERGE then marks deleted and updated rows in a small side file instead of rewriting the data files
     that hold them."""
-    properties = DeltaTable.forPath(spark, path).detail().first()["properties"] or {}
-    if properties.get("delta.enableDeletionVectors") != "true":
-        spark.sql(f"ALTER TABLE {_sql_path(path)} SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    set_table_property(spark, path, "delta.enableDeletionVectors", "true")
 
 
 def merge_dictionary(spark, path: str, table: DataFrame, reconcile: bool) -> None:
@@ -98,16 +101,15 @@ def merge_dictionary(spark, path: str, table: DataFrame, reconcile: bool) -> Non
     inserted, a row whose id or label differs updated, the rest untouched. ``reconcile`` also deletes keys
     ``table`` lacks (left by a killed run after the version this run read). A MERGE that changes nothing
     commits nothing."""
-    merge = (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(table.alias("s"), "t.key = s.key")
-        .whenMatchedUpdateAll(condition="t.id <> s.id OR NOT (t.label <=> s.label)")
-        .whenNotMatchedInsertAll()
+    merge(
+        spark,
+        path,
+        table,
+        "t.key = s.key",
+        update_all_when="t.id <> s.id OR NOT (t.label <=> s.label)",
+        insert_all=True,
+        delete_missing=reconcile,
     )
-    if reconcile:
-        merge = merge.whenNotMatchedBySourceDelete()
-    merge.execute()
 
 
 def _same_row(splits: list[str] | None = None):
@@ -124,13 +126,14 @@ def merge_changes(spark, path: str, diff: DataFrame, splits: list[str]) -> None:
     """Apply :func:`kgbrink.kg.refresh.triple_diff` rows to the triples at ``path``: a ``removed`` row that
     matches is deleted, an ``added`` row that matches none is inserted. Only the files of ``splits`` (the
     splits with changes) are scanned."""
-    (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(diff.alias("s"), _same_row(splits))
-        .whenMatchedDelete(condition=F.col("s.op") == R.REMOVED)
-        .whenNotMatchedInsert(condition=F.col("s.op") == R.ADDED, values={c: F.col(f"s.{c}") for c in R.KEY})
-        .execute()
+    merge(
+        spark,
+        path,
+        diff,
+        _same_row(splits),
+        delete_when=F.col("s.op") == R.REMOVED,
+        insert_when=F.col("s.op") == R.ADDED,
+        insert_values={c: F.col(f"s.{c}") for c in R.KEY},
     )
 
 
@@ -138,14 +141,7 @@ def merge_all(spark, path: str, triples: DataFrame) -> None:
     """Make the triples at ``path`` the set ``triples``: rows it lacks inserted, rows not in it deleted
     (``whenNotMatchedBySource``), matching rows untouched. Used when the latest version is not the one this
     run read (a killed run wrote after it)."""
-    (
-        DeltaTable.forPath(spark, path)
-        .alias("t")
-        .merge(triples.alias("s"), _same_row())
-        .whenNotMatchedInsertAll()
-        .whenNotMatchedBySourceDelete()
-        .execute()
-    )
+    merge(spark, path, triples, _same_row(), insert_all=True, delete_missing=True)
 
 
 def write_changes(ctx: JobContext, path: str, diff: DataFrame, n: int, before: int, after: int) -> bool:
@@ -170,11 +166,10 @@ def write_changes(ctx: JobContext, path: str, diff: DataFrame, n: int, before: i
         return False
     if n == 0 and earlier is None:
         return False
-    writer = rows.coalesce(1).write.format("delta").mode("overwrite")
-    if exists:
-        writer = writer.option("replaceWhere", f"version_before = {int(before)}")
-    writer.option("userMetadata", f"refresh of triples version {before} to {after}").save(path)
-    ctx.summary.outputs["changes"] = TableVersion(path, latest_version(spark, path), n)
+    written = replace_where(
+        rows.coalesce(1), path, f"version_before = {int(before)}", f"refresh of triples version {before} to {after}"
+    )
+    ctx.summary.outputs["changes"] = TableVersion(path, written.version, n)
     return True
 
 

@@ -36,6 +36,7 @@ from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
+    replace_where,
     table_description,
     table_exists,
     table_path,
@@ -194,10 +195,7 @@ def _digest(value) -> str:
 
 def _replace_batch(frame: DataFrame, path: str, batch_id: str) -> None:
     """Write ``frame`` (all rows of ``batch_id``) replacing that batch's rows: idempotent per batch."""
-    writer = frame.write.format("delta").mode("overwrite")
-    if table_exists(frame.sparkSession, path):
-        writer = writer.option("replaceWhere", f"batch_id = '{batch_id}'")
-    writer.save(path)
+    replace_where(frame, path, f"batch_id = '{batch_id}'")
 
 
 def _done_batches(spark: SparkSession, path: str) -> set[str]:

@@ -11,14 +11,14 @@ import re
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
 from kgbrink.core.delta import (
     table_description,
 )
-from kgbrink.core.frames import tasks_for
+from kgbrink.core.frames import checkpoint, tasks_for
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.session import session_setting
 from kgbrink.core.tracking import JobSummary
@@ -77,21 +77,20 @@ def run(ctx: JobContext, opts: StatsOptions) -> JobSummary:
         counts = S.entity_relation_counts(triples, partitions).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with ctx.step("entity_relation_counts_and_entity_popularity"):
-            ctx.write("entity_popularity", S.entity_popularity(counts), f"{out}/entity_popularity", description=note)
-            entities = ctx.written("entity_popularity")
+            entities = S.entity_popularity(counts).transform(checkpoint)
+            ctx.write("entity_popularity", entities, f"{out}/entity_popularity", description=note)
         with ctx.step("entity_relation_popularity"):
             pairs = S.entity_relation_popularity(counts, entities, bool(config.stats.broadcast_entity_degrees))
             ctx.write("entity_relation_popularity", pairs, f"{out}/entity_relation_popularity", description=note)
         with ctx.step("relation_statistics_and_histogram"):
-            ctx.write(
-                "relation_statistics", S.relation_statistics(counts), f"{out}/relation_statistics", description=note
-            )
-            relations = ctx.written("relation_statistics")
+            facts = Observation("facts")
+            relations = S.relation_statistics(counts).observe(facts, F.sum("facts").alias("triples"))
+            ctx.write("relation_statistics", relations, f"{out}/relation_statistics", description=note)
             ctx.write("degree_histogram", S.degree_histogram(entities), f"{out}/degree_histogram", description=note)
     finally:
         counts.unpersist()
     summary.counts.update(
-        triples=int(relations.agg(F.sum("facts")).collect()[0][0] or 0),
+        triples=int(facts.get["triples"] or 0),
         entities_with_triples=summary.outputs["entity_popularity"].rows,
         entity_relation_pairs=summary.outputs["entity_relation_popularity"].rows,
         relations=summary.outputs["relation_statistics"].rows,

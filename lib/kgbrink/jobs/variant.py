@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 
 from kgbrink.brink import questions, removal
 from kgbrink.core import catalog
-from kgbrink.core.delta import TableVersion, read_table, table_description, table_exists, table_path
+from kgbrink.core.delta import TableVersion, read_table, table_description, table_exists, table_path, table_rows
 from kgbrink.core.files import delete_path, local_dir, write_single_file
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job
@@ -218,11 +218,14 @@ def verify(ctx: JobContext, opts: VariantOptions) -> JobSummary:
         violations = removal.verification_violations(
             v.read("provenance"), atoms, v.read("complete"), v.read("incomplete"), v.read("removed")
         )
-        v.write("violations", violations, "verification of the removal")
-    found = v.read("violations")
+        found = violations.transform(checkpoint)  # written, then counted (not read back)
+        v.write("violations", found, "verification of the removal")
     by_reason = {r["reason"]: r["count"] for r in found.groupBy("reason").count().collect()}
+    removed = summary.inputs["removed"]
     summary.counts.update(
-        removed_triples=v.read("removed").count(), violations=sum(by_reason.values()), violations_by_reason=by_reason
+        removed_triples=table_rows(spark, removed.path, removed.version),
+        violations=sum(by_reason.values()),
+        violations_by_reason=by_reason,
     )
     if by_reason:
         example = found.orderBy("h", "r", "t").first()

@@ -1,0 +1,92 @@
+"""Lean jobs (issue 43): every job summary counts the Spark jobs and stages it launched and the Delta
+commits it made; Delta commits happen in ``kgbrink.core`` alone, so none escapes the count."""
+
+from __future__ import annotations
+
+import re
+
+from kgbrink.core.console import human_summary
+from kgbrink.core.jobs import REGISTRY, Job, JobContext
+from tests.conftest import PROJECT_ROOT
+
+
+def test_a_job_counts_its_spark_jobs_stages_and_delta_commits(spark, config, tmp_path, monkeypatch):
+    table = str(tmp_path / "table")
+
+    def body(ctx, options):
+        with ctx.step("actions"):
+            ctx.spark.range(10).count()
+            five = ctx.spark.range(5)
+            five.groupBy((five.id % 2).alias("odd")).count().collect()
+        with ctx.step("writes"):
+            ctx.write("table", ctx.spark.range(3), table)
+            ctx.write("table", ctx.spark.range(4), table)
+        return ctx.summary
+
+    monkeypatch.setitem(REGISTRY, "counted", Job("counted", "", object, body))
+    context = spark.sparkContext
+    context.setJobGroup("kgbrink-test-actions", "counted")
+    try:
+        summary = JobContext(spark, config).run("counted", None)
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    tracker = context.statusTracker()
+    ids = tracker.getJobIdsForGroup("kgbrink-test-actions")
+    stages = {stage for job in ids for stage in tracker.getJobInfo(job).stageIds}
+    actions = summary.actions
+    assert actions["spark_jobs"] == len(ids) > 2
+    assert actions["spark_stages"] == len(stages)
+    assert actions["delta_commits"] == 2 == len(list((tmp_path / "table" / "_delta_log").glob("*.json")))
+    by_step = actions["by_step"]
+    assert by_step["writes"]["delta_commits"] == 2 and by_step["actions"]["delta_commits"] == 0
+    assert sum(step["spark_jobs"] for step in by_step.values()) == actions["spark_jobs"]
+    assert summary.as_dict()["actions"] == actions
+    line = f"  spark: {len(ids)} jobs, {len(stages)} stages, 2 Delta commits"
+    assert line in human_summary(summary, None, None)
+
+
+def test_delta_commits_are_made_in_core_alone():
+    writes = re.compile(r'format\("delta"\)|DeltaTable|saveAsTable|insertInto|\b(UPDATE|ALTER TABLE|DELETE FROM)\s')
+    found = [
+        f"{path.relative_to(PROJECT_ROOT)}:{number}"
+        for path in sorted((PROJECT_ROOT / "lib" / "kgbrink").rglob("*.py"))
+        if path.parent.name != "core"
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if writes.search(line)
+    ]
+    assert found == []
+
+
+def test_table_rows_come_from_an_overwrite_commit_and_are_counted_otherwise(spark, tmp_path):
+    from kgbrink.core.delta import replace_where, table_rows, write_table
+
+    path = str(tmp_path / "t")
+    six = spark.range(6)
+    write_table(six.withColumn("part", six.id % 2), path)
+    replaced = replace_where(spark.createDataFrame([(10, 0)], "id long, part long"), path, "part = 0")
+    assert table_rows(spark, path, 0) == 6
+    assert table_rows(spark, path, replaced.version) == 4  # counted: the commit wrote 1 of the 4 rows
+
+
+def test_a_table_just_written_is_read_back_from_its_files_as_delta_reads_it(spark, config, tmp_path):
+    from pyspark.testing import assertDataFrameEqual
+
+    from kgbrink.core.delta import read_table
+    from kgbrink.core.session import spark_actions
+
+    ctx = JobContext(spark, config)
+    frame = spark.createDataFrame(
+        [(i, f"k{i}", None if i % 3 else 0.5) for i in range(40)], "id int, key string, x double"
+    )
+    ctx.write("table", frame.repartition(3), str(tmp_path / "table"))
+    ctx.write("table", frame.filter("id < 7").repartition(2), str(tmp_path / "table"))
+    ctx.write("empty", frame.limit(0), str(tmp_path / "empty"))
+    ctx.write("parted", frame.withColumnRenamed("id", "part"), str(tmp_path / "parted"))
+    start = spark_actions(spark)[0]
+    back = ctx.written("table")
+    assert spark_actions(spark)[0] == start  # no Delta snapshot is rebuilt
+    assert back.schema == read_table(spark, str(tmp_path / "table")).schema
+    assertDataFrameEqual(back, read_table(spark, str(tmp_path / "table")))
+    assert sorted(r.id for r in back.collect()) == list(range(7))
+    assert ctx.written("empty").count() == 0 and ctx.written("empty").schema == frame.schema
+    assert ctx.written("parted").count() == 40
