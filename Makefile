@@ -17,7 +17,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster airflow-venv airflow-lock test-k8s test-airflow bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-chain bench-s3a bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster airflow-venv airflow-lock test-k8s test-airflow bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-actions bench-chain bench-s3a bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -154,6 +154,10 @@ bench-okgqa: setup
 
 bench-build: setup
 	$(BIN)/python benchmarks/bench_build.py --dataset data/datasets/sample
+
+# Spark jobs, stages and Delta commits per command on a 40-triple KG and the make-run sample (issue 43).
+bench-actions: setup
+	$(BIN)/python benchmarks/bench_actions.py --label current
 
 # The whole chain (ingest -> stats -> mine -> build) on the 20M-triple generated KG, twice with different
 # partitioning, outputs compared byte for byte (about 70 minutes per run on 2 cores).

@@ -235,3 +235,26 @@ def test_a_change_that_lost_its_race_is_void_and_readers_skip_it(spark, tmp_path
     # and a change built on the void version counts, on the state in force
     assert first._change(latest, {**now, "host": "h"})
     assert lease_state(spark, first.path)[1]["owner"] == "a"
+
+
+def test_a_run_whose_lease_was_taken_while_it_was_stopped_says_so(spark, config, tmp_path, monkeypatch):
+    """Issue 44 item 6: not a bare error on the staging files the run that took over removed."""
+    dataset = tmp_path / "ds"
+    taken = []
+
+    def stopped_then_resumed(ctx, opts, ds, paths, extend, writes=None):
+        path = f"{ds}/_writer"
+        version, state = lease_state(spark, path)
+        assert WriterLease(spark, ds, 60)._change(version, {**state, "expires": 0.0})  # time passed
+        taken.append(WriterLease(spark, ds, 60).acquire())
+        raise FileNotFoundError(f"{ds}/_staging/0123/triples/part-0.parquet")
+
+    monkeypatch.setattr(job, "ingest_dump", stopped_then_resumed)
+    with pytest.raises(
+        DatasetBusy,
+        match=r"the writer lease expired .* another run took it; this run stopped "
+        r"\(FileNotFoundError: .*_staging",
+    ):
+        _ingest(spark, config, dataset, ["a\tp\tb"], tmp_path)
+    assert lease_state(spark, f"{dataset}/_writer")[1]["owner"] == taken[0].owner  # not released by the loser
+    taken[0].release()

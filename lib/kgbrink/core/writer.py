@@ -245,6 +245,30 @@ class WriterLease:
             "and readers keep the last complete ingest's versions"
         )
 
+    def lost(self) -> str | None:
+        """Why this run no longer holds the lease (None: it does, or the state cannot be read)."""
+        if self._lost is not None:
+            return self._lost
+        try:
+            owner = lease_state(self.spark, self.path)[1]["owner"]
+        except Exception:  # noqa: BLE001 - no state to read: nothing to say
+            return None
+        if owner != self.owner:
+            return "the writer lease expired (this run was stopped or too slow to renew it) and another run took it"
+        return None
+
+    def fail(self, exc: BaseException) -> None:
+        """Release after ``exc`` stopped the run; when the lease was lost on the way, raise
+        :class:`DatasetBusy` saying so (what failed is then another run's doing, e.g. its removal of
+        this run's staging files)."""
+        lost = self.lost()
+        self.release()
+        if lost is not None and not isinstance(exc, DatasetBusy):
+            raise DatasetBusy(
+                f"{self.dataset}: {lost}; this run stopped ({type(exc).__name__}: {exc}) and wrote nothing that "
+                "readers use; run it again"
+            ) from exc
+
     def release(self) -> None:
         """Give the lease up without recording anything (a failed run). A lease table this run created
         for a dataset that never had a complete ingest is removed, so a failed first run leaves nothing."""

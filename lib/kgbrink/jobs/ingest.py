@@ -184,8 +184,8 @@ def run(ctx: JobContext, opts: IngestOptions) -> JobSummary:
     extend = lease.created or lease.previous["completed_by"] is not None
     try:
         summary = ingest_dump(ctx, opts, ds, paths, extend)
-    except BaseException:
-        lease.release()
+    except BaseException as exc:
+        lease.fail(exc)
         raise
     lease.complete({name: summary.outputs[name].version for name in RECORDED})
     return summary

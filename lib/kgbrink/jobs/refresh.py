@@ -499,8 +499,8 @@ def run(ctx: JobContext, opts: RefreshOptions) -> JobSummary:
         ingest.ingest_dump(ctx, opts, ds, paths, True, writes)
         with ctx.step("record"):
             lease.complete({name: summary.outputs[name].version for name in RECORDED})
-    except BaseException:
-        lease.release()
+    except BaseException as exc:
+        lease.fail(exc)
         raise
     after_write("record")
     _refresh_counts(summary, writes)
