@@ -90,3 +90,20 @@ def test_a_table_just_written_is_read_back_from_its_files_as_delta_reads_it(spar
     assert sorted(r.id for r in back.collect()) == list(range(7))
     assert ctx.written("empty").count() == 0 and ctx.written("empty").schema == frame.schema
     assert ctx.written("parted").count() == 40
+
+
+def test_a_table_with_column_mapping_is_read_through_delta(spark, tmp_path):
+    from kgbrink.core.delta import read_table, version_files, write_table
+
+    path = str(tmp_path / "mapped")
+    write_table(spark.createDataFrame([(1, "a")], "id int, key string"), path)
+    spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+        "'delta.minReaderVersion' = '2', 'delta.minWriterVersion' = '5')"
+    )
+    spark.sql(f"ALTER TABLE delta.`{path}` RENAME COLUMN key TO name")
+    written = spark.createDataFrame([(2, "b")], "id int, name string").write.format("delta")
+    written.mode("overwrite").save(path)
+    latest = 3
+    assert version_files(spark, path, latest) is None  # physical column names are not the table's
+    assert [tuple(r) for r in read_table(spark, path).collect()] == [(2, "b")]

@@ -82,14 +82,19 @@ def latest_commit(spark: SparkSession, path: str) -> dict:
         }
 
 
-def _commit_actions(spark: SparkSession, path: str, version: int) -> list[dict]:
+def _read_text(spark: SparkSession, location: str) -> str:
+    """A small file through Hadoop's file system (local, HDFS, s3a)."""
     jvm = spark.sparkContext._jvm
-    log_file = jvm.org.apache.hadoop.fs.Path(f"{path.rstrip('/')}/_delta_log/{version:020d}.json")
-    stream = log_file.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(log_file)
+    file = jvm.org.apache.hadoop.fs.Path(location)
+    stream = file.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).open(file)
     try:
-        text = bytes(stream.readAllBytes()).decode("utf-8")
+        return bytes(stream.readAllBytes()).decode("utf-8")
     finally:
         stream.close()
+
+
+def _commit_actions(spark: SparkSession, path: str, version: int) -> list[dict]:
+    text = _read_text(spark, f"{path.rstrip('/')}/_delta_log/{version:020d}.json")
     return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
@@ -102,6 +107,13 @@ def version_files(spark: SparkSession, path: str, version: int) -> list[str] | N
         return None
     adds = [a["add"] for a in actions if "add" in a]
     if any(add.get("partitionValues") or add.get("deletionVector") for add in adds):
+        return None
+    # the table's settings at that version (its checksum file): physical column names differ under mapping
+    try:
+        metadata = json.loads(_read_text(spark, f"{path.rstrip('/')}/_delta_log/{version:020d}.crc"))["metadata"]
+    except Exception:  # noqa: BLE001 - no checksum file: let Delta read it
+        return None
+    if (metadata.get("configuration") or {}).get("delta.columnMapping.mode", "none") != "none":
         return None
     base = path.rstrip("/")
     return [add["path"] if "://" in add["path"] else f"{base}/{unquote(add['path'])}" for add in adds]
