@@ -81,7 +81,7 @@ def test_a_table_just_written_is_read_back_from_its_files_as_delta_reads_it(spar
     ctx.write("table", frame.repartition(3), str(tmp_path / "table"))
     ctx.write("table", frame.filter("id < 7").repartition(2), str(tmp_path / "table"))
     ctx.write("empty", frame.limit(0), str(tmp_path / "empty"))
-    ctx.write("parted", frame.withColumnRenamed("id", "part"), str(tmp_path / "parted"))
+    ctx.write("renamed", frame.withColumnRenamed("id", "number"), str(tmp_path / "renamed"))
     start = spark_actions(spark)[0]
     back = ctx.written("table")
     assert spark_actions(spark)[0] == start  # no Delta snapshot is rebuilt
@@ -89,7 +89,7 @@ def test_a_table_just_written_is_read_back_from_its_files_as_delta_reads_it(spar
     assertDataFrameEqual(back, read_table(spark, str(tmp_path / "table")))
     assert sorted(r.id for r in back.collect()) == list(range(7))
     assert ctx.written("empty").count() == 0 and ctx.written("empty").schema == frame.schema
-    assert ctx.written("parted").count() == 40
+    assert ctx.written("renamed").columns == ["number", "key", "x"] and ctx.written("renamed").count() == 40
 
 
 def test_a_table_with_column_mapping_is_read_through_delta(spark, tmp_path):
