@@ -18,7 +18,7 @@ from kgbrink.core import catalog
 from kgbrink.core.delta import (
     table_description,
 )
-from kgbrink.core.frames import checkpoint, tasks_for
+from kgbrink.core.frames import tasks_for
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.session import session_setting
 from kgbrink.core.tracking import JobSummary
@@ -77,8 +77,8 @@ def run(ctx: JobContext, opts: StatsOptions) -> JobSummary:
         counts = S.entity_relation_counts(triples, partitions).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with ctx.step("entity_relation_counts_and_entity_popularity"):
-            entities = S.entity_popularity(counts).transform(checkpoint)
-            ctx.write("entity_popularity", entities, f"{out}/entity_popularity", description=note)
+            ctx.write("entity_popularity", S.entity_popularity(counts), f"{out}/entity_popularity", description=note)
+            entities = ctx.written("entity_popularity")
         with ctx.step("entity_relation_popularity"):
             pairs = S.entity_relation_popularity(counts, entities, bool(config.stats.broadcast_entity_degrees))
             ctx.write("entity_relation_popularity", pairs, f"{out}/entity_relation_popularity", description=note)
