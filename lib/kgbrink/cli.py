@@ -20,7 +20,7 @@ from pathlib import Path
 from kgbrink.core.console import Progress, error_message, human_summary, write_trace
 from kgbrink.core.jobs import REGISTRY, JobContext, add_arguments, options_from
 from kgbrink.core.settings import ConfigError, load_config
-from kgbrink.core.tracking import JobSummary, MlflowExperiment, record_in_mlflow
+from kgbrink.core.tracking import JobSummary, prepare_experiment, record_in_mlflow
 
 JOB_MODULES = (
     "ingest",
@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         return _usage_error(args.command, str(exc))
     summary, usage = JobSummary(args.command), False
     # MLflow's import and store open in the background while the job runs
-    experiment = None if args.no_tracking else MlflowExperiment(config)
+    experiment = None if args.no_tracking else prepare_experiment(config)
     try:
         options = options_from(args, job.options)
         spark, startup = None, None

@@ -118,8 +118,7 @@ class JobContext:
                 pass
             raise
         finally:
-            end = _actions(self.spark)
-            child.summary.actions.update({key: end[key] - start[key] for key in end})
+            child.summary.actions.update(_since(start, self.spark))
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
@@ -129,10 +128,9 @@ class JobContext:
             with self.progress.step(name, self.spark), self.summary.timed(name):
                 yield
         finally:
-            end = _actions(self.spark)
             by_step = self.summary.actions.setdefault("by_step", {})
             before = by_step.get(name, {})
-            by_step[name] = {key: before.get(key, 0) + end[key] - start[key] for key in end}
+            by_step[name] = {key: before.get(key, 0) + n for key, n in _since(start, self.spark).items()}
 
     def read(self, name: str, path: str, version: int | None = None):
         """The Delta table at ``path``, pinned: the version read first under ``name`` is recorded in the
@@ -163,6 +161,12 @@ class JobContext:
 def _actions(spark: Any) -> dict[str, int]:
     jobs, stages = spark_actions(spark)
     return {"spark_jobs": jobs, "spark_stages": stages, "delta_commits": delta_commits()}
+
+
+def _since(start: dict[str, int], spark: Any) -> dict[str, int]:
+    """The Spark jobs, stages and Delta commits since ``start`` (an :func:`_actions`)."""
+    end = _actions(spark)
+    return {key: end[key] - start[key] for key in end}
 
 
 def add_arguments(parser: argparse.ArgumentParser, options: type) -> None:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,29 +89,14 @@ def _metric_key(key: str) -> str:
     return "".join(c if c.isalnum() or c in "_-./ " else "_" for c in key)
 
 
-class MlflowExperiment:
-    """The MLflow experiment of ``config``, made ready in a background thread (importing MLflow and opening
-    its store take seconds) while the job runs; :meth:`get` waits for it and raises what it raised."""
-
-    def __init__(self, config: Settings):
-        self.config = config
-        self._result: tuple[Any, str] | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._prepare, name="mlflow-experiment", daemon=True)
-        self._thread.start()
-
-    def _prepare(self) -> None:
-        try:
-            self._result = _experiment(self.config)
-        except BaseException as exc:  # noqa: BLE001 - raised in get()
-            self._error = exc
-
-    def get(self) -> tuple[Any, str]:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._result is not None
-        return self._result
+def prepare_experiment(config: Settings) -> Future:
+    """``config``'s MLflow experiment made ready in a background thread (importing MLflow and opening its
+    store take seconds) while the job runs: a future of :func:`_experiment`'s result."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="mlflow-experiment")
+    try:
+        return pool.submit(_experiment, config)
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _experiment(config: Settings) -> tuple[Any, str]:
@@ -140,10 +125,10 @@ def _experiment(config: Settings) -> tuple[Any, str]:
     return mlflow, experiment.experiment_id
 
 
-def record_in_mlflow(config: Settings, summary: JobSummary, experiment: MlflowExperiment | None = None) -> str:
+def record_in_mlflow(config: Settings, summary: JobSummary, experiment: Future | None = None) -> str:
     """Log ``summary`` as one MLflow run (in ``experiment``, prepared while the job ran, when given); returns
     its run id."""
-    mlflow, experiment_id = experiment.get() if experiment is not None else _experiment(config)
+    mlflow, experiment_id = experiment.result() if experiment is not None else _experiment(config)
     with mlflow.start_run(experiment_id=experiment_id, run_name=summary.job) as run:
         mlflow.set_tags({"job": summary.job, "status": summary.status, "env": config.env})
         params: dict[str, Any] = {}

@@ -32,7 +32,15 @@ from pathlib import PurePosixPath
 
 from pyspark.sql import SparkSession
 
-from kgbrink.core.delta import commit_info, committed, latest_commit, latest_version, table_exists, table_path
+from kgbrink.core.delta import (
+    commit_info,
+    committed,
+    latest_commit,
+    latest_version,
+    read_table,
+    table_exists,
+    table_path,
+)
 from kgbrink.core.files import delete_if_empty, delete_path
 
 RECORDED = ("entities", "relations", "triples")
@@ -97,7 +105,7 @@ def lease_state(spark: SparkSession, path: str) -> tuple[int, dict]:
     while True:
         change = _decoded(commit_info(spark, path, version)["userMetadata"])
         if change is None:  # written by a kgbrink that kept the state as the table's one row, by UPDATE
-            rows = spark.read.format("delta").option("versionAsOf", version).load(path).collect()
+            rows = read_table(spark, path, version).collect()
             return int(latest), {**FREE, **(rows[0].asDict() if rows else {}), "token": None}
         if version == 0 or change["follows"] == version - 1:
             return int(latest), {key: change[key] for key in (*FREE, "token")}
