@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from kgbrink.core.console import human_summary
 from kgbrink.core.jobs import REGISTRY, Job, JobContext
 from tests.conftest import PROJECT_ROOT
@@ -107,3 +110,31 @@ def test_a_table_with_column_mapping_is_read_through_delta(spark, tmp_path):
     latest = 3
     assert version_files(spark, path, latest) is None  # physical column names are not the table's
     assert [tuple(r) for r in read_table(spark, path).collect()] == [(2, "b")]
+
+
+_ROWS = st.lists(
+    st.tuples(st.integers(-3, 3), st.one_of(st.none(), st.text(alphabet="ab\t\n é", max_size=3))), max_size=12
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(writes=st.lists(st.tuples(_ROWS, st.integers(1, 4), st.booleans()), min_size=1, max_size=3))
+def test_every_version_reads_as_delta_reads_it_whatever_the_writes(spark, tmp_path_factory, writes):
+    """Overwrites (empty, repeated rows, several files) and replaceWhere versions, read through
+    ``read_table``, equal Delta's own reading of the same version."""
+    from pyspark.testing import assertDataFrameEqual
+
+    from kgbrink.core.delta import read_table, replace_where, write_table
+
+    path = str(tmp_path_factory.mktemp("versions") / "t")
+    for rows, partitions, replace in writes:
+        frame = spark.createDataFrame(rows, "k int, v string").repartition(partitions)
+        if replace:
+            replace_where(frame.filter("k >= 0"), path, "k >= 0")
+        else:
+            write_table(frame, path)
+    for version in range(len(writes)):
+        delta = spark.read.format("delta").option("versionAsOf", version).load(path)
+        ours = read_table(spark, path, version)
+        assert ours.schema == delta.schema
+        assertDataFrameEqual(ours, delta)
