@@ -80,7 +80,7 @@ def load_dictionary(spark: SparkSession, path: str) -> DataFrame:
             F.size(fields).alias("n"),
         )
     )
-    parsed = raw.withColumn("id", F.when(F.col("id_text").rlike("^[0-9]+$"), F.col("id_text").cast("int")))
+    parsed = raw.withColumn("id", F.when(F.col("id_text").rlike(r"^[0-9]+\z"), F.col("id_text").cast("int")))
     not_utf8 = ~F.is_valid_utf8("line")
     malformed = (F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == "")
     checks = parsed.agg(

@@ -123,7 +123,7 @@ def _unquote(field: Column, quote: str | None) -> tuple[Column, Column]:
     if quote is None:
         return field, F.lit(False)
     q = re.escape(quote)
-    wrapped = field.rlike(f"^{q}.*{q}$") & (F.length(field) >= 2)
+    wrapped = field.rlike(f"(?s)^{q}.*{q}\\z") & (F.length(field) >= 2)
     inner = F.when(wrapped, field.substr(F.lit(2), F.length(field) - 2)).otherwise(field)
     broken = inner.contains(quote)
     return inner, broken
@@ -166,7 +166,7 @@ def parse_delimited_triples(lines: DataFrame, fmt: TripleFormat) -> DataFrame:
     ):
         checks.append(
             (
-                ~keys[role].rlike(f"^(?:{pattern})$"),
+                ~keys[role].rlike(f"^(?:{pattern})\\z"),
                 code,
                 F.format_string(f"field {role} = '%s' does not match %s", keys[role], F.lit(pattern)),
             )
@@ -203,7 +203,7 @@ def parse_aliases(lines: DataFrame, key_pattern: str = r"\S+") -> DataFrame:
         utf8_check(),
         (F.size(fields) < 2, WRONG_FIELD_COUNT, F.lit("expected a key and at least one alias, TAB-separated")),
         (
-            ~key.rlike(f"^(?:{key_pattern})$"),
+            ~key.rlike(f"^(?:{key_pattern})\\z"),
             BAD_ALIAS_KEY,
             F.format_string("key '%s' does not match %s", key, F.lit(key_pattern)),
         ),
