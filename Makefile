@@ -17,7 +17,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster airflow-venv airflow-lock test-k8s test-airflow bench bench-score bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-actions bench-chain bench-s3a bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster airflow-venv airflow-lock test-k8s test-airflow bench bench-score bench-score-duplicates bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-actions bench-chain bench-s3a bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -131,6 +131,10 @@ bench: setup
 # Scoring (PROBE grid + classic metrics) and filtered ranking, each beside DuckDB (and numpy) in the same run.
 bench-score: setup
 	$(BIN)/python benchmarks/bench_score.py --set spark.master=local[2] --set spark.conf.spark.driver.memory=8g
+
+# The duplicate-query check of score, on and off, beside DuckDB (needs make run's sample dataset).
+bench-score-duplicates: setup
+	$(BIN)/python benchmarks/bench_score_duplicates.py
 
 # 1e9 rank rows (12.8 GB of Parquet under benchmarks/out/score): the grid in one batch and the one cell, no break-down runs.
 bench-score-1e9: setup

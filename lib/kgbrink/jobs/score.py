@@ -40,6 +40,8 @@ from kgbrink.core.delta import (
     table_description,
     table_exists,
     table_path,
+    table_rows,
+    write_table,
 )
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.settings import Settings
@@ -189,6 +191,9 @@ def batches_of(files: list[tuple[str, int, int]], batch_bytes: int) -> list[list
     return out
 
 
+REPEATS_BROADCAST = 1_000_000  # repeated queries up to this many are joined to each batch by broadcast
+
+
 def _digest(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -227,7 +232,18 @@ def _quarantine(checked: DataFrame, batch_id: str) -> DataFrame:
     return bad.select(F.lit(batch_id).alias("batch_id"), "*")
 
 
-@job("score", "PROBE and the classic rank metrics of rank files", ScoreOptions, steps=3)
+def _repeated_queries(ctx: JobContext, files, read_opts, path: str, validate) -> tuple[DataFrame, int]:
+    """The queries two or more rows of all ``files`` give, and how many: found once per work folder
+    (a resumed run reads them back), so every batch marks the same rows whatever the batching."""
+    spark = ctx.spark
+    if not table_exists(spark, path):
+        checked = validate(RF.read_ranks(spark, [f for f, _, _ in files], read_opts))
+        write_table(RF.repeated_queries(checked), path, description="queries given by more than one rank row")
+    version = latest_version(spark, path)
+    return read_table(spark, path, version), table_rows(spark, path, version)
+
+
+@job("score", "PROBE and the classic rank metrics of rank files", ScoreOptions, steps=4)
 def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     spark, config = ctx.spark, ctx.config
     spec = opts.metric_spec(config)
@@ -266,15 +282,25 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
             "model": opts.model,
             "run": opts.run,
             "spec": spec.as_params(),
+            "duplicates": bool(config.scoring.check_duplicate_queries),
             "inputs": {k: v.as_dict() for k, v in summary.inputs.items()},
         }
     )
     work = table_path(ds, f"scores/{fingerprint}")
-    paths = {name: f"{work}/{name}" for name in ("partials", "quarantine", "batches", "results", "groups")}
+    tables = ("partials", "quarantine", "batches", "results", "groups", "repeated_queries")
+    paths = {name: f"{work}/{name}" for name in tables}
     summary.params["work_dir"] = work
     read_opts = RF.ReadOptions(fmt=fmt, model=opts.model, run=opts.run, n_entities=n_entities)
+
+    def validate(raw: DataFrame, facts: RF.ParquetFacts | None = None) -> DataFrame:
+        return RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
+
     batches = batches_of(files, int(config.scoring.batch_bytes))
     done = _done_batches(spark, paths["batches"])
+    repeated, repeats = None, 0
+    if config.scoring.check_duplicate_queries:
+        with ctx.step("duplicates"):
+            repeated, repeats = _repeated_queries(ctx, files, read_opts, paths["repeated_queries"], validate)
     skipped = 0
     with ctx.step("batches"):
         for index, batch in enumerate(batches):
@@ -284,7 +310,9 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
                 continue
             facts = RF.parquet_facts(spark, batch) if fmt == "parquet" and config.scoring.parquet_statistics else None
             raw = RF.read_ranks(spark, [f for f, _, _ in batch], read_opts)
-            checked = RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
+            checked = validate(raw, facts)
+            if repeated is not None:
+                checked = RF.mark_duplicate_queries(checked, repeated, repeats <= REPEATS_BROADCAST)
             rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
             if popularity is not None:
                 rows = S.with_target_degrees(rows, *popularity, broadcast=broadcast)

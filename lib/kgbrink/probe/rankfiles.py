@@ -45,11 +45,13 @@ RANK_ABOVE_CANDIDATES = "rank_above_num_candidates"
 RANK_NOT_HALF_INTEGER = "rank_not_half_integer"
 UNKNOWN_ENTITY = "unknown_entity"
 UNKNOWN_RELATION = "unknown_relation"
+DUPLICATE_QUERY = "duplicate_query"
+DUPLICATE_CHECK = 1000  # the ``check`` of a duplicate_query row: after every check of validate_ranks
 
 HEAD, TAIL = "head", "tail"
 SIDES = {HEAD: HEAD, "h": HEAD, TAIL: TAIL, "t": TAIL}
 
-_ID = r"^[0-9]{1,9}$"
+_ID = r"^[0-9]{1,9}\z"
 
 
 @dataclass(frozen=True)
@@ -327,3 +329,35 @@ def validate_ranks(
         detail.alias("detail"),
         *provenance,
     )
+
+
+QUERY = ("model", "run", "h", "r", "t", "side")
+
+
+def repeated_queries(checked: DataFrame) -> DataFrame:
+    """``model, run, h, r, t, side, copies``: each query that two or more good rows of ``checked``
+    (:func:`validate_ranks` output over every rank file) give. One shuffle of the good rows' keys."""
+    good = checked.where(F.col("check").isNull())
+    if "_skip" in checked.columns:
+        good = good.where(~F.col("_skip"))
+    counted = good.groupBy(*QUERY).agg(F.count(F.lit(1)).alias("copies"))
+    return counted.where(F.col("copies") > 1)
+
+
+def mark_duplicate_queries(checked: DataFrame, repeated: DataFrame, broadcast: bool) -> DataFrame:
+    """``checked`` with every good row of a query of ``repeated`` (:func:`repeated_queries`) marked
+    ``duplicate_query``: which copy is meant is unknown, and a query given twice would weigh twice in every
+    mean. Rows in, rows out (a left join on the query)."""
+    copies = repeated.select(*QUERY, F.col("copies").alias("_copies"))
+    joined = checked.join(F.broadcast(copies) if broadcast else copies, list(QUERY), "left")
+    repeat = F.col("check").isNull() & F.col("_copies").isNotNull()
+    if "_skip" in checked.columns:
+        repeat = repeat & ~F.col("_skip")
+    detail = F.format_string("the query (model, run, h, r, t, side) is given by %d rows", F.col("_copies"))
+    return joined.withColumns(
+        {
+            "check": F.when(repeat, F.lit(DUPLICATE_CHECK)).otherwise(F.col("check")),
+            "reason": F.when(repeat, F.lit(DUPLICATE_QUERY)).otherwise(F.col("reason")),
+            "detail": F.when(repeat, detail).otherwise(F.col("detail")),
+        }
+    ).select(*checked.columns)
