@@ -637,9 +637,9 @@ def test_cli_score_contract(spark, config, small_dataset, tmp_path, capsys):
 def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, config, small_dataset, tmp_path):
     ranks = tmp_path / "ranks"
     ranks.mkdir()
-    for i in range(4):  # 4 files of one model; each becomes its own batch below
+    for i in range(4):  # 4 runs of one model, a file each; each becomes its own batch below
         (ranks / f"part{i:02d}.csv").write_text(
-            "h,r,t,side,rank,num_candidates,model\n" + "\n".join(f"{g},M" for g in GOOD) + "\n"
+            "h,r,t,side,rank,num_candidates,model,run\n" + "\n".join(f"{g},M,{i + 1}" for g in GOOD) + "\n"
         )
     overrides = [*config.overrides, "scoring.batch_bytes=1"]
     cmd = [
@@ -767,3 +767,37 @@ def test_rank_rows_pass_only_with_a_possible_candidate_count(spark, rows, n_enti
     passes = [1 <= rank <= n <= n_entities and rank * 2 == int(rank * 2) for rank, n in rows]
     assert [r is None for r in reasons] == passes
     assert [r == "bad_num_candidates" for r in reasons] == [n < 1 or n > n_entities for _, n in rows]
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    queries=st.lists(
+        st.tuples(st.sampled_from(["m", "n"]), st.integers(0, 2), st.sampled_from(["head", "tail"])),
+        min_size=1,
+        max_size=15,
+    ),
+    batches=st.integers(1, 3),
+)
+def test_every_copy_of_a_repeated_query_is_a_duplicate_whatever_the_batches(spark, queries, batches):
+    # the repeats are found over all rows, then each batch of rows is marked: the same rows in any batching
+    rows = [(m, "1", h, 0, 1, side, 1.0, 5, f"f{i % batches}", i) for i, (m, h, side) in enumerate(queries)]
+    raw = spark.createDataFrame(
+        rows,
+        "model string, run string, h int, r int, t int, side string, rank double, num_candidates long, "
+        "source_file string, line_number long",
+    )
+    empty = spark.createDataFrame([], "id int, key string")
+
+    def checked(frame):
+        return RF.validate_ranks(frame, empty, empty, "id", n_entities=7, n_relations=1)
+
+    repeated = RF.repeated_queries(checked(raw))
+    got = {}
+    for batch in range(batches):
+        marked = RF.mark_duplicate_queries(checked(raw.where(F.col("source_file") == f"f{batch}")), repeated, True)
+        got.update({(r["source_file"], r["line_number"]): r["reason"] for r in marked.collect()})
+    copies = {}
+    for m, _, h, _, _, side, *_ in rows:
+        copies[(m, h, side)] = copies.get((m, h, side), 0) + 1
+    expected = {(row[8], row[9]): "duplicate_query" if copies[(row[0], row[2], row[5])] > 1 else None for row in rows}
+    assert got == expected

@@ -6,6 +6,11 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import tempfile
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kgbrink.core.files import read_lines
 from kgbrink.synthkgqa import answer_types as A
@@ -56,7 +61,7 @@ def test_ingest_with_quarantine_reasons_and_line_numbers(spark, tmp_path):
     path = tmp_path / "questions.jsonl"
     path.write_text("\n".join(LINES) + "\n")
     entities, relations, kg = _frames(spark)
-    records = Q.parse_lines(read_lines(spark, {"questions": [str(path)]}))
+    records = Q.parse_lines(read_lines(spark, {"questions": [str(path)]}), 1000)
     valid, bad = Q.ingest(records, entities, relations, kg.select("h", "r", "t"), max_edges=6)
     table = Q.as_table(valid).collect()
     got = {r.id: r for r in table}
@@ -74,7 +79,7 @@ def test_ingest_with_quarantine_reasons_and_line_numbers(spark, tmp_path):
     quarantined = {r.line_number: (r.reason, r.id, r.detail) for r in bad.collect()}
     assert {k: v[0] for k, v in quarantined.items()} == {
         4: "malformed_json",
-        5: "malformed_json",
+        5: "bad_field_type",
         6: "missing_field",
         7: "bad_triple",
         8: "duplicate_id",
@@ -172,3 +177,136 @@ def test_answer_sets_equal_brute_force_on_random_kgs(spark):
             assert row == got[q]
         else:
             assert row.all_answers is None and row.answer_in_set is None
+
+
+def _parse(spark, lines: list[str], max_keys: int) -> dict[int, tuple]:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "questions.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        rows = Q.parse_lines(read_lines(spark, {"questions": [str(path)]}), max_keys).collect()
+    return {r.line_number: (r.id, r.reason) for r in rows}
+
+
+def test_each_wrong_type_has_its_own_reason(spark):
+    triple = [["Q0", "P0", "Q1"]]
+    lines = [
+        _rec(True, ["Q0"], "Q1", triple),  # 1
+        _rec(7.0, ["Q0"], "Q1", triple),  # 2
+        _rec("a", [None, "Q0"], "Q1", triple),  # 3: a null seed
+        _rec("b", [["Q0"]], "Q1", triple),  # 4: a list where a key belongs
+        _rec("c", ["Q0"], 5, triple),  # 5
+        _rec("d", ["Q0"], "Q1", triple, n_hops=1.5),  # 6
+        _rec("e", ["Q0"], "Q1", [["Q0", "P0", 1]]),  # 7: a number in a triple
+        _rec("f", ["Q0", "Q2", "Q3"], "Q1", triple),  # 8: 4 keys > 3
+        '{"id": "g", "id": "h", "seeds": ["Q0"], "answer": "Q1", "answer_subgraph": [["Q0", "P0", "Q1"]]}',  # 9
+        _rec(8, ["Q0"], "Q1", triple, split="test", graph_isomorphism="(1)", n_hops="1"),  # 10: good
+    ]
+    assert _parse(spark, lines, 3) == {
+        1: (None, "bad_field_type"),
+        2: (None, "bad_field_type"),
+        3: ("a", "bad_field_type"),
+        4: ("b", "bad_field_type"),
+        5: ("c", "bad_field_type"),
+        6: ("d", "bad_field_type"),
+        7: ("e", "bad_triple"),
+        8: ("f", "too_many_keys"),
+        9: (None, "malformed_json"),
+        10: ("8", None),
+    }
+
+
+def _oracle(line: str, max_keys: int) -> tuple:
+    """(id, reason) of one record by Python's json module (duplicate_id left to the caller)."""
+
+    def unique(pairs):
+        if len({k for k, _ in pairs}) != len(pairs):
+            raise ValueError("repeated key")
+        return dict(pairs)
+
+    try:
+        rec = json.loads(line, object_pairs_hook=unique)
+    except ValueError:
+        return None, "malformed_json"
+    if not isinstance(rec, dict):
+        return None, "malformed_json"
+    if any(rec.get(f) is None for f in ("id", "seeds", "answer", "answer_subgraph")):
+        ident = rec.get("id")
+        ok = isinstance(ident, str) or (type(ident) is int and -(2**63) <= ident < 2**63)
+        return (str(ident) if ok else None), "missing_field"
+    ident = rec["id"]
+    ok_id = isinstance(ident, str) or (type(ident) is int and -(2**63) <= ident < 2**63)
+    ident = str(ident) if ok_id else None
+
+    def given(name, kinds):
+        return name in rec and rec[name] is not None and not any(_is(rec[name], k) for k in kinds)
+
+    bad = (
+        not ok_id
+        or not isinstance(rec["seeds"], list)
+        or not all(isinstance(s, str) for s in rec["seeds"])
+        or not isinstance(rec["answer"], str)
+        or not isinstance(rec["answer_subgraph"], list)
+        or given("split", ("string",))
+        or given("graph_isomorphism", ("string",))
+        or given("n_hops", ("integer", "string"))
+    )
+    if bad:
+        return ident, "bad_field_type"
+    if not all(
+        isinstance(x, list) and len(x) == 3 and all(isinstance(k, str) for k in x) for x in rec["answer_subgraph"]
+    ):
+        return ident, "bad_triple"
+    if len(rec["seeds"]) + len(rec["answer_subgraph"]) > max_keys:
+        return ident, "too_many_keys"
+    return ident, None
+
+
+def _is(value, kind: str) -> bool:
+    if kind == "integer":
+        return type(value) is int and -(2**63) <= value < 2**63
+    return isinstance(value, str)
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**65), 2**65),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(["Q0", "P0", ""]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=2),
+    max_leaves=6,
+)
+_KEY_LISTS = st.lists(st.sampled_from(["Q0", "Q1"]), max_size=3)
+_TRIPLES = st.lists(st.one_of(st.just(["Q0", "P0", "Q1"]), _VALUES), max_size=3)
+_RECORDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": st.one_of(st.sampled_from(["a", "b"]), st.integers(0, 2), _VALUES),
+        "seeds": st.one_of(_KEY_LISTS, _VALUES),
+        "answer": st.one_of(st.just("Q1"), _VALUES),
+        "answer_subgraph": st.one_of(_TRIPLES, _VALUES),
+        "split": st.one_of(st.just("test"), _VALUES),
+        "n_hops": st.one_of(st.integers(0, 3), _VALUES),
+    },
+)
+_LINES = st.one_of(
+    _RECORDS.map(json.dumps), _VALUES.map(json.dumps), st.sampled_from(["{", "not json", '{"id": 1, "id": 2}'])
+)
+
+
+@settings(max_examples=8, deadline=None)
+@given(lines=st.lists(_LINES, min_size=1, max_size=12))
+def test_every_record_is_parsed_or_quarantined_with_the_reason_of_an_oracle(spark, lines):
+    got = _parse(spark, lines, 3)
+    expected, seen = {}, set()
+    for number, line in enumerate(lines, start=1):
+        ident, reason = _oracle(line, 3)
+        if reason is None and ident in seen:
+            reason = "duplicate_id"
+        elif reason is None:
+            seen.add(ident)
+        expected[number] = (ident, reason)
+    assert got == expected

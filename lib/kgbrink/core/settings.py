@@ -112,6 +112,9 @@ class ScoringSettings:
         True, "skip row checks that Parquet footers prove cannot fail (statistics trusted as Spark's filters do)"
     )
     batch_bytes: int = setting(1 << 30, "rank files are scored in batches of whole files up to this many bytes")
+    check_duplicate_queries: bool = setting(
+        True, "quarantine every row of a query given twice (duplicate_query): a scan and a shuffle of the keys"
+    )
     broadcast_tables: bool = setting(True, "broadcast dictionaries and popularity tables to the rank scan")
 
 
@@ -184,6 +187,7 @@ class OkgqaSubgraphSettings:
     ppr_implementation: str = setting("local", "local (one task per question, scipy) or batched (DataFrame rounds)")
     seed: int = setting(42, "seed of the hash order of max_subgraph_edges")
     max_bad_fraction: float = setting(0.01, "fail when quarantined question entities exceed this share")
+    max_entities_per_question: int = setting(1000, "questions with more entity keys are quarantined")
 
 
 @dataclass
@@ -261,6 +265,7 @@ class SeedGraphSettings:
 class GtQuestionSettings:
     max_edges: int = setting(6, "answer subgraphs with more triples are invalid (paper 002 Sec. 3)")
     max_bad_fraction: float = setting(0.01, "fail when quarantined question records exceed this share")
+    max_keys_per_question: int = setting(1000, "records with more seeds and subgraph triples are quarantined")
     max_answers: int = setting(
         10, "answer sets: questions with more answers are flagged (the code's --max-num-answers)"
     )

@@ -134,7 +134,8 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
             n_records = planted.count()
         else:
             require_files(spark, [opts.input])
-            records = Q.parse_lines(read_lines(spark, {"questions": [opts.input]})).transform(checkpoint)
+            lines = read_lines(spark, {"questions": [opts.input]})
+            records = Q.parse_lines(lines, cfg.max_keys_per_question).transform(checkpoint)
             n_records = records.count()
             valid, bad = Q.ingest(records, entities, relations, kg, cfg.max_edges)
         valid = valid.transform(checkpoint)

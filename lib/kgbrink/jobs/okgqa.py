@@ -57,9 +57,10 @@ def subgraphs(ctx: JobContext, opts: SubgraphOptions) -> JobSummary:
     with ctx.step("questions"):
         if opts.questions_format == "jsonl":
             require_files(spark, [opts.questions])
-            parsed = Q.parse_lines(read_lines(spark, {"questions": [opts.questions]}))
+            parsed = Q.parse_lines(read_lines(spark, {"questions": [opts.questions]}), cfg.max_entities_per_question)
         else:
-            parsed = Q.from_table(spark.read.format(opts.questions_format).load(opts.questions))
+            table = spark.read.format(opts.questions_format).load(opts.questions)
+            parsed = Q.from_table(table, cfg.max_entities_per_question)
         parsed = parsed.transform(checkpoint)
         seeds, bad = Q.resolve_entities(parsed, entities)
         seeds = seeds.transform(checkpoint)
@@ -72,9 +73,9 @@ def subgraphs(ctx: JobContext, opts: SubgraphOptions) -> JobSummary:
             entity_keys=int(n_keys),
             **{f"quarantined_{k}": v for k, v in sorted(reasons.items())},
         )
-        bad_share = sum(reasons.values()) / max(
-            1, n_keys + reasons.get("malformed_json", 0) + reasons.get("missing_qid", 0)
-        )
+        # the share of the entity keys of good lines and of the bad lines
+        bad_lines = sum(reasons.get(reason, 0) for reason in Q.LINE_REASONS)
+        bad_share = sum(reasons.values()) / max(1, n_keys + bad_lines)
         if bad_share > cfg.max_bad_fraction:
             raise JobFailed(
                 f"{opts.questions}: {sum(reasons.values())} quarantined rows ({bad_share:.2%}) exceed "

@@ -1,56 +1,150 @@
 """Question entity sets of OKGQA (paper 004 Sec. 3.1): JSON Lines ``{"qid": ..., "entities": [keys]}``
-(``id`` is accepted for ``qid``; a number is read as its text), or a table ``(qid, entity)``.
+(``id`` is accepted for ``qid``; a string or an integer, an integer read as its text), or a table
+``(qid, entity)``.
 
-Entity keys are looked up in the dataset's ``entities`` dictionary. Nothing is dropped silently: a line
-that is not a JSON object with a qid and a list of entity keys, a repeated qid (its later lines), and an
-entity key the KG does not have are quarantined with their file, line and reason. A question keeps the
-entities it has; one left with none is quarantined as ``no_known_entity`` as well.
+Entity keys are looked up in the dataset's ``entities`` dictionary. Nothing is dropped silently: every
+line that is not a well-typed question is quarantined with its file, line and the first reason of
+:data:`LINE_REASONS` that applies; a repeated qid (its later lines), and an entity key the KG does not have
+are quarantined too. A question keeps the entities it has; one left with none is quarantined as
+``no_known_entity`` as well.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from kgbrink.core import json_lines
 from kgbrink.core.quarantine import with_line_numbers
 
 QUARANTINE_COLUMNS = ["source_file", "line_number", "qid", "entity", "reason", "detail"]
-_RECORD = "struct<qid: string, id: string, entities: array<string>, _corrupt: string>"
+# per line, in the order they are checked: a line gets the first that applies
+LINE_REASONS = (
+    "malformed_json",  # not a JSON object (or a key repeated in it)
+    "missing_qid",  # qid and id absent or null
+    "bad_qid",  # qid neither a string nor an integer
+    "missing_entities",  # entities absent, null or []
+    "bad_entities",  # entities not a list, or an item not a string
+    "too_many_entities",  # more keys than okgqa_subgraph.max_entities_per_question
+    "duplicate_qid",  # every line of a qid after its first
+)
+# per entity key and per question, after the lookup
+KEY_REASONS = ("unknown_entity", "no_known_entity")
 
 
-def parse_lines(lines: DataFrame) -> DataFrame:
-    """``source_file, line_number, qid, entities, reason`` per non-blank line of ``read_lines`` output
-    (``reason`` null for a good line)."""
+def _why(reason: str, detail) -> Column:
+    detail = F.lit(detail) if isinstance(detail, str) else detail
+    return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
+
+
+def _checked(qid: Column, qid_kind: Column, entities: Column, entities_kind: Column, bad_item, cap: int) -> Column:
+    """``struct<reason, detail>`` of the first line reason after ``malformed_json`` (NULL: a good record)."""
+    n = F.size(entities)
+    return (
+        F.when(qid_kind.isNull() | (qid_kind == "null"), _why("missing_qid", "qid and id absent or null"))
+        .when(
+            ~qid_kind.isin("string", "integer"),
+            _why("bad_qid", F.concat(F.lit("qid is "), qid_kind, F.lit("; it must be a string or an integer"))),
+        )
+        .when(
+            entities_kind.isNull() | (entities_kind == "null") | ((entities_kind == "array") & (n == 0)),
+            _why(
+                "missing_entities",
+                F.concat(
+                    F.lit("entities is "),
+                    F.coalesce(entities_kind, F.lit("absent")),
+                    F.when(n == 0, F.lit(" (empty)")).otherwise(F.lit("")),
+                ),
+            ),
+        )
+        .when(
+            entities_kind != "array",
+            _why(
+                "bad_entities",
+                F.concat(F.lit("entities is "), entities_kind, F.lit("; it must be a list of entity keys")),
+            ),
+        )
+        .when(
+            bad_item.isNotNull(),
+            _why(
+                "bad_entities",
+                F.format_string("entity %d of %d is %s; keys are strings", bad_item["position"], n, bad_item["kind"]),
+            ),
+        )
+        .when(
+            n > cap,
+            _why(
+                "too_many_entities",
+                F.format_string("%d entities > okgqa_subgraph.max_entities_per_question = %d", n, F.lit(cap)),
+            ),
+        )
+    )
+
+
+def parse_lines(lines: DataFrame, max_entities: int) -> DataFrame:
+    """``source_file, line_number, qid, entities, reason, detail`` per non-blank line of ``read_lines`` output
+    (``reason`` null for a good line, else one of :data:`LINE_REASONS`; ``entities`` the keys of a good line)."""
     lines = lines.where(F.trim("line") != "")
-    record = F.from_json("line", _RECORD, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
-    parsed = lines.withColumn("rec", record).select(
+    record = json_lines.record(F.col("line"))
+    by_qid = json_lines.field(record, "qid")
+    qid = F.when(json_lines.present(by_qid), by_qid).otherwise(json_lines.field(record, "id"))
+    entities = json_lines.field(record, "entities")
+    items = json_lines.elements(entities)
+    fields = lines.select(
         "split",
         "source_file",
         "block_start",
         "row_id",
-        F.coalesce("rec.qid", "rec.id").alias("qid"),
-        F.col("rec.entities").alias("entities"),
-        F.when(
-            ~F.trim("line").startswith("{") | F.col("rec").isNull() | F.col("rec._corrupt").isNotNull(),
-            "malformed_json",
-        )
-        .when(F.coalesce("rec.qid", "rec.id").isNull(), "missing_qid")
-        .when(F.col("rec.entities").isNull(), "missing_entities")
-        .alias("reason"),
+        json_lines.kind(record).alias("_record"),
+        qid.alias("_qid"),
+        items.alias("_items"),
+        json_lines.kind(entities).alias("_entities"),
     )
-    numbered = with_line_numbers(parsed).select(
+    verdict = _checked(
+        F.col("_qid"),
+        json_lines.kind(F.col("_qid")),
+        F.col("_items"),
+        F.col("_entities"),
+        json_lines.first_not(F.col("_items"), ("string",)),
+        max_entities,
+    )
+    verdict = F.when(
+        F.col("_record").isNull() | (F.col("_record") != "object"),
+        _why("malformed_json", "not a JSON object with unique keys"),
+    ).otherwise(verdict)
+    parsed = fields.withColumn("_v", verdict).select(
+        "split",
+        "source_file",
+        "block_start",
+        "row_id",
+        json_lines.as_string(F.col("_qid")).alias("qid"),
+        F.when(F.col("_v").isNull(), F.transform("_items", lambda item: F.try_variant_get(item, "$", "string")))
+        .cast("array<string>")
+        .alias("entities"),
+        F.col("_v.reason").alias("reason"),
+        F.col("_v.detail").alias("detail"),
+    )
+    numbered = with_line_numbers(parsed).select("source_file", "line_number", "qid", "entities", "reason", "detail")
+    return _mark_duplicates(numbered)
+
+
+def _mark_duplicates(numbered: DataFrame) -> DataFrame:
+    first = Window.partitionBy("qid").orderBy("source_file", "line_number")
+    good = numbered.where(F.col("reason").isNull()).withColumns(
+        {"_n": F.row_number().over(first), "_first": F.first("line_number").over(first)}
+    )
+    repeated = good.where(F.col("_n") > 1).select(
         "source_file",
         "line_number",
         "qid",
         "entities",
-        "reason",
+        F.lit("duplicate_qid").alias("reason"),
+        F.concat(F.lit("the qid of line "), F.col("_first").cast("string")).alias("detail"),
     )
-    first = Window.partitionBy("qid").orderBy("source_file", "line_number")
-    good = numbered.where(F.col("reason").isNull()).withColumn("_n", F.row_number().over(first))
-    repeated = good.where(F.col("_n") > 1).drop("_n").withColumn("reason", F.lit("duplicate_qid"))
     return (
         numbered.where(F.col("reason").isNotNull())
-        .unionByName(good.where(F.col("_n") == 1).drop("_n"))
+        .unionByName(good.where(F.col("_n") == 1).drop("_n", "_first"))
         .unionByName(repeated)
     )
 
@@ -58,12 +152,7 @@ def parse_lines(lines: DataFrame) -> DataFrame:
 def resolve_entities(questions: DataFrame, entities: DataFrame) -> tuple[DataFrame, DataFrame]:
     """``(seeds(qid, node), quarantine)`` from parsed questions and ``entities(id, key)``."""
     bad_lines = questions.where(F.col("reason").isNotNull()).select(
-        "source_file",
-        "line_number",
-        "qid",
-        F.lit(None).cast("string").alias("entity"),
-        "reason",
-        F.lit(None).cast("string").alias("detail"),
+        "source_file", "line_number", "qid", F.lit(None).cast("string").alias("entity"), "reason", "detail"
     )
     good = questions.where(F.col("reason").isNull())
     keyed = good.select("source_file", "line_number", "qid", F.explode_outer("entities").alias("entity"))
@@ -88,18 +177,41 @@ def resolve_entities(questions: DataFrame, entities: DataFrame) -> tuple[DataFra
     return seeds, bad_lines.unionByName(unknown).unionByName(empty)
 
 
-def from_table(table: DataFrame) -> DataFrame:
-    """Parsed questions from a table ``(qid, entity)``: one row per question, numbered by first row."""
+def from_table(table: DataFrame, max_entities: int) -> DataFrame:
+    """Parsed questions (as :func:`parse_lines`) from a table ``(qid, entity)``: one row per qid, its
+    distinct keys sorted; a null qid or entity is a ``missing_qid`` / ``bad_entities`` question."""
     missing = {"qid", "entity"} - set(table.columns)
     if missing:
         raise ValueError(f"question table lacks column(s) {', '.join(sorted(missing))}; it needs qid, entity")
-    return (
-        table.groupBy(F.col("qid").cast("string").alias("qid"))
-        .agg(
-            F.lit("<table>").alias("source_file"),
-            F.lit(None).cast("bigint").alias("line_number"),
-            F.array_sort(F.collect_set(F.col("entity").cast("string"))).alias("entities"),
-            F.lit(None).cast("string").alias("reason"),
+    qid_type, entity_type = table.schema["qid"].dataType, table.schema["entity"].dataType
+    if not isinstance(qid_type, T.StringType | T.IntegerType | T.LongType | T.ShortType | T.ByteType):
+        raise ValueError(f"question table column qid is {qid_type.simpleString()}; it must be a string or an integer")
+    if not isinstance(entity_type, T.StringType):
+        raise ValueError(f"question table column entity is {entity_type.simpleString()}; it must be a string")
+    grouped = table.groupBy(F.col("qid").cast("string").alias("qid")).agg(
+        F.array_sort(F.collect_set("entity")).alias("entities"),
+        F.count_if(F.col("entity").isNull()).alias("_nulls"),
+    )
+    n = F.size("entities")
+    verdict = (
+        F.when(F.col("qid").isNull(), _why("missing_qid", "qid is null"))
+        .when(
+            F.col("_nulls") > 0,
+            _why("bad_entities", F.format_string("%d rows of the qid have a null entity", F.col("_nulls"))),
         )
-        .select("source_file", "line_number", "qid", "entities", "reason")
+        .when(
+            n > max_entities,
+            _why(
+                "too_many_entities",
+                F.format_string("%d entities > okgqa_subgraph.max_entities_per_question = %d", n, F.lit(max_entities)),
+            ),
+        )
+    )
+    return grouped.withColumn("_v", verdict).select(
+        F.lit("<table>").alias("source_file"),
+        F.lit(None).cast("bigint").alias("line_number"),
+        "qid",
+        F.when(F.col("_v").isNull(), F.col("entities")).alias("entities"),
+        F.col("_v.reason").alias("reason"),
+        F.col("_v.detail").alias("detail"),
     )

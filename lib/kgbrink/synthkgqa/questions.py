@@ -12,9 +12,11 @@ Every non-blank line ends in exactly one place: the ``gt_questions`` table (:dat
 with the classification of :mod:`kgbrink.synthkgqa.answer_types`) or the quarantine
 (:data:`QUARANTINE_COLUMNS`) with its file, line number and the first reason that applies, in this order:
 
-``malformed_json`` (not a JSON object of the expected shape), ``missing_field`` (id, seeds, answer or
-answer_subgraph absent or null; detail names them), ``bad_triple`` (an answer_subgraph element that is not
-three keys), ``duplicate_id`` (every line of an id after its first), ``unknown_entity``,
+``malformed_json`` (not a JSON object, or a key repeated in it), ``missing_field`` (id, seeds, answer or
+answer_subgraph absent or null; detail names them), ``bad_field_type`` (a field of another JSON type: id a
+string or an integer, keys strings, n_hops an integer; detail names the field), ``bad_triple`` (an
+answer_subgraph element that is not three keys), ``too_many_keys`` (more seeds and triples than
+``gt_questions.max_keys_per_question``), ``duplicate_id`` (every line of an id after its first), ``unknown_entity``,
 ``unknown_relation`` (keys not in the dictionaries; detail lists them), ``triple_not_in_kg`` (a triple of
 the subgraph is not in the KG, i.e. the chosen splits; detail lists them), then the answer-subgraph
 reasons of :data:`kgbrink.synthkgqa.answer_types.REASONS`.
@@ -33,6 +35,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from kgbrink.core import json_lines
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.quarantine import MAX_QUARANTINED_LINE_CHARS, with_line_numbers
 from kgbrink.synthkgqa import answer_types as A
@@ -55,20 +58,15 @@ QUESTION_COLUMNS = [
     "answer_in_set",
 ]
 QUARANTINE_COLUMNS = ["source_file", "line_number", "id", "line", "reason", "detail"]
+PARSE_REASONS = ("malformed_json", "missing_field", "bad_field_type", "bad_triple", "too_many_keys")
 RECORD_REASONS = (
-    "malformed_json",
-    "missing_field",
-    "bad_triple",
+    *PARSE_REASONS,
     "duplicate_id",
     "unknown_entity",
     "unknown_relation",
     "triple_not_in_kg",
 )
 REASONS = RECORD_REASONS + A.REASONS
-_RECORD = (
-    "struct<id: string, split: string, seeds: array<string>, answer: string, "
-    "answer_subgraph: array<array<string>>, graph_isomorphism: string, n_hops: string, _corrupt: string>"
-)
 _FIELDS = ("id", "seeds", "answer", "answer_subgraph")
 _VERDICT = T.StructType(
     [
@@ -87,45 +85,76 @@ _VERDICT = T.StructType(
 # --- parsing ------------------------------------------------------------------------------------------
 
 
-def parse_lines(lines: DataFrame) -> DataFrame:
+def _first(*checks: tuple[Column, Column]) -> Column:
+    """The detail of the first check whose condition holds (NULL: none)."""
+    return F.coalesce(*[F.when(condition, detail) for condition, detail in checks])
+
+
+def parse_lines(lines: DataFrame, max_keys: int) -> DataFrame:
     """``source_file, line_number, line, id, split, seeds, answer, triples, given_type, given_hops, reason,
-    detail`` per non-blank
-    line of :func:`kgbrink.core.files.read_lines` output (keys as strings; ``reason`` null for a good record,
-    ``duplicate_id`` for every line of an id after its first)."""
+    detail`` per non-blank line of :func:`kgbrink.core.files.read_lines` output (keys as strings; ``reason``
+    null for a good record, else the first of :data:`PARSE_REASONS` that applies)."""
     lines = lines.where(F.trim(F.regexp_replace("line", "\r$", "")) != "")
-    record = F.from_json("line", _RECORD, {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
-    rec = lines.withColumn("rec", record)
-    missing = F.filter(
-        F.array(*[F.when(F.col(f"rec.{f}").isNull(), F.lit(f)) for f in _FIELDS]), lambda x: x.isNotNull()
-    )
-    null_key = F.exists(F.col("rec.seeds"), lambda x: x.isNull())
-    bad_triples = F.filter(
-        F.col("rec.answer_subgraph"), lambda x: x.isNull() | (F.size(x) != 3) | F.exists(x, lambda k: k.isNull())
-    )
-    malformed = ~F.trim("line").startswith("{") | F.col("rec").isNull() | F.col("rec._corrupt").isNotNull()
-    parsed = rec.select(
+    rec = json_lines.record(F.col("line"))
+    value = {name: json_lines.field(rec, name) for name in (*_FIELDS, "split", "graph_isomorphism", "n_hops")}
+    fields = lines.select(
         "split",
         "source_file",
         "block_start",
         "row_id",
-        F.make_valid_utf8(F.substring(F.regexp_replace("line", "\r$", ""), 1, MAX_QUARANTINED_LINE_CHARS)).alias(
-            "line"
+        "line",
+        json_lines.kind(rec).alias("_record"),
+        *[value[name].alias(f"_{name}") for name in value],
+    )
+    v = {name: F.col(f"_{name}") for name in value}
+    kinds = {name: json_lines.kind(column) for name, column in v.items()}
+    seeds, triples = json_lines.elements(v["seeds"]), json_lines.elements(v["answer_subgraph"])
+    missing = F.filter(
+        F.array(*[F.when(~json_lines.present(v[f]), F.lit(f)) for f in _FIELDS]), lambda x: x.isNotNull()
+    )
+    bad_seed = json_lines.first_not(seeds, ("string",))
+
+    def wrong(name: str, allowed: tuple[str, ...], what: str) -> tuple[Column, Column]:
+        given = json_lines.present(v[name]) & ~kinds[name].isin(*allowed)
+        return given, F.concat(F.lit(f"{name} is "), kinds[name], F.lit(f"; it must be {what}"))
+
+    bad_type = _first(
+        wrong("id", ("string", "integer"), "a string or an integer"),
+        wrong("seeds", ("array",), "a list of entity keys"),
+        (
+            bad_seed.isNotNull(),
+            F.format_string(
+                "seed %d of %d is %s; keys are strings", bad_seed["position"], F.size(seeds), bad_seed["kind"]
+            ),
         ),
-        F.col("rec.id").alias("id"),
-        F.col("rec.split").alias("question_split"),
-        F.col("rec.seeds").alias("seeds"),
-        F.col("rec.answer").alias("answer"),
-        F.col("rec.answer_subgraph").alias("triples"),
-        F.col("rec.graph_isomorphism").alias("given_type"),
-        F.col("rec.n_hops").alias("given_hops"),
+        wrong("answer", ("string",), "an entity key"),
+        wrong("answer_subgraph", ("array",), "a list of [head, relation, tail] keys"),
+        wrong("split", ("string",), "a split name"),
+        wrong("graph_isomorphism", ("string",), "a type identifier"),
+        wrong("n_hops", ("integer", "string"), "an integer"),
+    )
+    bad_triples = F.filter(
+        triples,
+        lambda x: ~F.coalesce(
+            (json_lines.kind(x) == "array")
+            & (F.size(json_lines.elements(x)) == 3)
+            & ~F.exists(json_lines.elements(x), lambda k: json_lines.kind(k) != "string"),
+            F.lit(False),
+        ),
+    )
+    n_keys = F.size(seeds) + F.size(triples)
+    malformed = F.col("_record").isNull() | (F.col("_record") != "object")
+    reason = (
         F.when(malformed, "malformed_json")
         .when(F.size(missing) > 0, "missing_field")
-        .when(null_key, "missing_field")
+        .when(bad_type.isNotNull(), "bad_field_type")
         .when(F.size(bad_triples) > 0, "bad_triple")
-        .alias("reason"),
-        F.when(malformed, "not a JSON object with id, seeds, answer and answer_subgraph of the expected types")
+        .when(n_keys > max_keys, "too_many_keys")
+    )
+    detail = (
+        F.when(malformed, "not a JSON object with unique keys")
         .when(F.size(missing) > 0, F.concat(F.lit("missing or null: "), F.array_join(missing, ", ")))
-        .when(null_key, F.lit("a seed is null"))
+        .when(bad_type.isNotNull(), bad_type)
         .when(
             F.size(bad_triples) > 0,
             F.concat(
@@ -133,7 +162,32 @@ def parse_lines(lines: DataFrame) -> DataFrame:
                 F.to_json(F.element_at(bad_triples, 1)),
             ),
         )
-        .alias("detail"),
+        .when(
+            n_keys > max_keys,
+            F.format_string("%d seeds and triples > gt_questions.max_keys_per_question = %d", n_keys, F.lit(max_keys)),
+        )
+    )
+
+    def text(x: Column) -> Column:
+        return F.try_variant_get(x, "$", "string")
+
+    parsed = fields.select(
+        "split",
+        "source_file",
+        "block_start",
+        "row_id",
+        F.make_valid_utf8(F.substring(F.regexp_replace("line", "\r$", ""), 1, MAX_QUARANTINED_LINE_CHARS)).alias(
+            "line"
+        ),
+        json_lines.as_string(v["id"]).alias("id"),
+        text(v["split"]).alias("question_split"),
+        F.transform(seeds, text).alias("seeds"),
+        text(v["answer"]).alias("answer"),
+        F.transform(triples, lambda x: F.transform(json_lines.elements(x), text)).alias("triples"),
+        text(v["graph_isomorphism"]).alias("given_type"),
+        json_lines.as_string(v["n_hops"]).alias("given_hops"),
+        reason.alias("reason"),
+        detail.alias("detail"),
     )
     numbered = with_line_numbers(parsed).select(
         "source_file",
