@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -412,3 +414,43 @@ def test_delta_predictions_are_read_at_one_version_and_bad_rows_keep_the_row(spa
     assert bad["line_number"] is None and bad["source_file"] == path and json.loads(bad["line"])["id"] == "nope"
     (easy,) = [r for r in summary.extra["scores"] if r["group_kind"] == "all"]
     assert (easy["model"], easy["n"], easy["accuracy"], easy["nkd"], easy["n_nkd"]) == ("D", 2, 1.0, 0.0, 1)
+
+
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.floats(allow_nan=False), st.text(max_size=3)),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=2), inner, max_size=2),
+    max_leaves=6,
+)
+# lines that are no prediction of a known question: ids are never a question's, or of another type
+_JUNK = st.one_of(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "id": st.one_of(st.sampled_from(["nope", "t9-tail-easy", ""]), _JSON),
+            "letter": st.one_of(st.sampled_from(["A", "z", " b "]), _JSON),
+            "logits": st.one_of(st.lists(st.floats(-3, 3), min_size=4, max_size=4), _JSON),
+            "logprobs": _JSON,
+            "fixed_position": _JSON,
+            "model": _JSON,
+        },
+    ).map(json.dumps),
+    _JSON.map(json.dumps),
+    st.sampled_from(["{", "not json", '{"id": "t1-tail-easy", "id": "t2-tail-easy"}', "[1, 2"]),
+)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(junk=st.lists(_JUNK, max_size=8), order=st.randoms(use_true_random=False))
+def test_lines_that_are_no_prediction_are_quarantined_and_change_nothing_else(spark, hand_questions, junk, order):
+    clean = [{"id": "t1-tail-easy", "letter": "A"}, {"id": "t2-head-hard", "logits": [0.0, 1.0, 0.5, 0.0]}]
+    lines = [json.dumps(p) for p in clean] + junk
+    order.shuffle(lines)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "junk.jsonl"
+        path.write_text("\n".join(lines) + "\n")
+        predictions = S.read_predictions(spark, str(path), "jsonl", [str(path)], None, None)
+        checked = S.validate(predictions.where(~F.col("_skip")), read_table(spark, hand_questions)).collect()
+    good = sorted((r["id"], r["letter"], r["logits"]) for r in checked if r["reason"] is None)
+    assert good == sorted((p["id"], p.get("letter"), p.get("logits")) for p in clean)
+    bad = [r for r in checked if r["reason"] is not None]
+    assert len(bad) == len(junk) and all(r["reason"] in S.REASONS for r in bad)
