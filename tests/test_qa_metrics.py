@@ -251,3 +251,57 @@ def test_evaluate_qa_names_the_line_of_a_bad_question(tmp_path, line, message):
         evaluate_qa.run(
             JobContext(None, None), evaluate_qa.EvaluateQAOptions([str(questions)], predictions, "private_id")
         )
+
+
+_JSON = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False), st.text(max_size=3)),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=2), inner, max_size=2),
+    max_leaves=5,
+)
+_QUESTIONS = {
+    "q1": {"id": "q1", "answers": ["a"], "hard_answer": "a"},
+    "q2": {"id": "q2", "answers": ["b"], "hard_answer": "b"},
+}
+# lines that are no prediction of a known question, whatever else they hold
+_JUNK = st.one_of(
+    st.fixed_dictionaries(
+        {"id": st.one_of(st.sampled_from(["nope", "Q1", 1]), st.booleans(), st.floats(), st.lists(st.just("q1")))},
+        optional={"prediction": _JSON},
+    ).map(json.dumps),
+    st.fixed_dictionaries({"prediction": _JSON}).map(json.dumps),
+    st.fixed_dictionaries(
+        {
+            "id": st.sampled_from(["q1", "q2"]),
+            "prediction": st.one_of(
+                st.integers(),
+                st.lists(_JSON, min_size=1).filter(lambda x: not all(isinstance(i, str) for i in x)),
+                st.dictionaries(st.text(max_size=2), _JSON),
+            ),
+        }
+    ).map(json.dumps),
+    _JSON.filter(lambda x: not isinstance(x, dict)).map(json.dumps),
+    st.sampled_from(["{", "not json", '{"id": "q1"', "\ud800"]),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    good=st.lists(st.sampled_from(["q1", "q2"]), unique=True, max_size=2),
+    junk=st.lists(_JUNK, max_size=3),
+    blanks=st.integers(0, 2),
+    data=st.data(),
+)
+def test_a_prediction_file_is_read_whole_or_refused_at_its_first_bad_line(tmp_path_factory, good, junk, blanks, data):
+    lines = [json.dumps({"id": q, "prediction": [q]}) for q in good] + junk + [""] * blanks
+    lines = data.draw(st.permutations(lines))
+    path = tmp_path_factory.mktemp("qa") / "predictions.jsonl"
+    path.write_bytes("\n".join(lines).encode("utf-8", "surrogatepass") + b"\n")
+    first_bad = next((n for n, line in enumerate(lines, 1) if line in junk), None)
+    if first_bad is None and not good:
+        with pytest.raises(evaluate_qa.QAInputError, match="no predictions"):
+            evaluate_qa.read_predictions(path, _QUESTIONS)
+    elif first_bad is None:
+        assert evaluate_qa.read_predictions(path, _QUESTIONS) == {q: [q] for q in good}
+    else:
+        with pytest.raises(evaluate_qa.QAInputError, match=f"^{path}:{first_bad}: "):
+            evaluate_qa.read_predictions(path, _QUESTIONS)

@@ -45,8 +45,9 @@ def _lines(path: Path):
                 raise QAInputError(f"{path}:{number}: not UTF-8 (byte {e.start + 1} of the line)") from None
 
 
-def _records(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
-    out = []
+def _records(path: Path, required: tuple[str, ...]):
+    """``(number, record)`` of each non-blank line, checked as it is read: the first bad line in the file
+    is the one an error names."""
     for number, line in _lines(path):
         if not line.strip():
             continue
@@ -61,8 +62,7 @@ def _records(path: Path, required: tuple[str, ...]) -> list[tuple[int, dict]]:
             raise QAInputError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
         if type(record["id"]) not in (str, int):
             raise QAInputError(f"{path}:{number}: id {record['id']!r} is not a string or an integer")
-        out.append((number, record))
-    return out
+        yield number, record
 
 
 def read_questions(paths: list[Path]) -> dict[str, dict]:
