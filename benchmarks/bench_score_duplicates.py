@@ -3,7 +3,7 @@ score`, with DuckDB finding the same repeats beside it.
 
 Data (under benchmarks/out/score-duplicates/, git-ignored): ``--rows`` rank rows as Parquet files of 5M
 rows, the triples drawn from the dataset's ``triples`` table with a seeded numpy generator, every query
-once except ``--repeats`` rows that repeat an earlier query. The dataset is ``make run``'s sample
+once (as many runs of one model as needed) except ``--repeats`` rows that repeat an earlier query. The dataset is ``make run``'s sample
 (``./data/datasets/sample``) unless ``--dataset`` names another (its tables read as files: a dataset
 written once).
 
@@ -42,27 +42,31 @@ def rank_files(dataset: Path, out: Path, rows: int, repeats: int, seed: int) -> 
     """``rows`` rank rows as Parquet under ``out`` (made once); the number of distinct entities."""
     folder = out / f"ranks-{rows}-{repeats}"
     entities = sum(pq.read_metadata(p).num_rows for p in (dataset / "entities").glob("*.parquet"))
-    if (folder / "done").exists():
+    if (folder / "_done").exists():
         return folder, entities
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    triples = pa.concat_tables(
-        pq.read_table(p, columns=["h", "r", "t"]) for p in (dataset / "triples").rglob("*.parquet")
-    )
-    h, r, t = (triples[c].to_numpy() for c in ("h", "r", "t"))
+    files = sorted((dataset / "triples").rglob("*.parquet"))
+    triples = pa.concat_tables(pq.ParquetFile(p).read(columns=["h", "r", "t"]) for p in files)
+    h, r, t = (triples[c].to_numpy().astype(np.int64) for c in ("h", "r", "t"))
+    _, first = np.unique((h << 42) | (r << 21) | t, return_index=True)  # distinct triples (ids < 2^21)
+    h, r, t = h[first], r[first], t[first]
     rng = np.random.default_rng(seed)
-    # distinct queries: (triple index, side) pairs drawn without repeats, then `repeats` copies of earlier ones
-    picks = rng.choice(2 * len(h), size=rows - repeats, replace=rows - repeats > 2 * len(h))
-    picks = np.concatenate([picks, rng.choice(picks[: max(1, len(picks) // 2)], size=repeats)])
+    # distinct queries: (run, triple, side) in a seeded order, as many runs as needed; then `repeats`
+    # copies of earlier rows in place of the last ones
+    per_run = 2 * len(h)
+    picks = np.concatenate([rng.permutation(per_run) + k * per_run for k in range(-(-rows // per_run))])[:rows]
+    picks[rows - repeats :] = rng.choice(picks[: rows - repeats], size=repeats, replace=False)
     for start in range(0, rows, ROWS_PER_FILE):
         chunk = picks[start : start + ROWS_PER_FILE]
-        index, side = chunk // 2, chunk % 2
+        run, query = chunk // per_run, chunk % per_run
+        index, side = query // 2, query % 2
         n = np.full(len(chunk), entities, dtype=np.int64)
         rank = np.minimum(np.floor(rng.pareto(1.0, len(chunk)) * 2 + 2) / 2, n).astype(np.float64)
         table = pa.table(
             {
                 "model": pa.array(["bench"] * len(chunk)),
-                "run": pa.array(["1"] * len(chunk)),
+                "run": pa.array((run + 1).astype(str)),
                 "h": h[index].astype(np.int32),
                 "r": r[index].astype(np.int32),
                 "t": t[index].astype(np.int32),
@@ -72,7 +76,7 @@ def rank_files(dataset: Path, out: Path, rows: int, repeats: int, seed: int) -> 
             }
         )
         pq.write_table(table, folder / f"part-{start // ROWS_PER_FILE:03d}.parquet")
-    (folder / "done").write_text("")
+    (folder / "_done").write_text("")
     return folder, entities
 
 

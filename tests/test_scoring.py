@@ -777,8 +777,9 @@ def test_rank_rows_pass_only_with_a_possible_candidate_count(spark, rows, n_enti
         max_size=15,
     ),
     batches=st.integers(1, 3),
+    packed=st.booleans(),
 )
-def test_every_copy_of_a_repeated_query_is_a_duplicate_whatever_the_batches(spark, queries, batches):
+def test_every_copy_of_a_repeated_query_is_a_duplicate_whatever_the_batches(spark, queries, batches, packed):
     # the repeats are found over all rows, then each batch of rows is marked: the same rows in any batching
     rows = [(m, "1", h, 0, 1, side, 1.0, 5, f"f{i % batches}", i) for i, (m, h, side) in enumerate(queries)]
     raw = spark.createDataFrame(
@@ -791,7 +792,7 @@ def test_every_copy_of_a_repeated_query_is_a_duplicate_whatever_the_batches(spar
     def checked(frame):
         return RF.validate_ranks(frame, empty, empty, "id", n_entities=7, n_relations=1)
 
-    repeated = RF.repeated_queries(checked(raw))
+    repeated = RF.repeated_queries(checked(raw), *((7, 1) if packed else ()))
     got = {}
     for batch in range(batches):
         marked = RF.mark_duplicate_queries(checked(raw.where(F.col("source_file") == f"f{batch}")), repeated, True)

@@ -232,13 +232,19 @@ def _quarantine(checked: DataFrame, batch_id: str) -> DataFrame:
     return bad.select(F.lit(batch_id).alias("batch_id"), "*")
 
 
-def _repeated_queries(ctx: JobContext, files, read_opts, path: str, validate) -> tuple[DataFrame, int]:
+def _repeated_queries(
+    ctx: JobContext, files, read_opts, path: str, validate, n_entities: int, n_relations: int
+) -> tuple[DataFrame, int]:
     """The queries two or more rows of all ``files`` give, and how many: found once per work folder
     (a resumed run reads them back), so every batch marks the same rows whatever the batching."""
     spark = ctx.spark
     if not table_exists(spark, path):
         checked = validate(RF.read_ranks(spark, [f for f, _, _ in files], read_opts))
-        write_table(RF.repeated_queries(checked), path, description="queries given by more than one rank row")
+        write_table(
+            RF.repeated_queries(checked, n_entities, n_relations),
+            path,
+            description="queries given by more than one rank row",
+        )
     version = latest_version(spark, path)
     return read_table(spark, path, version), table_rows(spark, path, version)
 
@@ -300,7 +306,9 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     repeated, repeats = None, 0
     if config.scoring.check_duplicate_queries:
         with ctx.step("duplicates"):
-            repeated, repeats = _repeated_queries(ctx, files, read_opts, paths["repeated_queries"], validate)
+            repeated, repeats = _repeated_queries(
+                ctx, files, read_opts, paths["repeated_queries"], validate, n_entities, n_relations
+            )
     skipped = 0
     with ctx.step("batches"):
         for index, batch in enumerate(batches):
