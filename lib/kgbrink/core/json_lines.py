@@ -60,8 +60,3 @@ def first_not(items: Column, kinds: tuple[str, ...]) -> Column:
     """``struct<position, kind>`` of the first item (1-based) whose kind is not in ``kinds`` (NULL: none)."""
     tagged = F.transform(items, lambda item, i: F.struct((i + 1).alias("position"), kind(item).alias("kind")))
     return F.try_element_at(F.filter(tagged, lambda item: ~item["kind"].isin(*kinds)), F.lit(1))
-
-
-def describe(name: str, value: Column) -> Column:
-    """``"<name> is <kind>"``, for a quarantine detail."""
-    return F.concat(F.lit(f"{name} is "), F.coalesce(kind(value), F.lit("absent")))

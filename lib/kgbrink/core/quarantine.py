@@ -67,3 +67,22 @@ def quarantine_rows(parsed: DataFrame, offsets: DataFrame) -> DataFrame:
         "reason",
         "detail",
     )
+
+
+def mark_repeats(records: DataFrame, key: str, reason: str) -> DataFrame:
+    """``records`` (``source_file, line_number, ..., reason, detail``) with every good record of a ``key``
+    after its first (by file and line) given ``reason`` and the first one's line in the detail."""
+    first = Window.partitionBy(key).orderBy("source_file", "line_number")
+    good = records.where(F.col("reason").isNull()).withColumns(
+        {"_n": F.row_number().over(first), "_first": F.first("line_number").over(first)}
+    )
+    repeated = good.where(F.col("_n") > 1).select(
+        *[c for c in records.columns if c not in ("reason", "detail")],
+        F.lit(reason).alias("reason"),
+        F.concat(F.lit(f"the {key} of line "), F.col("_first").cast("string")).alias("detail"),
+    )
+    return (
+        records.where(F.col("reason").isNotNull())
+        .unionByName(good.where(F.col("_n") == 1).drop("_n", "_first"))
+        .unionByName(repeated)
+    )

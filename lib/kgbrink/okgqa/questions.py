@@ -11,12 +11,12 @@ are quarantined too. A question keeps the entities it has; one left with none is
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from kgbrink.core import json_lines
-from kgbrink.core.quarantine import with_line_numbers
+from kgbrink.core.quarantine import mark_repeats, with_line_numbers
 
 QUARANTINE_COLUMNS = ["source_file", "line_number", "qid", "entity", "reason", "detail"]
 # per line, in the order they are checked: a line gets the first that applies
@@ -38,7 +38,7 @@ def _why(reason: str, detail) -> Column:
     return F.struct(F.lit(reason).alias("reason"), detail.alias("detail"))
 
 
-def _checked(qid: Column, qid_kind: Column, entities: Column, entities_kind: Column, bad_item, cap: int) -> Column:
+def _checked(qid_kind: Column, entities: Column, entities_kind: Column, bad_item, cap: int) -> Column:
     """``struct<reason, detail>`` of the first line reason after ``malformed_json`` (NULL: a good record)."""
     n = F.size(entities)
     return (
@@ -102,7 +102,6 @@ def parse_lines(lines: DataFrame, max_entities: int) -> DataFrame:
         json_lines.kind(entities).alias("_entities"),
     )
     verdict = _checked(
-        F.col("_qid"),
         json_lines.kind(F.col("_qid")),
         F.col("_items"),
         F.col("_entities"),
@@ -126,27 +125,7 @@ def parse_lines(lines: DataFrame, max_entities: int) -> DataFrame:
         F.col("_v.detail").alias("detail"),
     )
     numbered = with_line_numbers(parsed).select("source_file", "line_number", "qid", "entities", "reason", "detail")
-    return _mark_duplicates(numbered)
-
-
-def _mark_duplicates(numbered: DataFrame) -> DataFrame:
-    first = Window.partitionBy("qid").orderBy("source_file", "line_number")
-    good = numbered.where(F.col("reason").isNull()).withColumns(
-        {"_n": F.row_number().over(first), "_first": F.first("line_number").over(first)}
-    )
-    repeated = good.where(F.col("_n") > 1).select(
-        "source_file",
-        "line_number",
-        "qid",
-        "entities",
-        F.lit("duplicate_qid").alias("reason"),
-        F.concat(F.lit("the qid of line "), F.col("_first").cast("string")).alias("detail"),
-    )
-    return (
-        numbered.where(F.col("reason").isNotNull())
-        .unionByName(good.where(F.col("_n") == 1).drop("_n", "_first"))
-        .unionByName(repeated)
-    )
+    return mark_repeats(numbered, "qid", "duplicate_qid")
 
 
 def resolve_entities(questions: DataFrame, entities: DataFrame) -> tuple[DataFrame, DataFrame]:

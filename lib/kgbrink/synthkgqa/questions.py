@@ -31,13 +31,13 @@ tree queries), so no question's bindings are enumerated beyond one node at a tim
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from kgbrink.core import json_lines
 from kgbrink.core.frames import checkpoint
-from kgbrink.core.quarantine import MAX_QUARANTINED_LINE_CHARS, with_line_numbers
+from kgbrink.core.quarantine import MAX_QUARANTINED_LINE_CHARS, mark_repeats, with_line_numbers
 from kgbrink.synthkgqa import answer_types as A
 
 TRIPLE_TYPE = "array<struct<h: int, r: int, t: int>>"
@@ -203,25 +203,7 @@ def parse_lines(lines: DataFrame, max_keys: int) -> DataFrame:
         "reason",
         "detail",
     )
-    return mark_duplicates(numbered)
-
-
-def mark_duplicates(records: DataFrame) -> DataFrame:
-    """Good records of an id after its first (by file and line) get the reason ``duplicate_id``."""
-    first = Window.partitionBy("id").orderBy("source_file", "line_number")
-    good = records.where(F.col("reason").isNull()).withColumns(
-        {"_n": F.row_number().over(first), "_first": F.first("line_number").over(first)}
-    )
-    repeated = good.where(F.col("_n") > 1).select(
-        *[c for c in records.columns if c not in ("reason", "detail")],
-        F.lit("duplicate_id").alias("reason"),
-        F.concat(F.lit("the id of line "), F.col("_first").cast("string")).alias("detail"),
-    )
-    return (
-        records.where(F.col("reason").isNotNull())
-        .unionByName(good.where(F.col("_n") == 1).drop("_n", "_first"))
-        .unionByName(repeated)
-    )
+    return mark_repeats(numbered, "id", "duplicate_id")
 
 
 # --- keys to ids ---------------------------------------------------------------------------------------
