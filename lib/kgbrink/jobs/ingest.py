@@ -40,7 +40,7 @@ from kgbrink.core.files import (
     reported_path,
     require_files,
 )
-from kgbrink.core.frames import checkpoint, tasks_for
+from kgbrink.core.frames import tasks_for
 from kgbrink.core.jobs import JobContext, job
 from kgbrink.core.tracking import JobSummary
 from kgbrink.core.writer import RECORDED, WriterLease
@@ -437,10 +437,11 @@ def _write_dataset(
             table = T.with_labels(ids, codec, labels, _with_codes(previous[name], codec))
             observed = [F.sum("label_lines").alias("lines"), F.count(F.lit(1)).alias("rows")]
             if previous[name] is None:
-                # computed once: written, then encoding the triples (not read back)
-                table = table.transform(checkpoint)
+                # written, then read back to encode the triples: a checkpoint instead holds the table in
+                # memory, +4.5 GB of driver at 20M in local mode for no gain (benchmarks/journal.md, 11-28)
                 written = table.observe(used, *observed).drop("label_lines")
                 ctx.write(name, written, paths[name], description=f"ingest {opts.format}")
+                table = ctx.written(name)
             else:
                 table = table.observe(used, *observed).drop("label_lines")
                 table = _stage(table, f"{state.staging}/{name}_table")
@@ -453,7 +454,7 @@ def _write_dataset(
                 # alias lines that label no key: repeats of a labelled key, and the lines of keys without an id (in no triple)
                 duplicate_alias_lines[name] = (given["lines"] or 0) - given["keys"]
                 unused_alias_lines[name] = (given["lines"] or 0) - (used.get["lines"] or 0)
-            # the staged or checkpointed table holds every code of the dump (a merged table may hold more)
+            # the staged or written table holds every code of the dump (a merged table may hold more)
             dictionaries[name] = table.select("id", codec.code(F.col("key")).alias("code"))
             writes.written(ctx, name)
         new_keys = {name: summary.outputs[name].rows - (previous_rows[name] or 0) for name in ("entities", "relations")}
@@ -465,10 +466,8 @@ def _write_dataset(
         )
         before, changes, written = previous["triples"], None, None
         if before is None:
-            # Computed once: written, then counted. The small de-duplication tasks' output is written by as
-            # many tasks as any other shuffle makes.
-            written = triples.transform(checkpoint)
-            ctx.write("triples", written.coalesce(shuffle_partitions), paths["triples"], f"ingest {opts.format}")
+            # The small de-duplication tasks' output is written by as many tasks as any other shuffle makes.
+            ctx.write("triples", triples.coalesce(shuffle_partitions), paths["triples"], f"ingest {opts.format}")
         else:
             # a refresh: staged, compared by fingerprint with the triples it replaces, diffed when they differ
             changes = writes.triples(ctx, triples, before, paths["triples"], state.staging, f"ingest {opts.format}")
