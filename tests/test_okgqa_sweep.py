@@ -61,7 +61,7 @@ def test_paper_shapes_on_the_whole_kg(spark):
     levels = [0.5, 1.0]
     nested, graphs = [], {}
     for method in P.METHODS:
-        changed = P.perturbation(scoped, method, levels, 4, True, scorer).localCheckpoint()
+        changed = P.perturbation(scoped, method, levels, 4, True, scorer).changed
         one = P.nested_graphs(scoped, changed, levels, method)
         nested.append(one.select(F.lit(method).alias("method"), F.lit(4).alias("seed"), *one.columns))
         for level in levels:
@@ -72,8 +72,10 @@ def test_paper_shapes_on_the_whole_kg(spark):
     assert rows[("ED", 1.0)].ats == 0.0 and rows[("ED", 1.0)].n_triples_perturbed == 0
     assert rows[("ED", 1.0)].sc2d == pytest.approx(1.0 / (1.0 + _norm_of_clustering(triples)), abs=1e-12)
     assert rows[("ED", 0.5)].sd2 > rows[("ED", 1.0)].sd2
-    # RS keeps every degree and relation: SD2 = 1 unless a swap collided
-    assert rows[("RS", 1.0)].sd2 == 1.0 or rows[("RS", 1.0)].n_triples_perturbed < rows[("RS", 1.0)].n_triples
+    # RS keeps every degree and relation: SD2 = 1; no method but ED changes the number of triples
+    assert rows[("RS", 0.5)].sd2 == rows[("RS", 1.0)].sd2 == 1.0
+    for method in ("RS", "RR", "ER"):
+        assert all(rows[(method, level)].n_triples_perturbed == rows[(method, level)].n_triples for level in levels)
     # every level of the one-pass table equals the per-graph definitions of okgqa.similarity
     for (method, level), graph in graphs.items():
         row = rows[(method, level)]
@@ -132,6 +134,23 @@ def test_sweep_through_the_cli_writes_tables_report_and_mlflow_run(spark, config
     n = perturb["counts"]["triples_in_scope"]
     if scope == "kg":
         assert ops[("ED", 0.5, 1)]["operations"] == n // 2 and ops[("ED", 1.0, 1)]["triples"] == 0
+    for row in ops.values():
+        assert row["collisions"] == 0 and row["operations"] <= row["requested"]
+        assert row["reached"] == pytest.approx(row["operations"] / row["requested"])
+        assert row["triples"] == n - (row["operations"] if row["method"] == "ED" else 0)
+    # the similarity rows carry the operations of their graph, and the report the level reached
+    similarity = spark.read.format("delta").load(
+        str(dataset / "okgqa" / ("kg" if scope == "kg" else "qs") / "kg_similarity")
+    )
+    made = similarity.groupBy("method", "level", "seed").agg(
+        F.sum("operations").alias("o"), F.sum("requested").alias("q")
+    )
+    for row in made.collect():
+        assert (row.o, row.q) == (
+            ops[(row.method, row.level, row.seed)]["operations"],
+            ops[(row.method, row.level, row.seed)]["requested"],
+        )
+    assert "| reached |" in (tmp_path / "report" / "report.md").read_text()
     assert (tmp_path / "report" / "similarity.png").stat().st_size > 10_000
     assert "NOT the paper's s_G" in (tmp_path / "report" / "report.md").read_text()
     root = dataset / "okgqa" / ("kg" if scope == "kg" else "qs")

@@ -212,8 +212,10 @@ TABLES: tuple[Table, ...] = (
     ),
     _okgqa(
         "perturbations",
-        "method string, level double, seed int, operations bigint, noop bigint, collisions bigint, triples bigint",
-        "one row per perturbed graph: operations, no-ops, collisions, triples left (an emptied graph has its row)",
+        "method string, level double, seed int, requested bigint, operations bigint, noop bigint, skipped bigint, "
+        "reached double, collisions bigint, triples bigint",
+        "one row per perturbed graph: operations requested and made (reached = made / requested), no-ops, candidates "
+        "skipped, collisions (0), triples left (an emptied graph has its row)",
         "perturb",
     ),
     _okgqa(
@@ -227,9 +229,10 @@ TABLES: tuple[Table, ...] = (
     _okgqa(
         "kg_similarity",
         "scope string, qid string, method string, level double, seed int, n_triples bigint, "
-        "n_triples_perturbed bigint, n_relations bigint, n_relations_perturbed bigint, ats double, sc2d double, "
-        "sd2 double, scorer string",
-        "ATS, SC2D, SD2 of every perturbed graph against its original (paper 004 App. A.7)",
+        "n_triples_perturbed bigint, n_relations bigint, n_relations_perturbed bigint, operations bigint, "
+        "requested bigint, ats double, sc2d double, sd2 double, scorer string",
+        "ATS, SC2D, SD2 of every perturbed graph against its original (paper 004 App. A.7), with the operations "
+        "made and requested",
         "kg-similarity",
     ),
     _synthkgqa(

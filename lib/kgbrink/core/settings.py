@@ -196,7 +196,6 @@ class PerturbationSettings:
     levels: list[float] = setting([0.2, 0.4, 0.6, 0.8, 1.0], "perturbation levels: shares of the triples in scope")
     methods: list[str] = setting(["RS", "RR", "ER", "ED"], "relation swap/replacement, edge rewiring/deletion")
     scope: str = setting("subgraphs", "subgraphs (each question subgraph, as the paper) or kg (the whole KG)")
-    er_candidates: int = setting(8, "hashed candidate targets drawn per rewired triple")
     scorer: str = setting("type_compatibility", "triple scorer of RR and ATS: type_compatibility, embeddings, scores")
     scorer_model: str = setting("transe", "embeddings scorer: transe or distmult")
     gamma: float = setting(12.0, "TransE margin: s = sigmoid(gamma - ||h + r - t||)")
@@ -234,6 +233,9 @@ class McqSettings:
         MCQ_DEFAULT_TEMPLATES, "question templates of relations without their own (<relation>: its label)"
     )
     renderings: list[str] = setting(["ids", "keys", "text"], "JSON Lines renderings written: ids, keys, text")
+    export_formats: list[str] = setting(
+        ["jsonl"], "files per rendering: jsonl (JSON Lines), json (one JSON array per file, as ProbeKGC's json.load)"
+    )
     position_variants: bool = setting(True, "also write the variants with the gold moved to each letter")
 
 
@@ -549,7 +551,6 @@ def _validate_okgqa(settings: Settings) -> None:
         (sub.ppr_implementation in ("local", "batched"), "okgqa_subgraph.ppr_implementation must be local or batched"),
         (bool(per.levels), "perturbation.levels must not be empty"),
         (per.scope in ("subgraphs", "kg"), f"perturbation.scope must be subgraphs or kg, got {per.scope!r}"),
-        (per.er_candidates >= 1, "perturbation.er_candidates must be >= 1"),
         (per.scorer_model in ("transe", "distmult"), "perturbation.scorer_model must be transe or distmult"),
     ]
     checks += [(0 < level <= 1, f"perturbation.levels: {level} is outside (0, 1]") for level in per.levels]
@@ -574,7 +575,9 @@ def _validate_mcq(settings: Settings) -> None:
         (bool(mcq.difficulties), "mcq.difficulties must not be empty"),
         (mcq.hard_mode in ("scores", "embedding_neighbours"), "mcq.hard_mode must be scores or embedding_neighbours"),
         (bool(mcq.renderings), "mcq.renderings must not be empty"),
+        (bool(mcq.export_formats), "mcq.export_formats must not be empty"),
     ]
+    checks += [(x in ("jsonl", "json"), f"mcq.export_formats: unknown {x!r} (jsonl, json)") for x in mcq.export_formats]
     checks += [(d in known, f"mcq.difficulties: unknown {d!r} (known: easy, medium, hard)") for d in mcq.difficulties]
     checks += [
         (x in ("ids", "keys", "text"), f"mcq.renderings: unknown {x!r} (ids, keys, text)") for x in mcq.renderings

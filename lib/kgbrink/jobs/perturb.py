@@ -8,6 +8,7 @@ Tables under ``<dataset>/okgqa/<questions>/`` (``<questions>`` = ``kg`` for the 
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from functools import reduce
 from pathlib import Path
@@ -25,6 +26,8 @@ from kgbrink.kg.dataset import dataset_splits
 from kgbrink.okgqa import perturb as P
 from kgbrink.okgqa import report, sweep
 from kgbrink.okgqa.scorers import Scorer, ScorerInputError
+
+log = logging.getLogger(__name__)
 
 
 def _floats(text: str | None) -> list[float] | None:
@@ -127,27 +130,19 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
     whole = s.scope == "kg"
     original = s.original.transform(checkpoint)
     scoped = original.select("scope_key", "h", "r", "t")
-    logs, graphs, ops_counts = [], [], {}
+    logs, graphs, counts = [], [], {}
     with ctx.step("operations"):
         for seed in s.seeds:
             scorer = Scorer(**{**vars(s.scorer), "seed": seed})
             for method in s.methods:
                 try:
-                    changed = P.perturbation(scoped, method, s.levels, seed, whole, scorer, s.cfg.er_candidates)
-                    changed = changed.transform(checkpoint)
+                    made = P.perturbation(scoped, method, s.levels, seed, whole, scorer)
                 except ScorerInputError as e:
                     raise JobFailed(f"{method}: {e}", summary) from None
-                logs.append(P.log_rows(changed, method, seed))
-                per_level = changed.groupBy("level").agg(
-                    F.count("*").alias("ops"), F.sum(F.col("noop").cast("int")).alias("noop")
-                )
-                firsts = {r["level"]: (r["ops"], r["noop"]) for r in per_level.collect()}
-                for level in s.levels:
-                    ops = sum(v[0] for k, v in firsts.items() if k <= level)
-                    noop = sum(v[1] for k, v in firsts.items() if k <= level)
-                    ops_counts[(method, level, seed)] = (ops, noop)
+                logs.append(P.log_rows(made.changed, method, seed))
+                counts.update({(method, level, seed): c for level, c in made.levels.items()})
                 # the original and every level in one table; a new triple takes the split of the one it replaces
-                graph = P.nested_graphs(original, changed, s.levels, method)
+                graph = P.nested_graphs(original, made.changed, s.levels, method)
                 graphs.append(graph.select(F.lit(method).alias("method"), F.lit(seed).alias("seed"), *graph.columns))
     with ctx.step("write_log"):
         ctx.write(
@@ -173,12 +168,37 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
     sizes = ctx.written("perturbed").groupBy("method", "seed").agg(*per_level).collect()
     after = {(r["method"], lv, r["seed"]): r[str(i)] for r in sizes for i, lv in enumerate(s.levels)}
     rows = []
-    for (method, level, seed), (ops, noop) in sorted(ops_counts.items()):
+    for (method, level, seed), c in sorted(counts.items()):
         kept = after.get((method, level, seed), 0)
-        collisions = n - kept - (ops if method == "ED" else 0)
+        # 0 by construction: no operation creates a triple its graph holds
+        collisions = n - kept - (c["operations"] if method == "ED" else 0)
         rows.append(
-            dict(method=method, level=level, seed=seed, operations=ops, noop=noop, collisions=collisions, triples=kept)
+            dict(
+                method=method,
+                level=level,
+                seed=seed,
+                requested=c["requested"],
+                operations=c["operations"],
+                noop=c["noop"],
+                skipped=c["skipped"],
+                reached=c["reached"],
+                collisions=collisions,
+                triples=kept,
+            )
         )
+        if c["short_scopes"]:
+            where = "the KG" if whole else f"{c['short_scopes']} of the question subgraphs"
+            warning = (
+                f"{method} at level {level:g} (seed {seed}) reached {c['reached']:.4f}: {c['operations']:,} of "
+                f"{c['requested']:,} operations in {where}; "
+                + (
+                    "their heads have no free target left"
+                    if method == "ER"
+                    else "the other candidates would create a triple already there"
+                )
+            )
+            log.warning(warning)
+            summary.extra.setdefault("warnings", []).append(warning)
     summary.counts.update(triples_in_scope=n, scopes=original.select("scope_key").distinct().count())
     summary.results = rows
     schema = catalog.table("okgqa.perturbations").schema
@@ -220,6 +240,8 @@ def kg_similarity(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
                 )
         except ScorerInputError as e:
             raise JobFailed(str(e), summary) from None
+        log = ctx.read("perturbation_log", s.path["perturbation_log"])
+        table = sweep.with_operations(table, log.where(F.col("seed").isin(s.seeds)), s.levels)
         ctx.write(
             "kg_similarity", table, s.path["kg_similarity"], f"similarity of {s.name}", table="okgqa.kg_similarity"
         )
@@ -228,6 +250,12 @@ def kg_similarity(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
         out = local_dir(opts.report_dir or str(Path(s.path["kg_similarity"]).parent / "report"))
         summary.artifacts.extend(report.write(means, out, s.cfg.scorer, s.scorer.paper_scorer))
     summary.results = means.to_dict("records")
+    for row in means[means["reached"] < 1].itertuples():
+        warning = (
+            f"{row.method} at level {row.level:g} ({row.scope}) reached {row.reached:.4f} "
+            f"({row.short_graphs} of {row.n_graphs} graphs short): see `kgbrink perturb`'s perturbations table"
+        )
+        summary.extra.setdefault("warnings", []).append(warning)
     summary.counts.update(graphs=summary.outputs["kg_similarity"].rows)
     summary.highlights["report"] = str(out / "report.md")
     return summary

@@ -1,36 +1,54 @@
-"""KG perturbations of OKGQA-P (paper 004 Sec. 3.2; spec Sec. 4.B), deterministic and nested across levels.
+"""KG perturbations of OKGQA-P (paper 004 Sec. 3.2; spec Sec. 4.B), deterministic, nested across levels, and
+keeping each method's invariant exactly on any KG.
 
-Triples in scope carry a ``scope_key`` (a question's ``qid``, or ``"kg"`` for the whole KG). Per method the
-operations are the triples of a scope ordered by ``u64(seed, method, scope_key, h, r, t)``; level p takes
-the first m(p) of them, so the triples perturbed at 0.2 are a subset of those at 0.4 (common random
-numbers across levels; the authors' code draws afresh per call, with replacement for RS and RR):
+In: ``scoped(scope_key, h, r, t)``, a set of triples per scope (a question's ``qid``, or ``"kg"`` for the
+whole KG). Out: the made operations (:class:`Perturbation`), the ``perturbed`` table (:func:`nested_graphs`)
+and the log (:func:`log_rows`).
 
-- RS: m = 2 floor(p |T| / 2); operations 2i and 2i + 1 swap their relations (``noop`` when equal);
-- RR: m = floor(p |T|); r' = argmin over the scope's relations r' != r of s_G(h, r', t), ties broken by
-  a seeded draw (:mod:`kgbrink.okgqa.scorers`);
-- ER: m = floor(p |T|); t is replaced by v3, the first of ``er_candidates`` seeded uniform draws over the
-  scope's nodes outside the closed 1-hop neighbourhood N1(h) of the ORIGINAL scope graph (the code
-  recomputes N1 on the graph being perturbed; simultaneous choice is what makes the result independent
-  of processing order); an operation whose draws all fall in N1(h) is a rejection and changes nothing;
+The candidates of a scope are its triples in the order ``u64(seed, method, scope_key, h, r, t)``
+(``cand_rank``). They are taken one by one: a candidate is made unless a triple it would create is in the
+graph the operations made before it left (a triple present, or created by an earlier operation); then it is
+skipped and the next one is taken. The graph at level p is the first m(p) made operations, so the graphs of
+a sweep are nested (common random numbers across levels; the authors' code draws afresh per call, with
+replacement for RS and RR, on a DiGraph that holds one edge per pair and so never meets a collision):
+
+- RS: m = 2 floor(p |T| / 2); candidates 2i and 2i + 1 are a pair that swaps relations, made or skipped
+  together (``noop`` when the relations are equal, or both triples join the same pair of entities);
+- RR: m = floor(p |T|); r' = argmin over the scope's relations r' != r of s_G(h, r', t), ties broken by a
+  seeded draw (:mod:`kgbrink.okgqa.scorers`);
+- ER: m = floor(p |T|); t is replaced by v3 from the free set F(h) = nodes of the scope outside the closed
+  1-hop neighbourhood N1(h) of the ORIGINAL scope graph (simultaneous choice: independent of processing
+  order; the code recomputes N1 on the graph being perturbed). The j-th candidate of head h (in
+  ``cand_rank`` order) takes element j of a seeded permutation of F(h), so no (h, v3) is chosen twice and
+  no new triple exists; candidates with j >= |F(h)| are skipped;
 - ED: m = floor(p |T|); the triples are removed.
 
-Triples are a set: a new triple equal to another triple of the perturbed graph collapses with it, and is
-counted as a ``collision`` (|T'| = |T| - collisions for RS, RR and ER).
+So |T'| = |T| for RS, RR and ER (|T| - m for ED); RS keeps every node's in- and out-degree and every
+relation's triple count. When every candidate is taken before m(p) are made, level p is not reached
+(``Perturbation.levels``: ``reached`` < 1).
+
+Only a candidate whose new triple is in the scope or created by another candidate, or whose own triple
+another candidate creates, can be skipped: those ("entangled") are decided on the driver in rank order
+(:func:`sequential_acceptance`); all other candidates are made.
 """
 
 from __future__ import annotations
 
-from functools import reduce
+from dataclasses import dataclass, field
 
+import numpy as np
+import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from kgbrink.core.frames import checkpoint, with_positions
-from kgbrink.graph.hashing import smallest, u64, uniform
+from kgbrink.graph.hashing import smallest, u64
 
 METHODS = ("RS", "RR", "ER", "ED")
+KEYS = ["scope_key", "h", "r", "t"]
 LOG_COLUMNS = ["scope_key", "method", "level", "seed", "op_rank", "old_h", "old_r", "old_t", "new_h", "new_r", "new_t"]
+DECIDED = [*KEYS, "cand_rank", "new_h", "new_r", "new_t", "noop", "made"]
 
 
 def operations_count(method: str, level: float, n: int) -> int:
@@ -54,122 +72,393 @@ def _first_level(method: str, levels: list[float]) -> F.Column:
     return out
 
 
-def choose_operations(scoped: DataFrame, method: str, levels: list[float], seed: int, whole_kg: bool) -> DataFrame:
-    """``scope_key, h, r, t, op_rank, level, n_scope``: the triples the largest level perturbs, each with
-    its rank in the hash order and the first level that includes it."""
-    n_scope = scoped.groupBy("scope_key").agg(F.count("*").alias("n_scope"))
+@dataclass
+class Perturbation:
+    """The made operations of one method and seed, and their counts per level summed over the scopes.
+
+    ``changed``: ``scope_key, h, r, t, cand_rank, op_rank, level, n_scope, new_h, new_r, new_t, noop`` (one
+    row per operation up to the largest level; ``op_rank`` its rank among the made operations, ``level`` the
+    first level that applies it). ``levels``: level -> ``requested`` (m summed over scopes), ``operations``
+    (made), ``noop``, ``skipped`` (candidates passed over before the level's last operation, or all of them
+    when it is not reached), ``short_scopes`` (scopes where it is not reached) and ``reached``
+    (operations / requested; 1 when nothing is requested)."""
+
+    changed: DataFrame
+    levels: dict[float, dict] = field(default_factory=dict)
+
+
+def perturbation(
+    scoped: DataFrame, method: str, levels: list[float], seed: int, whole_kg: bool, scorer=None
+) -> Perturbation:
+    """The operations of ``method`` up to the largest level over ``scoped(scope_key, h, r, t)`` (a set per
+    scope). Candidates are taken in rounds: first the m of the largest level, then more in the scopes whose
+    skipped candidates left them short, until each is reached or has no candidate left."""
+    if method not in METHODS:
+        raise ValueError(f"unknown perturbation method {method!r} (known: {', '.join(METHODS)})")
+    for level in levels:
+        operations_count(method, level, 0)  # validates the level
+    if method == "RR" and scorer is None:
+        raise ValueError("RR needs a triple scorer")
+    top = max(levels)
+    scoped = scoped.select(*KEYS)
+    sizes = {row["scope_key"]: row["n"] for row in scoped.groupBy("scope_key").agg(F.count("*").alias("n")).collect()}
+    usable = {k: n - n % 2 if method == "RS" else n for k, n in sizes.items()}
+    wanted = {k: operations_count(method, top, n) for k, n in sizes.items()}
+    # a margin of 16: a small scope is decided in one round
+    limits = {k: min(usable[k], w + 16) if method != "ED" else w for k, w in wanted.items()}
     hashed = scoped.withColumn("_u", u64(seed, F.lit(method), "scope_key", "h", "r", "t"))
     if whole_kg:
-        total = n_scope.first()["n_scope"] if not n_scope.isEmpty() else 0
-        chosen = smallest(hashed, operations_count(method, max(levels), total), "_u", ["h", "r", "t"])
+        hashed = hashed.transform(checkpoint)
     else:
         order = Window.partitionBy("scope_key").orderBy("_u", "h", "r", "t")
-        chosen = hashed.withColumn("op_rank", (F.row_number().over(order) - 1).cast("long"))
-    chosen = chosen.join(F.broadcast(n_scope), "scope_key")
-    return chosen.withColumn("level", _first_level(method, levels)).where(F.col("level").isNotNull()).drop("_u")
+        hashed = hashed.withColumn("cand_rank", (F.row_number().over(order) - 1).cast("long")).transform(checkpoint)
+    spark = scoped.sparkSession
+    proposed = None  # RR: the scorer's replacements of the candidates so far (a later round adds to them)
+    while True:
+        if whole_kg:
+            (scope,) = limits or ["kg"]
+            cands = smallest(hashed, limits.get(scope, 0), "_u", ["h", "r", "t"]).withColumnRenamed(
+                "op_rank", "cand_rank"
+            )
+        else:
+            bounds = spark.createDataFrame(sorted(limits.items()), "scope_key string, _limit long")
+            cands = hashed.join(F.broadcast(bounds), "scope_key").where(F.col("cand_rank") < F.col("_limit"))
+        cands = cands.select(*KEYS, "cand_rank")
+        if method == "RR":
+            fresh = cands if proposed is None else cands.join(proposed, ["scope_key", "cand_rank"], "left_anti")
+            fresh = replace_relations(fresh, scoped, scorer)
+            proposed = (fresh if proposed is None else proposed.unionByName(fresh)).transform(checkpoint)
+            decided = accept(proposed, scoped)
+        else:
+            decided = _decide(method, cands, scoped, seed, whole_kg)
+        decided = decided.select(*DECIDED).transform(checkpoint)
+        if method == "ED":
+            made = dict(limits)
+            break
+        made = decided.where("made").groupBy("scope_key").agg(F.count("*").alias("n")).collect()
+        made = {row["scope_key"]: row["n"] for row in made}
+        short = [k for k in limits if made.get(k, 0) < wanted[k] and limits[k] < usable[k]]
+        if not short:
+            break
+        for k in short:
+            # the candidates still needed at the acceptance rate seen so far, and a margin
+            rate = max(made.get(k, 0), 1) / limits[k]
+            more = int((wanted[k] - made.get(k, 0)) / rate * 1.25) + 16
+            limits[k] = min(usable[k], limits[k] + more + (more % 2 if method == "RS" else 0))
+    considered = {k: min(limits[k], usable[k]) for k in limits}
+    every_made = all(made.get(k, 0) == considered[k] for k in limits)
+    changed = _ranked(decided.where("made").drop("made"), sizes, method, levels, whole_kg, every_made)
+    changed = changed.transform(checkpoint)
+    return Perturbation(changed, _level_counts(changed, method, levels, sizes, considered))
 
 
-def swap_relations(ops: DataFrame) -> DataFrame:
-    """RS: operations 2i and 2i + 1 of a scope exchange relations. ``new_*`` columns added."""
-    partner = ops.select(
-        "scope_key",
-        F.col("op_rank").bitwiseXOR(F.lit(1)).alias("op_rank"),
-        F.col("r").alias("new_r"),
-        F.col("level").alias("partner_level"),
-    )
-    paired = ops.join(partner, ["scope_key", "op_rank"])
-    # both ends of a pair share the pair's level (the larger of the two, m being even)
-    return paired.select(
-        "scope_key",
-        "h",
-        "r",
-        "t",
-        "op_rank",
-        F.greatest("level", "partner_level").alias("level"),
-        "n_scope",
+def _decide(method: str, cands: DataFrame, scoped: DataFrame, seed: int, whole_kg: bool) -> DataFrame:
+    """``cands(scope_key, h, r, t, cand_rank)`` plus ``new_h, new_r, new_t, noop, made`` (RS, ER, ED)."""
+    if method == "ED":
+        nothing = F.lit(None).cast("int")
+        return cands.select(
+            "*",
+            nothing.alias("new_h"),
+            nothing.alias("new_r"),
+            nothing.alias("new_t"),
+            F.lit(False).alias("noop"),
+            F.lit(True).alias("made"),
+        )
+    if method == "ER":
+        return rewire_edges(cands, scoped, seed, whole_kg)
+    return accept(swap_relations(cands).transform(checkpoint), scoped)
+
+
+def replace_relations(cands: DataFrame, scoped: DataFrame, scorer) -> DataFrame:
+    """RR: ``cands`` plus ``pair`` (= ``cand_rank``), ``new_h, new_r, new_t, noop``: r' = the scorer's argmin
+    over the scope's other relations (r kept, a ``noop``, when the scope has no other)."""
+    relations = scoped.select("scope_key", "r").distinct()
+    replaced = scorer.replace_relations(cands.withColumnRenamed("cand_rank", "op_rank"), relations)
+    new_r = F.coalesce("new_r", "r")
+    return replaced.select(
+        *KEYS,
+        F.col("op_rank").alias("cand_rank"),
+        F.col("op_rank").alias("pair"),
         F.col("h").alias("new_h"),
-        "new_r",
+        new_r.alias("new_r"),
         F.col("t").alias("new_t"),
+        (new_r == F.col("r")).alias("noop"),
     )
 
 
-def delete_edges(ops: DataFrame) -> DataFrame:
-    """ED: no new triple."""
-    nothing = F.lit(None).cast("int")
-    return ops.select("*", nothing.alias("new_h"), nothing.alias("new_r"), nothing.alias("new_t"))
-
-
-def rewire_edges(ops: DataFrame, scoped: DataFrame, seed: int, candidates: int, whole_kg: bool) -> DataFrame:
-    """ER: ``new_t`` = the first of ``candidates`` seeded draws over the scope's nodes not in N1(h) of the
-    original scope graph; all-rejected operations keep their triple (``new_*`` = old, ``rejected`` true)."""
-    nodes = (
-        scoped.select("scope_key", F.col("h").alias("node")).union(scoped.select("scope_key", F.col("t"))).distinct()
+def swap_relations(cands: DataFrame) -> DataFrame:
+    """RS: candidates 2i and 2i + 1 of a scope exchange relations (a last unpaired candidate is dropped).
+    Adds ``pair, new_h, new_r, new_t, noop`` (the pair leaves the graph as it was)."""
+    partner = cands.select(
+        "scope_key",
+        F.col("cand_rank").bitwiseXOR(F.lit(1)).alias("cand_rank"),
+        F.col("h").alias("p_h"),
+        F.col("r").alias("p_r"),
+        F.col("t").alias("p_t"),
     )
+    paired = cands.join(partner, ["scope_key", "cand_rank"])
+    same_set = (F.col("r") == F.col("p_r")) | ((F.col("h") == F.col("p_h")) & (F.col("t") == F.col("p_t")))
+    return paired.select(
+        *KEYS,
+        "cand_rank",
+        F.shiftright("cand_rank", 1).alias("pair"),
+        F.col("h").alias("new_h"),
+        F.col("p_r").alias("new_r"),
+        F.col("t").alias("new_t"),
+        same_set.alias("noop"),
+    )
+
+
+def accept(ops: DataFrame, scoped: DataFrame) -> DataFrame:
+    """``ops(scope_key, h, r, t, cand_rank, pair, new_h, new_r, new_t, noop)`` plus ``made``: the pairs (RS)
+    or operations (RR: ``pair`` = ``cand_rank``) the sequential rule of the module docstring makes. Only the
+    entangled ones reach the driver (:func:`sequential_acceptance`). ``ops`` is read four times: pass it
+    materialized (checkpointed)."""
+    created = ops.where(~F.col("noop")).select(
+        "scope_key", "pair", F.col("new_h").alias("h"), F.col("new_r").alias("r"), F.col("new_t").alias("t")
+    )
+    makers = created.groupBy(*KEYS).agg(F.count("*").alias("makers"))
+    present = scoped.select(*KEYS).distinct().withColumn("in_graph", F.lit(True))
+    contested = makers.join(present, KEYS, "left").where((F.col("makers") > 1) | F.col("in_graph").isNotNull())
+    by_new = created.join(contested.select(*KEYS), KEYS, "left_semi").select("scope_key", "pair")
+    by_old = ops.join(makers.select(*KEYS), KEYS, "left_semi").select("scope_key", "pair")
+    entangled = by_new.union(by_old).distinct()
+    new_present = present.select(
+        "scope_key", *[F.col(c).alias(f"new_{c}") for c in "hrt"], F.col("in_graph").alias("new_in_graph")
+    )
+    rows = (
+        ops.join(entangled, ["scope_key", "pair"], "left_semi")
+        .join(new_present, ["scope_key", "new_h", "new_r", "new_t"], "left")
+        .select(*KEYS, "cand_rank", "pair", "new_h", "new_r", "new_t", "noop", "new_in_graph")
+        .collect()
+    )
+    skipped = sequential_acceptance(rows)
+    if not skipped:
+        return ops.withColumn("made", F.lit(True))
+    marks = ops.sparkSession.createDataFrame(sorted(skipped), "scope_key string, pair long").withColumn(
+        "_skip", F.lit(1)
+    )
+    return ops.join(marks, ["scope_key", "pair"], "left").select(*ops.columns, F.col("_skip").isNull().alias("made"))
+
+
+def sequential_acceptance(rows) -> set[tuple[str, int]]:
+    """The ``(scope_key, pair)`` skipped among entangled operations (rows with ``scope_key, h, r, t,
+    cand_rank, pair, new_h, new_r, new_t, noop, new_in_graph``): in ``cand_rank`` order, a pair is made iff
+    none of the triples it creates is present in the graph without the pair's own triples; a made pair
+    removes its triples and adds the new ones."""
+    pairs: dict[tuple[str, int], list] = {}
+    for row in sorted(rows, key=lambda row: (row["scope_key"], row["cand_rank"])):
+        pairs.setdefault((row["scope_key"], row["pair"]), []).append(row)
+    present: dict[tuple, bool] = {}
+    skipped = set()
+    for (scope, pair), members in pairs.items():
+        if any(row["noop"] for row in members):
+            continue  # the graph is left as it was
+        olds = {(scope, row["h"], row["r"], row["t"]) for row in members}
+        news = []
+        for row in members:
+            new = (scope, row["new_h"], row["new_r"], row["new_t"])
+            present.setdefault(new, bool(row["new_in_graph"]))
+            news.append(new)
+        if any(present[new] and new not in olds for new in news):
+            skipped.add((scope, pair))
+            continue
+        for old in olds:
+            present[old] = False
+        for new in news:
+            present[new] = True
+    return skipped
+
+
+def rewire_edges(cands: DataFrame, scoped: DataFrame, seed: int, whole_kg: bool) -> DataFrame:
+    """ER: ``cands(scope_key, h, r, t, cand_rank)`` plus ``new_h, new_r, new_t, noop, made``: the j-th
+    candidate of head h takes element j of a seeded permutation of F(h) (:func:`free_targets`); made iff j <
+    |F(h)|."""
+    nodes = scoped.select("scope_key", F.col("h").alias("node")).union(scoped.select("scope_key", "t")).distinct()
     if whole_kg:
         positioned = with_positions(nodes, ["node"], "pos")
     else:
         by_node = Window.partitionBy("scope_key").orderBy("node")
         positioned = nodes.withColumn("pos", (F.row_number().over(by_node) - 1).cast("long"))
     n_nodes = positioned.groupBy("scope_key").agg(F.count("*").alias("n_nodes"))
+    heads = cands.select("scope_key", "h").distinct()
     near = (
-        scoped.select("scope_key", F.col("h").alias("a"), F.col("t").alias("b"))
-        .union(scoped.select("scope_key", F.col("t"), F.col("h")))
+        scoped.select("scope_key", "h", F.col("t").alias("node"))
+        .union(scoped.select("scope_key", F.col("t").alias("h"), F.col("h").alias("node")))
+        .union(heads.select("scope_key", "h", F.col("h").alias("node")))
+        .join(heads, ["scope_key", "h"], "left_semi")
         .distinct()
+        .join(positioned, ["scope_key", "node"])
+        .select("scope_key", "h", "pos")
     )
-    pending = ops.join(F.broadcast(n_nodes), "scope_key")  # one row per scope: never a one-key shuffle
-    done = []
-    for k in range(candidates):
-        draw = F.floor(uniform(u64(seed, F.lit("ER"), F.lit(k), "scope_key", "h", "r", "t")) * F.col("n_nodes"))
-        drawn = pending.withColumn("pos", draw.cast("long")).join(positioned, ["scope_key", "pos"]).drop("pos")
-        outside = drawn.where(F.col("node") != F.col("h")).join(
-            near.withColumnRenamed("a", "h").withColumnRenamed("b", "node"), ["scope_key", "h", "node"], "left_anti"
+    own = cands.join(F.broadcast(n_nodes), "scope_key").select(
+        "scope_key", "h", "cand_rank", "n_nodes", u64(seed, F.lit("ER"), "scope_key", "h").alias("key")
+    )
+    schema = "scope_key string, h int, cand_rank long, made boolean, new_pos long"
+    near = near.toDF("scope_key", "h", "pos")  # new column ids: both sides derive from ``scoped``
+    drawn = own.groupBy("scope_key", "h").cogroup(near.groupBy("scope_key", "h")).applyInPandas(_rewire_head, schema)
+    targets = positioned.select("scope_key", F.col("pos").alias("new_pos"), F.col("node").alias("new_t"))
+    return (
+        cands.join(drawn, ["scope_key", "h", "cand_rank"])
+        .join(targets, ["scope_key", "new_pos"], "left")
+        .select(
+            *KEYS,
+            "cand_rank",
+            F.col("h").alias("new_h"),
+            F.col("r").alias("new_r"),
+            "new_t",
+            F.lit(False).alias("noop"),
+            "made",
         )
-        done.append(outside.withColumnRenamed("node", "new_t").drop("n_nodes"))
-        pending = pending.join(outside.select("scope_key", "op_rank"), ["scope_key", "op_rank"], "left_anti")
-        pending = pending.transform(checkpoint)
-        if pending.isEmpty():
-            break
-    chosen = reduce(DataFrame.unionByName, done)
-    chosen = chosen.select("*", F.col("h").alias("new_h"), F.col("r").alias("new_r"), F.lit(False).alias("rejected"))
-    rejected = pending.drop("n_nodes").select(
-        "*",
-        F.col("h").alias("new_h"),
-        F.col("r").alias("new_r"),
-        F.col("t").alias("new_t"),
-        F.lit(True).alias("rejected"),
     )
-    return chosen.unionByName(rejected)
+
+
+def _rewire_head(key, cands: pd.DataFrame, near: pd.DataFrame) -> pd.DataFrame:
+    if cands.empty:
+        return pd.DataFrame({"scope_key": [], "h": [], "cand_rank": [], "made": [], "new_pos": []})
+    ranks = np.sort(cands["cand_rank"].to_numpy(np.int64))
+    excluded = np.unique(near["pos"].to_numpy(np.int64))
+    free = int(cands["n_nodes"].iloc[0]) - len(excluded)
+    made = np.arange(len(ranks)) < free
+    new_pos = np.full(len(ranks), -1, np.int64)
+    new_pos[made] = free_targets(int(made.sum()), free, int(cands["key"].iloc[0]), excluded)
+    return pd.DataFrame(
+        {
+            "scope_key": key[0],
+            "h": key[1],
+            "cand_rank": ranks,
+            "made": made,
+            "new_pos": _nullable(new_pos, made),
+        }
+    )
+
+
+_U64 = 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.Series:
+    out = pd.Series(values, dtype="Int64")
+    out[~valid] = pd.NA
+    return out
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser on uint64 arrays (wrapping arithmetic)."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def permuted(j: np.ndarray, size: int, key: int) -> np.ndarray:
+    """Element ``j`` (0 <= j < size) of a permutation of range(size) seeded by ``key``: a 4-round Feistel
+    network on the smallest even number of bits that holds ``size`` (cycle walking back into range), then
+    a rotation by a seeded offset, so each element is uniform over range(size)."""
+    j = np.asarray(j, np.uint64)
+    if size <= 1:
+        return np.zeros(len(j), np.int64)
+    half = max(1, -(-(size - 1).bit_length() // 2))
+    mask = np.uint64((1 << half) - 1)
+    base = np.uint64(key & _U64)
+    round_keys = _mix(base + np.arange(1, 6, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+
+    def encrypt(x: np.ndarray) -> np.ndarray:
+        left, right = x >> np.uint64(half), x & mask
+        for k in round_keys[:4]:
+            left, right = right, left ^ (_mix(right ^ k) & mask)
+        return (left << np.uint64(half)) | right
+
+    x = encrypt(j)
+    outside = x >= np.uint64(size)
+    while outside.any():
+        x[outside] = encrypt(x[outside])
+        outside = x >= np.uint64(size)
+    offset = int(round_keys[4] % np.uint64(size))
+    return (x.astype(np.int64) + offset) % size
+
+
+def free_targets(count: int, free: int, key: int, excluded: np.ndarray) -> np.ndarray:
+    """The first ``count`` elements (in order) of a seeded permutation of the positions in
+    range(free + len(excluded)) that are not in ``excluded`` (sorted, distinct)."""
+    index = permuted(np.arange(count), free, key)
+    gaps = excluded - np.arange(len(excluded))  # free positions below each excluded one: non-decreasing
+    return index + np.searchsorted(gaps, index, side="right")
+
+
+def _ranked(
+    made: DataFrame, sizes: dict, method: str, levels: list[float], whole_kg: bool, every_made: bool
+) -> DataFrame:
+    """The made operations with ``op_rank`` (rank among them), ``n_scope`` and ``level``, up to the largest."""
+    spark = made.sparkSession
+    if every_made:  # no candidate skipped: the ranks are the candidates'
+        ranked = made.withColumn("op_rank", F.col("cand_rank"))
+    elif whole_kg:
+        ranked = with_positions(made, ["cand_rank"], "op_rank")
+    else:
+        ranked = made.withColumn(
+            "op_rank", (F.row_number().over(Window.partitionBy("scope_key").orderBy("cand_rank")) - 1).cast("long")
+        )
+    n_scope = spark.createDataFrame(sorted(sizes.items()), "scope_key string, n_scope long")
+    ranked = ranked.join(F.broadcast(n_scope), "scope_key").withColumn("level", _first_level(method, levels))
+    return ranked.where(F.col("level").isNotNull()).select(
+        *KEYS, "cand_rank", "op_rank", "level", "n_scope", "new_h", "new_r", "new_t", "noop"
+    )
+
+
+def _level_counts(changed: DataFrame, method: str, levels: list[float], sizes: dict, considered: dict) -> dict:
+    per = changed.groupBy("scope_key", "level").agg(
+        F.count("*").alias("n"), F.sum(F.col("noop").cast("int")).alias("noop"), F.max("cand_rank").alias("last")
+    )
+    found: dict[str, dict] = {}
+    for row in per.collect():
+        found.setdefault(row["scope_key"], {})[row["level"]] = (row["n"], row["noop"], row["last"])
+    out = {}
+    for level in sorted(levels):
+        totals = dict(requested=0, operations=0, noop=0, skipped=0, short_scopes=0)
+        for scope, n in sizes.items():
+            mine = [v for lv, v in found.get(scope, {}).items() if lv <= level]
+            wanted, ops = operations_count(method, level, n), sum(v[0] for v in mine)
+            totals["requested"] += wanted
+            totals["operations"] += ops
+            totals["noop"] += sum(v[1] for v in mine)
+            if ops < wanted:
+                totals["short_scopes"] += 1
+                totals["skipped"] += considered[scope] - ops
+            elif mine:
+                totals["skipped"] += max(v[2] for v in mine) + 1 - ops
+        totals["reached"] = totals["operations"] / totals["requested"] if totals["requested"] else 1.0
+        out[float(level)] = totals
+    return out
 
 
 def apply_level(scoped: DataFrame, changed: DataFrame, level: float) -> DataFrame:
     """``scope_key, h, r, t`` of the perturbed graph at ``level``: the scope without the triples of the
     operations up to that level, plus their new triples (null for ED), as a set."""
     ops = changed.where(F.col("level") <= level)
-    kept = scoped.join(ops.select("scope_key", "h", "r", "t"), ["scope_key", "h", "r", "t"], "left_anti")
+    kept = scoped.join(ops.select(*KEYS), KEYS, "left_anti")
     new = ops.where(F.col("new_h").isNotNull()).select(
         "scope_key", F.col("new_h").alias("h"), F.col("new_r").alias("r"), F.col("new_t").alias("t")
     )
-    return kept.select("scope_key", "h", "r", "t").unionByName(new).distinct()
+    return kept.select(*KEYS).unionByName(new).distinct()
 
 
 def nested_graphs(scoped: DataFrame, changed: DataFrame, levels: list[float], method: str) -> DataFrame:
     """``scope_key, h, r, t, split, original, levels``: the original and every perturbed graph of one
-    (method, seed) in one table. A row is a triple of the union; ``original`` says whether it is in the
-    original graph and ``levels`` (ascending) the levels whose perturbed graph contains it.
+    (method, seed) in one table. ``original``: the row is a triple of the original graph with its input split;
+    ``levels`` (ascending): the levels whose perturbed graph holds it.
 
     Each triple of the scope is joined once to its operation: below the operation's level it stays, from
-    it on it becomes the new triple (none for ED). Per level this equals :func:`apply_level` (a triple that
-    collapses with another is one row, with the smaller split of the two). Every operation switches one
-    triple once, so the table holds at most 2 |T| rows instead of |levels| |T|. ``scoped`` may lack
-    ``split`` (then null)."""
-    keys = ["scope_key", "h", "r", "t"]
+    it on it becomes the new triple (none for ED), with the split of the triple it replaces. A triple that an
+    operation removes and a later one creates again is one row when both carry the same split, else two rows
+    with disjoint levels: no triple is in one graph twice, and an untouched triple keeps its split at every
+    level. Per level this equals :func:`apply_level`; at most 2 |T| rows instead of |levels| |T|. ``scoped``
+    may lack ``split`` (then null)."""
     split = F.col("split") if "split" in scoped.columns else F.lit(None).cast("string")
-    ops = changed.select(*keys, F.col("level").alias("op_level"), "new_h", "new_r", "new_t")
-    marked = scoped.select(*keys, split.alias("split")).join(ops, keys, "left")
+    ops = changed.select(*KEYS, F.col("level").alias("op_level"), "new_h", "new_r", "new_t")
+    marked = scoped.select(*KEYS, split.alias("split")).join(ops, KEYS, "left")
     every = F.array(*[F.lit(float(x)) for x in sorted(levels)])
     op_level = F.col("op_level")
     old = marked.select(
-        *keys,
+        *KEYS,
         "split",
         F.lit(True).alias("original"),
         F.filter(every, lambda x: op_level.isNull() | (x < op_level)).alias("levels"),
@@ -178,19 +467,19 @@ def nested_graphs(scoped: DataFrame, changed: DataFrame, levels: list[float], me
         return old
     new = marked.where(F.col("new_h").isNotNull()).select(
         "scope_key",
-        *[F.col(f"new_{c}").alias(c) for c in ("h", "r", "t")],
+        *[F.col(f"new_{c}").alias(c) for c in "hrt"],
         "split",
         F.lit(False).alias("original"),
         F.filter(every, lambda x: x >= op_level).alias("levels"),
     )
     return (
         old.unionByName(new)
-        .groupBy(*keys)
+        .groupBy(*KEYS, "split")
         .agg(
-            F.min("split").alias("split"),
             F.max("original").alias("original"),
             F.array_sort(F.array_distinct(F.flatten(F.collect_list("levels")))).alias("levels"),
         )
+        .select(*KEYS, "split", "original", "levels")
     )
 
 
@@ -207,8 +496,8 @@ def per_level(nested: DataFrame) -> DataFrame:
 
 
 def log_rows(changed: DataFrame, method: str, seed: int) -> DataFrame:
-    """The perturbation log: one row per operation up to the largest level (``level`` = the first level
-    that applies it)."""
+    """The perturbation log: one row per made operation up to the largest level (``level`` = the first
+    level that applies it, ``op_rank`` its rank among the made operations)."""
     return changed.select(
         "scope_key",
         F.lit(method).alias("method"),
@@ -222,40 +511,3 @@ def log_rows(changed: DataFrame, method: str, seed: int) -> DataFrame:
         "new_r",
         "new_t",
     )
-
-
-def perturbation(
-    scoped: DataFrame,
-    method: str,
-    levels: list[float],
-    seed: int,
-    whole_kg: bool,
-    scorer=None,
-    er_candidates: int = 8,
-) -> DataFrame:
-    """The operations of ``method`` up to the largest level over ``scoped(scope_key, h, r, t)``:
-    ``scope_key, h, r, t, op_rank, level, n_scope, new_h, new_r, new_t, noop`` (``noop``: the operation
-    leaves its triple as it was: an RS swap of equal relations, an ER rejection, an RR scope with a
-    single relation)."""
-    if method not in METHODS:
-        raise ValueError(f"unknown perturbation method {method!r} (known: {', '.join(METHODS)})")
-    for level in levels:
-        operations_count(method, level, 0)  # validates the level
-    ops = choose_operations(scoped, method, levels, seed, whole_kg).transform(checkpoint)
-    if method == "RS":
-        changed = swap_relations(ops)
-    elif method == "ED":
-        changed = delete_edges(ops)
-    elif method == "ER":
-        changed = rewire_edges(ops, scoped, seed, er_candidates, whole_kg).drop("rejected")
-    else:
-        if scorer is None:
-            raise ValueError("RR needs a triple scorer")
-        relations = scoped.select("scope_key", "r").distinct()
-        changed = scorer.replace_relations(ops, relations)
-        changed = changed.select(
-            *ops.columns, F.col("h").alias("new_h"), F.coalesce("new_r", "r").alias("new_r"), F.col("t").alias("new_t")
-        )
-    noop = F.col("new_h").isNotNull() & (F.col("new_h") == F.col("h")) & (F.col("new_r") == F.col("r"))
-    noop = noop & (F.col("new_t") == F.col("t"))
-    return changed.select(*ops.columns, "new_h", "new_r", "new_t", F.coalesce(noop, F.lit(False)).alias("noop"))

@@ -179,8 +179,48 @@ def kg_similarity(spark, nested: DataFrame, combos: list[tuple], scorer, max_wed
     return spark.createDataFrame(rows, SIMILARITY_SCHEMA)
 
 
+def with_operations(similarity: DataFrame, log: DataFrame, levels: list[float]) -> DataFrame:
+    """``similarity`` rows (``scope, qid, method, level, seed, n_triples, ...``) plus ``operations`` (made up
+    to the row's level, counted in ``log``, the ``perturbation_log``) and ``requested`` (m of the level for
+    ``n_triples``: floor(p |T|), RS rounded down to even), in the column order of ``kg_similarity``."""
+    every = F.array(*[F.lit(float(x)) for x in sorted(levels)])
+    graph = ["method", "level", "seed", "scope_key"]
+    made = (
+        log.select(
+            "method", "seed", "scope_key", F.explode(F.filter(every, lambda x: x >= F.col("level"))).alias("level")
+        )
+        .groupBy(*graph)
+        .agg(F.count("*").alias("operations"))
+    )
+    m = F.floor(F.col("level") * F.col("n_triples") + F.lit(1e-9)).cast("long")
+    requested = F.when(F.col("method") == "RS", F.floor(m / 2).cast("long") * 2).otherwise(m)
+    joined = similarity.withColumn("scope_key", F.coalesce("qid", F.lit("kg"))).join(made, graph, "left")
+    first = ["scope", "qid", "method", "level", "seed", "n_triples", "n_triples_perturbed", "n_relations"]
+    return joined.select(
+        *first,
+        "n_relations_perturbed",
+        F.coalesce("operations", F.lit(0)).cast("long").alias("operations"),
+        requested.alias("requested"),
+        "ats",
+        "sc2d",
+        "sd2",
+        "scorer",
+    )
+
+
 def summary(similarity: pd.DataFrame) -> pd.DataFrame:
-    """Means per (scope, method, level) over subgraphs and seeds (Fig. 4), with the number of graphs."""
-    grouped = similarity.groupby(["scope", "method", "level"], as_index=False)
-    out = grouped.agg(n_graphs=("sd2", "size"), ats=("ats", "mean"), sc2d=("sc2d", "mean"), sd2=("sd2", "mean"))
+    """Means per (scope, method, level) over subgraphs and seeds (Fig. 4), with the number of graphs, the
+    level reached (operations made / requested, summed) and the graphs that fell short of their level."""
+    frame = similarity.assign(short=similarity["operations"] < similarity["requested"])
+    grouped = frame.groupby(["scope", "method", "level"], as_index=False)
+    out = grouped.agg(
+        n_graphs=("sd2", "size"),
+        ats=("ats", "mean"),
+        sc2d=("sc2d", "mean"),
+        sd2=("sd2", "mean"),
+        operations=("operations", "sum"),
+        requested=("requested", "sum"),
+        short_graphs=("short", "sum"),
+    )
+    out["reached"] = [o / q if q else 1.0 for o, q in zip(out["operations"], out["requested"])]
     return out.sort_values(["scope", "method", "level"]).reset_index(drop=True)
