@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from kgbrink.core.console import human_summary
 from kgbrink.core.jobs import REGISTRY, Job, JobContext
+from kgbrink.core.tracking import JobSummary
 from tests.conftest import PROJECT_ROOT
 
 
@@ -142,3 +143,13 @@ def test_every_version_reads_as_delta_reads_it_whatever_the_writes(spark, tmp_pa
         ours = read_table(spark, path, version)
         assert ours.schema == delta.schema
         assertDataFrameEqual(ours, delta)
+
+
+def test_human_summary_shows_every_count_and_warning():
+    summary = JobSummary("mcq", counts={f"count_{i}": i * 1000 for i in range(14)} | {"flag": True})
+    summary.extra["warnings"] = ["RS at level 1 reached 0.5000"]
+    lines = human_summary(summary, None, None)
+    text = "\n".join(lines)
+    assert all(f"count_{i} {i * 1000:,}" in text for i in range(14)) and "flag" not in text
+    assert all(len(line) <= 100 for line in lines)
+    assert "  warning: RS at level 1 reached 0.5000" in lines

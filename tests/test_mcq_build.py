@@ -320,8 +320,13 @@ def test_probekgc_wn_statistics_through_the_cli(spark, config, wn18rr, tmp_path)
     queries.select("h", "r", "t", "side").crossJoin(top).write.parquet(str(tmp_path / "scores"))
     out = tmp_path / "export"
     args = ["mcq", *_conf_args(config), "--dataset", str(wn18rr), "--scores", str(tmp_path / "scores")]
+    args += ["--set", "mcq.export_formats=jsonl,json"]
     assert main([*args, "--out", str(out), "--json", str(tmp_path / "s.json")]) == 0
     summary = json.loads((tmp_path / "s.json").read_text())
+    # WN18RR has no labels: the text rendering shows its numeric keys, and the summary says so
+    assert (
+        "0 of 40,943 entities have a label" in summary["warnings"][0] and "--entity-aliases" in summary["warnings"][0]
+    )
     stats = {r["difficulty"]: r for r in summary["results"]}
     assert summary["counts"]["triples"] == 2000 and summary["counts"]["queries"] == 4000
     assert all(stats[d]["relations"] == 11 and stats[d]["triples"] == 2000 and stats[d]["options"] == 4 for d in stats)
@@ -343,6 +348,8 @@ def test_probekgc_wn_statistics_through_the_cli(spark, config, wn18rr, tmp_path)
     # the files: ProbeKGC's names and shape (keys), the gold moved to each letter in the variants
     lines = (out / "keys" / "test_hard.jsonl").read_text().splitlines()
     assert len(lines) == 4000
+    # the layout ProbeKGC's scripts read (json.load of one array) holds the same records
+    assert json.loads((out / "keys" / "test_hard.json").read_text()) == [json.loads(x) for x in lines]
     first = json.loads(lines[0])
     assert list(first)[:7] == ["id", "triple", "task", "A", "B", "C", "D"] and len(first["triple"][0]) == 8
     for letter in "ABCD":

@@ -152,6 +152,9 @@ def write_trace(exc: BaseException, log_dir: str, job: str) -> str | None:
         return None
 
 
+_WIDTH = 100
+
+
 def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None) -> list[str]:
     """A few lines on what a job built: status and time, where its files are, its key counts."""
     seconds = sum(v for k, v in summary.timings.items() if "." not in k)
@@ -165,10 +168,16 @@ def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None)
         paths = [table.path for table in summary.outputs.values()]
         common = paths[0] if len(paths) == 1 else os.path.commonprefix(paths).rsplit("/", 1)[0]
         lines.append(f"  wrote: {common} ({len(paths)} table{'s' if len(paths) > 1 else ''})")
-    counts = [(k, v) for k, v in summary.counts.items() if isinstance(v, int) and not isinstance(v, bool)]
-    if counts:
-        shown = ", ".join(f"{k} {v:,}" for k, v in counts[:8])
-        lines.append(f"  counts: {shown}")
+    counts = [f"{k} {v:,}" for k, v in summary.counts.items() if isinstance(v, int) and not isinstance(v, bool)]
+    label = "  counts: "
+    while counts:  # every count, wrapped
+        line = counts.pop(0)
+        while counts and len(label) + len(line) + len(counts[0]) + 2 <= _WIDTH:
+            line += ", " + counts.pop(0)
+        lines.append(label + line)
+        label = " " * len(label)
+    for warning in summary.extra.get("warnings", []) if isinstance(summary.extra, dict) else []:
+        lines.append(f"  warning: {warning}")
     actions = getattr(summary, "actions", {})
     if actions.get("spark_jobs") or actions.get("delta_commits"):
         lines.append(

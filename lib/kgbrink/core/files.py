@@ -127,6 +127,23 @@ def merge_parts(spark: SparkSession, directory: str, target: str) -> int:
     return Path(target).stat().st_size
 
 
+def json_array_from_lines(source: str | Path, target: str | Path) -> int:
+    """The JSON Lines file ``source`` (one JSON value per line) as one JSON array in ``target`` (one value
+    per line between ``[`` and ``]``), written to ``target + ".partial"`` and renamed; returns the values."""
+    partial = Path(str(target) + ".partial")
+    count = 0
+    with open(source, encoding="utf-8") as lines, open(partial, "w", encoding="utf-8") as out:
+        out.write("[")
+        for line in lines:
+            value = line.rstrip("\n")
+            if value:
+                out.write(("\n" if count == 0 else ",\n") + value)
+                count += 1
+        out.write("\n]\n")
+    partial.replace(target)
+    return count
+
+
 def first_existing(spark: SparkSession, candidates: list[str]) -> str | None:
     return next((c for c in candidates if path_exists(spark, c)), None)
 

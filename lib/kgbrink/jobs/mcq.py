@@ -16,6 +16,7 @@ position-bias variants), or under ``--out``.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,13 +25,15 @@ from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
 from kgbrink.core.delta import read_table, table_exists
-from kgbrink.core.files import delete_path, local_dir, merge_parts
+from kgbrink.core.files import delete_path, json_array_from_lines, local_dir, merge_parts
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
 from kgbrink.mcq import options as O
 from kgbrink.mcq import render as R
+
+log = logging.getLogger(__name__)
 
 SCORE_COLUMNS = ("h", "r", "t", "side", "candidate", "score")
 
@@ -142,8 +145,18 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
     summary.params["filter_splits"] = ",".join(filter_splits)
     kg = triples.where(F.col("split").isin(config.stats.splits)).select("h", "r", "t")  # its users de-duplicate
     known = triples.where(F.col("split").isin(filter_splits))
-    size = entities.agg(F.count("*").alias("n"), F.max("id").alias("top")).first()
+    labelled = F.count(F.when(F.trim("label") != "", 1)).alias("labelled")
+    size = entities.agg(F.count("*").alias("n"), F.max("id").alias("top"), labelled).first()
     n_entities = int(size["n"])
+    if size["labelled"] < n_entities / 2:
+        # the text prompts (questions.text, export/text) name an entity without a label by its key
+        warning = (
+            f"{dataset}/entities: {size['labelled']:,} of {n_entities:,} entities have a label, so the text "
+            "rendering names the others by their keys (WN18RR's and the PROBE dumps' keys are numeric ids); "
+            "ingest an alias file to name them: `kgbrink ingest --entity-aliases` (docs/jobs.md)"
+        )
+        log.warning(warning)
+        summary.extra.setdefault("warnings", []).append(warning)
     if size["top"] is not None and size["top"] != n_entities - 1:
         raise JobFailed(f"{dataset}/entities: ids are not dense 0..{n_entities - 1} (max {size['top']})", summary)
     type_id = None
@@ -255,7 +268,13 @@ def _export(ctx, cfg, entities, relations, templates, out: Path, staging: str, d
             sub, _, stem = key.rpartition(".")  # fixed_A.test_simple -> fixed_A/test_simple.jsonl
             path = out / rendering / sub / f"{stem}.jsonl"
             merge_parts(spark, f"{target}/file={key}", str(path))
-            written.append(str(path))
+            if "json" in cfg.export_formats:
+                json_array_from_lines(path, path.with_suffix(".json"))
+                written.append(str(path.with_suffix(".json")))
+            if "jsonl" in cfg.export_formats:
+                written.append(str(path))
+            else:
+                path.unlink()
         delete_path(spark, target)
     delete_path(spark, staging)
     return written
