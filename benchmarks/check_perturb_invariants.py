@@ -1,8 +1,8 @@
-"""Check: the OKGQA-P perturbations of a real KG keep each method's invariant (issue 45), with pandas alone.
+"""Check: the OKGQA-P perturbations of a real KG keep each method's invariant (issue 45), in pandas.
 
 Ingests a PROBE dump (default: ../shared/reference/probe/umls, where 57% of the triples share their pair
 of entities with another relation), runs `kgbrink okgqa-sweep --scope kg` (RS, RR, ER, ED), then reads the
-`perturbed` table and checks per method and level, without kgbrink's code:
+`perturbed` table (Spark reads the Delta tables) and checks per method and level in pandas:
 
 - RS: every node's in- and out-degree and every relation's count as in the input, SD2 = 1;
 - RS, RR, ER: |T'| = |T|; ED: |T'| = |T| - operations;
@@ -24,8 +24,6 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
-
-import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
@@ -67,9 +65,13 @@ def main() -> None:
     summary = json.loads((out / "sweep.json").read_text())
     counts = {(r["method"], r["level"]): r for r in summary["perturb"]["results"]}
     similarity = {(r["method"], r["level"]): r for r in summary["results"]}
-    triples = pd.read_parquet(dataset / "triples")
-    perturbed = pd.read_parquet(dataset / "okgqa" / "kg" / "perturbed")
-    log = pd.read_parquet(dataset / "okgqa" / "kg" / "perturbation_log")
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    read = lambda path: spark.read.format("delta").load(str(path)).toPandas()  # noqa: E731
+    triples = read(dataset / "triples")
+    perturbed = read(dataset / "okgqa" / "kg" / "perturbed")
+    log = read(dataset / "okgqa" / "kg" / "perturbation_log")
     original = triples.groupby(["h", "r", "t"], as_index=False)["split"].min()
     splits = {(h, r, t): s for h, r, t, s in zip(original.h, original.r, original.t, original.split)}
     near = set(zip(original.h, original.t)) | set(zip(original.t, original.h))
