@@ -182,3 +182,45 @@ def test_bad_levels_methods_and_missing_scorer_rows_are_clear_errors(spark, conf
     ]
     assert main(with_scores) == 1
     assert "the scores table misses" in capsys.readouterr().err
+
+
+def test_report_marks_a_level_not_reached(tmp_path):
+    import pandas as pd
+
+    from kgbrink.okgqa import report
+
+    means = pd.DataFrame(
+        [
+            dict(
+                scope="kg",
+                method="RS",
+                level=0.5,
+                n_graphs=1,
+                ats=0.9,
+                sc2d=0.8,
+                sd2=1.0,
+                operations=50,
+                requested=50,
+                short_graphs=0,
+                reached=1.0,
+            ),
+            dict(
+                scope="kg",
+                method="RS",
+                level=1.0,
+                n_graphs=1,
+                ats=0.8,
+                sc2d=0.7,
+                sd2=1.0,
+                operations=85,
+                requested=100,
+                short_graphs=1,
+                reached=0.85,
+            ),
+        ]
+    )
+    files = report.write(means, tmp_path, "type_compatibility", False)
+    text = (tmp_path / "report.md").read_text()
+    assert "| kg | RS | 1 | 0.8500 ! | 1 |" in text and "| kg | RS | 0.5 | 1.0000 | 1 |" in text
+    assert "- RS 1 (kg): 85 of 100 operations, 1 of 1 graphs short" in text
+    assert len(files) == 2 and (tmp_path / "similarity.png").stat().st_size > 10_000
