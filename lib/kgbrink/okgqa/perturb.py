@@ -272,7 +272,7 @@ def sequential_acceptance(rows) -> set[tuple[str, int]]:
 
 def rewire_edges(cands: DataFrame, scoped: DataFrame, seed: int, whole_kg: bool) -> DataFrame:
     """ER: ``cands(scope_key, h, r, t, cand_rank)`` plus ``new_h, new_r, new_t, noop, made``: the j-th
-    candidate of head h takes element j of a seeded permutation of F(h) (:func:`free_targets`); made iff j <
+    candidate of head h takes element j of a seeded permutation of F(h) (:func:`permuted`); made iff j <
     |F(h)|."""
     nodes = scoped.select("scope_key", F.col("h").alias("node")).union(scoped.select("scope_key", "t")).distinct()
     if whole_kg:
@@ -294,9 +294,13 @@ def rewire_edges(cands: DataFrame, scoped: DataFrame, seed: int, whole_kg: bool)
     own = cands.join(F.broadcast(n_nodes), "scope_key").select(
         "scope_key", "h", "cand_rank", "n_nodes", u64(seed, F.lit("ER"), "scope_key", "h").alias("key")
     )
+    spark = cands.sparkSession
+    buckets = int(spark.conf.get("spark.sql.shuffle.partitions")) * 4
+    bucket = F.pmod(F.xxhash64("scope_key", "h"), F.lit(buckets)).alias("bucket")
+    own = own.select(bucket, *own.columns)
+    near = near.toDF("scope_key", "h", "pos").select(bucket, "scope_key", "h", "pos")  # new column ids
     schema = "scope_key string, h int, cand_rank long, made boolean, new_pos long"
-    near = near.toDF("scope_key", "h", "pos")  # new column ids: both sides derive from ``scoped``
-    drawn = own.groupBy("scope_key", "h").cogroup(near.groupBy("scope_key", "h")).applyInPandas(_rewire_head, schema)
+    drawn = own.groupBy("bucket").cogroup(near.groupBy("bucket")).applyInPandas(_rewire_heads, schema)
     targets = positioned.select("scope_key", F.col("pos").alias("new_pos"), F.col("node").alias("new_t"))
     return (
         cands.join(drawn, ["scope_key", "h", "cand_rank"])
@@ -313,27 +317,47 @@ def rewire_edges(cands: DataFrame, scoped: DataFrame, seed: int, whole_kg: bool)
     )
 
 
-def _rewire_head(key, cands: pd.DataFrame, near: pd.DataFrame) -> pd.DataFrame:
-    if cands.empty:
+def _rewire_heads(own: pd.DataFrame, near: pd.DataFrame) -> pd.DataFrame:
+    """The heads of one bucket at once: ``own(scope_key, h, cand_rank, n_nodes, key)`` and their closed
+    neighbourhoods ``near(scope_key, h, pos)`` -> ``scope_key, h, cand_rank, made, new_pos``."""
+    if own.empty:
         return pd.DataFrame({"scope_key": [], "h": [], "cand_rank": [], "made": [], "new_pos": []})
-    ranks = np.sort(cands["cand_rank"].to_numpy(np.int64))
-    excluded = np.unique(near["pos"].to_numpy(np.int64))
-    free = int(cands["n_nodes"].iloc[0]) - len(excluded)
-    made = np.arange(len(ranks)) < free
-    new_pos = np.full(len(ranks), -1, np.int64)
-    new_pos[made] = free_targets(int(made.sum()), free, int(cands["key"].iloc[0]), excluded)
+    own = own.sort_values(["scope_key", "h", "cand_rank"], kind="stable").reset_index(drop=True)
+    head = own.groupby(["scope_key", "h"], sort=True).ngroup().to_numpy(np.int64)
+    starts = np.flatnonzero(np.r_[True, head[1:] != head[:-1]])
+    j = np.arange(len(own)) - starts[head]  # the candidate's rank among its head's
+    heads = own.iloc[starts][["scope_key", "h"]].assign(g=np.arange(len(starts)))
+    near = near.merge(heads, on=["scope_key", "h"]).drop_duplicates(["g", "pos"]).sort_values(["g", "pos"])
+    near_g, near_pos = near["g"].to_numpy(np.int64), near["pos"].to_numpy(np.int64)
+    excluded = np.bincount(near_g, minlength=len(starts))
+    first = np.r_[0, np.cumsum(excluded)[:-1]]
+    n_nodes = own["n_nodes"].to_numpy(np.int64)[starts]
+    free = n_nodes - excluded
+    made = j < free[head]
+    g = head[made]
+    index = permuted(j[made], free[g], own["key"].to_numpy(np.int64)[starts][g])
+    new_pos = np.full(len(own), -1, np.int64)
+    new_pos[made] = _skip_excluded(index, g, near_g, near_pos, first, int(n_nodes.max()) + 1)
     return pd.DataFrame(
         {
-            "scope_key": key[0],
-            "h": key[1],
-            "cand_rank": ranks,
+            "scope_key": own["scope_key"],
+            "h": own["h"],
+            "cand_rank": own["cand_rank"],
             "made": made,
             "new_pos": _nullable(new_pos, made),
         }
     )
 
 
+def _skip_excluded(index, g, near_g, near_pos, first, big) -> np.ndarray:
+    """The ``index``-th position (0-based) outside the sorted excluded positions of head ``g``: ``index`` plus
+    the excluded positions at or below the answer, by one sorted search over every head's gaps."""
+    gaps = near_g * big + (near_pos - (np.arange(len(near_g)) - first[near_g]))  # non-decreasing
+    return index + np.searchsorted(gaps, g * big + index, side="right") - first[g]
+
+
 _U64 = 0xFFFF_FFFF_FFFF_FFFF
+_GOLDEN = 0x9E3779B97F4A7C15
 
 
 def _nullable(values: np.ndarray, valid: np.ndarray) -> pd.Series:
@@ -349,39 +373,50 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def permuted(j: np.ndarray, size: int, key: int) -> np.ndarray:
-    """Element ``j`` (0 <= j < size) of a permutation of range(size) seeded by ``key``: a 4-round Feistel
-    network on the smallest even number of bits that holds ``size`` (cycle walking back into range), then
-    a rotation by a seeded offset, so each element is uniform over range(size)."""
-    j = np.asarray(j, np.uint64)
-    if size <= 1:
-        return np.zeros(len(j), np.int64)
-    half = max(1, -(-(size - 1).bit_length() // 2))
-    mask = np.uint64((1 << half) - 1)
-    base = np.uint64(key & _U64)
-    round_keys = _mix(base + np.arange(1, 6, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+def permuted(j, size, key) -> np.ndarray:
+    """Element ``j`` (0 <= j < size) of a permutation of range(size) seeded by ``key``, elementwise over
+    arrays: a 4-round Feistel network on the smallest even number of bits that holds ``size`` (cycle walking
+    back into range), then a rotation by a seeded offset, so each element is uniform over range(size)."""
+    j = np.atleast_1d(np.asarray(j, np.int64)).astype(np.uint64)
+    size = np.broadcast_to(np.asarray(size, np.int64), j.shape)
+    key = np.broadcast_to(np.asarray(key, np.int64), j.shape).astype(np.uint64)
+    out = np.zeros(len(j), np.int64)
+    wide = size > 1
+    x, n, k = j[wide], size[wide].astype(np.uint64), key[wide]
+    bits = np.floor(np.log2((size[wide] - 1).astype(np.float64))).astype(np.int64) + 1
+    half = np.maximum(1, (bits + 1) // 2).astype(np.uint64)
+    mask = (np.uint64(1) << half) - np.uint64(1)
+    rounds = [_mix(k + np.uint64(i * _GOLDEN & _U64)) for i in range(1, 6)]
 
-    def encrypt(x: np.ndarray) -> np.ndarray:
-        left, right = x >> np.uint64(half), x & mask
-        for k in round_keys[:4]:
-            left, right = right, left ^ (_mix(right ^ k) & mask)
-        return (left << np.uint64(half)) | right
+    def encrypt(x, half, mask, keys):
+        left, right = x >> half, x & mask
+        for round_key in keys:
+            left, right = right, left ^ (_mix(right ^ round_key) & mask)
+        return (left << half) | right
 
-    x = encrypt(j)
-    outside = x >= np.uint64(size)
-    while outside.any():
-        x[outside] = encrypt(x[outside])
-        outside = x >= np.uint64(size)
-    offset = int(round_keys[4] % np.uint64(size))
-    return (x.astype(np.int64) + offset) % size
+    x = encrypt(x, half, mask, rounds[:4])
+    outside = np.flatnonzero(x >= n)
+    while len(outside):
+        x[outside] = encrypt(x[outside], half[outside], mask[outside], [r[outside] for r in rounds[:4]])
+        outside = outside[x[outside] >= n[outside]]
+    out[wide] = ((x + rounds[4] % n) % n).astype(np.int64)
+    return out
 
 
 def free_targets(count: int, free: int, key: int, excluded: np.ndarray) -> np.ndarray:
     """The first ``count`` elements (in order) of a seeded permutation of the positions in
-    range(free + len(excluded)) that are not in ``excluded`` (sorted, distinct)."""
+    range(free + len(excluded)) that are not in ``excluded`` (sorted, distinct): one head of
+    :func:`_rewire_heads`."""
     index = permuted(np.arange(count), free, key)
-    gaps = excluded - np.arange(len(excluded))  # free positions below each excluded one: non-decreasing
-    return index + np.searchsorted(gaps, index, side="right")
+    zeros = np.zeros(len(excluded), np.int64)
+    return _skip_excluded(
+        index,
+        np.zeros(count, np.int64),
+        zeros,
+        np.asarray(excluded, np.int64),
+        np.zeros(1, np.int64),
+        free + len(excluded) + 1,
+    )
 
 
 def _ranked(
