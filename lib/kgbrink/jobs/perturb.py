@@ -189,7 +189,7 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
         if c["short_scopes"]:
             where = "the KG" if whole else f"{c['short_scopes']} of the question subgraphs"
             warning = (
-                f"{method} at level {level:g} (seed {seed}) reached {c['reached']:.4f}: {c['operations']:,} of "
+                f"{method} at level {level:g} (seed {seed}) reached {c['reached']:.4%}: {c['operations']:,} of "
                 f"{c['requested']:,} operations in {where}; "
                 + (
                     "their heads have no free target left"
