@@ -194,22 +194,13 @@ PROPERTY = settings(
 )
 
 
+@pytest.mark.parametrize("whole_kg", [False, True], ids=["subgraph_scope", "kg_scope"])
 @pytest.mark.parametrize("method", P.METHODS)
 @PROPERTY
-@given(
-    rows=multigraphs(scopes=3), seed=st.integers(0, 50), levels=st.sets(st.sampled_from([0.3, 0.5, 1.0]), min_size=1)
-)
-def test_invariants_on_random_multigraphs_subgraph_scope(spark, method, rows, seed, levels):
-    _check(spark, rows, method, sorted(levels), seed, whole_kg=False)
-
-
-@pytest.mark.parametrize("method", P.METHODS)
-@PROPERTY
-@given(
-    rows=multigraphs(scopes=1), seed=st.integers(0, 50), levels=st.sets(st.sampled_from([0.3, 0.5, 1.0]), min_size=1)
-)
-def test_invariants_on_random_multigraphs_kg_scope(spark, method, rows, seed, levels):
-    _check(spark, rows, method, sorted(levels), seed, whole_kg=True)
+@given(data=st.data(), seed=st.integers(0, 50), levels=st.sets(st.sampled_from([0.3, 0.5, 1.0]), min_size=1))
+def test_invariants_on_random_multigraphs(spark, method, whole_kg, data, seed, levels):
+    rows = data.draw(multigraphs(scopes=1 if whole_kg else 3))
+    _check(spark, rows, method, sorted(levels), seed, whole_kg=whole_kg)
 
 
 @pytest.fixture(scope="module")
@@ -291,15 +282,24 @@ def test_log_rows_name_the_first_level(spark, kg_rows):
 
 @settings(max_examples=200, deadline=None)
 @given(size=st.integers(1, 5000), key=st.integers(-(2**63), 2**63 - 1), data=st.data())
-def test_seeded_permutation_and_free_targets(size, key, data):
+def test_seeded_permutation_and_the_free_targets_of_a_bucket(size, key, data):
     image = P.permuted(np.arange(size), size, key)
     assert sorted(image.tolist()) == list(range(size))
     assert np.array_equal(P.permuted(np.arange(size)[: size // 2], size, key), image[: size // 2])  # prefixes agree
-    excluded = np.array(sorted(data.draw(st.sets(st.integers(0, size + 20), max_size=20))), np.int64)
+    # a bucket of heads, each with its excluded positions and one candidate more than it has free targets
     total = size + 21
-    free = total - len(excluded)
-    targets = P.free_targets(free, free, key, excluded)
-    assert sorted(targets.tolist()) == sorted(set(range(total)) - set(excluded.tolist()))
+    excluded = {h: sorted(data.draw(st.sets(st.integers(0, total - 1), max_size=20))) for h in range(3)}
+    own = pd.DataFrame(
+        [("s", h, 10 * h + j, total, key) for h, ex in excluded.items() for j in range(total - len(ex) + 1)],
+        columns=["scope_key", "h", "cand_rank", "n_nodes", "key"],
+    )
+    near = pd.DataFrame([("s", h, x) for h, ex in excluded.items() for x in ex], columns=["scope_key", "h", "pos"])
+    out = P._rewire_heads(own.sample(frac=1, random_state=1), near)
+    for h, ex in excluded.items():
+        mine = out[out.h == h].sort_values("cand_rank")
+        assert list(mine.made) == [True] * (total - len(ex)) + [False]  # the last candidate has no target left
+        targets = mine[mine.made].new_pos.astype(int).tolist()
+        assert sorted(targets) == sorted(set(range(total)) - set(ex))
 
 
 def test_permutation_draws_are_uniform():

@@ -189,35 +189,10 @@ def test_report_marks_a_level_not_reached(tmp_path):
 
     from kgbrink.okgqa import report
 
+    columns = "scope method level n_graphs ats sc2d sd2 operations requested short_graphs reached".split()
     means = pd.DataFrame(
-        [
-            dict(
-                scope="kg",
-                method="RS",
-                level=0.5,
-                n_graphs=1,
-                ats=0.9,
-                sc2d=0.8,
-                sd2=1.0,
-                operations=50,
-                requested=50,
-                short_graphs=0,
-                reached=1.0,
-            ),
-            dict(
-                scope="kg",
-                method="RS",
-                level=1.0,
-                n_graphs=1,
-                ats=0.8,
-                sc2d=0.7,
-                sd2=1.0,
-                operations=85,
-                requested=100,
-                short_graphs=1,
-                reached=0.85,
-            ),
-        ]
+        [("kg", "RS", 0.5, 1, 0.9, 0.8, 1.0, 50, 50, 0, 1.0), ("kg", "RS", 1.0, 1, 0.8, 0.7, 1.0, 85, 100, 1, 0.85)],
+        columns=columns,
     )
     files = report.write(means, tmp_path, "type_compatibility", False)
     text = (tmp_path / "report.md").read_text()

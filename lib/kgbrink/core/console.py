@@ -176,7 +176,7 @@ def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None)
             line += ", " + counts.pop(0)
         lines.append(label + line)
         label = " " * len(label)
-    for warning in summary.extra.get("warnings", []) if isinstance(summary.extra, dict) else []:
+    for warning in getattr(summary, "extra", {}).get("warnings", []):
         lines.append(f"  warning: {warning}")
     actions = getattr(summary, "actions", {})
     if actions.get("spark_jobs") or actions.get("delta_commits"):

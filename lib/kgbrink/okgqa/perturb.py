@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
@@ -59,16 +59,19 @@ def operations_count(method: str, level: float, n: int) -> int:
     return 2 * (m // 2) if method == "RS" else m
 
 
-def _m_column(method: str, level: float, n: F.Column) -> F.Column:
-    m = F.floor(F.lit(level) * n + F.lit(1e-9)).cast("long")
-    return F.floor(m / 2).cast("long") * 2 if method == "RS" else m
+def operations_column(method: Column, level: Column, n: Column) -> Column:
+    """:func:`operations_count` as a column expression."""
+    m = F.floor(level * n + F.lit(1e-9)).cast("long")
+    return F.when(method == "RS", F.floor(m / 2).cast("long") * 2).otherwise(m)
 
 
 def _first_level(method: str, levels: list[float]) -> F.Column:
     """The smallest level whose m exceeds the operation's rank (null: beyond the largest level)."""
     out = F.lit(None).cast("double")
     for level in sorted(levels, reverse=True):
-        out = F.when(F.col("op_rank") < _m_column(method, level, F.col("n_scope")), F.lit(level)).otherwise(out)
+        out = F.when(
+            F.col("op_rank") < operations_column(F.lit(method), F.lit(level), F.col("n_scope")), F.lit(level)
+        ).otherwise(out)
     return out
 
 
@@ -401,22 +404,6 @@ def permuted(j, size, key) -> np.ndarray:
         outside = outside[x[outside] >= n[outside]]
     out[wide] = ((x + rounds[4] % n) % n).astype(np.int64)
     return out
-
-
-def free_targets(count: int, free: int, key: int, excluded: np.ndarray) -> np.ndarray:
-    """The first ``count`` elements (in order) of a seeded permutation of the positions in
-    range(free + len(excluded)) that are not in ``excluded`` (sorted, distinct): one head of
-    :func:`_rewire_heads`."""
-    index = permuted(np.arange(count), free, key)
-    zeros = np.zeros(len(excluded), np.int64)
-    return _skip_excluded(
-        index,
-        np.zeros(count, np.int64),
-        zeros,
-        np.asarray(excluded, np.int64),
-        np.zeros(1, np.int64),
-        free + len(excluded) + 1,
-    )
 
 
 def _ranked(

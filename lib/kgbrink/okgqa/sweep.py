@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.okgqa import similarity as S
+from kgbrink.okgqa.perturb import operations_column
 
 KEYS = ["method", "level", "seed", "scope_key"]
 SIMILARITY_SCHEMA = (
@@ -192,8 +193,7 @@ def with_operations(similarity: DataFrame, log: DataFrame, levels: list[float]) 
         .groupBy(*graph)
         .agg(F.count("*").alias("operations"))
     )
-    m = F.floor(F.col("level") * F.col("n_triples") + F.lit(1e-9)).cast("long")
-    requested = F.when(F.col("method") == "RS", F.floor(m / 2).cast("long") * 2).otherwise(m)
+    requested = operations_column(F.col("method"), F.col("level"), F.col("n_triples"))
     joined = similarity.withColumn("scope_key", F.coalesce("qid", F.lit("kg"))).join(made, graph, "left")
     first = ["scope", "qid", "method", "level", "seed", "n_triples", "n_triples_perturbed", "n_relations"]
     return joined.select(
