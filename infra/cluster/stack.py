@@ -407,7 +407,10 @@ def kill_worker(layout: Layout, index: int) -> int:
 
 
 def restart_worker(layout: Layout, index: int) -> int:
-    """Start worker ``index`` again (after :func:`kill_worker`) and wait until the master has every worker."""
+    """Start worker ``index`` again (after :func:`kill_worker`) once the master has dropped it, and wait until
+    the master has every worker (a worker re-registering at an address the master still holds is refused)."""
+    dropped = lambda: alive_workers(layout) < layout.workers  # noqa: E731
+    wait_until(f"the master dropping Spark worker {index}", dropped, 120, layout, "spark-master.log")
     env = base_env(layout, credentials(layout))
     pid = start_worker(layout, index, env)
     ok = lambda: alive_workers(layout) == layout.workers  # noqa: E731
