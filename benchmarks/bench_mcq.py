@@ -44,13 +44,13 @@ def make_scores(
     from pyspark.sql import functions as F
 
     from kgbrink.graph.hashing import u64, uniform
-    from kgbrink.mcq import options as O
+    from kgbrink.mcq import options
 
     triples = spark.read.format("delta").load(str(dataset / "triples"))
     n_entities = spark.read.format("delta").load(str(dataset / "entities")).count()
-    sampled = O.sample_triples(triples.where(F.col("split") == split), n_triples, seed).localCheckpoint()
+    sampled = options.sample_triples(triples.where(F.col("split") == split), n_triples, seed).localCheckpoint()
     sampled.select("h", "r", "t").coalesce(1).write.mode("overwrite").parquet(str(sample))
-    queries = O.queries(sampled).select("h", "r", "t", "side", "qid", "gold")
+    queries = options.queries(sampled).select("h", "r", "t", "side", "qid", "gold")
     rows = queries.select("*", F.explode(F.sequence(F.lit(0), F.lit(candidates - 1))).alias("j"))
     drawn = F.pmod(u64(1, "qid", "j"), F.lit(n_entities)).cast("int")
     rows = rows.select(

@@ -93,10 +93,10 @@ def duckdb_worker(dataset: Path, out: Path, threads: int) -> None:
     from duckdb_mine_peer import mine_dataset
 
     from kgbrink.core.settings import load_config
-    from kgbrink.jobs.mine import mining_params
     from kgbrink.rules.model import write_amie_tsv
+    from kgbrink.rules.params import MiningParams
 
-    params = mining_params(load_config(PROJECT / "conf" / "local.yaml"))
+    params = MiningParams.from_settings(load_config(PROJECT / "conf" / "local.yaml"))
     started = time.perf_counter()
     result, timings = mine_dataset(dataset, params, threads)
     write_amie_tsv(result.rules, out / "rules-duckdb.tsv")

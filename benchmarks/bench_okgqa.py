@@ -61,12 +61,12 @@ def networkx_peer(spark, config, dataset: Path, questions: Path, sizes) -> dict:
 
     from kgbrink.core.files import read_lines
     from kgbrink.graph import khop
-    from kgbrink.okgqa import questions as Q
+    from kgbrink.okgqa import questions as okgqa_questions
 
     cfg = config.okgqa_subgraph
     kg = spark.read.format("delta").load(str(dataset / "triples")).select("h", "r", "t")
-    parsed = Q.parse_lines(read_lines(spark, {"q": [str(questions)]}))
-    seeds, _ = Q.resolve_entities(parsed, spark.read.format("delta").load(str(dataset / "entities")))
+    parsed = okgqa_questions.parse_lines(read_lines(spark, {"q": [str(questions)]}))
+    seeds, _ = okgqa_questions.resolve_entities(parsed, spark.read.format("delta").load(str(dataset / "entities")))
     visited, _ = khop.expand(kg, seeds, cfg.k - 1, max_expand_degree=cfg.max_expand_degree)
     raw, _ = khop.cap_edges(khop.edge_ball(kg, visited, cfg.k), seeds, cfg.max_subgraph_edges, cfg.seed)
     edges = raw.toPandas()

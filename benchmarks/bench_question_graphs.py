@@ -187,7 +187,7 @@ def main() -> None:
     from kgbrink.core.settings import load_config
     from kgbrink.graph.hashing import u64
     from kgbrink.jobs import gt_questions, question_graphs
-    from kgbrink.synthkgqa import question_graphs as QG
+    from kgbrink.synthkgqa import question_graphs as synthkgqa_question_graphs
 
     overrides = [*DEFAULT_OVERRIDES, *args.set]
     config = load_config("conf/local.yaml", overrides)
@@ -238,13 +238,13 @@ def main() -> None:
     cfg = config.question_graphs
     read = lambda table: spark.read.format("delta").load(catalog.path(table, dataset=str(dataset), questions=name))  # noqa: E731
     triples = spark.read.format("delta").load(str(dataset / "triples")).select("h", "r", "t").distinct()
-    prepared, paths, _ = QG.prepare_questions(
+    prepared, paths, _ = synthkgqa_question_graphs.prepare_questions(
         read("synthkgqa.gt_questions"),
         spark.read.format("delta").load(str(dataset / "entities")),
         spark.read.format("delta").load(str(dataset / "relations")),
     )
     prepared = prepared.localCheckpoint()
-    graph, _ = QG.search_graph(triples, prepared, paths, cfg)
+    graph, _ = synthkgqa_question_graphs.search_graph(triples, prepared, paths, cfg)
     graph = graph.withColumn("hash", u64(cfg.seed, "qid", "h", "r", "t"))
     parts = max(1, args.questions // 25)
     graph.repartition(parts, "qid").sortWithinPartitions("qid").write.mode("overwrite").parquet(str(work / "graphs"))

@@ -220,10 +220,10 @@ def diagnostics(spark, ranks: str, dataset: str) -> dict:
     from pyspark.sql import functions as F
 
     from kgbrink.core.delta import read_table
-    from kgbrink.probe import scoring as S
+    from kgbrink.probe import scoring
 
     def spec(d: dict):
-        return S.MetricSpec(
+        return scoring.MetricSpec(
             alphas=tuple(d["alphas"]),
             betas=tuple(d["betas"]),
             hits=tuple(d["hits"]),
@@ -239,12 +239,12 @@ def diagnostics(spark, ranks: str, dataset: str) -> dict:
         read_table(spark, f"{stats}/entity_popularity"),
         read_table(spark, f"{stats}/entity_relation_popularity"),
     )
-    joined = S.with_target_degrees(raw, *popularity, broadcast=True)
+    joined = scoring.with_target_degrees(raw, *popularity, broadcast=True)
     steps = {
         "scan_sum_rank_and_num_candidates": lambda: raw.agg(F.sum("rank"), F.sum("num_candidates")).collect(),
-        "one_cell_group_sums_no_validation": lambda: S.group_sums(raw, spec(ONE_CELL)).collect(),
+        "one_cell_group_sums_no_validation": lambda: scoring.group_sums(raw, spec(ONE_CELL)).collect(),
         "statistics_join_only": lambda: joined.agg(F.sum("entity_degree"), F.sum("relation_degree")).collect(),
-        "grid_group_sums_on_joined_rows_no_validation": lambda: S.group_sums(joined, spec(GRID)).collect(),
+        "grid_group_sums_on_joined_rows_no_validation": lambda: scoring.group_sums(joined, spec(GRID)).collect(),
     }
     return {name: timed(fn)[1] for name, fn in steps.items()}
 

@@ -297,8 +297,8 @@ def main() -> None:
     import dataclasses
 
     from kgbrink.core.settings import load_config
-    from kgbrink.jobs.mine import mining_params
     from kgbrink.rules.model import write_amie_tsv
+    from kgbrink.rules.params import MiningParams
 
     parser = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
     parser.add_argument("dataset", type=Path)
@@ -308,7 +308,7 @@ def main() -> None:
     args = parser.parse_args()
     project = Path(__file__).resolve().parent.parent
     params = dataclasses.replace(
-        mining_params(load_config(project / "conf" / "local.yaml")), max_atoms=args.max_atoms
+        MiningParams.from_settings(load_config(project / "conf" / "local.yaml")), max_atoms=args.max_atoms
     ).validate()
     started = time.perf_counter()
     result, timings = mine_dataset(args.dataset, params, args.threads)

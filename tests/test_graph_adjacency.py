@@ -13,10 +13,8 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from kgbrink.core.settings import QuestionGraphSettings
-from kgbrink.graph import adjacency as A
-from kgbrink.graph import hashing, khop, metapaths
-from kgbrink.graph import xxhash as X
-from kgbrink.synthkgqa import question_graphs as QG
+from kgbrink.graph import adjacency, hashing, khop, metapaths, xxhash
+from kgbrink.synthkgqa import question_graph_local
 from tests.test_synthkgqa_graphs import _ball
 
 
@@ -46,21 +44,21 @@ def test_xxhash_equals_spark(spark):
     ).collect()
     for row in got:
         a, b = np.array([row.a]), np.array([row.b])
-        assert X.hash_columns(X.prefix(1111, row.s), a, b)[0] == row.plain
-        assert X.hash_columns(X.prefix(1111, row.s, "in_out"), a, b)[0] == row.struct
-        assert X.hash_columns(X.extend(X.prefix(5, row.s, row.a), 3), b, a)[0] == row.walk
+        assert xxhash.hash_columns(xxhash.prefix(1111, row.s), a, b)[0] == row.plain
+        assert xxhash.hash_columns(xxhash.prefix(1111, row.s, "in_out"), a, b)[0] == row.struct
+        assert xxhash.hash_columns(xxhash.extend(xxhash.prefix(5, row.s, row.a), 3), b, a)[0] == row.walk
 
 
 def test_xxhash_columns_across_blocks_equal_spark(spark, monkeypatch):
     """Whole columns, with blocks of 1,000 rows so that a partial last block is hashed too."""
-    monkeypatch.setattr(X, "BLOCK", 1000)
+    monkeypatch.setattr(xxhash, "BLOCK", 1000)
     rng = np.random.default_rng(5)
     n = 2_500
     a = rng.integers(-(2**31), 2**31, n)
     b = rng.integers(-(2**31), 2**31, n).astype(np.int32)
     frame = spark.createDataFrame([(i, int(x), int(y)) for i, (x, y) in enumerate(zip(a, b))], "i int, a int, b int")
     want = [r.u for r in frame.select(hashing.u64(9, F.lit("q7"), "a", "b").alias("u")).orderBy("i").collect()]
-    got = X.hash_columns(X.prefix(9, "q7"), a, b)
+    got = xxhash.hash_columns(xxhash.prefix(9, "q7"), a, b)
     assert got.dtype == np.int64 and got.tolist() == want
 
 
@@ -72,7 +70,7 @@ def test_distinct_is_sorted_set(values):
     assert distinct(np.array(values, dtype=np.int64)).tolist() == sorted(set(values))
     small = np.array([v % 50 for v in values], dtype=np.int64)
     for n in (50, 10**6):  # a mask scan (many values for n), a sort (few)
-        assert A.distinct(small, n).tolist() == sorted({v % 50 for v in values})
+        assert adjacency.distinct(small, n).tolist() == sorted({v % 50 for v in values})
 
 
 @settings(max_examples=300, deadline=None)
@@ -88,7 +86,7 @@ def test_unique_triples_and_in_order_equal_numpy(rows, spread):
     a[:, 0] *= spread
     got = np.column_stack(unique_triples(a[:, 0], a[:, 1], a[:, 2])).reshape(-1, 3)
     assert got.tolist() == np.unique(a, axis=0).tolist()
-    g = A.from_arrays(a[:, 2] % 7, a[:, 1] * spread, a[:, 0] % 11)
+    g = adjacency.from_arrays(a[:, 2] % 7, a[:, 1] * spread, a[:, 0] % 11)
     heads, rels, tails = g.triples(np.asarray(g.in_edge))
     assert sorted(zip(tails, rels, heads)) == list(zip(tails, rels, heads))
 
@@ -99,7 +97,7 @@ graphs = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2), st.integers(0,
 @settings(max_examples=60, deadline=None)
 @given(triples=graphs, seeds=st.lists(st.integers(0, 10), min_size=1, max_size=3), k=st.integers(1, 3))
 def test_adjacency_against_brute_force(triples, seeds, k):
-    g = A.from_arrays(*np.array(triples, dtype=np.int64).reshape(-1, 3).T)
+    g = adjacency.from_arrays(*np.array(triples, dtype=np.int64).reshape(-1, 3).T)
     distinct = sorted(set(triples))
     assert list(zip(*[x.tolist() for x in g.triples(np.arange(len(distinct)))])) == distinct
     degree = {}
@@ -109,25 +107,25 @@ def test_adjacency_against_brute_force(triples, seeds, k):
     on_triples = [s for s in seeds if s in degree]
     for direction in ("out", "in", "both"):
         expected = _ball(distinct, on_triples, k, direction, 3, degree) if on_triples else {}
-        got = A.ball(g, g.index(on_triples), k, direction, 3)
+        got = adjacency.ball(g, g.index(on_triples), k, direction, 3)
         ids = g.node_ids(got.nodes)
         assert dict(zip(ids.tolist(), zip(got.dist.tolist(), got.hub.tolist()))) == expected
         nodes = set(expected)
         induced = [x for x in distinct if x[0] in nodes and x[2] in nodes]
-        assert list(zip(*[x.tolist() for x in g.triples(A.induced(g, got.nodes))])) == induced
+        assert list(zip(*[x.tolist() for x in g.triples(adjacency.induced(g, got.nodes))])) == induced
     for r in range(3):
         for u in set(seeds):
             index = g.index([u])
             if index[0] < 0:
                 continue
-            out_got = {tuple(int(v) for v in x) for x in zip(*g.triples(A.relation_out_edges(g, index, r)))}
-            in_got = {tuple(int(v) for v in x) for x in zip(*g.triples(A.relation_in_edges(g, index, r)))}
+            out_got = {tuple(int(v) for v in x) for x in zip(*g.triples(adjacency.relation_out_edges(g, index, r)))}
+            in_got = {tuple(int(v) for v in x) for x in zip(*g.triples(adjacency.relation_in_edges(g, index, r)))}
             assert out_got == {x for x in distinct if x[0] == u and x[1] == r}
             assert in_got == {x for x in distinct if x[2] == u and x[1] == r}
 
 
 def test_sparse_and_negative_ids_are_numbered():
-    g = A.from_arrays(np.array([10**9, -5]), np.array([0, 1]), np.array([-5, 10**9]))
+    g = adjacency.from_arrays(np.array([10**9, -5]), np.array([0, 1]), np.array([-5, 10**9]))
     assert g.ids is not None and g.index([-5, 10**9, 3]).tolist() == [0, 1, -1]
     assert sorted(zip(*[x.tolist() for x in g.triples(np.arange(2))])) == [(-5, 1, 10**9), (10**9, 0, -5)]
 
@@ -136,7 +134,7 @@ def test_sparse_and_negative_ids_are_numbered():
 def random_kg(spark):
     rng = random.Random(5)
     triples = sorted({(rng.randrange(30), rng.randrange(3), rng.randrange(30)) for _ in range(260)})
-    return triples, spark.createDataFrame(triples, "h int, r int, t int"), A.from_arrays(*np.array(triples).T)
+    return triples, spark.createDataFrame(triples, "h int, r int, t int"), adjacency.from_arrays(*np.array(triples).T)
 
 
 def test_neighbourhood_cap_equals_cap_edges(spark, random_kg):
@@ -152,7 +150,7 @@ def test_neighbourhood_cap_equals_cap_edges(spark, random_kg):
         want.setdefault(row.qid, set()).add((row.h, row.r, row.t))
     n_capped = 0
     for qid, ss in questions:
-        edges, caps = QG.local_neighbourhood(g, qid, np.array(ss), 2, cfg)
+        edges, caps = question_graph_local.local_neighbourhood(g, qid, np.array(ss), 2, cfg)
         assert set(zip(*[x.tolist() for x in g.triples(edges)])) == want[qid], qid
         n_capped += bool(caps)
     assert n_capped == capped.where("edges_capped").count() > 0
@@ -177,7 +175,7 @@ def test_confounders_equal_the_distributed_walk_and_cap(spark, random_kg):
         flagged = {r.key.qid for r in step_capped.union(counts.select("key", "capped")).where("capped").collect()}
         cfg = QuestionGraphSettings(metapath_cap=4, metapath_directed=directed)
         for qid, seed, rels, fwd in walks:
-            edges, caps = QG.local_confounders(g, qid, [(seed, rels, fwd)], cfg)
+            edges, caps = question_graph_local.local_confounders(g, qid, [(seed, rels, fwd)], cfg)
             assert set(zip(*[x.tolist() for x in g.triples(edges)])) == want.get(qid, set()), (qid, directed)
             assert caps == (["metapath_cap: 1 seeds"] if qid in flagged else []), (qid, directed)
         assert flagged  # some cap hit
@@ -191,4 +189,4 @@ def test_first_by_hash_is_a_lexsort_prefix():
         a, b = rng.permutation(n), rng.integers(0, 3, n)
         first = rng.random(n) < 0.3 if trial % 3 else None
         keys = (a, b, hashes) if first is None else (a, b, hashes, ~first)
-        assert np.array_equal(QG.first_by_hash(hashes, (a, b), m, first), np.lexsort(keys)[:m]), trial
+        assert np.array_equal(question_graph_local.first_by_hash(hashes, (a, b), m, first), np.lexsort(keys)[:m]), trial

@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from kgbrink.graph import hashing, metapaths
-from kgbrink.graph import local_metapaths as LM
+from kgbrink.graph import hashing, local_metapaths, metapaths
 
 
 def _enumerate_walks(triples, start, paths, directed):
@@ -29,7 +28,7 @@ def _enumerate_walks(triples, start, paths, directed):
                     if t == node and (directed or h != t):
                         ways.append((h, False))
                     for nbr, forward in ways:
-                        if LM.step_labels(np.array([r]), forward, directed)[0] == label:
+                        if local_metapaths.step_labels(np.array([r]), forward, directed)[0] == label:
                             grown.append((nbr, used + [i]))
                             reached.add(i)
             frontier = grown
@@ -68,7 +67,7 @@ graph = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.integers(0, 
 def test_local_walk_equals_walk_enumeration(triples, start, directed, paths):
     paths = [[x % (6 if directed else 3) for x in p] for p in paths]
     h, r, t = np.array(triples, dtype=np.int64).reshape(-1, 3).T
-    got = LM.walk(h, r, t, start, LM.trie(paths), directed)
+    got = local_metapaths.walk(h, r, t, start, local_metapaths.trie(paths), directed)
     complete, reached = _enumerate_walks(triples, start, paths, directed)
     assert set(np.flatnonzero(got.complete)) == complete
     assert set(np.flatnonzero(got.reached)) == reached
@@ -78,22 +77,25 @@ def test_local_walk_equals_walk_enumeration(triples, start, directed, paths):
 @given(triples=graph, s=st.integers(0, 6), a=st.integers(0, 6))
 def test_shortest_path_trie_equals_networkx_paths(triples, s, a):
     h, r, t = np.array(triples, dtype=np.int64).reshape(-1, 3).T
-    assert LM.shortest_path_trie(h, r, t, s, a).paths() == _networkx_metapaths(triples, s, a)
+    assert local_metapaths.shortest_path_trie(h, r, t, s, a).paths() == _networkx_metapaths(triples, s, a)
 
 
 def test_trie_and_directed_labels_by_hand():
-    paths = LM.trie([(1, 2), (1, 3), (1,), (4,)])
+    paths = local_metapaths.trie([(1, 2), (1, 3), (1,), (4,)])
     assert paths.paths() == [(1,), (1, 2), (1, 3), (4,)]
     assert list(paths.depth) == [0, 1, 2, 2, 1]
     # 0 -1-> 1 <-1- 2: directed, the metapath "1 forward, 1 backward" is 0 -> 1 <- 2
     h, r, t = np.array([0, 2]), np.array([1, 1]), np.array([1, 1])
-    there_and_back = LM.trie([(3, 2)])  # 2 r + 1 forward, 2 r backward
-    assert list(LM.walk(h, r, t, 0, there_and_back, directed=True).complete) == [True, True]
-    assert list(LM.walk(h, r, t, 0, LM.trie([(3, 3)]), directed=True).reached) == [True, False]
+    there_and_back = local_metapaths.trie([(3, 2)])  # 2 r + 1 forward, 2 r backward
+    assert list(local_metapaths.walk(h, r, t, 0, there_and_back, directed=True).complete) == [True, True]
+    assert list(local_metapaths.walk(h, r, t, 0, local_metapaths.trie([(3, 3)]), directed=True).reached) == [
+        True,
+        False,
+    ]
     # the SP trie keeps directions when asked: 0 -> 1 <- 2 from 0 to 2
-    assert LM.shortest_path_trie(h, r, t, 0, 2, directed=True).paths() == [(3, 2)]
-    assert LM.shortest_path_trie(h, r, t, 0, 0).paths() == [()]  # s == a: the empty metapath
-    assert LM.shortest_path_trie(h, r, t, 0, 9).paths() == []  # unreachable
+    assert local_metapaths.shortest_path_trie(h, r, t, 0, 2, directed=True).paths() == [(3, 2)]
+    assert local_metapaths.shortest_path_trie(h, r, t, 0, 0).paths() == [()]  # s == a: the empty metapath
+    assert local_metapaths.shortest_path_trie(h, r, t, 0, 9).paths() == []  # unreachable
 
 
 walk_batches = st.lists(
@@ -114,7 +116,7 @@ def test_distributed_walk_equals_local_walks(spark, batch):
         triple_rows += moved
         walk_rows.append((g, 10 * g + start, relations))
         h, r, t = np.array(moved, dtype=np.int64).reshape(-1, 3).T
-        got = LM.walk(h, r, t, 10 * g + start, LM.trie([relations]))
+        got = local_metapaths.walk(h, r, t, 10 * g + start, local_metapaths.trie([relations]))
         expected |= {(g, *moved[i], bool(got.complete[i])) for i in np.flatnonzero(got.reached)}
     triples = spark.createDataFrame(triple_rows, "h int, r int, t int").repartition(3)
     walks = spark.createDataFrame(walk_rows, "key int, start int, relations array<int>")

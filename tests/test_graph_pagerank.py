@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kgbrink.graph import pagerank as P
+from kgbrink.graph import pagerank
 from kgbrink.graph.local import personalized_pagerank
 
 
@@ -65,15 +65,15 @@ def test_local_and_batched_equal_networkx_on_random_multigraphs(spark, queries):
     seeds = spark.createDataFrame(seed_rows, "qid int, node int")
     # the batched loop costs a few Spark jobs per round: compare the iterates after 6 rounds (some queries
     # converge earlier and leave the loop) and the local version to convergence against networkx
-    short, short_info = P.pagerank_local(edges, seeds, max_iter=6)
-    batched, batched_info = P.pagerank_batched(edges, seeds, max_iter=6)
+    short, short_info = pagerank.pagerank_local(edges, seeds, max_iter=6)
+    batched, batched_info = pagerank.pagerank_batched(edges, seeds, max_iter=6)
     got_short = {(r.qid, r.node): r.ppr for r in short.collect()}
     got_batched = {(r.qid, r.node): r.ppr for r in batched.collect()}
     assert got_short.keys() == got_batched.keys()
     for key, value in got_short.items():
         assert value == pytest.approx(got_batched[key], abs=1e-12)
     assert sorted(map(tuple, short_info.collect())) == sorted(map(tuple, batched_info.collect()))
-    local, _ = P.pagerank_local(edges, seeds, max_iter=1000)
+    local, _ = pagerank.pagerank_local(edges, seeds, max_iter=1000)
     got_local = {(r.qid, r.node): r.ppr for r in local.collect()}
     for q, (edge_list, seeds_q) in enumerate(queries):
         expected = _networkx(edge_list, seeds_q)
@@ -86,8 +86,8 @@ def test_batched_is_partition_independent_and_flags_non_convergence(spark):
     rows = [(q, u, (u * 7 + q) % 11) for q in range(4) for u in range(11)] + [(9, 0, 1), (9, 1, 2)]
     edges = spark.createDataFrame(rows, "qid int, src int, dst int")
     seeds = spark.createDataFrame([(q, q) for q in range(4)] + [(9, 0)], "qid int, node int")
-    one = P.pagerank_batched(edges.repartition(1), seeds, max_iter=3)
-    seven = P.pagerank_batched(edges.repartition(7), seeds.repartition(7), max_iter=3)
+    one = pagerank.pagerank_batched(edges.repartition(1), seeds, max_iter=3)
+    seven = pagerank.pagerank_batched(edges.repartition(7), seeds.repartition(7), max_iter=3)
     assert sorted(one[0].collect()) == sorted(seven[0].collect())  # exact, not approximately
     info = {r.qid: (r.iterations, r.converged) for r in one[1].collect()}
     assert info[9] == (3, False)

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from kgbrink.graph import local_paths as L
-from kgbrink.graph import paths as P
+from kgbrink.graph import local_paths
+from kgbrink.graph import paths as graph_paths
 
 TRIPLE_SCHEMA = "h int, r int, t int"
 PAIR_SCHEMA = "pair_id int, s int, a int"
@@ -56,27 +56,27 @@ DIRECTED = [(1, 0, 0), (1, 1, 1), (1, 2, 1), (1, 3, 2), (1, 4, 3), (2, 4, 0), (2
 def test_local_shortest_paths_by_hand():
     h, r, t = np.array(HAND_TRIPLES).T
     for (pair_id, s, a), (_, distance, n_paths, n_nodes, n_triples) in zip(HAND_PAIRS, HAND_SUMMARY):
-        got = L.shortest_path_edges(h, r, t, s, a)
+        got = local_paths.shortest_path_edges(h, r, t, s, a)
         assert (got.distance, got.n_paths, got.n_sp_nodes, got.n_sp_triples) == (distance, n_paths, n_nodes, n_triples)
         assert [(pair_id, *x) for x in got.edges.itertuples(index=False)] == [e for e in HAND_EDGES if e[0] == pair_id]
-        assert L.shortest_path_edges(h, r, t, s, a, count="nodes").n_paths == HAND_NODE_PATHS[pair_id]
+        assert local_paths.shortest_path_edges(h, r, t, s, a, count="nodes").n_paths == HAND_NODE_PATHS[pair_id]
 
 
 def test_local_bfs_distances_by_hand():
     h, t = np.array(HAND_TRIPLES)[:, [0, 2]].T
     for directed, expected in ((False, UNDIRECTED), (True, DIRECTED)):
         for key in (1, 2):
-            got = L.bfs_distances(h, t, [n for k, n in HAND_SOURCES if k == key], directed=directed)
+            got = local_paths.bfs_distances(h, t, [n for k, n in HAND_SOURCES if k == key], directed=directed)
             assert sorted(got.itertuples(index=False)) == sorted((n, d) for k, n, d in expected if k == key)
-    near = L.bfs_distances(h, t, [0], max_dist=1)
+    near = local_paths.bfs_distances(h, t, [0], max_dist=1)
     assert list(near.itertuples(index=False)) == [(0, 0), (1, 1), (2, 1)]
-    assert L.bfs_distances(h, t, [9]).values.tolist() == [[9, 0]]  # a source on no triple
+    assert local_paths.bfs_distances(h, t, [9]).values.tolist() == [[9, 0]]  # a source on no triple
 
 
 def test_distributed_by_hand_is_partition_independent(spark):
     triples = spark.createDataFrame(HAND_TRIPLES, TRIPLE_SCHEMA)
     pairs = spark.createDataFrame(HAND_PAIRS, PAIR_SCHEMA)
-    runs = [P.shortest_path_edges(triples.repartition(n), pairs.repartition(n)) for n in (1, 7)]
+    runs = [graph_paths.shortest_path_edges(triples.repartition(n), pairs.repartition(n)) for n in (1, 7)]
     for edges, summary in runs:
         assertDataFrameEqual(summary, spark.createDataFrame(HAND_SUMMARY, SUMMARY_SCHEMA), rtol=0, atol=0)
         assertDataFrameEqual(edges, spark.createDataFrame(HAND_EDGES, EDGE_SCHEMA))
@@ -84,16 +84,16 @@ def test_distributed_by_hand_is_partition_independent(spark):
         assertDataFrameEqual(one, seven, rtol=0, atol=0)
     # undirected distances: the random graphs below; here the directed walk, cut at 2 steps
     sources = spark.createDataFrame(HAND_SOURCES, "key int, node int")
-    directed = P.bfs_distances(triples.repartition(7), sources, max_dist=2, directed=True)
+    directed = graph_paths.bfs_distances(triples.repartition(7), sources, max_dist=2, directed=True)
     near = [row for row in DIRECTED if row[2] <= 2]
     assertDataFrameEqual(directed, spark.createDataFrame(near, DISTANCE_SCHEMA))
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="count"):
-        L.shortest_path_edges(np.array([0]), np.array([0]), np.array([1]), 0, 1, count="walks")
+        local_paths.shortest_path_edges(np.array([0]), np.array([0]), np.array([1]), 0, 1, count="walks")
     with pytest.raises(ValueError, match="max_dist"):
-        P.bfs_distances(None, None, max_dist=-1)
+        graph_paths.bfs_distances(None, None, max_dist=-1)
 
 
 # Random multigraphs on nodes 0..7 (self-loops, parallel and repeated triples arise); endpoints and sources
@@ -149,7 +149,7 @@ def test_random_multigraphs_against_networkx(spark, batch, max_dist):
         distance_rows += [(g, 10 * g + node, dist) for node, dist in expected.items()]
         h, r, t = np.array(triples, dtype=np.int64).reshape(-1, 3).T
         for directed in (False, True):
-            local = L.bfs_distances(h, t, sources, max_dist=max_dist, directed=directed)
+            local = local_paths.bfs_distances(h, t, sources, max_dist=max_dist, directed=directed)
             assert dict(local.itertuples(index=False)) == _networkx_distances(triples, sources, max_dist, directed)
         for k, (s, a) in enumerate(pairs):
             pair_id = 3 * g + k
@@ -158,18 +158,20 @@ def test_random_multigraphs_against_networkx(spark, batch, max_dist):
             distance, n_paths, n_node_paths, nodes, on_path = _networkx_paths(set(triples), s, a)
             summary_rows.append((pair_id, distance, n_paths, len(nodes), len(on_path)))
             edge_rows += [(pair_id, 10 * g + x, y, 10 * g + z) for x, y, z in on_path]
-            got = L.shortest_path_edges(h, r, t, s, a)
+            got = local_paths.shortest_path_edges(h, r, t, s, a)
             assert (got.distance, got.n_paths, got.n_sp_nodes, got.n_sp_triples) == summary_rows[-1][1:]
             assert set(got.edges.itertuples(index=False, name=None)) == on_path
-            assert L.shortest_path_edges(h, r, t, s, a, count="nodes").n_paths == n_node_paths
+            assert local_paths.shortest_path_edges(h, r, t, s, a, count="nodes").n_paths == n_node_paths
     triples = spark.createDataFrame(triple_rows, TRIPLE_SCHEMA)
     pairs = spark.createDataFrame(pair_rows, PAIR_SCHEMA)
-    edges, summary = P.shortest_path_edges(triples.repartition(7), pairs)
+    edges, summary = graph_paths.shortest_path_edges(triples.repartition(7), pairs)
     assertDataFrameEqual(summary, spark.createDataFrame(summary_rows, SUMMARY_SCHEMA), rtol=0, atol=0)
     assertDataFrameEqual(edges, spark.createDataFrame(edge_rows, EDGE_SCHEMA))
-    local_edges, local_summary = L.shortest_paths_per_group(spark.createDataFrame(frame_rows, EDGE_SCHEMA), pairs)
+    local_edges, local_summary = local_paths.shortest_paths_per_group(
+        spark.createDataFrame(frame_rows, EDGE_SCHEMA), pairs
+    )
     assertDataFrameEqual(local_summary, summary, rtol=0, atol=0)
     assertDataFrameEqual(local_edges, edges)
     sources = spark.createDataFrame(source_rows, "key int, node int")
-    distances = P.bfs_distances(triples, sources, max_dist=max_dist)
+    distances = graph_paths.bfs_distances(triples, sources, max_dist=max_dist)
     assertDataFrameEqual(distances, spark.createDataFrame(distance_rows, DISTANCE_SCHEMA))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from kgbrink.graph import triangles as T
+from kgbrink.graph import triangles
 
 SCHEMA = "h int, r int, t int"
 # Spec App. A.3: a=0, b=1, c=2, d=3; r=0, s=1. G^r is the triangle a-b-c plus c-d, G^s is a-d.
@@ -36,11 +36,11 @@ def test_appendix_a3_and_a_star_by_hand(spark):
     expected = [(0, 0, 2, 1, 1.0), (0, 1, 2, 1, 1.0), (0, 2, 3, 1, 1 / 3), (0, 3, 1, 0, 0.0)]
     expected += [(1, 0, 1, 0, 0.0), (1, 3, 1, 0, 0.0), (2, 10, 5, 0, 0.0)]
     expected += [(2, leaf, 1, 0, 0.0) for leaf in range(11, 16)]
-    assertDataFrameEqual(T.relation_triangles(triples), expected)
+    assertDataFrameEqual(triangles.relation_triangles(triples), expected)
     # C = c^r + c^s = (1, 1, 1/3, 0) on a..d, zeros kept; the star's nodes have C = 0. One wedge (next test):
     # a cap of 1 lets the join run.
     sums = [(0, 1.0), (1, 1.0), (2, 1 / 3), (3, 0.0)] + [(x, 0.0) for x in range(10, 16)]
-    assertDataFrameEqual(T.clustering_sum(triples, max_wedges=1), sums)
+    assertDataFrameEqual(triangles.clustering_sum(triples, max_wedges=1), sums)
 
 
 def test_degree_order_centres_no_wedge_on_the_hub_and_the_cap_is_checked_first(spark):
@@ -49,7 +49,7 @@ def test_degree_order_centres_no_wedge_on_the_hub_and_the_cap_is_checked_first(s
     # out-degree 2 and the one wedge (b, c). G^s: a -> d. The star: every leaf (1, x) -> hub (5, 10), out-degree
     # 1 each, no wedge (ordered by id alone the hub would centre C(5, 2) = 10). Budget = 1 > 0: refused.
     with pytest.raises(ValueError, match=r"needs 1 wedges, over max_wedges=0"):
-        T.relation_triangles(triples, max_wedges=0)
+        triangles.relation_triangles(triples, max_wedges=0)
 
 
 def _draw(n: int) -> list[list[tuple[int, int, int]]]:
@@ -89,10 +89,10 @@ def test_random_multigraphs_equal_networkx_in_one_job_whatever_the_partitioning(
     batched = [(g * NODES + h, g * RELS + r, g * NODES + t) for g, graph in enumerate(drawn) for h, r, t in graph]
     frame = spark.createDataFrame(batched, SCHEMA)
     one, seven = frame.repartition(1), frame.repartition(7)
-    result = T.relation_triangles(seven)
-    sums = T.clustering_sum(seven)
-    assertDataFrameEqual(T.relation_triangles(one), result, rtol=0, atol=0)
-    assertDataFrameEqual(T.clustering_sum(one), sums, rtol=0, atol=0)
+    result = triangles.relation_triangles(seven)
+    sums = triangles.clustering_sum(seven)
+    assertDataFrameEqual(triangles.relation_triangles(one), result, rtol=0, atol=0)
+    assertDataFrameEqual(triangles.clustering_sum(one), sums, rtol=0, atol=0)
 
     got = {(row.r, row.node): (row.degree, row.triangles, row.clustering) for row in result.collect()}
     got_sums = {row.node: row.c for row in sums.collect()}
@@ -106,4 +106,4 @@ def test_random_multigraphs_equal_networkx_in_one_job_whatever_the_partitioning(
             assert mine[key][:2] == (deg, tri) and mine[key][2] == pytest.approx(c, abs=1e-12), (graph, key)
         mine_sums = {x - g * NODES: c for x, c in got_sums.items() if x // NODES == g}
         assert mine_sums == pytest.approx(total, abs=1e-12), graph
-    assert T.wedge_budget(frame) == budget
+    assert triangles.wedge_budget(frame) == budget

@@ -16,7 +16,7 @@ from kgbrink.core.files import InputError, given_path, reported_path
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import session_setting
 from kgbrink.jobs import ingest as job
-from kgbrink.kg import ingest as T
+from kgbrink.kg import ingest as kg_ingest
 from kgbrink.kg import ntriples
 
 
@@ -47,7 +47,7 @@ def test_wikidata5m_lines_classify_by_first_failing_check(spark):
         "Q2\tP17\tQ30\r",  # CRLF line ending is fine
         "Q1234567890123456789\tP31\tQ5",  # 19 digits would overflow the integer codec
     ]
-    parsed = T.parse_delimited_triples(lines_df(spark, lines), T.WIKIDATA5M)
+    parsed = kg_ingest.parse_delimited_triples(lines_df(spark, lines), kg_ingest.WIKIDATA5M)
     assertDataFrameEqual(
         parsed.select("row_id", "status", "reason", "h_key", "r_key", "t_key"),
         [
@@ -65,15 +65,15 @@ def test_wikidata5m_lines_classify_by_first_failing_check(spark):
     details = {r["row_id"]: r["detail"] for r in parsed.filter("status = 'quarantined'").collect()}
     assert details[1] == "expected 3 fields separated by '\\t', got 2"
     assert details[6] == "field t = 'Q05' does not match Q[1-9][0-9]{0,17}"
-    percent = T.TripleFormat("x", entity_pattern="[a-z%]+")  # a % in a pattern must not break the detail text
-    bad = T.parse_delimited_triples(lines_df(spark, ["A\tr\tb"]), percent).collect()[0]
+    percent = kg_ingest.TripleFormat("x", entity_pattern="[a-z%]+")  # a % in a pattern must not break the detail text
+    bad = kg_ingest.parse_delimited_triples(lines_df(spark, ["A\tr\tb"]), percent).collect()[0]
     assert bad["detail"] == "field h = 'A' does not match [a-z%]+"
 
 
 def test_quoted_fields_and_column_order(spark):
-    fmt = T.TripleFormat("delimited", delimiter=",", columns=("h", "t", "r"), quote='"')
+    fmt = kg_ingest.TripleFormat("delimited", delimiter=",", columns=("h", "t", "r"), quote='"')
     lines = ['"7","72",aunt_of', '"7,8","72",aunt_of', '7,"7"2",aunt_of', '"",1,r']
-    parsed = T.parse_delimited_triples(lines_df(spark, lines), fmt)
+    parsed = kg_ingest.parse_delimited_triples(lines_df(spark, lines), fmt)
     assertDataFrameEqual(
         parsed.select("row_id", "reason", "h_key", "r_key", "t_key"),
         [
@@ -84,7 +84,7 @@ def test_quoted_fields_and_column_order(spark):
         ],
     )
     with pytest.raises(ValueError, match="permutation"):
-        T.TripleFormat("x", columns=("h", "h", "t"))
+        kg_ingest.TripleFormat("x", columns=("h", "h", "t"))
 
 
 def test_ntriples_keep_entity_edges_and_skip_the_rest(spark):
@@ -122,7 +122,7 @@ def test_ntriples_keep_entity_edges_and_skip_the_rest(spark):
 def test_aliases_first_alias_is_label_and_a_repeated_key_keeps_its_smallest_label(spark):
     lines = ["Q1\tuniverse\tcosmos", "Q2\tEarth", "Q2\tAlpha", "Q3", "Q4\t", "X\tfoo"]
     frame = lines_df(spark, lines).withColumn("source_file", F.lit("a.txt"))
-    parsed = T.parse_aliases(frame, r"Q[1-9][0-9]*")
+    parsed = kg_ingest.parse_aliases(frame, r"Q[1-9][0-9]*")
     assertDataFrameEqual(
         parsed.select("row_id", "status", "reason", "key", "label"),
         [
@@ -134,16 +134,16 @@ def test_aliases_first_alias_is_label_and_a_repeated_key_keeps_its_smallest_labe
             (5, "quarantined", "bad_alias_key", None, None),
         ],
     )
-    assertDataFrameEqual(T.alias_labels(parsed), [("Q1", "universe", 1), ("Q2", "Alpha", 2)])
+    assertDataFrameEqual(kg_ingest.alias_labels(parsed), [("Q1", "universe", 1), ("Q2", "Alpha", 2)])
 
 
 def test_assign_ids_keeps_existing_ids_and_numbers_new_keys_in_code_order(spark):
     existing = spark.createDataFrame([(0, "Q9"), (1, "Q1")], "id int, code string")
     codes = spark.createDataFrame([("Q1",), ("Q30",), ("Q4",), ("Q30",)], "code string")
-    assertDataFrameEqual(T.assign_ids(codes, existing), [(0, "Q9"), (1, "Q1"), (2, "Q30"), (3, "Q4")])
-    assertDataFrameEqual(T.assign_ids(codes, None), [(0, "Q1"), (1, "Q30"), (2, "Q4")])
+    assertDataFrameEqual(kg_ingest.assign_ids(codes, existing), [(0, "Q9"), (1, "Q1"), (2, "Q30"), (3, "Q4")])
+    assertDataFrameEqual(kg_ingest.assign_ids(codes, None), [(0, "Q1"), (1, "Q30"), (2, "Q4")])
     numeric = spark.createDataFrame([(30,), (4,), (1000,)], "code long")
-    assertDataFrameEqual(T.assign_ids(numeric, None), [(0, 4), (1, 30), (2, 1000)])
+    assertDataFrameEqual(kg_ingest.assign_ids(numeric, None), [(0, 4), (1, 30), (2, 1000)])
 
 
 @pytest.mark.parametrize("broadcast", [True, False])
@@ -156,7 +156,7 @@ def test_encode_triples_collapses_only_repeats_and_fails_on_a_code_without_id(sp
     relations = spark.createDataFrame([(0, 8), (1, 7)], "id int, code long")
 
     def encode(ents, rels):
-        return T.encode_triples(good, ents, rels, broadcast, ["train", "valid", "test"], (2, 2), 3)
+        return kg_ingest.encode_triples(good, ents, rels, broadcast, ["train", "valid", "test"], (2, 2), 3)
 
     assertDataFrameEqual(encode(entities, relations), [(1, 1, 0, "train"), (1, 1, 0, "test"), (0, 0, 1, "train")])
     with pytest.raises(Exception, match=r"internal: field [ht] \(key code 2\) has no id in the entities dictionary"):
@@ -165,13 +165,13 @@ def test_encode_triples_collapses_only_repeats_and_fails_on_a_code_without_id(sp
         encode(entities, relations.filter("code != 8")).collect()
     # an id beyond the sizes the job passed would corrupt the packed key: it fails instead
     with pytest.raises(Exception, match=r"internal: column [ht] = 2 does not fit 1 bits"):
-        T.encode_triples(
+        kg_ingest.encode_triples(
             good, entities.withColumn("id", F.col("id") + 1), relations, broadcast, ["train", "test"], (2, 2), 3
         ).collect()
 
 
 def test_prefixed_integer_codec_round_trips(spark):
-    codec = T.KeyCodec("Q")
+    codec = kg_ingest.KeyCodec("Q")
     frame = spark.createDataFrame([("Q1",), ("Q42",), ("Q9007199254740993",)], "key string")
     back = frame.select(codec.code(F.col("key")).alias("code")).select(codec.key(F.col("code")).alias("key"))
     assertDataFrameEqual(back, frame)

@@ -13,8 +13,8 @@ from pyspark.sql import functions as F
 
 from kgbrink.cli import main
 from kgbrink.core.settings import ConfigError, load_config
-from kgbrink.mcq import options as O
-from kgbrink.mcq import render as R
+from kgbrink.mcq import options as mcq_options
+from kgbrink.mcq import render
 from tests.conftest import PROJECT_ROOT
 from tests.test_cli import _conf_args
 
@@ -43,11 +43,11 @@ def _build(spark, triples, plan, scores=None, n=10, vectors=None, n_entities=N_E
     """The pipeline of the job on in-memory tables: sample, queries, exclusions (all splits), degrees and
     pools (train), the questions."""
     kg = triples.where("split = 'train'").select("h", "r", "t")
-    sampled = O.sample_triples(triples.where("split = 'test'"), n, plan.seed)
-    queries = O.queries(sampled).localCheckpoint()
-    excluded = O.excluded_entities(queries, triples)
-    degrees = O.topic_degrees(kg, queries)
-    return O.build(queries, excluded, degrees, kg, n_entities, plan, scores, vectors).toPandas()
+    sampled = mcq_options.sample_triples(triples.where("split = 'test'"), n, plan.seed)
+    queries = mcq_options.queries(sampled).localCheckpoint()
+    excluded = mcq_options.excluded_entities(queries, triples)
+    degrees = mcq_options.topic_degrees(kg, queries)
+    return mcq_options.build(queries, excluded, degrees, kg, n_entities, plan, scores, vectors).toPandas()
 
 
 def _one(frame: pd.DataFrame, h, r, t, task, difficulty) -> pd.Series:
@@ -60,7 +60,7 @@ def _one(frame: pd.DataFrame, h, r, t, task, difficulty) -> pd.Series:
 def test_hand_written_kg_gives_the_hand_computed_options(spark):
     triples = _triples(spark, {"train": TRAIN, "valid": VALID, "test": TEST})
     scores = spark.createDataFrame(SCORES, SCORE_SCHEMA)
-    q = _build(spark, triples, O.Plan(["easy", "medium", "hard"], seed=SEED), scores)
+    q = _build(spark, triples, mcq_options.Plan(["easy", "medium", "hard"], seed=SEED), scores)
     assert len(q) == 2 * 2 * 3 and q.complete.all()
     # (0, likes, ?), gold 3: true answers 1, 2 (train), 3; the query entity 0. Hard: 1 (true), 0 (query),
     # 3 (gold) and 7 (NaN) are out; 5 keeps its best score 0.75 -> 6 (0.8), 5 (0.75), 8 (0.7)
@@ -100,7 +100,7 @@ def test_hand_written_kg_gives_the_hand_computed_options(spark):
 def test_hard_restricted_to_the_medium_pool_and_typed_medium_pools(spark):
     triples = _triples(spark, {"train": TRAIN, "valid": VALID, "test": TEST})
     scores = spark.createDataFrame(SCORES, SCORE_SCHEMA)
-    plan = O.Plan(["medium", "hard"], seed=SEED, type_relation=2, restrict_to_medium_pool=True)
+    plan = mcq_options.Plan(["medium", "hard"], seed=SEED, type_relation=2, restrict_to_medium_pool=True)
     q = _build(spark, triples, plan, scores)
     # pool {1, 2, 6, 8, 10}: of the scored candidates only 6 (0.8) and 8 (0.7) -> one easy fill
     hard = _one(q, 0, 0, 3, "tail prediction", "hard")
@@ -113,9 +113,9 @@ def test_hard_restricted_to_the_medium_pool_and_typed_medium_pools(spark):
 def test_errors_name_what_is_missing(spark):
     triples = _triples(spark, {"train": TRAIN, "test": TEST})
     with pytest.raises(ValueError, match="needs a candidate-score table"):
-        _build(spark, triples, O.Plan(["hard"], seed=SEED))
+        _build(spark, triples, mcq_options.Plan(["hard"], seed=SEED))
     with pytest.raises(ValueError, match="needs entity vectors"):
-        _build(spark, triples, O.Plan(["hard"], seed=SEED, hard_mode="embedding_neighbours"))
+        _build(spark, triples, mcq_options.Plan(["hard"], seed=SEED, hard_mode="embedding_neighbours"))
 
 
 def test_embedding_neighbours_are_the_nearest_wrong_entities(spark):
@@ -124,7 +124,7 @@ def test_embedding_neighbours_are_the_nearest_wrong_entities(spark):
     vectors = spark.createDataFrame(
         [(e, [float(e), 0.0]) for e in range(N_ENTITIES) if e != 4], "entity int, vec array<float>"
     )
-    q = _build(spark, triples, O.Plan(["hard"], seed=SEED, hard_mode="embedding_neighbours"), vectors=vectors)
+    q = _build(spark, triples, mcq_options.Plan(["hard"], seed=SEED, hard_mode="embedding_neighbours"), vectors=vectors)
     # gold 3 of (0, likes, ?): nearest 2 (true), 4 (no vector), 1 (true), 5, 0 (query), 6 -> 5, 6, 7
     assert set(_one(q, 0, 0, 3, "tail prediction", "hard").options) == {3, 5, 6, 7}
     # gold 0 of (?, likes, 3): 1, 2 (d 1, 2), 3 is the query entity, 4 has no vector -> 1, 2, 5
@@ -172,7 +172,7 @@ def test_invariants_fallbacks_and_typed_pools_on_a_random_kg(spark):
     n, splits, score_rows = _random_kg()
     triples = _triples(spark, splits)
     scores = spark.createDataFrame(score_rows, SCORE_SCHEMA)
-    plan = O.Plan(["easy", "medium", "hard"], seed=7, type_relation=3)
+    plan = mcq_options.Plan(["easy", "medium", "hard"], seed=7, type_relation=3)
     q = _build(spark, triples, plan, scores, n=150, n_entities=n)
     assert len(q) == 150 * 2 * 3 and q.complete.all()
     known = [t for ts in splits.values() for t in ts]
@@ -232,13 +232,13 @@ def test_draw_batches_and_the_hard_shortlist_do_not_change_the_options(spark, mo
     n, splits, score_rows = _random_kg(9)
     triples = _triples(spark, splits)
     scores = spark.createDataFrame(score_rows, SCORE_SCHEMA)
-    plan = O.Plan(["easy", "medium", "hard"], seed=5, type_relation=3)
-    hard = O.hard_from_scores
+    plan = mcq_options.Plan(["easy", "medium", "hard"], seed=5, type_relation=3)
+    hard = mcq_options.hard_from_scores
     one_batch = lambda total, per_round: [(lo, lo + per_round) for lo in range(0, total, per_round)]  # noqa: E731
     results = []
-    for batches, first in ((O._batches, 16), (one_batch, 1)):
-        monkeypatch.setattr(O, "_batches", batches)
-        monkeypatch.setattr(O, "hard_from_scores", lambda *a, _f=first, **k: hard(*a, **k, first=_f))
+    for batches, first in ((mcq_options._batches, 16), (one_batch, 1)):
+        monkeypatch.setattr(mcq_options, "_batches", batches)
+        monkeypatch.setattr(mcq_options, "hard_from_scores", lambda *a, _f=first, **k: hard(*a, **k, first=_f))
         q = _build(spark, triples, plan, scores, n=60, n_entities=n)
         results.append(q.assign(options=q.options.map(list)).sort_values("id").reset_index(drop=True))
     pd.testing.assert_frame_equal(results[0], results[1])
@@ -247,7 +247,7 @@ def test_draw_batches_and_the_hard_shortlist_do_not_change_the_options(spark, mo
 
 def test_identical_questions_whatever_the_partitioning(spark):
     n, splits, score_rows = _random_kg(5)
-    plan = O.Plan(["easy", "medium", "hard"], seed=11, type_relation=3)
+    plan = mcq_options.Plan(["easy", "medium", "hard"], seed=11, type_relation=3)
     results = []
     shuffle = spark.conf.get("spark.sql.shuffle.partitions")
     try:
@@ -275,16 +275,16 @@ def test_position_variants_and_prompt_text(spark):
         }
     )
     for p, expected in enumerate([[7, 6, 5, 8], [5, 7, 6, 8], [5, 6, 7, 8], [5, 6, 8, 7]]):
-        row = R.fixed_position(frame, p).first()
+        row = render.fixed_position(frame, p).first()
         assert list(row.options) == expected and row.gold_position == p and row.option_names[p] == "gold"
-    record = R.records(frame, "text", 4).first().asDict()
+    record = render.records(frame, "text", 4).first().asDict()
     assert record["answer"] == "C" and [record[x] for x in "ABCD"] == ["a", "b", "gold", "d"]
     assert record["prompt"] == (
         "The incomplete triple is:\n(h, likes, <mask>)\n\nComplete the triple by answering the following "
         "question:\nWhat does h likes?\nA. a\nB. b\nC. gold\nD. d\n\nReply with the correct option ID (A/B/C/D). "
         "Do not reply any other words."
     )
-    assert record["system"] == R.SYSTEM_PROMPT and record["triple"] == ["h", "likes", "t"]
+    assert record["system"] == render.SYSTEM_PROMPT and record["triple"] == ["h", "likes", "t"]
 
 
 def test_mcq_settings_are_checked():
@@ -358,7 +358,7 @@ def test_probekgc_wn_statistics_through_the_cli(spark, config, wn18rr, tmp_path)
         ]
         assert len(fixed) == 4000 and all(r["answer"] == letter == r["fixed_position"] for r in fixed)
     text = json.loads((out / "text" / "test_medium.jsonl").read_text().splitlines()[0])
-    assert text["prompt"].startswith("The incomplete triple is:\n(") and text["system"] == R.SYSTEM_PROMPT
+    assert text["prompt"].startswith("The incomplete triple is:\n(") and text["system"] == render.SYSTEM_PROMPT
     ids = json.loads((out / "ids" / "test_simple.jsonl").read_text().splitlines()[0])
     assert isinstance(ids["A"], int)
 

@@ -19,7 +19,7 @@ from kgbrink.cli import main
 from kgbrink.core.delta import read_table
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import score_mcq
-from kgbrink.mcq import scoring as S
+from kgbrink.mcq import scoring
 
 QUESTION_SCHEMA = (
     "id string, h int, r int, t int, task string, query_entity int, gold int, difficulty string, "
@@ -38,7 +38,7 @@ GOLD = {"easy": (0, 1, 2, 3), "medium": (1, 2, 0, 3), "hard": (3, 0, 1, 2)}  # g
 
 def _oracle(scores: list, kind: str, api_raw: bool = False) -> tuple[float, int]:
     """NKD and argmax by numpy: KL(u || p) = sum u (ln u - ln p), p = softmax (or the raw log-probs)."""
-    s = np.array([S.MISSING_LOGPROB if v is None else v for v in scores], dtype=float)
+    s = np.array([scoring.MISSING_LOGPROB if v is None else v for v in scores], dtype=float)
     log_p = s if (kind == "logprobs" and api_raw) else s - (s.max() + np.log(np.exp(s - s.max()).sum()))
     k = len(s)
     kl = float(np.sum((1 / k) * (np.log(1 / k) - log_p)))
@@ -47,11 +47,11 @@ def _oracle(scores: list, kind: str, api_raw: bool = False) -> tuple[float, int]
 
 def _nkd_rows(spark, rows: list[tuple[str, list]], api_raw: bool = False) -> list:
     frame = spark.createDataFrame(rows, "kind string, scores array<double>")
-    value = F.when(F.col("kind") == "logits", S.nkd_of(F.col("scores"), "logits", api_raw)).otherwise(
-        S.nkd_of(F.col("scores"), "logprobs", api_raw)
+    value = F.when(F.col("kind") == "logits", scoring.nkd_of(F.col("scores"), "logits", api_raw)).otherwise(
+        scoring.nkd_of(F.col("scores"), "logprobs", api_raw)
     )
-    filled = F.transform("scores", lambda x: F.coalesce(x, F.lit(S.MISSING_LOGPROB)))
-    return frame.select(value.alias("nkd"), S.argmax_first(filled).alias("pred")).collect()
+    filled = F.transform("scores", lambda x: F.coalesce(x, F.lit(scoring.MISSING_LOGPROB)))
+    return frame.select(value.alias("nkd"), scoring.argmax_first(filled).alias("pred")).collect()
 
 
 # --------------------------------------------------------------------------------------------- App. A.4
@@ -76,9 +76,10 @@ def test_appendix_a4_nkd_values(spark):
     assert logits["nkd"] == pytest.approx(0.107398, abs=5e-7)
     # the authors' API mode: a letter outside the top-20 is -1e5 and nothing is renormalised: KL / 4 = 6250.34
     raw = spark.createDataFrame([([-0.01, -5.0, None, -6.0],)], "scores array<double>")
-    filled = F.transform("scores", lambda x: F.coalesce(x, F.lit(S.MISSING_LOGPROB)))
+    filled = F.transform("scores", lambda x: F.coalesce(x, F.lit(scoring.MISSING_LOGPROB)))
     row = raw.select(
-        S.nkd_of(F.col("scores"), "logprobs", api_raw=True).alias("nkd"), (S.kl_uniform(filled) / 4).alias("kl4")
+        scoring.nkd_of(F.col("scores"), "logprobs", api_raw=True).alias("nkd"),
+        (scoring.kl_uniform(filled) / 4).alias("kl4"),
     ).first()
     assert row["kl4"] == pytest.approx(6250.34, abs=5e-3) and row["nkd"] == 1.0
     (renormalised,) = _nkd_rows(spark, [("logprobs", [-0.01, -5.0, None, -6.0])])
@@ -127,18 +128,23 @@ def test_nkd_and_prediction_equal_a_numpy_oracle(spark, rows, api_raw):
 def test_quantile_groups_keep_equal_degrees_together():
     # 10 questions by degree: 1 x3, 2 x1, 5 x4, 7 x2; a degree goes to the group its first question falls in
     # (floor(before * G / N), as PROBE's popularity groups): degree 5 starts at 4 < 5, so [1,5] and [7,7]
-    groups = S.quantile_groups([(5, 4), (1, 3), (7, 2), (2, 1)], 2)
+    groups = scoring.quantile_groups([(5, 4), (1, 3), (7, 2), (2, 1)], 2)
     assert groups == {1: "[1,5]", 2: "[1,5]", 5: "[1,5]", 7: "[7,7]"}
-    assert S.quantile_groups([(3, 10)], 4) == {3: "[3,3]"}
-    four = S.quantile_groups([(d, 1) for d in range(8)], 4)
+    assert scoring.quantile_groups([(3, 10)], 4) == {3: "[3,3]"}
+    four = scoring.quantile_groups([(d, 1) for d in range(8)], 4)
     assert [four[d] for d in range(8)] == ["[0,1]"] * 2 + ["[2,3]"] * 2 + ["[4,5]"] * 2 + ["[6,7]"] * 2
-    assert sorted(["[8,16)", "[1,2)", "[0,1)", "[2,4)"], key=S.group_order) == ["[0,1)", "[1,2)", "[2,4)", "[8,16)"]
+    assert sorted(["[8,16)", "[1,2)", "[0,1)", "[2,4)"], key=scoring.group_order) == [
+        "[0,1)",
+        "[1,2)",
+        "[2,4)",
+        "[8,16)",
+    ]
 
 
 def test_log2_groups_by_bit_length(spark):
     degrees = [0, 1, 2, 3, 4, 7, 8, 2**31 - 1, 2**31, 2**40 + 5, None]
     frame = spark.createDataFrame([(d,) for d in degrees], "d long")
-    got = [r[0] for r in frame.select(S.log2_group(F.col("d"))).collect()]
+    got = [r[0] for r in frame.select(scoring.log2_group(F.col("d"))).collect()]
     assert got == [
         "[0,1)",
         "[1,2)",
@@ -306,22 +312,22 @@ def test_quantile_degree_groups_and_parquet_predictions_of_two_models(spark, con
 
 
 BAD_LINES = [
-    ("{not json", S.MALFORMED_RECORD),
-    ("[1, 2, 3]", S.MALFORMED_RECORD),
-    ('{"id": "t1-tail-hard", "logits": "high"}', S.MALFORMED_RECORD),
-    ('{"letter": "A"}', S.MISSING_ID),
-    ('{"id": "t1-tail-hard"}', S.MISSING_PREDICTION),
-    ('{"id": "t1-tail-hard", "logits": [1, 0, 0, 0], "logprobs": [-1, -2, -3, -4]}', S.CONFLICTING_SCORES),
-    ('{"id": "nope", "letter": "A"}', S.UNKNOWN_ID),
-    ('{"id": "t1-tail-hard", "letter": "A", "fixed_position": "E"}', S.BAD_FIXED_POSITION),
-    ('{"id": "t1-tail-hard", "logits": [1, 0, 0]}', S.WRONG_OPTION_COUNT),
-    ('{"id": "t1-tail-hard", "logprobs": [NaN, -1, -1, -1]}', S.NON_FINITE_SCORE),
-    ('{"id": "t1-tail-hard", "logits": [1, null, 0, 0]}', S.NON_FINITE_SCORE),
-    ('{"id": "t1-tail-hard", "logprobs": [0.5, -1, -1, -1]}', S.LOGPROB_ABOVE_ZERO),
-    ('{"id": "t1-tail-hard", "letter": "E"}', S.UNKNOWN_LETTER),
-    ('{"id": "t1-head-hard", "letter": "answer: B"}', S.UNKNOWN_LETTER),
-    ('{"id": "t2-head-hard", "letter": "A"}', S.DUPLICATE_ID),
-    ('{"id": "t2-head-hard", "letter": "B"}', S.DUPLICATE_ID),
+    ("{not json", scoring.MALFORMED_RECORD),
+    ("[1, 2, 3]", scoring.MALFORMED_RECORD),
+    ('{"id": "t1-tail-hard", "logits": "high"}', scoring.MALFORMED_RECORD),
+    ('{"letter": "A"}', scoring.MISSING_ID),
+    ('{"id": "t1-tail-hard"}', scoring.MISSING_PREDICTION),
+    ('{"id": "t1-tail-hard", "logits": [1, 0, 0, 0], "logprobs": [-1, -2, -3, -4]}', scoring.CONFLICTING_SCORES),
+    ('{"id": "nope", "letter": "A"}', scoring.UNKNOWN_ID),
+    ('{"id": "t1-tail-hard", "letter": "A", "fixed_position": "E"}', scoring.BAD_FIXED_POSITION),
+    ('{"id": "t1-tail-hard", "logits": [1, 0, 0]}', scoring.WRONG_OPTION_COUNT),
+    ('{"id": "t1-tail-hard", "logprobs": [NaN, -1, -1, -1]}', scoring.NON_FINITE_SCORE),
+    ('{"id": "t1-tail-hard", "logits": [1, null, 0, 0]}', scoring.NON_FINITE_SCORE),
+    ('{"id": "t1-tail-hard", "logprobs": [0.5, -1, -1, -1]}', scoring.LOGPROB_ABOVE_ZERO),
+    ('{"id": "t1-tail-hard", "letter": "E"}', scoring.UNKNOWN_LETTER),
+    ('{"id": "t1-head-hard", "letter": "answer: B"}', scoring.UNKNOWN_LETTER),
+    ('{"id": "t2-head-hard", "letter": "A"}', scoring.DUPLICATE_ID),
+    ('{"id": "t2-head-hard", "letter": "B"}', scoring.DUPLICATE_ID),
 ]
 
 
@@ -408,7 +414,7 @@ def test_delta_predictions_are_read_at_one_version_and_bad_rows_keep_the_row(spa
     opts = score_mcq.ScoreMcqOptions(predictions=path, questions=hand_questions, out=str(tmp_path / "o"), model="D")
     summary = score_mcq.run(JobContext(spark, config), opts)
     assert summary.params["format"] == "delta" and summary.inputs["predictions"].version == 0
-    assert summary.counts["quarantined_by_reason"] == {S.UNKNOWN_ID: 1}
+    assert summary.counts["quarantined_by_reason"] == {scoring.UNKNOWN_ID: 1}
     assert summary.counts["letters_disagreeing_with_scores"] == 0  # letter A = argmax of the uniform tie
     (bad,) = read_table(spark, summary.outputs["mcq_quarantine"].path).collect()
     assert bad["line_number"] is None and bad["source_file"] == path and json.loads(bad["line"])["id"] == "nope"
@@ -448,9 +454,9 @@ def test_lines_that_are_no_prediction_are_quarantined_and_change_nothing_else(sp
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "junk.jsonl"
         path.write_text("\n".join(lines) + "\n")
-        predictions = S.read_predictions(spark, str(path), "jsonl", [str(path)], None, None)
-        checked = S.validate(predictions.where(~F.col("_skip")), read_table(spark, hand_questions)).collect()
+        predictions = scoring.read_predictions(spark, str(path), "jsonl", [str(path)], None, None)
+        checked = scoring.validate(predictions.where(~F.col("_skip")), read_table(spark, hand_questions)).collect()
     good = sorted((r["id"], r["letter"], r["logits"]) for r in checked if r["reason"] is None)
     assert good == sorted((p["id"], p.get("letter"), p.get("logits")) for p in clean)
     bad = [r for r in checked if r["reason"] is not None]
-    assert len(bad) == len(junk) and all(r["reason"] in S.REASONS for r in bad)
+    assert len(bad) == len(junk) and all(r["reason"] in scoring.REASONS for r in bad)

@@ -179,7 +179,13 @@ def test_thresholds_and_initial_support_prune_candidates(spark):
     relation_ids = {r: i for i, r in enumerate(sorted(HAND))}
     triples = _triples(spark, HAND, relation_ids)
     names = {i: r for r, i in relation_ids.items()}
-    strict = mining.mine(triples, names, mining.MiningParams(max_atoms=2, min_head_coverage=0.5, min_initial_support=4))
+    strict = mining.mine(
+        triples,
+        names,
+        mining.MiningParams(
+            max_atoms=2, min_head_coverage=0.5, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=4
+        ),
+    )
     # only relations with >= 4 facts are heads (knows, livesIn, parent); max_atoms 2: one body atom
     assert {c.head.relation for c in strict.candidates} <= {"knows", "livesIn", "parent"}
     assert all(c.length == 2 and c.metrics["head_coverage"] >= 0.5 for c in strict.candidates)
@@ -203,11 +209,15 @@ def test_maximal_chain_bodies_ruled_out_by_their_lower_bound_are_not_sized(spark
     candidates = spark.createDataFrame(
         [(5, 0, 1, 3, 1), (5, 0, 2, 3, 1)], "r int, a0 int, a1 int, support long, functional_var int"
     )
-    params = mining.MiningParams(max_atoms=3, min_std_confidence=0.5, max_body_paths=9)
+    params = mining.MiningParams(
+        max_atoms=3, min_head_coverage=0.01, min_std_confidence=0.5, min_pca_confidence=0.0, max_body_paths=9
+    )
     assert mining.drops_by_lower_bound(shape, params)
     assertDataFrameEqual(mining.affordable_bodies(shape, candidates, degrees, params), [(0, 2)], checkRowOrder=False)
     # without the confidence threshold nothing is dropped: 10 + 9 = 19 paths exceed max_body_paths
-    loose = mining.MiningParams(max_atoms=3, min_std_confidence=0.0, max_body_paths=9)
+    loose = mining.MiningParams(
+        max_atoms=3, min_head_coverage=0.01, min_std_confidence=0.0, min_pca_confidence=0.0, max_body_paths=9
+    )
     with pytest.raises(mining.MiningError, match=r"need 19 joined rows .*\(0, 1\): 10 paths, \(0, 2\): 9 paths"):
         mining.affordable_bodies(shape, candidates, degrees, loose)
     # a shorter rule's body size is needed to refine it: no drop below max_atoms
@@ -316,7 +326,9 @@ def test_three_atom_body_supports_in_buckets_and_start_groups_equal_naive_joins(
     one bucket of the facts is partial and must not be thresholded (it was until 2026-11-22). Oracle:
     the chain x-z-w-y as plain joins, distinct head pairs per relation assignment."""
     triples = family_kg[2]
-    params = mining.MiningParams(max_atoms=4, min_head_coverage=0.1, rows_per_batch=20_000)
+    params = mining.MiningParams(
+        max_atoms=4, min_head_coverage=0.1, min_std_confidence=0.0, min_pca_confidence=0.0, rows_per_batch=20_000
+    )
     edges = plan.kg_edges(triples).cache()
     facts = {r["rel"]: r["facts"] for r in plan.relation_profile(edges).collect()}
     heads = sorted(facts)

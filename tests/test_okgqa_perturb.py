@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from kgbrink.graph.hashing import u64
-from kgbrink.okgqa import perturb as P
+from kgbrink.okgqa import perturb
 from kgbrink.okgqa.scorers import Scorer, ScorerInputError, numpy_scores
 
 LEVELS = [0.2, 0.4, 0.6, 0.8, 1.0]
@@ -82,7 +82,7 @@ def _expected_ops(spark, scoped, rows, method, levels, seed, scorer) -> dict[str
             new_r[(row.scope_key, row.h, row.r, row.t)] = row.r if row.new_r is None else row.new_r
     out = {}
     for scope, cands in order.items():
-        wanted = P.operations_count(method, max(levels), len(cands))
+        wanted = perturb.operations_count(method, max(levels), len(cands))
         if method == "RS":
             pairs = [cands[i : i + 2] for i in range(0, len(cands) - 1, 2)]
             units = [[(a, (a[0], b[1], a[2])), (b, (b[0], a[1], b[2]))] for a, b in pairs]
@@ -108,12 +108,12 @@ def _expected_ops(spark, scoped, rows, method, levels, seed, scorer) -> dict[str
 def _check(spark, rows, method, levels, seed, whole_kg, scorer=None):
     scoped = _frame(spark, rows)
     scorer = scorer or SmallestOtherRelation()
-    result = P.perturbation(scoped.drop("split"), method, levels, seed, whole_kg, scorer)
+    result = perturb.perturbation(scoped.drop("split"), method, levels, seed, whole_kg, scorer)
     changed = result.changed.toPandas()
     expected = _expected_ops(spark, scoped.drop("split"), rows, method, levels, seed, scorer)
     sizes = Counter(scope for scope, *_ in rows)
     splits = {(scope, h, r, t): split for scope, h, r, t, split in rows}
-    nested = P.nested_graphs(scoped, result.changed, levels, method).toPandas()
+    nested = perturb.nested_graphs(scoped, result.changed, levels, method).toPandas()
     for scope, n in sizes.items():
         ops = changed[changed.scope_key == scope].sort_values("op_rank")
         assert list(ops.op_rank) == list(range(len(ops)))
@@ -122,12 +122,12 @@ def _check(spark, rows, method, levels, seed, whole_kg, scorer=None):
         if method in ("RS", "RR"):
             assert list(zip(ops.new_h, ops.new_r, ops.new_t)) == [new for _, new in expected[scope]]
         for level in levels:
-            m = P.operations_count(method, level, n)
+            m = perturb.operations_count(method, level, n)
             assert len(ops[ops.level <= level]) == min(m, len(expected[scope])), (scope, level)
     for level in levels:
         counts = result.levels[level]
         assert counts["operations"] == int((changed.level <= level).sum())
-        assert counts["requested"] == sum(P.operations_count(method, level, n) for n in sizes.values())
+        assert counts["requested"] == sum(perturb.operations_count(method, level, n) for n in sizes.values())
         assert counts["reached"] == (counts["operations"] / counts["requested"] if counts["requested"] else 1.0)
         graph = nested[nested.levels.apply(lambda lv, p=level: p in lv)]
         keys = list(zip(graph.scope_key, graph.h, graph.r, graph.t))
@@ -195,7 +195,7 @@ PROPERTY = settings(
 
 
 @pytest.mark.parametrize("whole_kg", [False, True], ids=["subgraph_scope", "kg_scope"])
-@pytest.mark.parametrize("method", P.METHODS)
+@pytest.mark.parametrize("method", perturb.METHODS)
 @PROPERTY
 @given(data=st.data(), seed=st.integers(0, 50), levels=st.sets(st.sampled_from([0.3, 0.5, 1.0]), min_size=1))
 def test_invariants_on_random_multigraphs(spark, method, whole_kg, data, seed, levels):
@@ -226,7 +226,7 @@ def test_rs_swap_that_would_merge_two_triples_is_not_made(spark):
     assert changed.noop.all()  # only swaps within a pair (which change nothing) were made
     counts = result.levels[1.0]
     assert counts["requested"] == 6 and counts["operations"] < 6 and counts["skipped"] > 0
-    graph = P.at_level(P.nested_graphs(_frame(spark, rows), result.changed, [1.0], "RS"), 1.0)
+    graph = perturb.at_level(perturb.nested_graphs(_frame(spark, rows), result.changed, [1.0], "RS"), 1.0)
     assert sorted((r.h, r.r, r.t) for r in graph.collect()) == sorted(row[1:4] for row in rows)
 
 
@@ -256,10 +256,12 @@ def test_splits_do_not_leak_across_levels(spark):
 
 def test_whole_kg_scope_equals_one_scope_and_ignores_partitioning(spark, kg_rows):
     kg = _frame(spark, kg_rows).drop("split")
-    for method in P.METHODS:
+    for method in perturb.METHODS:
         scorer = SmallestOtherRelation()
-        as_scope = P.perturbation(kg.repartition(1), method, LEVELS, 9, False, scorer).changed.select(*OPS).toPandas()
-        whole = P.perturbation(kg.repartition(5), method, LEVELS, 9, True, scorer).changed.select(*OPS).toPandas()
+        as_scope = (
+            perturb.perturbation(kg.repartition(1), method, LEVELS, 9, False, scorer).changed.select(*OPS).toPandas()
+        )
+        whole = perturb.perturbation(kg.repartition(5), method, LEVELS, 9, True, scorer).changed.select(*OPS).toPandas()
         key = ["op_rank"]
         assert as_scope.sort_values(key).reset_index(drop=True).equals(whole.sort_values(key).reset_index(drop=True))
 
@@ -267,15 +269,15 @@ def test_whole_kg_scope_equals_one_scope_and_ignores_partitioning(spark, kg_rows
 def test_levels_and_methods_are_checked(spark, kg_rows):
     kg = _frame(spark, kg_rows).drop("split")
     with pytest.raises(ValueError, match="outside"):
-        P.perturbation(kg, "ED", [0.0, 0.5], 1, False)
+        perturb.perturbation(kg, "ED", [0.0, 0.5], 1, False)
     with pytest.raises(ValueError, match="unknown perturbation method 'XX'"):
-        P.perturbation(kg, "XX", [0.5], 1, False)
+        perturb.perturbation(kg, "XX", [0.5], 1, False)
 
 
 def test_log_rows_name_the_first_level(spark, kg_rows):
     kg = _frame(spark, kg_rows).drop("split")
-    log = P.log_rows(P.perturbation(kg, "ED", LEVELS, 3, False).changed, "ED", 3)
-    assert log.columns == P.LOG_COLUMNS
+    log = perturb.log_rows(perturb.perturbation(kg, "ED", LEVELS, 3, False).changed, "ED", 3)
+    assert log.columns == perturb.LOG_COLUMNS
     first = log.where(F.col("op_rank") == 0).first()
     assert first.level == 0.2 and first.new_h is None
 
@@ -283,9 +285,11 @@ def test_log_rows_name_the_first_level(spark, kg_rows):
 @settings(max_examples=200, deadline=None)
 @given(size=st.integers(1, 5000), key=st.integers(-(2**63), 2**63 - 1), data=st.data())
 def test_seeded_permutation_and_the_free_targets_of_a_bucket(size, key, data):
-    image = P.permuted(np.arange(size), size, key)
+    image = perturb.permuted(np.arange(size), size, key)
     assert sorted(image.tolist()) == list(range(size))
-    assert np.array_equal(P.permuted(np.arange(size)[: size // 2], size, key), image[: size // 2])  # prefixes agree
+    assert np.array_equal(
+        perturb.permuted(np.arange(size)[: size // 2], size, key), image[: size // 2]
+    )  # prefixes agree
     # a bucket of heads, each with its excluded positions and one candidate more than it has free targets
     total = size + 21
     excluded = {h: sorted(data.draw(st.sets(st.integers(0, total - 1), max_size=20))) for h in range(3)}
@@ -294,7 +298,7 @@ def test_seeded_permutation_and_the_free_targets_of_a_bucket(size, key, data):
         columns=["scope_key", "h", "cand_rank", "n_nodes", "key"],
     )
     near = pd.DataFrame([("s", h, x) for h, ex in excluded.items() for x in ex], columns=["scope_key", "h", "pos"])
-    out = P._rewire_heads(own.sample(frac=1, random_state=1), near)
+    out = perturb._rewire_heads(own.sample(frac=1, random_state=1), near)
     for h, ex in excluded.items():
         mine = out[out.h == h].sort_values("cand_rank")
         assert list(mine.made) == [True] * (total - len(ex)) + [False]  # the last candidate has no target left
@@ -304,7 +308,7 @@ def test_seeded_permutation_and_the_free_targets_of_a_bucket(size, key, data):
 
 def test_permutation_draws_are_uniform():
     # element 0 over many keys: a chi-square test over 10 values (p > 0.001 for a fair draw)
-    counts = np.bincount([int(P.permuted(np.arange(1), 10, key)[0]) for key in range(20_000)], minlength=10)
+    counts = np.bincount([int(perturb.permuted(np.arange(1), 10, key)[0]) for key in range(20_000)], minlength=10)
     chi2 = (((counts - 2_000) ** 2) / 2_000).sum()
     assert chi2 < 27.9
 
@@ -324,7 +328,7 @@ def test_embeddings_scorer_scores_and_replaces_by_the_numpy_formula(spark, model
     expected = numpy_scores(f32(ent[h]), f32(rel[r]), f32(ent[t]), model, 12.0)
     assert np.allclose(got.score, expected, atol=1e-9)
     scoped = kg.withColumn("scope_key", F.lit("kg"))
-    changed = P.perturbation(scoped, "RR", [1.0], 1, True, scorer).changed.toPandas()
+    changed = perturb.perturbation(scoped, "RR", [1.0], 1, True, scorer).changed.toPandas()
     for row in changed.itertuples():
         others = [c for c in range(4) if c != row.r]
         s = numpy_scores(f32(ent[[row.h] * 3]), f32(rel[others]), f32(ent[[row.t] * 3]), model, 12.0)

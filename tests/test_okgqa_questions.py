@@ -11,15 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgbrink.core.files import read_lines
-from kgbrink.okgqa import questions as Q
+from kgbrink.okgqa import questions
 
 
 def _parse(spark, lines: list[str], cap: int = 3) -> dict[int, tuple]:
-    """line number -> (qid, entities, reason) of :func:`Q.parse_lines` on ``lines`` written to a file."""
+    """line number -> (qid, entities, reason) of :func:`questions.parse_lines` on ``lines`` written to a file."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "questions.jsonl"
         path.write_bytes(b"\n".join(line.encode("utf-8", "surrogatepass") for line in lines) + b"\n")
-        rows = Q.parse_lines(read_lines(spark, {"questions": [str(path)]}), cap).collect()
+        rows = questions.parse_lines(read_lines(spark, {"questions": [str(path)]}), cap).collect()
     return {r.line_number: (r.qid, r.entities, r.reason) for r in rows}
 
 
@@ -67,7 +67,7 @@ def test_a_question_table_with_null_or_too_many_entities_is_quarantined(spark):
         [("a", "Q1"), ("a", "Q1"), ("b", None), ("b", "Q1"), (None, "Q2"), ("c", "Q1"), ("c", "Q2")],
         "qid string, entity string",
     )
-    rows = {r.qid: (r.entities, r.reason) for r in Q.from_table(table, 1).collect()}
+    rows = {r.qid: (r.entities, r.reason) for r in questions.from_table(table, 1).collect()}
     assert rows == {
         "a": (["Q1"], None),
         "b": (None, "bad_entities"),
@@ -75,7 +75,7 @@ def test_a_question_table_with_null_or_too_many_entities_is_quarantined(spark):
         "c": (None, "too_many_entities"),
     }
     with pytest.raises(ValueError, match="column qid is double"):
-        Q.from_table(spark.createDataFrame([(1.5, "Q1")], "qid double, entity string"), 1)
+        questions.from_table(spark.createDataFrame([(1.5, "Q1")], "qid double, entity string"), 1)
 
 
 def _oracle(line: str, cap: int):

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kgbrink.okgqa import similarity as S
+from kgbrink.okgqa import similarity
 
 SCHEMA = "h int, r int, t int"
 # Spec App. A.3: a=0, b=1, c=2, d=3; r=0, s=1.
@@ -72,16 +72,18 @@ def _definition(original, perturbed, measure) -> float:
 def test_appendix_a3_local(method):
     perturbed, sc2d, sd2 = EXPECTED[method]
     frame = pd.DataFrame(perturbed, columns=["h", "r", "t"])
-    assert S.sc2d_local(np.array(A3), frame) == pytest.approx(sc2d, abs=1e-6)
-    assert S.sd2_local(pd.DataFrame(A3, columns=["h", "r", "t"]), np.array(perturbed)) == pytest.approx(sd2, abs=1e-6)
+    assert similarity.sc2d_local(np.array(A3), frame) == pytest.approx(sc2d, abs=1e-6)
+    assert similarity.sd2_local(pd.DataFrame(A3, columns=["h", "r", "t"]), np.array(perturbed)) == pytest.approx(
+        sd2, abs=1e-6
+    )
 
 
 @pytest.mark.parametrize("method", ["ED", "RS"])
 def test_appendix_a3_whole_kg(spark, method):
     perturbed, sc2d, sd2 = EXPECTED[method]
     original, perturbed = spark.createDataFrame(A3, SCHEMA), spark.createDataFrame(perturbed, SCHEMA)
-    assert S.sc2d(original, perturbed) == pytest.approx(sc2d, abs=1e-6)
-    assert S.sd2(original, perturbed) == pytest.approx(sd2, abs=1e-6)
+    assert similarity.sc2d(original, perturbed) == pytest.approx(sc2d, abs=1e-6)
+    assert similarity.sd2(original, perturbed) == pytest.approx(sd2, abs=1e-6)
 
 
 def test_deleting_every_edge_and_ats(spark):
@@ -89,17 +91,17 @@ def test_deleting_every_edge_and_ats(spark):
     # = 0.579212 (equal to the ED value above only because there c_p = 2 c_o); SD2 = 1 / (1 + ||d_o||) =
     # 1 / (1 + sqrt(2.25 + 1 + 2.25 + 1)) = 0.281729.
     empty = np.empty((0, 3), dtype=np.int64)
-    assert S.sc2d_local(A3, empty) == pytest.approx(0.579212, abs=1e-6)
-    assert S.sd2_local(A3, []) == pytest.approx(0.281729, abs=1e-6)
-    assert S.sd2_local(empty, empty) == S.sc2d_local(empty, empty) == 1.0
+    assert similarity.sc2d_local(A3, empty) == pytest.approx(0.579212, abs=1e-6)
+    assert similarity.sd2_local(A3, []) == pytest.approx(0.281729, abs=1e-6)
+    assert similarity.sd2_local(empty, empty) == similarity.sc2d_local(empty, empty) == 1.0
     with pytest.raises(ValueError, match=r"\(n, 3\) array"):
-        S.sd2_local(np.array([[0, 1]]), empty)
+        similarity.sd2_local(np.array([[0, 1]]), empty)
     # ATS: (0.2 + 0.5 + 0.9) / 3 = 0.533333, the null score skipped; 0 on the empty G'.
     scored = spark.createDataFrame(
         [(0, 0, 1, 0.2), (1, 0, 2, 0.5), (0, 0, 2, 0.9), (2, 0, 3, None)], "h int, r int, t int, score double"
     )
-    assert S.ats(scored) == pytest.approx(1.6 / 3, abs=1e-12)
-    assert S.ats(scored.limit(0)) == 0.0
+    assert similarity.ats(scored) == pytest.approx(1.6 / 3, abs=1e-12)
+    assert similarity.ats(scored.limit(0)) == 0.0
 
 
 @settings(max_examples=100, deadline=None)
@@ -107,9 +109,13 @@ def test_deleting_every_edge_and_ats(spark):
 def test_local_metrics_equal_the_per_relation_definitions(pair):
     original, perturbed = pair
     # SD2 identity: mean_r d^r = d / |R| (every triple is in one G^r)
-    assert S.sd2_local(original, perturbed) == pytest.approx(_definition(original, perturbed, _degree), abs=1e-12)
-    assert S.sc2d_local(original, perturbed) == pytest.approx(_definition(original, perturbed, _clustering), abs=1e-12)
-    assert S.sd2_local(original, original) == S.sc2d_local(original, original) == 1.0
+    assert similarity.sd2_local(original, perturbed) == pytest.approx(
+        _definition(original, perturbed, _degree), abs=1e-12
+    )
+    assert similarity.sc2d_local(original, perturbed) == pytest.approx(
+        _definition(original, perturbed, _clustering), abs=1e-12
+    )
+    assert similarity.sd2_local(original, original) == similarity.sc2d_local(original, original) == 1.0
 
 
 @settings(max_examples=60, deadline=None)
@@ -123,7 +129,7 @@ def test_relation_swaps_keep_sd2_at_one_unless_triples_collide(original, seed):
     np.random.default_rng(seed).shuffle(relations)
     swapped = [(h, r, t) for (h, _, t), r in zip(original, relations)]
     if len(set(swapped)) == len(original):  # no collision: same degrees, same relation set
-        assert S.sd2_local(original, swapped) == 1.0
+        assert similarity.sd2_local(original, swapped) == 1.0
 
 
 def test_whole_kg_equals_local_whatever_the_partitioning(spark):
@@ -137,9 +143,10 @@ def test_whole_kg_equals_local_whatever_the_partitioning(spark):
     kept[rewired, 2] = rng.integers(0, 40, rewired.sum())
     frames = [spark.createDataFrame(a.tolist(), SCHEMA) for a in (original, kept)]
     results = {
-        n: (S.sc2d(*(f.repartition(n) for f in frames)), S.sd2(*(f.repartition(n) for f in frames))) for n in (1, 7)
+        n: (similarity.sc2d(*(f.repartition(n) for f in frames)), similarity.sd2(*(f.repartition(n) for f in frames)))
+        for n in (1, 7)
     }
     assert results[1] == results[7]
     sc2d, sd2 = results[1]
-    assert sc2d == pytest.approx(S.sc2d_local(original, kept), abs=1e-12) and sc2d < 1
-    assert sd2 == pytest.approx(S.sd2_local(original, kept), abs=1e-12) and sd2 < 1
+    assert sc2d == pytest.approx(similarity.sc2d_local(original, kept), abs=1e-12) and sc2d < 1
+    assert sd2 == pytest.approx(similarity.sd2_local(original, kept), abs=1e-12) and sd2 < 1

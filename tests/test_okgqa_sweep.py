@@ -12,8 +12,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.cli import main
-from kgbrink.okgqa import perturb as P
-from kgbrink.okgqa import similarity as S
+from kgbrink.okgqa import perturb as okgqa_perturb
+from kgbrink.okgqa import similarity as okgqa_similarity
 from kgbrink.okgqa import sweep
 from kgbrink.okgqa.scorers import Scorer
 from tests.test_cli import _conf_args
@@ -60,13 +60,13 @@ def test_paper_shapes_on_the_whole_kg(spark):
     scorer = Scorer("type_compatibility", triples, 4)
     levels = [0.5, 1.0]
     nested, graphs = [], {}
-    for method in P.METHODS:
-        changed = P.perturbation(scoped, method, levels, 4, True, scorer).changed
-        one = P.nested_graphs(scoped, changed, levels, method)
+    for method in okgqa_perturb.METHODS:
+        changed = okgqa_perturb.perturbation(scoped, method, levels, 4, True, scorer).changed
+        one = okgqa_perturb.nested_graphs(scoped, changed, levels, method)
         nested.append(one.select(F.lit(method).alias("method"), F.lit(4).alias("seed"), *one.columns))
         for level in levels:
-            graphs[(method, level)] = P.apply_level(scoped, changed, level).select("h", "r", "t").cache()
-    combos = [(m, lv, 4) for m in P.METHODS for lv in levels]
+            graphs[(method, level)] = okgqa_perturb.apply_level(scoped, changed, level).select("h", "r", "t").cache()
+    combos = [(m, lv, 4) for m in okgqa_perturb.METHODS for lv in levels]
     table = sweep.kg_similarity(spark, reduce(DataFrame.unionByName, nested).repartition(3), combos, scorer, None)
     rows = {(r.method, r.level): r for r in table.collect()}
     assert rows[("ED", 1.0)].ats == 0.0 and rows[("ED", 1.0)].n_triples_perturbed == 0
@@ -80,15 +80,15 @@ def test_paper_shapes_on_the_whole_kg(spark):
     for (method, level), graph in graphs.items():
         row = rows[(method, level)]
         assert (row.n_triples, row.n_triples_perturbed) == (triples.count(), graph.count())
-        assert row.sd2 == pytest.approx(S.sd2(triples, graph), abs=1e-12), (method, level)
-        assert row.sc2d == pytest.approx(S.sc2d(triples, graph), abs=1e-12), (method, level)
-        assert row.ats == pytest.approx(S.ats(scorer.score(graph)), abs=1e-12), (method, level)
+        assert row.sd2 == pytest.approx(okgqa_similarity.sd2(triples, graph), abs=1e-12), (method, level)
+        assert row.sc2d == pytest.approx(okgqa_similarity.sc2d(triples, graph), abs=1e-12), (method, level)
+        assert row.ats == pytest.approx(okgqa_similarity.ats(scorer.score(graph)), abs=1e-12), (method, level)
 
 
 def _norm_of_clustering(triples) -> float:
     """||C / |R| ||_2 of a graph against the empty one (spec 4.C: SC2D = 1 / (1 + ||c_o||))."""
     frame = triples.toPandas()
-    _, c = S.clustering_sum_local(frame)
+    _, c = okgqa_similarity.clustering_sum_local(frame)
     return float(np.linalg.norm(c / frame.r.nunique()))
 
 

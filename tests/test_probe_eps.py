@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgbrink.probe import scoring as S
+from kgbrink.probe import scoring
 
 POP_SCHEMA = "model string, run string, rank double, num_candidates long, entity_degree long, relation_degree long"
 
@@ -16,9 +16,9 @@ def test_release_eps_falls_back_to_one_when_every_delta_is_zero(spark):
     # at any beta is the plain mean of f*(r, 1) = (1/r - 1/N) / (1 - 1/N) = 1, 1/3, 0 (N = 10): 4/9 (to the
     # 2^-32 fixed point of the sums)
     rows = [("m", "1", 1.0, 10, 0, 0), ("m", "1", 2.5, 10, 0, 0), ("m", "1", 10.0, 10, 0, 0)]
-    scores = S.score_ranks(
+    scores = scoring.score_ranks(
         spark.createDataFrame(rows, POP_SCHEMA),
-        S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), p_values=(), popularity_groups=0),
+        scoring.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), p_values=(), popularity_groups=0),
         total=40,
     )
     assert scores.eps[("m", "1")] == (1.0, 1.0)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
-from kgbrink.probe import ranking as R
+from kgbrink.probe import ranking
 
 SCORES = "model string, run string, h int, r int, t int, side string, candidate int, score double"
 KNOWN = "h int, r int, t int"
@@ -48,10 +48,10 @@ HAND_RANKS = [
 def rank(spark, rows, known, **options):
     """``filtered_ranks`` as a caller writing both outputs uses it: outcomes computed once (materialized;
     freed with the DataFrame, no cache left in the shared session), then split."""
-    outcomes = R.query_outcomes(
+    outcomes = ranking.query_outcomes(
         spark.createDataFrame(rows, SCORES), spark.createDataFrame(known, KNOWN), **options
     ).localCheckpoint()
-    return R.split_outcomes(outcomes)
+    return ranking.split_outcomes(outcomes)
 
 
 # A query with non-finite scores of other candidates: answer 1 at 0.5; +inf and 0.7 beat it, 0.5 ties it,
@@ -97,19 +97,19 @@ QUARANTINED = [
 @pytest.mark.parametrize("broadcast", PLANS)
 def test_hand_computed_ranks_and_every_quarantine_reason(spark, broadcast):
     rows = HAND + NON_FINITE + [row for case, _, _ in QUARANTINED for row in case]
-    ranks, quarantine = R.filtered_ranks(
+    ranks, quarantine = ranking.filtered_ranks(
         spark.createDataFrame(rows, SCORES), spark.createDataFrame(HAND_KNOWN, KNOWN), broadcast_queries=broadcast
     )
     assertDataFrameEqual(ranks, [*HAND_RANKS, NON_FINITE_RANK])
     assertDataFrameEqual(quarantine, [(*case[0][:6], reason, detail) for case, reason, detail in QUARANTINED])
     # missing_candidates needs the entity count: test_every_entity_must_be_scored_given_the_entity_count
-    assert {reason for _, reason, _ in QUARANTINED} == set(R.QUARANTINE_REASONS) - {"missing_candidates"}
+    assert {reason for _, reason, _ in QUARANTINED} == set(ranking.QUARANTINE_REASONS) - {"missing_candidates"}
     assert ranks.dtypes == [
         *spark.createDataFrame([], SCORES).dtypes[:6],
         ("rank", "double"),
         ("num_candidates", "bigint"),
     ]
-    assert quarantine.columns == list(R.QUARANTINE_COLUMNS) and dict(quarantine.dtypes)["reason"] == "string"
+    assert quarantine.columns == list(ranking.QUARANTINE_COLUMNS) and dict(quarantine.dtypes)["reason"] == "string"
 
 
 @pytest.mark.parametrize("broadcast", PLANS)
@@ -134,10 +134,10 @@ BOTH = _rows("both", 0, 0, 1, "tail", [(1, 0.5), (2, 0.6), (2, 0.6)])  # 3 rows:
 def test_every_entity_must_be_scored_given_the_entity_count(spark, broadcast):
     rows = ALL_SCORED + ONE_MISSING + DUPLICATE + BOTH
     known = [(0, 0, 1)]
-    outcomes = R.query_outcomes(
+    outcomes = ranking.query_outcomes(
         spark.createDataFrame(rows, SCORES), spark.createDataFrame(known, KNOWN), broadcast, n_entities=4
     ).localCheckpoint()
-    ranks, quarantine = R.split_outcomes(outcomes)
+    ranks, quarantine = ranking.split_outcomes(outcomes)
     assertDataFrameEqual(ranks, [("all", "r0", 0, 0, 1, "tail", 3.0, 4)])
     assertDataFrameEqual(
         quarantine.select("model", "reason", "detail"),
@@ -149,7 +149,7 @@ def test_every_entity_must_be_scored_given_the_entity_count(spark, broadcast):
     )
     assert outcomes.filter("reason is null").first()["unscored"] == 0
     # --partial-candidates: ranked among the candidates scored (|E_i| = 3), and reported as unscored
-    partial = R.query_outcomes(
+    partial = ranking.query_outcomes(
         spark.createDataFrame(ONE_MISSING + ALL_SCORED, SCORES),
         spark.createDataFrame(known, KNOWN),
         broadcast,
@@ -247,5 +247,8 @@ def test_matches_brute_force_oracle_whatever_the_partitioning(spark, data, parti
     scores, facts = spark.createDataFrame(rows, SCORES), spark.createDataFrame(known, KNOWN)
     expected = oracle(rows, known)
     scattered = scores.repartition(partitions, "candidate")
-    assert outcomes_of(R.query_outcomes(scattered, facts.repartition(partitions), broadcast_queries=True)) == expected
-    assert outcomes_of(R.query_outcomes(scores, facts, broadcast_queries=False)) == expected
+    assert (
+        outcomes_of(ranking.query_outcomes(scattered, facts.repartition(partitions), broadcast_queries=True))
+        == expected
+    )
+    assert outcomes_of(ranking.query_outcomes(scores, facts, broadcast_queries=False)) == expected

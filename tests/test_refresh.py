@@ -36,6 +36,7 @@ from kgbrink.core.jobs import REGISTRY, JobContext
 from kgbrink.core.session import session_setting
 from kgbrink.core.writer import WriterLease, consistent_version
 from kgbrink.jobs import build, ingest, mine, refresh, score, stats
+from kgbrink.kg import refresh as kg_refresh
 from kgbrink.rules.model import AMIE_COLUMNS
 
 V1 = {
@@ -92,7 +93,7 @@ def versions(spark, dataset: Path) -> dict[str, int]:
 
 def files_by_row(spark, table: Path, version: int | None = None) -> dict[tuple, str]:
     """``(h, r, t, split) -> the data file holding it`` in ``version`` (default: the latest) of ``table``."""
-    frame = read_table(spark, str(table), version).select(*refresh.R.KEY, F.col("_metadata.file_name"))
+    frame = read_table(spark, str(table), version).select(*kg_refresh.KEY, F.col("_metadata.file_name"))
     return {tuple(r[:4]): r[4] for r in frame.collect()}
 
 

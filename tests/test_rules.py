@@ -243,3 +243,15 @@ def test_perfect_rules_are_not_refined():
     low_p = _rule("?a  p  ?b   => ?a  r  ?b", 50, 200, 50)  # std 0.25, pca 1.0
     low_q = _rule("?a  q  ?b   => ?a  r  ?b", 45, 180, 45)  # std 0.25, pca 1.0
     assert {r.key() for r in amie_selection([low_p, low_q, child], params)} == {child.key()}
+
+
+def test_mining_params_default_to_the_mining_settings():
+    from dataclasses import fields
+
+    from kgbrink.core.settings import MiningSettings
+
+    settings = MiningSettings()
+    assert {f.name: getattr(MiningParams(), f.name) for f in fields(MiningParams)} == {
+        f.name: getattr(settings, f.name) for f in fields(MiningParams)
+    }
+    assert MiningParams().min_std_confidence == 0.3

@@ -25,16 +25,14 @@ from kgbrink.cli import main
 from kgbrink.core.delta import read_table
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import ingest, reproduce_probe, score
-from kgbrink.probe import plots
-from kgbrink.probe import rankfiles as RF
-from kgbrink.probe import scoring as S
+from kgbrink.probe import plots, rankfiles, scoring
 from tests.conftest import PROJECT_ROOT
 
 RANK_SCHEMA = "model string, run string, rank double, num_candidates long"
 NO_POPULARITY = {"betas": (0.0,), "popularity_groups": 0, "strat_betas": ()}
 
 
-def _values(scores: S.Scores, model: str, run: str = "1") -> dict:
+def _values(scores: scoring.Scores, model: str, run: str = "1") -> dict:
     return {
         (r["metric"], r["alpha"], r["beta"]): r["value"]
         for r in scores.results
@@ -45,8 +43,9 @@ def _values(scores: S.Scores, model: str, run: str = "1") -> dict:
 def test_paper_worked_example_mrr_and_hits(spark):
     # PROBE paper, Sec. 1: model A ranks [1, 2, 50], model B [2, 2, 5]: MRR 0.51 vs 0.40, Hits@5 2/3 vs 1.
     rows = [("A", "1", r, 100) for r in (1.0, 2.0, 50.0)] + [("B", "1", r, 100) for r in (2.0, 2.0, 5.0)]
-    scores = S.score_ranks(
-        spark.createDataFrame(rows, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), hits=(5,), p_values=(), **NO_POPULARITY)
+    scores = scoring.score_ranks(
+        spark.createDataFrame(rows, RANK_SCHEMA),
+        scoring.MetricSpec(alphas=(1.0,), hits=(5,), p_values=(), **NO_POPULARITY),
     )
     a, b = _values(scores, "A"), _values(scores, "B")
     assert round(a[("mrr", None, None)], 2) == 0.51 and round(b[("mrr", None, None)], 2) == 0.40
@@ -57,8 +56,8 @@ def test_paper_worked_example_mrr_and_hits(spark):
 def test_classic_metrics_and_probe_transform_by_hand(spark):
     # ranks 1, 2.5, 10 among N = 10 candidates each
     rows = [("m", "1", r, 10) for r in (1.0, 2.5, 10.0)]
-    spec = S.MetricSpec(alphas=(1.0, 0.0, -1.0), hits=(1, 3), p_values=(0.5,), **NO_POPULARITY)
-    v = _values(S.score_ranks(spark.createDataFrame(rows, RANK_SCHEMA), spec), "m")
+    spec = scoring.MetricSpec(alphas=(1.0, 0.0, -1.0), hits=(1, 3), p_values=(0.5,), **NO_POPULARITY)
+    v = _values(scoring.score_ranks(spark.createDataFrame(rows, RANK_SCHEMA), spec), "m")
     # f*(r, 1) = (1/r - 1/10) / (1 - 1/10): 1, 1/3, 0
     assert v[("probe", 1.0, 0.0)] == pytest.approx(4 / 9, abs=1e-9)
     # alpha -> 0: 1 - ln r / ln 10: 1, 1 - log10(2.5), 0
@@ -79,8 +78,9 @@ def test_amri_and_wmr_with_different_candidate_counts(spark):
     rows = [("m", "1", 1.0, 100), ("m", "1", 2.5, 10), ("m", "1", 50.0, 100)]
     # the same queries answered at rank 1 (model best) and last (model last): WMR's fixed optimum and pessimum
     extremes = [(model, "1", rank, n) for *_, n in rows for model, rank in (("best", 1.0), ("last", float(n)))]
-    scores = S.score_ranks(
-        spark.createDataFrame(rows + extremes, RANK_SCHEMA), S.MetricSpec(alphas=(1.0,), p_values=(), **NO_POPULARITY)
+    scores = scoring.score_ranks(
+        spark.createDataFrame(rows + extremes, RANK_SCHEMA),
+        scoring.MetricSpec(alphas=(1.0,), p_values=(), **NO_POPULARITY),
     )
     v = _values(scores, "m")
     assert v[("amri", None, None)] == pytest.approx(1 - 16.8333333333 / 34.5, abs=1e-9)
@@ -94,8 +94,8 @@ def test_amri_and_wmr_with_different_candidate_counts(spark):
 
 def test_single_candidate_scores_the_optimum_and_amri_is_undefined(spark):
     v = _values(
-        S.score_ranks(
-            spark.createDataFrame([("m", "1", 1.0, 1)], RANK_SCHEMA), S.MetricSpec(p_values=(), **NO_POPULARITY)
+        scoring.score_ranks(
+            spark.createDataFrame([("m", "1", 1.0, 1)], RANK_SCHEMA), scoring.MetricSpec(p_values=(), **NO_POPULARITY)
         ),
         "m",
     )
@@ -111,15 +111,15 @@ def test_probe_weights_eps_and_unseen_targets_by_hand(spark):
     # query's target has no statistics (delta 0)
     rows = [("m", "1", 1.0, 10, 20, 10), ("m", "1", 2.5, 10, 4, 1), ("m", "1", 10.0, 10, 0, 0)]
     frame = spark.createDataFrame(rows, POP_SCHEMA)
-    release = S.score_ranks(
-        frame, S.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), p_values=(), popularity_groups=0), total=40
+    release = scoring.score_ranks(
+        frame, scoring.MetricSpec(alphas=(1.0,), betas=(0.0, 1.0), p_values=(), popularity_groups=0), total=40
     )
     # eps_e = 0.1, eps_r = 0.25: w = 1/(0.6*0.75) = 20/9, 1/(0.2*0.5) = 10, 1/(0.1*0.25) = 40; f* = 1, 1/3, 0
     assert _values(release, "m")[("probe", 1.0, 1.0)] == pytest.approx(5 / 47, abs=1e-9)
     assert _values(release, "m")[("probe", 1.0, 0.0)] == pytest.approx(4 / 9, abs=1e-9)
     assert release.eps[("m", "1")] == (0.1, 0.25)
-    constant = S.score_ranks(
-        frame, S.MetricSpec(alphas=(1.0,), betas=(1.0,), p_values=(), eps=0.5, popularity_groups=0), total=40
+    constant = scoring.score_ranks(
+        frame, scoring.MetricSpec(alphas=(1.0,), betas=(1.0,), p_values=(), eps=0.5, popularity_groups=0), total=40
     )
     # w = 1, 1/(0.6*0.75) = 20/9, 1/(0.5*0.5) = 4
     assert _values(constant, "m")[("probe", 1.0, 1.0)] == pytest.approx(47 / 195, abs=1e-9)
@@ -138,7 +138,7 @@ def test_target_degrees_and_their_deltas_by_hand(spark, broadcast):
         [(0, 0, 1, "head"), (0, 0, 1, "tail"), (1, 0, 2, "tail"), (0, 1, 1, "head"), (3, 0, 1, "head")],
         "h int, r int, t int, side string",
     )
-    degrees = S.with_target_degrees(ranks, entities, pairs, broadcast=broadcast)
+    degrees = scoring.with_target_degrees(ranks, entities, pairs, broadcast=broadcast)
     # missing entity 0 with r0: d = 2, d(e=>r) = 2; 1 with r0: 2, 1; 2 with r0: 2, 1; 0 with r1: never -> 2, 0; 3: 0, 0
     expected = [
         (0, 0, 1, "head", 2, 2),
@@ -151,8 +151,8 @@ def test_target_degrees_and_their_deltas_by_hand(spark, broadcast):
         degrees,
         spark.createDataFrame(expected, "h int, r int, t int, side string, entity_degree long, relation_degree long"),
     )
-    assert S.total_degree(entities) == 6
-    deltas = S.with_deltas(
+    assert scoring.total_degree(entities) == 6
+    deltas = scoring.with_deltas(
         spark.createDataFrame([(2, 2), (2, 1), (2, 0), (0, 0)], "entity_degree long, relation_degree long"), 6
     )
     assert [tuple(r) for r in deltas.collect()] == [
@@ -162,7 +162,7 @@ def test_target_degrees_and_their_deltas_by_hand(spark, broadcast):
         (0, 0, 0.0, 0.0),
     ]
     # bit-identical to the statistics tables' own deltas (the same double divisions)
-    joined = S.with_deltas(pairs, 6).join(entities.select("entity", "delta"), "entity")
+    joined = scoring.with_deltas(pairs, 6).join(entities.select("entity", "delta"), "entity")
     assert (
         joined.count() == 5
         and joined.filter(
@@ -175,9 +175,9 @@ def test_target_degrees_and_their_deltas_by_hand(spark, broadcast):
 def test_popularity_groups_split_queries_from_most_to_least_popular(spark):
     # 2|T| = 10: delta(e), delta(r|e) = (0.2, 0.5), (0.3, 1.0), (0, 0), (0.4, 0.5)
     rows = [("m", "1", 1.0, 4, 2, 1), ("m", "1", 2.0, 4, 3, 3), ("m", "1", 3.0, 5, 0, 0), ("m", "1", 1.5, 3, 4, 2)]
-    scores = S.score_ranks(
+    scores = scoring.score_ranks(
         spark.createDataFrame(rows, POP_SCHEMA),
-        S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=2),
+        scoring.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=2),
         total=10,
     )
     # popularity (eps_e + de)(eps_r + dre) with eps 0.2 / 0.5: 0.4, 0.75, 0.1, 0.6 -> groups {q2, q4}, {q1, q3}
@@ -198,8 +198,10 @@ def test_popularity_groups_split_queries_from_most_to_least_popular(spark):
 def test_strat_mrr_weights_each_query_by_its_target_frequency(spark):
     # (rank, N, d(e), d(e=>r)): the missing entities occur 4, 1 and 0 times (0 counts as 1)
     rows = [("m", "1", 1.0, 10, 4, 1), ("m", "1", 2.0, 10, 1, 1), ("m", "1", 4.0, 10, 0, 0)]
-    spec = S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=0, strat_betas=(0.0, 0.5, 1.0))
-    v = _values(S.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), spec, total=10), "m")
+    spec = scoring.MetricSpec(
+        alphas=(1.0,), betas=(0.0,), p_values=(), popularity_groups=0, strat_betas=(0.0, 0.5, 1.0)
+    )
+    v = _values(scoring.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), spec, total=10), "m")
     assert v[("strat-mrr@0", None, None)] == pytest.approx(v[("mrr", None, None)], abs=1e-12)
     assert v[("mrr", None, None)] == pytest.approx((1 + 1 / 2 + 1 / 4) / 3, abs=1e-9)
     # beta 0.5: weights 1/2, 1, 1 -> (1/2 + 1/2 + 1/4) / (5/2); beta 1: weights 1/4, 1, 1 -> 1 / (9/4)
@@ -208,17 +210,23 @@ def test_strat_mrr_weights_each_query_by_its_target_frequency(spark):
 
 
 def test_popularity_buckets_top_percent_and_equal_count_by_hand():
-    top = S.MetricSpec(popularity_top_percent=(0.34, 1.0, 50.0))
+    top = scoring.MetricSpec(popularity_top_percent=(0.34, 1.0, 50.0))
     # 300 queries in tie groups of 1, 1, 1, 148, 149: top percentages 1/3, 2/3, 1, 50.33, 100
-    assert S.popularity_buckets(np.array([1, 1, 1, 148, 149]), top).tolist() == [0, 1, 1, 3, 3]
+    assert scoring.popularity_buckets(np.array([1, 1, 1, 148, 149]), top).tolist() == [0, 1, 1, 3, 3]
     # exactly on a cut belongs to it (29 of 100 queries is "top 29%"; 0.29 * 100 is 28.999... in floats)
-    assert S.popularity_buckets(np.array([29, 71]), S.MetricSpec(popularity_top_percent=(29,))).tolist() == [0, 1]
+    assert scoring.popularity_buckets(
+        np.array([29, 71]), scoring.MetricSpec(popularity_top_percent=(29,))
+    ).tolist() == [0, 1]
     # equal-count: floor(G * queries before / total), ties kept together
-    assert S.popularity_buckets(np.array([2, 1, 1]), S.MetricSpec(popularity_groups=2)).tolist() == [0, 1, 1]
-    assert S.MetricSpec(popularity_top_percent=(1, 10)).group_count == 3
+    assert scoring.popularity_buckets(np.array([2, 1, 1]), scoring.MetricSpec(popularity_groups=2)).tolist() == [
+        0,
+        1,
+        1,
+    ]
+    assert scoring.MetricSpec(popularity_top_percent=(1, 10)).group_count == 3
     for bad in ((0,), (10, 5), (50, 50), (100,)):
         with pytest.raises(ValueError, match="popularity_top_percent"):
-            S.MetricSpec(popularity_top_percent=bad)
+            scoring.MetricSpec(popularity_top_percent=bad)
 
 
 @settings(max_examples=200, deadline=None)
@@ -227,7 +235,7 @@ def test_popularity_buckets_top_percent_and_equal_count_by_hand():
     cuts=st.lists(st.integers(1, 99), min_size=1, max_size=4, unique=True).map(sorted),
 )
 def test_top_percent_groups_hold_exactly_the_queries_within_their_cut(counts, cuts):
-    bucket = S.popularity_buckets(np.array(counts), S.MetricSpec(popularity_top_percent=tuple(cuts)))
+    bucket = scoring.popularity_buckets(np.array(counts), scoring.MetricSpec(popularity_top_percent=tuple(cuts)))
     total, through = sum(counts), np.cumsum(counts)
     bounds = [0, *cuts, 100]
     for b, t, c in zip(bucket.tolist(), through.tolist(), counts):
@@ -242,8 +250,8 @@ def test_top_percent_groups_of_scored_queries(spark):
     # only (the tie reaches 40%), the rest is the third group
     degrees = [10, 9, 8, 8, 6, 5, 4, 3, 2, 1]
     rows = [("m", "1", float(min(i + 1, 3)), 10, d, d) for i, d in enumerate(degrees)]
-    spec = S.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_top_percent=(10, 35), strat_betas=())
-    groups = S.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), spec, total=100).groups
+    spec = scoring.MetricSpec(alphas=(1.0,), betas=(0.0,), p_values=(), popularity_top_percent=(10, 35), strat_betas=())
+    groups = scoring.score_ranks(spark.createDataFrame(rows, POP_SCHEMA), spec, total=100).groups
     assert [(g["group"], g["queries"], g["top_percent_from"], g["top_percent_to"], g["mr"]) for g in groups] == [
         (1, 1, 0.0, 10.0, 1.0),
         (2, 1, 10.0, 20.0, 2.0),
@@ -269,9 +277,9 @@ def test_results_do_not_depend_on_partitioning(spark):
         for i, (k, d) in enumerate(zip(n, degrees))
     ]
     frame = spark.createDataFrame(rows, POP_SCHEMA)
-    spec = S.MetricSpec()
-    one = S.score_ranks(frame.coalesce(1), spec, total=10)
-    many = S.score_ranks(frame.repartition(7, "entity_degree"), spec, total=10)
+    spec = scoring.MetricSpec()
+    one = scoring.score_ranks(frame.coalesce(1), spec, total=10)
+    many = scoring.score_ranks(frame.repartition(7, "entity_degree"), spec, total=10)
     assert one.results == many.results and one.groups == many.groups
 
 
@@ -281,8 +289,8 @@ def test_rows_with_a_check_code_are_counted_not_scored(spark):
         [("m", "1", 1.0, 4, None), ("m", "1", 2.0, 4, None), ("m", "1", 1.0, 1, 3), ("bad", "1", 1.0, 1, 7)],
         f"{RANK_SCHEMA}, check int",
     )
-    spec = S.MetricSpec(alphas=(1.0, 0.0), hits=(1,), p_values=(), **NO_POPULARITY)
-    sums = S.group_sums(ranks, spec)
+    spec = scoring.MetricSpec(alphas=(1.0, 0.0), hits=(1,), p_values=(), **NO_POPULARITY)
+    sums = scoring.group_sums(ranks, spec)
     # f*(1, 1) = 1, f*(2, 1) = (1/2 - 1/4) / (1 - 1/4) = 1/3; f*(1, 0) = 1, f*(2, 0) = 1 - ln 2 / ln 4 = 1/2 (times 2^32, rounded)
     assertDataFrameEqual(
         sums.select("model", "n", "quarantined", "rank2", "candidates_minus_one", "hits", "probe"),
@@ -290,17 +298,19 @@ def test_rows_with_a_check_code_are_counted_not_scored(spark):
     )
     # one known (model, run): one global aggregate, same sums; no rows: one row of n = 0
     one_model = ranks.filter("model = 'm'")
-    assertDataFrameEqual(S.group_sums(one_model, spec, {"model": "m", "run": "1"}), S.group_sums(one_model, spec))
-    assert S.group_sums(one_model.limit(0), spec, {"model": "m", "run": "1"}).collect()[0]["n"] == 0
+    assertDataFrameEqual(
+        scoring.group_sums(one_model, spec, {"model": "m", "run": "1"}), scoring.group_sums(one_model, spec)
+    )
+    assert scoring.group_sums(one_model.limit(0), spec, {"model": "m", "run": "1"}).collect()[0]["n"] == 0
 
 
 def test_spec_rejects_bad_parameters():
     with pytest.raises(ValueError, match="betas"):
-        S.MetricSpec(betas=(-0.2,))
+        scoring.MetricSpec(betas=(-0.2,))
     with pytest.raises(ValueError, match="hits"):
-        S.MetricSpec(hits=(0,))
+        scoring.MetricSpec(hits=(0,))
     with pytest.raises(ValueError, match="eps"):
-        S.MetricSpec(eps=0.0)
+        scoring.MetricSpec(eps=0.0)
 
 
 def test_min_max_normalisation_per_cell_and_heat_maps(tmp_path):
@@ -317,7 +327,7 @@ def test_min_max_normalisation_per_cell_and_heat_maps(tmp_path):
             ]
         ]
     )
-    cells = S.min_max_by_cell(results).set_index(["model", "alpha"])["normalised"]
+    cells = scoring.min_max_by_cell(results).set_index(["model", "alpha"])["normalised"]
     assert cells[("A", 1.0)] == 1.0 and cells[("B", 1.0)] == 0.0 and cells[("C", 1.0)] == pytest.approx(0.5)
     assert cells[("A", 0.0)] == cells[("B", 0.0)] == 1.0  # a cell where all models tie
     written = plots.write_all(results, tmp_path)
@@ -360,8 +370,8 @@ def small_dataset(spark, config, tmp_path_factory) -> str:
     return dataset
 
 
-def _hand_spec(**kw) -> S.MetricSpec:
-    return S.MetricSpec(
+def _hand_spec(**kw) -> scoring.MetricSpec:
+    return scoring.MetricSpec(
         **{"alphas": (1.0,), "betas": (0.0, 1.0), "hits": (1, 3), "p_values": (), "popularity_groups": 2, **kw}
     )
 
@@ -372,7 +382,7 @@ def test_side_spellings_are_normalised_and_others_quarantined(spark):
         "model string, run string, h int, r int, t int, side string, rank double, num_candidates long",
     )
     empty = spark.createDataFrame([], "id int, key string")
-    checked = RF.validate_ranks(raw, empty, empty, "id", n_entities=3, n_relations=1)
+    checked = rankfiles.validate_ranks(raw, empty, empty, "id", n_entities=3, n_relations=1)
     assert [(r["side"], r["reason"]) for r in checked.collect()] == [
         *[
             ("head", None),
@@ -392,10 +402,12 @@ def test_model_and_run_from_file_names_that_need_url_encoding(spark, tmp_path):
     # Spark reports "my model+v2 %1.tsv" as ".../my%20model+v2%20%251.tsv"; the model is named as the user named the file
     (tmp_path / "my model+v2 %1.tsv").write_text("h\tr\tt\tside\trank\tnum_candidates\na\tr0\tb\ttail\t1\t4\n")
     (tmp_path / "Tuck ER+1__run %2.json").write_text('[[[0,1,2],"h",1.0,0.5,0.01,3]]')
-    delimited = RF.read_ranks(spark, [str(tmp_path / "my model+v2 %1.tsv")], RF.ReadOptions()).filter(
+    delimited = rankfiles.read_ranks(spark, [str(tmp_path / "my model+v2 %1.tsv")], rankfiles.ReadOptions()).filter(
         ~F.col("_skip")
     )  # not the header
-    probe = RF.read_ranks(spark, [str(tmp_path / "Tuck ER+1__run %2.json")], RF.ReadOptions(fmt="probe", n_entities=10))
+    probe = rankfiles.read_ranks(
+        spark, [str(tmp_path / "Tuck ER+1__run %2.json")], rankfiles.ReadOptions(fmt="probe", n_entities=10)
+    )
     assert [
         (r["model"], r["run"]) for r in delimited.select("model", "run").union(probe.select("model", "run")).collect()
     ] == [("my model+v2 %1", "1"), ("Tuck ER+1", "run %2")]
@@ -495,7 +507,7 @@ def _write_rank_parquet(
 def test_parquet_footers_prove_nulls_ranges_and_constants(spark, tmp_path, through_hadoop):
     def listed(path):
         # listed files are file: URIs, read by Python; the same files as plain paths go through Hadoop's file system
-        files = RF.list_rank_files(spark, str(path), "parquet")
+        files = rankfiles.list_rank_files(spark, str(path), "parquet")
         return [(f.removeprefix("file:"), size, mtime) for f, size, mtime in files] if through_hadoop else files
 
     _write_rank_parquet(
@@ -507,7 +519,7 @@ def test_parquet_footers_prove_nulls_ranges_and_constants(spark, tmp_path, throu
         [("m", 5, 0, 1, "head", 1.5, 3), ("m", None, 1, 1, "tail", 1.0, 3)],
         ("model", "h", "r", "t", "side", "rank", "num_candidates"),
     )
-    facts = RF.parquet_facts(spark, listed(tmp_path))
+    facts = rankfiles.parquet_facts(spark, listed(tmp_path))
     # h has a null in b's second row group; b has no run column; rank is floating point (no range)
     assert facts.no_nulls == {"model", "r", "t", "side", "rank", "num_candidates"}
     assert facts.ranges == {
@@ -526,8 +538,8 @@ def test_parquet_footers_prove_nulls_ranges_and_constants(spark, tmp_path, throu
         and not facts.within("model", 0, 9)
     )
     (tmp_path / "c.parquet").write_bytes(b"not parquet")
-    with pytest.raises(RF.RankFileError, match=r"c\.parquet: not a Parquet file"):
-        RF.parquet_facts(spark, listed(tmp_path / "c.parquet"))
+    with pytest.raises(rankfiles.RankFileError, match=r"c\.parquet: not a Parquet file"):
+        rankfiles.parquet_facts(spark, listed(tmp_path / "c.parquet"))
 
 
 def test_checks_the_footers_prove_are_not_run_row_by_row(spark):
@@ -536,9 +548,9 @@ def test_checks_the_footers_prove_are_not_run_row_by_row(spark):
         "model string, run string, h int, r int, t int, side string, rank double, num_candidates long",
     )
     empty = spark.createDataFrame([], "id int, key string")
-    lying = RF.ParquetFacts(frozenset({"h", "r", "t"}), {"h": (0, 4), "r": (0, 1), "t": (0, 4)})
-    assert RF.validate_ranks(raw, empty, empty, "id", 5, 2).first()["reason"] == "unknown_entity"
-    assert RF.validate_ranks(raw, empty, empty, "id", 5, 2, facts=lying).first()["reason"] is None
+    lying = rankfiles.ParquetFacts(frozenset({"h", "r", "t"}), {"h": (0, 4), "r": (0, 1), "t": (0, 4)})
+    assert rankfiles.validate_ranks(raw, empty, empty, "id", 5, 2).first()["reason"] == "unknown_entity"
+    assert rankfiles.validate_ranks(raw, empty, empty, "id", 5, 2, facts=lying).first()["reason"] is None
 
 
 def test_score_job_on_parquet_with_and_without_footer_facts(spark, config, small_dataset, tmp_path):
@@ -556,7 +568,7 @@ def test_score_job_on_parquet_with_and_without_footer_facts(spark, config, small
             ("P", "1", 1, 0, None, "tail", 1.0, 4),
         ],
     )
-    spec = S.MetricSpec(alphas=(1.0,), hits=(1,), p_values=(), **NO_POPULARITY)
+    spec = scoring.MetricSpec(alphas=(1.0,), hits=(1,), p_values=(), **NO_POPULARITY)
     runs = {}
     for trust in ("true", "false"):
         cfg = config.with_overrides(["scoring.max_bad_fraction=0.5", f"scoring.parquet_statistics={trust}"])
@@ -567,7 +579,7 @@ def test_score_job_on_parquet_with_and_without_footer_facts(spark, config, small
     on, off = runs["true"], runs["false"]
     assert on.counts["scored"] == 3 and on.counts["quarantined_by_reason"] == {"unknown_entity": 1, "missing_field": 1}
     assert on.results == off.results and on.counts["quarantined_by_reason"] == off.counts["quarantined_by_reason"]
-    v = _values(S.Scores(on.results), "P")
+    v = _values(scoring.Scores(on.results), "P")
     assert (
         v[("mr", None, None)] == 1.5
         and v[("mrr", None, None)] == pytest.approx((1 + 1 / 2 + 1 / 1.5) / 3, abs=1e-9)
@@ -678,7 +690,7 @@ def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, conf
     proc.wait()
     assert 1 <= done < 4, f"the run was not killed half-way (batches done: {done}, exit {proc.returncode})"
     # the spec the CLI built from its arguments and the config defaults
-    spec = S.MetricSpec(
+    spec = scoring.MetricSpec(
         alphas=(1.0,),
         betas=(0.0, 1.0),
         hits=(1, 3),
@@ -762,7 +774,7 @@ def test_rank_rows_pass_only_with_a_possible_candidate_count(spark, rows, n_enti
         "model string, run string, h int, r int, t int, side string, rank double, num_candidates long",
     )
     empty = spark.createDataFrame([], "id int, key string")
-    checked = RF.validate_ranks(raw, empty, empty, "id", n_entities=n_entities, n_relations=1)
+    checked = rankfiles.validate_ranks(raw, empty, empty, "id", n_entities=n_entities, n_relations=1)
     reasons = [r["reason"] for r in checked.collect()]
     passes = [1 <= rank <= n <= n_entities and rank * 2 == int(rank * 2) for rank, n in rows]
     assert [r is None for r in reasons] == passes
@@ -790,12 +802,14 @@ def test_every_copy_of_a_repeated_query_is_a_duplicate_whatever_the_batches(spar
     empty = spark.createDataFrame([], "id int, key string")
 
     def checked(frame):
-        return RF.validate_ranks(frame, empty, empty, "id", n_entities=7, n_relations=1)
+        return rankfiles.validate_ranks(frame, empty, empty, "id", n_entities=7, n_relations=1)
 
-    repeated = RF.repeated_queries(checked(raw), *((7, 1) if packed else ()))
+    repeated = rankfiles.repeated_queries(checked(raw), *((7, 1) if packed else ()))
     got = {}
     for batch in range(batches):
-        marked = RF.mark_duplicate_queries(checked(raw.where(F.col("source_file") == f"f{batch}")), repeated, True)
+        marked = rankfiles.mark_duplicate_queries(
+            checked(raw.where(F.col("source_file") == f"f{batch}")), repeated, True
+        )
         got.update({(r["source_file"], r["line_number"]): r["reason"] for r in marked.collect()})
     copies = {}
     for m, _, h, _, _, side, *_ in rows:

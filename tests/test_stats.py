@@ -14,7 +14,7 @@ from pyspark.testing import assertDataFrameEqual
 from kgbrink.core.delta import read_table
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import stats as job
-from kgbrink.kg import stats as S
+from kgbrink.kg import stats
 from tests.conftest import PROBE_DATASETS
 
 # e0 -r0-> e1, e0 -r0-> e2, e1 -r1-> e2, e2 -r1-> e2 (self-loop), e3 -r0-> e0;  |T| = 5
@@ -28,13 +28,13 @@ def hand_triples(spark):
 
 @pytest.fixture(scope="module")
 def hand_counts(hand_triples):
-    return S.entity_relation_counts(hand_triples, 3).cache()
+    return stats.entity_relation_counts(hand_triples, 3).cache()
 
 
 def test_entity_popularity_by_hand(hand_counts):
     # d(e2) = in 3 (t2, t3, t4) + out 1 (t4): the self-loop counts for head and tail. delta = d / 10.
     assertDataFrameEqual(
-        S.entity_popularity(hand_counts),
+        stats.entity_popularity(hand_counts),
         [(0, 3, 1, 2, 0, 0.3), (1, 2, 1, 1, 0, 0.2), (2, 4, 3, 1, 1, 0.4), (3, 1, 0, 1, 0, 0.1)],
     )
 
@@ -43,7 +43,7 @@ def test_entity_popularity_by_hand(hand_counts):
 def test_entity_relation_popularity_by_hand(hand_counts, broadcast):
     # columns: entity, relation, out, in, d(e=>r), d(e), delta(r|e); the self-loop counts once in d(e2=>r1)
     assertDataFrameEqual(
-        S.entity_relation_popularity(hand_counts, S.entity_popularity(hand_counts), broadcast),
+        stats.entity_relation_popularity(hand_counts, stats.entity_popularity(hand_counts), broadcast),
         [
             (0, 0, 2, 1, 3, 3, 1.0),
             (1, 0, 0, 1, 1, 2, 0.5),
@@ -58,7 +58,10 @@ def test_entity_relation_popularity_by_hand(hand_counts, broadcast):
 def test_entity_popularity_reuses_the_counts_partitioning(hand_triples):
     # The occurrences are shuffled once, by entity; the roll-up to entities adds no shuffle by entity.
     plan = (
-        S.entity_popularity(S.entity_relation_counts(hand_triples, 3))._jdf.queryExecution().executedPlan().toString()
+        stats.entity_popularity(stats.entity_relation_counts(hand_triples, 3))
+        ._jdf.queryExecution()
+        .executedPlan()
+        .toString()
     )
     added = [
         line for line in plan.splitlines() if "Exchange hashpartitioning" in line and "REPARTITION_BY_NUM" not in line
@@ -68,11 +71,11 @@ def test_entity_popularity_reuses_the_counts_partitioning(hand_triples):
 
 def test_relation_statistics_by_hand(hand_counts):
     # r0: facts 3, subjects {0, 3}, objects {0, 1, 2};  r1: facts 2, subjects {1, 2}, objects {2}
-    assertDataFrameEqual(S.relation_statistics(hand_counts), [(0, 3, 2, 3, 2 / 3, 1.0), (1, 2, 2, 1, 1.0, 0.5)])
+    assertDataFrameEqual(stats.relation_statistics(hand_counts), [(0, 3, 2, 3, 2 / 3, 1.0), (1, 2, 2, 1, 1.0, 0.5)])
 
 
 def test_degree_histogram_by_hand(hand_counts):
-    assertDataFrameEqual(S.degree_histogram(S.entity_popularity(hand_counts)), [(1, 1), (2, 1), (3, 1), (4, 1)])
+    assertDataFrameEqual(stats.degree_histogram(stats.entity_popularity(hand_counts)), [(1, 1), (2, 1), (3, 1), (4, 1)])
 
 
 triple_lists = st.lists(
@@ -84,10 +87,10 @@ triple_lists = st.lists(
 @given(triples=triple_lists)
 def test_popularity_invariants(spark, triples):
     frame = spark.createDataFrame(triples, "h int, r int, t int")
-    counts = S.entity_relation_counts(frame, 5).cache()
-    entities = S.entity_popularity(counts).toPandas()
-    pairs = S.entity_relation_popularity(counts, S.entity_popularity(counts)).toPandas()
-    relations = S.relation_statistics(counts).toPandas()
+    counts = stats.entity_relation_counts(frame, 5).cache()
+    entities = stats.entity_popularity(counts).toPandas()
+    pairs = stats.entity_relation_popularity(counts, stats.entity_popularity(counts)).toPandas()
+    relations = stats.relation_statistics(counts).toPandas()
     assert entities["delta"].sum() == pytest.approx(1.0)
     assert entities["degree"].sum() == 2 * len(triples)
     loops = {e: sum(1 for h, _, t in triples if h == t == e) for e in entities["entity"]}

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kgbrink.synthkgqa import answer_types as A
+from kgbrink.synthkgqa import answer_types
 
 # Appendix A.1: the reference templates (ISO_TEMPLATES) as undirected edges; seeds s*, answer ans.
 TEMPLATES = {
@@ -56,24 +56,24 @@ def test_the_29_reference_identifiers():
     assert len(TEMPLATES) == 29
     for name, text in TEMPLATES.items():
         seeds, answer, edges = _template(text)
-        verdict = A.classify(seeds, answer, edges)
+        verdict = answer_types.classify(seeds, answer, edges)
         assert verdict.valid, (name, verdict)
         assert verdict.type.graph_isomorphism == name
         # direction and order of the triples do not matter
         flipped = [(v, "r", u) for u, v in reversed(edges)]
-        assert A.classify(seeds, answer, flipped).type.graph_isomorphism == name
+        assert answer_types.classify(seeds, answer, flipped).type.graph_isomorphism == name
 
 
 def test_table_a1_columns_and_dutt_labels():
-    assert len(A.TABLE_A1) == 27
-    for name, (dutt, hops, n_edges, n_seeds) in A.TABLE_A1.items():
+    assert len(answer_types.TABLE_A1) == 27
+    for name, (dutt, hops, n_edges, n_seeds) in answer_types.TABLE_A1.items():
         seeds, answer, edges = _template(TEMPLATES[name])
-        t = A.classify(seeds, answer, edges).type
+        t = answer_types.classify(seeds, answer, edges).type
         assert (t.dutt_label, t.n_hops, t.n_edges, t.n_seeds) == (dutt, hops, n_edges, n_seeds), name
         assert t.n_intermediate == n_edges + 1 - n_seeds - 1
     # the two reference templates without a GTSQA question have no Dutt label
-    assert A.classify(*_template(TEMPLATES["((3)(1)(1))"])).type.dutt_label is None
-    assert A.classify(*_template(TEMPLATES["((3)(1))(1)"])).type.n_hops == 4
+    assert answer_types.classify(*_template(TEMPLATES["((3)(1)(1))"])).type.dutt_label is None
+    assert answer_types.classify(*_template(TEMPLATES["((3)(1))(1)"])).type.n_hops == 4
 
 
 def test_paper_examples():
@@ -84,19 +84,21 @@ def test_paper_examples():
         ("F", "based on", "Vicomte"),
         ("F", "director", "Fernando Cerchio"),
     ]
-    t = A.classify(["Italy", "French", "Vicomte"], "Fernando Cerchio", g).type
+    t = answer_types.classify(["Italy", "French", "Vicomte"], "Fernando Cerchio", g).type
     assert (t.graph_isomorphism, t.n_hops, t.dutt_label, t.n_intermediate) == ("((1)(1)(1))", 2, "Iso-12", 1)
     minimal = [e for e in g if e[2] in ("French", "Vicomte", "Fernando Cerchio")]
-    assert A.classify(["French", "Vicomte"], "Fernando Cerchio", minimal).type.graph_isomorphism == "((1)(1))"
+    assert (
+        answer_types.classify(["French", "Vicomte"], "Fernando Cerchio", minimal).type.graph_isomorphism == "((1)(1))"
+    )
     # App. A.3: guitar
     g = [
         ("Yehonatan Geffen", "child", "Aviv Geffen"),
         ("Aviv Geffen", "instrument", "guitar"),
         ("Francis Lickerish", "instrument", "guitar"),
     ]
-    t = A.classify(["Yehonatan Geffen", "Francis Lickerish"], "guitar", g).type
+    t = answer_types.classify(["Yehonatan Geffen", "Francis Lickerish"], "guitar", g).type
     assert (t.graph_isomorphism, t.n_hops) == ("(2)(1)", 2)
-    assert A.identifier(["Francis Lickerish"], "guitar", g[2:]) == "(1)"
+    assert answer_types.identifier(["Francis Lickerish"], "guitar", g[2:]) == "(1)"
 
 
 @pytest.mark.parametrize(
@@ -120,13 +122,13 @@ def test_paper_examples():
     ],
 )
 def test_every_invalid_reason(seeds, answer, edges, reason):
-    verdict = A.classify(seeds, answer, edges)
+    verdict = answer_types.classify(seeds, answer, edges)
     assert not verdict.valid and verdict.reason == reason and verdict.detail
-    assert A.invalid_reason(seeds, answer, edges) == reason
+    assert answer_types.invalid_reason(seeds, answer, edges) == reason
 
 
 def test_reasons_in_spec_order_and_limit():
-    assert A.REASONS == (
+    assert answer_types.REASONS == (
         "too_many_edges",
         "answer_is_seed",
         "seed_not_in_graph",
@@ -138,13 +140,13 @@ def test_reasons_in_spec_order_and_limit():
         "seed_not_leaf",
     )
     # first failure wins: too many edges before the answer being a seed
-    assert A.invalid_reason([0], 0, [(i, i + 1) for i in range(8)]) == "too_many_edges"
+    assert answer_types.invalid_reason([0], 0, [(i, i + 1) for i in range(8)]) == "too_many_edges"
     # the limit is configurable; identical triples count once
     chain = [(1, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 7), (7, 0)]
-    assert A.classify([1], 0, chain, max_edges=7).type.graph_isomorphism == "(7)"
-    assert A.classify([1], 0, [(1, "r", 0), (1, "r", 0)]).type.n_edges == 1
+    assert answer_types.classify([1], 0, chain, max_edges=7).type.graph_isomorphism == "(7)"
+    assert answer_types.classify([1], 0, [(1, "r", 0), (1, "r", 0)]).type.n_edges == 1
     with pytest.raises(ValueError, match="cycle"):
-        A.identifier([1], 0, [(1, 2), (2, 0), (0, 1)])
+        answer_types.identifier([1], 0, [(1, 2), (2, 0), (0, 1)])
 
 
 # --- shapes: identifiers back to trees ---
@@ -152,9 +154,9 @@ def test_reasons_in_spec_order_and_limit():
 
 def test_shapes_round_trip_every_template():
     for name in TEMPLATES:
-        s = A.shape(name)
+        s = answer_types.shape(name)
         edges = [(p, "r", c) for p, c in s.edges()]
-        t = A.classify(s.seeds, 0, edges, max_edges=99).type
+        t = answer_types.classify(s.seeds, 0, edges, max_edges=99).type
         assert t.graph_isomorphism == name
         assert t.n_hops == max(s.depth) and t.n_edges == s.n_edges and t.n_seeds == len(s.seeds)
         assert all(p < i for i, p in enumerate(s.parent, start=1))
@@ -163,12 +165,12 @@ def test_shapes_round_trip_every_template():
 @pytest.mark.parametrize("bad", ["", "1", "()", "(1)(", "(1(1))", "(0)", "(1)x", "(1)(2)", "((1)(2))", "(1(1)(1))"])
 def test_shape_rejects_non_identifiers(bad):
     with pytest.raises(ValueError):
-        A.shape(bad)
+        answer_types.shape(bad)
 
 
 def test_shape_names_the_canonical_form():
     with pytest.raises(ValueError, match=r"'\(2\)\(1\)'"):
-        A.shape("(1)(2)")
+        answer_types.shape("(1)(2)")
 
 
 # --- canonical and one-to-one ---
@@ -199,11 +201,11 @@ def test_exhaustive_up_to_eight_nodes_matches_rooted_tree_counts():
                 adjacency[u].append(v)
                 adjacency[v].append(u)
             seeds = [i for i in range(1, n) if len(adjacency[i]) == 1]
-            ident = A.classify(seeds, 0, edges, max_edges=99).type.graph_isomorphism
+            ident = answer_types.classify(seeds, 0, edges, max_edges=99).type.graph_isomorphism
             canon = _ahu(0, adjacency)
             assert by_id.setdefault(ident, canon) == canon
             assert by_canon.setdefault(canon, ident) == ident
-            assert A.shape(ident).n_edges == n - 1
+            assert answer_types.shape(ident).n_edges == n - 1
         assert len(by_id) == expected, n
 
 
@@ -237,8 +239,8 @@ def _seeds(answer, edges):
 @given(labelled_trees())
 def test_identifier_is_canonical_and_one_to_one(tree):
     answer, edges, answer2, edges2 = tree
-    t1 = A.classify(_seeds(answer, edges), answer, edges, max_edges=99).type
-    t2 = A.classify(_seeds(answer2, edges2), answer2, edges2, max_edges=99).type
+    t1 = answer_types.classify(_seeds(answer, edges), answer, edges, max_edges=99).type
+    t2 = answer_types.classify(_seeds(answer2, edges2), answer2, edges2, max_edges=99).type
     assert t1 == t2  # canonical under relabelling, edge order and direction
     graph = nx.Graph([(h, t) for h, _, t in edges])
     nx.set_node_attributes(graph, {n: "answer" if n == answer else "other" for n in graph}, "label")
@@ -251,7 +253,7 @@ def test_identifier_is_canonical_and_one_to_one(tree):
         assert nx.isomorphism.rooted_tree_isomorphism(graph, answer, other, root)
     else:
         _SEEN[ident] = (graph, answer)
-    s = A.shape(ident)
+    s = answer_types.shape(ident)
     canon = nx.Graph(s.edges())
     assert nx.isomorphism.rooted_tree_isomorphism(graph, answer, canon, 0)
     adjacency = {n: list(graph[n]) for n in graph}

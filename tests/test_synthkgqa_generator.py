@@ -14,9 +14,7 @@ from kgbrink.cli import main
 from kgbrink.core import catalog
 from kgbrink.core.delta import read_table
 from kgbrink.core.jobs import JobContext
-from kgbrink.synthkgqa import answer_types as A
-from kgbrink.synthkgqa import generator as G
-from kgbrink.synthkgqa import questions as Q
+from kgbrink.synthkgqa import answer_types, generator, questions
 from tests.test_cli import _conf_args
 from tests.test_synthkgqa_answer_types import TEMPLATES
 
@@ -40,11 +38,11 @@ def test_every_planted_type_is_recovered(spark, synth_dataset):
     kg = _kg(spark, synth_dataset)
     nodes = read_table(spark, catalog.path("entities", dataset=synth_dataset)).select("id")
     types = list(TEMPLATES)
-    planted = G.plant(kg, nodes, types, per_type=3, seed=7, split="test").localCheckpoint()
+    planted = generator.plant(kg, nodes, types, per_type=3, seed=7, split="test").localCheckpoint()
     framed = planted.withColumns({"source_file": F.lit("g"), "line_number": F.lit(1), "line": F.lit("")})
-    valid, bad = Q.classify(framed, 6)
+    valid, bad = questions.classify(framed, 6)
     assert bad.count() == 0
-    in_kg, not_in_kg = Q.check_in_kg(framed, kg)
+    in_kg, not_in_kg = questions.check_in_kg(framed, kg)
     assert not_in_kg.count() == 0 and in_kg.count() == 3 * len(TEMPLATES)
     rows = valid.collect()
     by_type = {}
@@ -63,20 +61,20 @@ def test_planted_questions_ignore_partitioning(spark, synth_dataset):
     types = ["(1)", "(2)(1)", "((1)(1))", "(3)", "(2)(1)(1)"]
     runs = []
     for parts in (1, 5):
-        planted = G.plant(kg.repartition(parts), nodes.repartition(parts), types, per_type=6, seed=3)
+        planted = generator.plant(kg.repartition(parts), nodes.repartition(parts), types, per_type=6, seed=3)
         runs.append(sorted(planted.collect()))
     assert runs[0] == runs[1] and len(runs[0]) == 30
-    other = sorted(G.plant(kg, nodes, types, per_type=6, seed=4).collect())
+    other = sorted(generator.plant(kg, nodes, types, per_type=6, seed=4).collect())
     assert other != runs[0]
 
 
 def test_types_are_checked():
     with pytest.raises(ValueError, match="canonical"):
-        G.shapes(["(1)(2)"])
+        generator.shapes(["(1)(2)"])
     with pytest.raises(ValueError, match="repeated"):
-        G.shapes(["(1)", "(1)"])
-    assert [s.n_edges for s in G.shapes(["(1)", "((1)(1)(1))(2)"])] == [1, 6]
-    assert A.shape("((1)(1)(1))(2)").seeds == (3, 4, 5, 6)  # the (2) chain ends in node 3
+        generator.shapes(["(1)", "(1)"])
+    assert [s.n_edges for s in generator.shapes(["(1)", "((1)(1)(1))(2)"])] == [1, 6]
+    assert answer_types.shape("((1)(1)(1))(2)").seeds == (3, 4, 5, 6)  # the (2) chain ends in node 3
 
 
 def test_cli_generates_exports_and_re_ingests(spark, config, synth_dataset, tmp_path):
@@ -133,7 +131,7 @@ def test_hubs_are_preselected_and_a_full_draw_covers_a_miss(spark):
     triples = [(0, r, 1) for r in range(1000)] + [(1, 5, 2), (2, 6, 3)]
     kg = spark.createDataFrame(triples, "h int, r int, t int")
     nodes = spark.createDataFrame([(0,)], "id int")
-    got = {r.id: r for r in G.plant(kg, nodes, ["(2)", "(3)"], per_type=1, seed=11).collect()}
+    got = {r.id: r for r in generator.plant(kg, nodes, ["(2)", "(3)"], per_type=1, seed=11).collect()}
     assert got["(2):0"].seeds == [2] and got["(2):0"].answer == 0
     assert [(x.h, x.t) for x in got["(2):0"].answer_subgraph] == [(0, 1), (1, 2)]
     assert got["(2):0"].answer_subgraph[1].r == 5

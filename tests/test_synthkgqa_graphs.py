@@ -16,8 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.core.settings import QuestionGraphSettings
 from kgbrink.core.typed import ConfigError
-from kgbrink.synthkgqa import question_graphs as QG
-from kgbrink.synthkgqa import shortest_paths as SP
+from kgbrink.synthkgqa import question_graph_local, question_graphs, shortest_paths
 from tests.test_graph_metapaths import _enumerate_walks, _networkx_metapaths
 
 QUESTION_SCHEMA = (
@@ -35,7 +34,7 @@ def _build(triples, seeds, answer, gt, keep_gt=None, conf=(), hashes=None, **set
     is_conf = [x in conf for x in triples]
     hashes = np.arange(len(triples))[::-1] if hashes is None else [hashes[x] for x in triples]
     keep = gt if keep_gt is None else keep_gt
-    got = QG.build_local(
+    got = question_graph_local.build_local(
         h,
         r,
         t,
@@ -132,13 +131,13 @@ def test_question_without_triples_gets_g_only():
 
 def test_tree_path_and_settings_checks():
     edges = [(5, 1, 2), (2, 3, 9), (7, 4, 2)]  # 5 -> 2 <- 7, 2 -> 9
-    assert QG.tree_path(edges, 5, 9) == [(5, 1, 2, True), (2, 3, 9, True)]
-    assert QG.tree_path(edges, 9, 7) == [(2, 3, 9, False), (7, 4, 2, False)]
-    assert QG.tree_path(edges, 5, 5) == [] and QG.tree_path(edges, 5, 8) is None
+    assert question_graph_local.tree_path(edges, 5, 9) == [(5, 1, 2, True), (2, 3, 9, True)]
+    assert question_graph_local.tree_path(edges, 9, 7) == [(2, 3, 9, False), (7, 4, 2, False)]
+    assert question_graph_local.tree_path(edges, 5, 5) == [] and question_graph_local.tree_path(edges, 5, 8) is None
     with pytest.raises(ConfigError, match="question_graphs.mode"):
-        QG.check_settings(QuestionGraphSettings(mode="both"))
+        question_graphs.check_settings(QuestionGraphSettings(mode="both"))
     with pytest.raises(ConfigError, match="max_expand_degree"):
-        QG.check_settings(QuestionGraphSettings(max_expand_degree=0))
+        question_graphs.check_settings(QuestionGraphSettings(max_expand_degree=0))
 
 
 def _oracle_local(triples, seeds, answer, gt, cfg, hashes):
@@ -202,7 +201,7 @@ def test_build_local_equals_a_networkx_oracle(triples, seeds, answer, n_gt, caps
     rng = random.Random(salt)
     hashes = {x: rng.randrange(-(2**62), 2**62) for x in triples}
     h, r, t = np.array(triples, dtype=np.int64).reshape(-1, 3).T
-    got = QG.build_local(
+    got = question_graph_local.build_local(
         h,
         r,
         t,
@@ -331,7 +330,7 @@ def test_prepare_questions_quarantines_with_reasons(spark, small_kg):
         ("far", "test", [5], 2, [(1, 0, 2)], 1),
     ]
     frame = spark.createDataFrame(questions + bad_rows, QUESTION_SCHEMA)
-    good, paths, bad = QG.prepare_questions(frame, entities, relations)
+    good, paths, bad = question_graphs.prepare_questions(frame, entities, relations)
     reasons = {(r.id, r.reason) for r in bad.collect()}
     assert reasons == {
         (None, "missing_id"),
@@ -348,7 +347,7 @@ def test_prepare_questions_quarantines_with_reasons(spark, small_kg):
     assert hops == {q[0]: q[5] or 1 for q in questions}  # (1)(1) questions: n_hops computed, 1
     assert paths.where("gt_len is null").count() == 0
     with pytest.raises(ValueError, match="answer_subgraph"):
-        QG.prepare_questions(frame.drop("answer_subgraph"), entities, relations)
+        question_graphs.prepare_questions(frame.drop("answer_subgraph"), entities, relations)
 
 
 def test_question_graphs_equal_the_oracle(spark, small_kg):
@@ -356,8 +355,10 @@ def test_question_graphs_equal_the_oracle(spark, small_kg):
     mode = "directed_union"
     # k = max(1, n_hops): 2 for the chains, 1 for (1)(1); a hub cap of 7 triples
     cfg = QuestionGraphSettings(mode=mode, k_min=1, max_expand_degree=7)
-    good, paths, _ = QG.prepare_questions(spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations)
-    graphs, sizes = QG.question_graphs(kg.repartition(3), good, paths, cfg)
+    good, paths, _ = question_graphs.prepare_questions(
+        spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations
+    )
+    graphs, sizes = question_graphs.question_graphs(kg.repartition(3), good, paths, cfg)
     got = {}
     for row in graphs.collect():
         got.setdefault(row.id, {})[(row.h, row.r, row.t)] = (row.is_gt, row.on_sp, row.source, row.split)
@@ -385,12 +386,14 @@ def test_one_pass_equals_question_graphs_and_neighbourhood_paths(spark, small_kg
     questions with one seed and with two (two pairs), whatever the partitioning."""
     _, questions, kg, entities, relations = small_kg
     cfg = QuestionGraphSettings(k_min=1, max_expand_degree=7)
-    good, paths, _ = QG.prepare_questions(spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations)
-    pairs = SP.seed_answer_pairs(good, paths).localCheckpoint()
+    good, paths, _ = question_graphs.prepare_questions(
+        spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations
+    )
+    pairs = shortest_paths.seed_answer_pairs(good, paths).localCheckpoint()
     assert pairs.groupBy("qid").count().where("count = 2").count() == 3
-    graphs, sizes = QG.question_graphs(kg, good, paths, cfg)
-    found, sp_triples = SP.shortest_paths_neighbourhood(kg, good, paths, pairs, cfg)
-    fused = SP.question_graphs_and_paths(kg.repartition(3), good.repartition(2), paths, pairs, cfg)
+    graphs, sizes = question_graphs.question_graphs(kg, good, paths, cfg)
+    found, sp_triples = shortest_paths.shortest_paths_neighbourhood(kg, good, paths, pairs, cfg)
+    fused = shortest_paths.question_graphs_and_paths(kg.repartition(3), good.repartition(2), paths, pairs, cfg)
     for a, b in zip(fused, (graphs, sizes, found, sp_triples)):
         assertDataFrameEqual(a, b, rtol=0, atol=0)
     assert fused[3].count() > 0 and fused[2].where("sp_len is not null").count() == pairs.count()
@@ -401,10 +404,12 @@ def test_undirected_neighbourhood_equals_the_oracle(spark, small_kg):
     # the paper's mode: the node-induced undirected k-ball, hubs of more than 7 triples not expanded;
     # k = max(1, n_hops) differs per question (2 for the chains, 1 for (1)(1))
     cfg = QuestionGraphSettings(mode="undirected", k_min=1, max_expand_degree=7)
-    good, paths, _ = QG.prepare_questions(spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations)
+    good, paths, _ = question_graphs.prepare_questions(
+        spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations
+    )
     seeds = good.selectExpr("qid", "explode(seeds) as node")
     limits = good.selectExpr("qid", "greatest(1, n_hops) as k")
-    edges, caps = QG.neighbourhood(kg, seeds, limits, cfg)
+    edges, caps = question_graphs.neighbourhood(kg, seeds, limits, cfg)
     got = {}
     for row in edges.collect():
         got.setdefault(row.qid, set()).add((row.h, row.r, row.t))
@@ -421,9 +426,11 @@ def test_caps_of_the_distributed_steps_and_partitioning(spark, small_kg):
     # every cap of the distributed steps (max_neighbourhood_edges: the triples at a seed first, then the
     # smallest hashes, as khop.cap_edges), and the same output whatever the partitioning
     cfg = QuestionGraphSettings(k_min=2, mixed_step_cap=3, metapath_cap=2, max_neighbourhood_edges=10, top_nodes=5)
-    good, paths, _ = QG.prepare_questions(spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations)
-    one = QG.question_graphs(kg.repartition(1), good.repartition(1), paths, cfg)
-    seven = QG.question_graphs(kg.repartition(7), good.repartition(4), paths.repartition(3), cfg)
+    good, paths, _ = question_graphs.prepare_questions(
+        spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations
+    )
+    one = question_graphs.question_graphs(kg.repartition(1), good.repartition(1), paths, cfg)
+    seven = question_graphs.question_graphs(kg.repartition(7), good.repartition(4), paths.repartition(3), cfg)
     for a, b in zip(one, seven):
         assertDataFrameEqual(a, b, rtol=0, atol=0)
     sizes = {r.id: r for r in one[1].collect()}

@@ -21,9 +21,7 @@ from kgbrink.cli import main
 from kgbrink.core.delta import latest_version
 from kgbrink.kg.synth import generate
 from kgbrink.kg.synth_graph import INSTANCE_OF
-from kgbrink.synthkgqa import generator
-from kgbrink.synthkgqa import question_graphs as QG
-from kgbrink.synthkgqa import shortest_paths as SP
+from kgbrink.synthkgqa import generator, question_graph_local, shortest_paths
 from tests.test_cli import _conf_args
 from tests.test_synthkgqa_graphs import QUESTION_SCHEMA
 
@@ -52,7 +50,7 @@ def _networkx_pair(triples, s, a):
 )
 def test_pair_paths_equal_networkx_enumeration(triples, s, a):
     h, r, t = np.array(triples, dtype=np.int64).reshape(-1, 3).T
-    got = SP.pair_paths(h, r, t, s, a)
+    got = shortest_paths.pair_paths(h, r, t, s, a)
     distance, n_triple, n_node, on_path = _networkx_pair(triples, s, a)
     assert (got.distance, got.n_triple_paths, got.n_node_paths) == (distance, n_triple, n_node)
     assert {tuple(x) for x in got.edges.tolist()} == on_path
@@ -65,7 +63,7 @@ def test_question_rows_by_hand():
 
     triples = pd.DataFrame([(0, 1, 1), (1, 2, 0), (1, 1, 3), (0, 1, 2), (2, 1, 3), (4, 0, 3)], columns=["h", "r", "t"])
     pairs = pd.DataFrame({"seed": [4, 0, 5], "answer": [3, 3, 3]})
-    out = SP._question_rows("q", triples, pairs)
+    out = shortest_paths._question_rows("q", triples, pairs)
     found = [tuple(x) for x in out[out["h"].isna()][["seed", "sp_len", "n_node_paths", "n_triple_paths"]].values]
     assert found == [(0, 2, 2.0, 3.0), (4, 1, 1.0, 1.0), (5, pd.NA, 0.0, 0.0)]
     union = {tuple(int(v) for v in x) for x in out[out["seed"].isna()][["h", "r", "t"]].values}
@@ -87,7 +85,7 @@ def test_overlap_table_d2_and_figure_d9_by_hand(spark):
         [("a", 0, 0, 1), ("a", 1, 1, 0), ("b", 0, 1, 2), ("c", 5, 0, 6), ("c", 6, 0, 7)],
         "qid string, h int, r int, t int",
     )
-    overlaps = SP.overlap(questions, sp)
+    overlaps = shortest_paths.overlap(questions, sp)
     assertDataFrameEqual(
         overlaps,
         spark.createDataFrame(
@@ -102,7 +100,7 @@ def test_overlap_table_d2_and_figure_d9_by_hand(spark):
         ),
     )
     assertDataFrameEqual(
-        SP.table_d2(overlaps),
+        shortest_paths.table_d2(overlaps),
         spark.createDataFrame(
             [
                 ("test", 1, 1, 100.0, 50.0, 1.0, 2.0),
@@ -125,7 +123,7 @@ def test_overlap_table_d2_and_figure_d9_by_hand(spark):
         "n_node_paths double, n_triple_paths double",
     )
     assertDataFrameEqual(
-        SP.figure_d9(pairs),
+        shortest_paths.figure_d9(pairs),
         spark.createDataFrame(
             [
                 ("test", 1, 1, 1, 1.0, 1.0, 2.0, 0.0),
@@ -144,13 +142,13 @@ def test_seed_answer_pairs_for_the_generated_or_all_answers(spark):
         "qid string, split string, answer int, all_answers array<int>",
     )
     paths = spark.createDataFrame([("a", 1, 2), ("a", 2, 1), ("b", 3, 1)], "qid string, seed int, gt_len int")
-    generated = {tuple(r) for r in SP.seed_answer_pairs(questions, paths).collect()}
+    generated = {tuple(r) for r in shortest_paths.seed_answer_pairs(questions, paths).collect()}
     assert generated == {("a", "test", 1, 5, 2), ("a", "test", 2, 5, 1), ("b", "train", 3, 7, 1)}
-    every = {tuple(r) for r in SP.seed_answer_pairs(questions, paths, "all").collect()}
+    every = {tuple(r) for r in shortest_paths.seed_answer_pairs(questions, paths, "all").collect()}
     # the other answers of a have no ground-truth path (gt_len null); b has no answer set: its answer alone
     assert every == generated | {("a", "test", 1, 6, None), ("a", "test", 2, 6, None)}
     with pytest.raises(ValueError, match="answers"):
-        SP.seed_answer_pairs(questions, paths, "some")
+        shortest_paths.seed_answer_pairs(questions, paths, "some")
 
 
 def _planted_chains(triples, per_hop, hops, seed):
@@ -197,15 +195,15 @@ def test_table_d2_shape_on_generated_questions_over_a_generated_kg(spark):
     sp_rows, question_rows = [], []
     for q in planted.itertuples():
         gt = [(x["h"], x["r"], x["t"]) for x in q.answer_subgraph]
-        paths = [QG.tree_path(gt, int(s), int(q.answer)) for s in q.seeds]
+        paths = [question_graph_local.tree_path(gt, int(s), int(q.answer)) for s in q.seeds]
         question_rows.append((q.id, "test", max(len(p) for p in paths), gt))
         for s in q.seeds:
-            sp_rows += [(q.id, *map(int, x)) for x in SP.pair_paths(h, r, t, int(s), int(q.answer)).edges]
+            sp_rows += [(q.id, *map(int, x)) for x in shortest_paths.pair_paths(h, r, t, int(s), int(q.answer)).edges]
     questions = spark.createDataFrame(
         question_rows, "qid string, split string, n_hops int, gt array<struct<h:int,r:int,t:int>>"
     )
-    overlaps = SP.overlap(questions, spark.createDataFrame(sp_rows, "qid string, h int, r int, t int"))
-    d2 = {row.n_hops: row for row in SP.table_d2(overlaps).collect()}
+    overlaps = shortest_paths.overlap(questions, spark.createDataFrame(sp_rows, "qid string, h int, r int, t int"))
+    d2 = {row.n_hops: row for row in shortest_paths.table_d2(overlaps).collect()}
     gt_in_sp = [d2[n].pct_gt_in_sp for n in (1, 2, 3, 4)]
     sp_in_gt = [d2[n].pct_sp_in_gt for n in (1, 2, 3, 4)]
     # (the generated KG has few triangles: 2-hop paths rarely have a shortcut, 3- and 4-hop ones through
@@ -226,8 +224,8 @@ def test_local_search_equals_the_whole_kg_search(spark):
         [(f"q{i // 2}", rng.randrange(42), rng.randrange(42)) for i in range(16)], "qid string, seed int, answer int"
     ).distinct()
     graph = pairs.select("qid").distinct().crossJoin(kg)
-    local = SP.shortest_paths_local(graph, pairs)
-    whole = SP.shortest_paths_full_kg(kg.repartition(3), pairs)
+    local = shortest_paths.shortest_paths_local(graph, pairs)
+    whole = shortest_paths.shortest_paths_full_kg(kg.repartition(3), pairs)
     for a, b in zip(local, whole):
         assertDataFrameEqual(a, b, rtol=0, atol=0)
 

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgbrink.core.files import read_lines
-from kgbrink.synthkgqa import answer_types as A
-from kgbrink.synthkgqa import questions as Q
+from kgbrink.synthkgqa import answer_types
+from kgbrink.synthkgqa import questions as synthkgqa_questions
 
 ENTITIES = [(i, f"Q{i}", f"entity {i}") for i in range(12)]
 RELATIONS = [(i, f"P{i}", f"relation {i}") for i in range(4)]
@@ -61,9 +61,9 @@ def test_ingest_with_quarantine_reasons_and_line_numbers(spark, tmp_path):
     path = tmp_path / "questions.jsonl"
     path.write_text("\n".join(LINES) + "\n")
     entities, relations, kg = _frames(spark)
-    records = Q.parse_lines(read_lines(spark, {"questions": [str(path)]}), 1000)
-    valid, bad = Q.ingest(records, entities, relations, kg.select("h", "r", "t"), max_edges=6)
-    table = Q.as_table(valid).collect()
+    records = synthkgqa_questions.parse_lines(read_lines(spark, {"questions": [str(path)]}), 1000)
+    valid, bad = synthkgqa_questions.ingest(records, entities, relations, kg.select("h", "r", "t"), max_edges=6)
+    table = synthkgqa_questions.as_table(valid).collect()
     got = {r.id: r for r in table}
     assert sorted(got) == ["7", "g1", "g2", "ok1", "ok2"]
     given = {r.id: (r.given_type, r.given_hops, r.graph_isomorphism, r.n_hops) for r in valid.collect()}
@@ -96,7 +96,10 @@ def test_ingest_with_quarantine_reasons_and_line_numbers(spark, tmp_path):
     assert "0 1 1" in quarantined[11][2]
     row = next(r for r in bad.collect() if r.line_number == 4)
     assert row.line == "not json" and row.source_file.endswith("questions.jsonl")
-    counts = {(r.split, r.graph_isomorphism): r.questions for r in Q.type_counts(Q.as_table(valid)).collect()}
+    counts = {
+        (r.split, r.graph_isomorphism): r.questions
+        for r in synthkgqa_questions.type_counts(synthkgqa_questions.as_table(valid)).collect()
+    }
     assert counts == {
         ("test", "(2)(1)"): 1,
         ("train", "((1)(1))"): 1,
@@ -147,15 +150,15 @@ def test_answer_sets_equal_brute_force_on_random_kgs(spark):
         seeds = [n for n in nodes[1:] if degree[n] == 1]
         if len(nodes) - len(seeds) > 4 or not tree:
             continue
-        v = A.classify(seeds, answer, tree)
+        v = answer_types.classify(seeds, answer, tree)
         assert v.valid, v
         questions.append((f"q{q}", seeds, answer, tree, v.type.n_hops))
     frame = spark.createDataFrame(
         [(q, s, a, [dict(zip("hrt", x, strict=True)) for x in g], n) for q, s, a, g, n in questions],
-        f"id string, seeds array<int>, answer int, answer_subgraph {Q.TRIPLE_TYPE}, n_hops int",
+        f"id string, seeds array<int>, answer int, answer_subgraph {synthkgqa_questions.TRIPLE_TYPE}, n_hops int",
     )
     kg_frame = spark.createDataFrame(sorted(kg), "h int, r int, t int").repartition(3)
-    got = {r.id: r for r in Q.answer_sets(frame, kg_frame, max_answers=5).collect()}
+    got = {r.id: r for r in synthkgqa_questions.answer_sets(frame, kg_frame, max_answers=5).collect()}
     assert len(got) == len(questions) >= 25
     over = 0
     for q, s, a, g, _ in questions:
@@ -169,7 +172,9 @@ def test_answer_sets_equal_brute_force_on_random_kgs(spark):
             assert row.all_answers is None
     assert over > 0
     # a question with more bindings at one level than max_bindings is left out, the others are unchanged
-    capped = {r.id: r for r in Q.answer_sets(frame, kg_frame, max_answers=5, max_bindings=3).collect()}
+    capped = {
+        r.id: r for r in synthkgqa_questions.answer_sets(frame, kg_frame, max_answers=5, max_bindings=3).collect()
+    }
     left_out = [q for q, row in capped.items() if row.n_answers is None]
     assert 0 < len(left_out) < len(questions)
     for q, row in capped.items():
@@ -183,7 +188,7 @@ def _parse(spark, lines: list[str], max_keys: int) -> dict[int, tuple]:
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "questions.jsonl"
         path.write_text("\n".join(lines) + "\n")
-        rows = Q.parse_lines(read_lines(spark, {"questions": [str(path)]}), max_keys).collect()
+        rows = synthkgqa_questions.parse_lines(read_lines(spark, {"questions": [str(path)]}), max_keys).collect()
     return {r.line_number: (r.id, r.reason) for r in rows}
 
 

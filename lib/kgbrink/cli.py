@@ -9,7 +9,6 @@ Exit status: 0 on success; 1 when the job failed (reason on stderr, and in the J
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
@@ -18,45 +17,9 @@ import time
 from pathlib import Path
 
 from kgbrink.core.console import Progress, error_message, human_summary, write_trace
-from kgbrink.core.jobs import REGISTRY, JobContext, add_arguments, options_from
+from kgbrink.core.jobs import REGISTRY, JobContext, add_arguments, load_jobs, options_from
 from kgbrink.core.settings import ConfigError, load_config
 from kgbrink.core.tracking import JobSummary, prepare_experiment, record_in_mlflow
-
-JOB_MODULES = (
-    "ingest",
-    "refresh",
-    "stats",
-    "synth",
-    "score",
-    "rank",
-    "reproduce_probe",
-    "mine",
-    "ground",
-    "variant",
-    "build",
-    "evaluate_qa",
-    "okgqa",
-    "question_graphs",
-    "perturb",
-    "mcq",
-    "score_mcq",
-    "seed_graphs",
-    "gt_questions",
-    "pipeline",
-    "stage",
-)
-
-
-def load_jobs() -> dict:
-    """Import the job modules (each registers its jobs); the registry in the order of :data:`JOB_MODULES`
-    and of definition within a module, whatever imported them first."""
-    for name in JOB_MODULES:
-        importlib.import_module(f"kgbrink.jobs.{name}")
-
-    def order(job) -> tuple[int, int]:
-        return JOB_MODULES.index(job.run.__module__.rsplit(".", 1)[-1]), job.run.__code__.co_firstlineno
-
-    return {job.name: job for job in sorted(REGISTRY.values(), key=order)}
 
 
 def build_parser() -> argparse.ArgumentParser:

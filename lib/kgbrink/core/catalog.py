@@ -405,6 +405,15 @@ def path(name: str, **parts: str) -> str:
     return table(name).path(**parts)
 
 
+# The tables of one statistics folder (``kgbrink stats``), each ``stats.<name>`` in the catalog.
+STATS_TABLES = ("entity_popularity", "entity_relation_popularity", "relation_statistics", "degree_histogram")
+
+
+def stats_dir(dataset: str, splits: list[str]) -> str:
+    """The folder of the statistics of ``dataset`` on ``splits``: ``<dataset>/stats/<split>+<split>...``."""
+    return path("stats.entity_popularity", dataset=dataset, splits="+".join(sorted(splits))).rsplit("/", 1)[0]
+
+
 def find(location: str, name: str | None = None) -> Table | None:
     """The catalog entry a location belongs to: the most specific matching pattern
     (``{dataset}/variants/{variant}/rules`` before ``{dataset}/rules``), ``name`` among equally specific."""

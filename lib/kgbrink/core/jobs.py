@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
+import pkgutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kgbrink.core import catalog
+from kgbrink.core import catalog, delta
 from kgbrink.core.console import Progress
 from kgbrink.core.delta import TableVersion, delta_commits, read_table, write_table
 from kgbrink.core.session import job_checkpoints, spark_actions
@@ -59,6 +61,15 @@ class Job:
 REGISTRY: dict[str, Job] = {}
 
 
+def load_jobs() -> dict[str, Job]:
+    """Import every module of :mod:`kgbrink.jobs` (each registers its jobs); the registry by command name."""
+    import kgbrink.jobs
+
+    for module in pkgutil.iter_modules(kgbrink.jobs.__path__):
+        importlib.import_module(f"kgbrink.jobs.{module.name}")
+    return {name: REGISTRY[name] for name in sorted(REGISTRY)}
+
+
 def job(
     name: str, help: str, options: type, *, spark: bool = True, steps: int | None = None, entry_point: str | None = None
 ):
@@ -91,9 +102,15 @@ class JobContext:
         self.summary.params.update(params)
         return self.summary
 
-    def run(self, name: str, options: Any) -> JobSummary:
-        """Run the registered job ``name`` with ``options`` in a child context; its summary is returned."""
-        definition = REGISTRY[name]
+    def run(self, name: str, options: Any = None, /, **values: Any) -> JobSummary:
+        """Run the registered job ``name`` in a child context with ``options``, or with its options made of
+        ``values`` (the others at their defaults): jobs compose by name, never by importing each other. Its
+        summary is returned."""
+        definition = REGISTRY[name] if name in REGISTRY else load_jobs()[name]
+        if options is None:
+            options = definition.options(**values)
+        elif values:
+            raise TypeError(f"ctx.run({name!r}): give options or values, not both")
         progress = self.progress.child(definition.steps)
         child = JobContext(self.spark, self.config, JobSummary(name), progress, nested=True)
         start = _actions(self.spark)
@@ -156,6 +173,33 @@ class JobContext:
         partition_by = list(entry.partition_by) if entry is not None else None
         self.summary.outputs[name] = write_table(frame, path, partition_by, description or None)
         return self.summary.outputs[name]
+
+    def replace_where(
+        self, frame, path: str, predicate: str, description: str = "", name: str | None = None, rows: int | None = None
+    ) -> TableVersion:
+        """Replace the rows of the Delta table at ``path`` matching the SQL ``predicate`` by ``frame`` (one
+        new version; a new table holds ``frame``); a catalogued table's columns are checked. Recorded under
+        ``name`` in the outputs (with ``rows``, else the rows written) when a name is given."""
+        entry = catalog.find(path, name)
+        if entry is not None:
+            catalog.check_schema(entry, frame)
+        written = delta.replace_where(frame, path, predicate, description or None)
+        if name is not None:
+            self.summary.outputs[name] = TableVersion(path, written.version, written.rows if rows is None else rows)
+        return written
+
+    def merge(self, path: str, source, on, name: str | None = None, rows: int | None = None, **clauses) -> int:
+        """MERGE ``source`` into the Delta table at ``path`` (:func:`kgbrink.core.delta.merge`'s clauses);
+        the new version (unchanged when nothing changed), recorded under ``name`` with ``rows`` when a name
+        is given."""
+        version = delta.merge(self.spark, path, source, on, **clauses)
+        if name is not None:
+            self.summary.outputs[name] = TableVersion(path, version, rows)
+        return version
+
+    def set_table_property(self, path: str, key: str, value: str) -> bool:
+        """Set the property ``key`` of the Delta table at ``path`` (one metadata commit when it differs)."""
+        return delta.set_table_property(self.spark, path, key, value)
 
 
 def _actions(spark: Any) -> dict[str, int]:

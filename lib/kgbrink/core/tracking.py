@@ -52,6 +52,15 @@ class JobSummary:
         finally:
             self.timings[step] = round(time.perf_counter() - start, 3)
 
+    def merge_steps(self, steps: list[JobSummary]) -> None:
+        """Counts, timings, inputs, outputs and artifacts of the sub-jobs' ``steps`` under their job names."""
+        for step in steps:
+            self.counts[step.job] = step.counts
+            self.timings.update({f"{step.job}.{k}": v for k, v in step.timings.items()})
+            self.inputs.update({f"{step.job}.{k}": v for k, v in step.inputs.items()})
+            self.outputs.update({f"{step.job}.{k}": v for k, v in step.outputs.items()})
+            self.artifacts.extend(step.artifacts)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "job": self.job,
@@ -172,13 +181,27 @@ class JobFailed(RuntimeError):
 
 
 def fail_past_bad_fraction(
-    summary: JobSummary, by_reason: dict, total: int, limit: float, setting: str, what: str, where: str
+    summary: JobSummary,
+    by_reason: dict,
+    total: int,
+    limit: float,
+    setting: str,
+    what: str,
+    where: str,
+    *,
+    verb: str = "quarantined",
+    source: str = "",
+    error: type[Exception] = JobFailed,
 ) -> None:
-    """Raise :class:`JobFailed` when the quarantined ``by_reason`` counts exceed ``limit`` of ``total``
-    (also when ``total`` is 0), naming the top reasons and where the quarantine is."""
+    """The quarantine threshold of every job: raise ``error(message, summary)`` when the quarantined
+    ``by_reason`` counts exceed ``limit`` (the setting named ``setting``) of ``total`` rows; the message
+    names ``source``, the counts, ``verb`` (``{share}`` in it is the bad share), the top reasons and
+    ``where`` the quarantine is ("see <path>", or what was and was not written)."""
     bad = sum(by_reason.values())
-    if total == 0:
-        raise JobFailed(f"no {what}", summary)
-    if bad > limit * total:
-        top = ", ".join(f"{k}: {v}" for k, v in sorted(by_reason.items(), key=lambda kv: -kv[1])[:5])
-        raise JobFailed(f"{bad} of {total} {what} quarantined (> {setting} = {limit:g}; {top}); see {where}", summary)
+    if bad <= limit * total:
+        return
+    top = ", ".join(f"{k}: {v}" for k, v in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+    share = f"{bad / max(total, 1):.4%}"
+    prefix = f"{source}: " if source else ""
+    message = f"{prefix}{bad} of {total} {what} {verb.format(share=share)} (> {setting} = {limit:g}; {top}); {where}"
+    raise error(message, summary)

@@ -16,15 +16,14 @@ from kgbrink.core.delta import table_exists
 from kgbrink.core.files import local_dir, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.tracking import JobSummary
-from kgbrink.jobs.variant import (
+from kgbrink.jobs.variant_options import (
     OutOptions,
-    RemoveOptions,
     Variant,
     VariantOptions,
-    _names,
-    _open,
-    _settings,
+    open_variant,
     question_counts,
+    variant_entity_names,
+    variant_settings,
     write_question_files,
 )
 from kgbrink.rules.model import RULE_TYPES, write_amie_tsv
@@ -44,8 +43,8 @@ class BuildOptions(VariantOptions):
 @job("export", "a variant as plain files (TSV, AMIE3 rules, provenance, questions, data card)", OutOptions, steps=3)
 def export(ctx: JobContext, opts: OutOptions) -> JobSummary:
     """``kgbrink export``: the variant as plain files (module docstring of :mod:`kgbrink.jobs.variant`)."""
-    v = _open(ctx, opts)
-    s, out, dataset, name = _settings(v), opts.out, v.dataset, v.name
+    v = open_variant(ctx, opts)
+    s, out, dataset, name = variant_settings(v), opts.out, v.dataset, v.name
     summary = ctx.begin(dataset=dataset, variant=name)
     target = local_dir(out) if out else local_dir(v.root) / "release"
     summary.params["out"] = str(target)
@@ -62,7 +61,7 @@ def export(ctx: JobContext, opts: OutOptions) -> JobSummary:
             renderings = [(target / f"{table}.tsv", keys["entity"], keys["relation"])]
             if table != "removed":
                 renderings += [
-                    (target / "kg" / scheme / f"{table}.tsv", _names(v, scheme, s["seed"]), relations)
+                    (target / "kg" / scheme / f"{table}.tsv", variant_entity_names(v, scheme, s["seed"]), relations)
                     for scheme in ("private_id", "text_label")
                 ]
             for path, entity_names, relation_names in renderings:
@@ -183,7 +182,7 @@ def _report(
     own = Variant(JobContext(ctx.spark, ctx.config, summary, ctx.progress), v.dataset, v.name)
     target = local_dir(out) if out else local_dir(own.root) / "report"
     summary.artifacts.extend(
-        report.write_report(target, v.dataset, v.name, _settings(own), counts, answer_counts, removal_counts)
+        report.write_report(target, v.dataset, v.name, variant_settings(own), counts, answer_counts, removal_counts)
     )
     summary.counts.update(counts)
     return summary
@@ -194,26 +193,24 @@ def build(ctx: JobContext, opts: BuildOptions) -> JobSummary:
     """``kgbrink build``: mine (unless ``--rules`` is given or ``--reuse-rules``) -> remove (ground) -> verify
     -> questions -> export -> report. Plain files go to ``out`` (release files, and the report in
     ``out/report``) or, for a local dataset, into the variant directory."""
-    from kgbrink.jobs import mine
-
-    v = _open(ctx, opts)
+    v = open_variant(ctx, opts)
     dataset, name, out = v.dataset, v.name, opts.out
     summary = ctx.begin(dataset=dataset, variant=name, rules=opts.rules or "mined")
     common = {"dataset": dataset, "variant": name}
     steps = []
     if opts.rules is None and not opts.reuse_rules:
         with ctx.step("mine"):
-            steps.append(ctx.run("mine", mine.MineOptions(dataset=dataset)))
+            steps.append(ctx.run("mine", dataset=dataset))
     with ctx.step("remove"):
-        removed = ctx.run("remove", RemoveOptions(**common, rules=opts.rules))
+        removed = ctx.run("remove", **common, rules=opts.rules)
     steps.append(removed)
     with ctx.step("verify"):
-        steps.append(ctx.run("verify", VariantOptions(**common)))
+        steps.append(ctx.run("verify", **common))
     with ctx.step("questions"):
-        q = ctx.run("questions", OutOptions(**common, out=out))
+        q = ctx.run("questions", **common, out=out)
     steps.append(q)
     with ctx.step("export"):
-        exported = ctx.run("export", OutOptions(**common, out=out))
+        exported = ctx.run("export", **common, out=out)
     steps.append(exported)
     with ctx.step("report"):
         report_dir = f"{out}/report" if out else None
@@ -222,7 +219,7 @@ def build(ctx: JobContext, opts: BuildOptions) -> JobSummary:
         # the tables the counts come from, at the versions export read
         reported.inputs.update({k: t for k, t in exported.inputs.items() if k in VARIANT_COUNT_TABLES})
         steps.append(reported)
-    merge_steps(summary, steps)
+    summary.merge_steps(steps)
     release = Path(out) if out else Path(v.root) / "release"
     summary.highlights.update(release=str(release), report=str(Path(steps[-1].artifacts[0])))
     summary.highlights["built"] = (
@@ -230,13 +227,3 @@ def build(ctx: JobContext, opts: BuildOptions) -> JobSummary:
         f"{q.counts['questions']:,} questions"
     )
     return summary
-
-
-def merge_steps(summary: JobSummary, steps: list[JobSummary]) -> None:
-    """Counts, timings, inputs, outputs and artifacts of ``steps`` under their job names."""
-    for step in steps:
-        summary.counts[step.job] = step.counts
-        summary.timings.update({f"{step.job}.{k}": v for k, v in step.timings.items()})
-        summary.inputs.update({f"{step.job}.{k}": v for k, v in step.inputs.items()})
-        summary.outputs.update({f"{step.job}.{k}": v for k, v in step.outputs.items()})
-        summary.artifacts.extend(step.artifacts)

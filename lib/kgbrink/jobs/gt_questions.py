@@ -25,10 +25,10 @@ from kgbrink.core.files import delete_path, local_dir, merge_parts, read_lines, 
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.settings import is_uri
-from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 from kgbrink.kg.dataset import dataset_splits
-from kgbrink.synthkgqa import generator as G
-from kgbrink.synthkgqa import questions as Q
+from kgbrink.synthkgqa import generator
+from kgbrink.synthkgqa import questions as synthkgqa_questions
 
 GENERATED = "generated"
 
@@ -101,7 +101,7 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
     )
     if opts.generate:
         try:
-            G.shapes(cfg.types)
+            generator.shapes(cfg.types)
         except ValueError as exc:
             raise JobFailed(f"gt_questions.types: {exc}", summary) from None
     entities = ctx.read("entities", catalog.path("entities", dataset=dataset))
@@ -122,7 +122,7 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
 
     with ctx.step("questions"):
         if opts.generate:
-            planted = G.plant(kg, entities.select("id"), cfg.types, cfg.per_type, cfg.seed, opts.split)
+            planted = generator.plant(kg, entities.select("id"), cfg.types, cfg.per_type, cfg.seed, opts.split)
             planted = planted.withColumns(
                 {
                     "source_file": F.lit("<generated>"),
@@ -130,18 +130,18 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
                     "line": F.lit(None).cast("string"),
                 }
             ).transform(checkpoint)
-            valid, bad = Q.classify(planted, cfg.max_edges)
+            valid, bad = synthkgqa_questions.classify(planted, cfg.max_edges)
             n_records = planted.count()
         else:
             require_files(spark, [opts.input])
             lines = read_lines(spark, {"questions": [opts.input]})
-            records = Q.parse_lines(lines, cfg.max_keys_per_question).transform(checkpoint)
+            records = synthkgqa_questions.parse_lines(lines, cfg.max_keys_per_question).transform(checkpoint)
             n_records = records.count()
-            valid, bad = Q.ingest(records, entities, relations, kg, cfg.max_edges)
+            valid, bad = synthkgqa_questions.ingest(records, entities, relations, kg, cfg.max_edges)
         valid = valid.transform(checkpoint)
         ctx.write(
             "question_quarantine",
-            bad.select(*Q.QUARANTINE_COLUMNS),
+            bad.select(*synthkgqa_questions.QUARANTINE_COLUMNS),
             out["question_quarantine"],
             f"quarantine of {name}",
             table="synthkgqa.question_quarantine",
@@ -155,14 +155,16 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
             quarantined=n_bad,
             **{f"quarantined_{k}": v for k, v in sorted(reasons.items())},
         )
-        share = n_bad / max(1, n_records)
-        if share > cfg.max_bad_fraction:
-            raise JobFailed(
-                f"{opts.input or 'generated questions'}: {n_bad} of {n_records} question records quarantined "
-                f"({share:.2%}) exceed gt_questions.max_bad_fraction = {cfg.max_bad_fraction:g}; see "
-                f"{out['question_quarantine']} ({reasons})",
-                summary,
-            )
+        fail_past_bad_fraction(
+            summary,
+            reasons,
+            n_records,
+            cfg.max_bad_fraction,
+            "gt_questions.max_bad_fraction",
+            "question records",
+            f"see {out['question_quarantine']}",
+            source=opts.input or "generated questions",
+        )
 
     if "given_type" in valid.columns:
         # GTSQA records carry their type and hops: kgbrink's classification must reproduce them (spec 2.G)
@@ -188,13 +190,13 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
     answers = None
     if opts.answers:
         with ctx.step("answers"):
-            answers = Q.answer_sets(valid, kg, cfg.max_answers).transform(checkpoint)
+            answers = synthkgqa_questions.answer_sets(valid, kg, cfg.max_answers).transform(checkpoint)
 
     with ctx.step("write"):
-        table = Q.as_table(valid, answers)
+        table = synthkgqa_questions.as_table(valid, answers)
         ctx.write("gt_questions", table, out["gt_questions"], f"questions {name}", table="synthkgqa.gt_questions")
         written = ctx.written("gt_questions")
-        types = Q.type_counts(written).orderBy("split", F.desc("questions"), "graph_isomorphism")
+        types = synthkgqa_questions.type_counts(written).orderBy("split", F.desc("questions"), "graph_isomorphism")
         ctx.write("answer_types", types, out["answer_types"], f"types of {name}", table="synthkgqa.answer_types")
         summary.results = [
             r.asDict() for r in ctx.written("answer_types").orderBy("split", "n_edges", "graph_isomorphism").collect()
@@ -237,7 +239,7 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
             target = opts.export or (None if is_uri(base) else f"{base}/export/questions.jsonl")
             if target:
                 path = local_dir(str(Path(target).parent)) / Path(target).name
-                records = G.to_records(written, entities, relations).orderBy("id").select("value")
+                records = generator.to_records(written, entities, relations).orderBy("id").select("value")
                 staging = f"{base}/_export_staging"
                 records.write.mode("overwrite").text(staging)
                 merge_parts(spark, staging, str(path))

@@ -10,7 +10,7 @@ from pyspark.sql import SparkSession
 
 from kgbrink.core.files import IngestInputs, InputError, expand_directories, probe_inputs, wikidata5m_inputs
 from kgbrink.core.jobs import arg
-from kgbrink.kg import ingest as T
+from kgbrink.kg import ingest
 
 FORMATS = ("wikidata5m", "probe", "delimited", "ntriples")
 
@@ -109,21 +109,21 @@ def resolve_inputs(spark: SparkSession, opts: IngestOptions) -> IngestInputs:
     return inputs
 
 
-def triple_format(opts: IngestOptions) -> T.TripleFormat:
+def triple_format(opts: IngestOptions) -> ingest.TripleFormat:
     """The line layout and key rules of ``opts.format``, with any pattern the user overrides.
 
     Wikidata keys travel as integers (:class:`kgbrink.kg.ingest.KeyCodec`) unless a custom pattern makes
     that mapping unsafe.
     """
-    base = {"wikidata5m": T.WIKIDATA5M, "ntriples": T.NTRIPLES}.get(opts.format, T.PROBE)
+    base = {"wikidata5m": ingest.WIKIDATA5M, "ntriples": ingest.NTRIPLES}.get(opts.format, ingest.PROBE)
     custom = bool(opts.entity_pattern or opts.relation_pattern)
-    return T.TripleFormat(
+    return ingest.TripleFormat(
         opts.format,
         delimiter=opts.delimiter,
         columns=tuple(c.strip() for c in opts.columns.split(",")),
         quote=opts.quote,
         entity_pattern=opts.entity_pattern or base.entity_pattern,
         relation_pattern=opts.relation_pattern or base.relation_pattern,
-        entity_codec=T.STRING_KEYS if custom else base.entity_codec,
-        relation_codec=T.STRING_KEYS if custom else base.relation_codec,
+        entity_codec=ingest.STRING_KEYS if custom else base.entity_codec,
+        relation_codec=ingest.STRING_KEYS if custom else base.relation_codec,
     )

@@ -30,8 +30,7 @@ from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
-from kgbrink.mcq import options as O
-from kgbrink.mcq import render as R
+from kgbrink.mcq import options, render
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +109,7 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
     dataset = config.require_dataset(opts.dataset)
     if not opts.name or "/" in opts.name:
         raise ValueError(f"--name must be a plain name, got {opts.name!r}")
-    difficulties = [d for d in O.DIFFICULTIES if d in cfg.difficulties]
+    difficulties = [d for d in options.DIFFICULTIES if d in cfg.difficulties]
     summary = ctx.begin(
         dataset=dataset,
         name=opts.name,
@@ -170,10 +169,10 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
     paths = {t: catalog.path(f"mcq.{t}", dataset=dataset, questions=opts.name) for t in ("questions", "statistics")}
 
     with ctx.step("sample"):
-        sampled = O.sample_triples(triples.where(F.col("split") == cfg.split), cfg.n_triples, cfg.seed)
-        queries = O.queries(sampled).transform(checkpoint)
-        excluded = O.excluded_entities(queries, known)
-        degrees = O.topic_degrees(kg, queries).transform(checkpoint)
+        sampled = options.sample_triples(triples.where(F.col("split") == cfg.split), cfg.n_triples, cfg.seed)
+        queries = options.queries(sampled).transform(checkpoint)
+        excluded = options.excluded_entities(queries, known)
+        degrees = options.topic_degrees(kg, queries).transform(checkpoint)
         n_queries = queries.count()
         if queries.select("qid").distinct().count() != n_queries:
             raise JobFailed("two sampled triples share a 64-bit hash: choose another mcq.seed", summary)
@@ -182,13 +181,13 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
         vectors = None
         if "hard" in difficulties and hard_mode == "embedding_neighbours":
             vectors = _table(spark, opts.entity_vectors)
-        questions = O.build(
+        questions = options.build(
             queries,
             excluded,
             degrees,
             kg,
             n_entities,
-            O.Plan(
+            options.Plan(
                 difficulties,
                 cfg.options,
                 cfg.seed,
@@ -205,17 +204,17 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
             for r in questions.groupBy("difficulty", "complete", "fallback").agg(F.count("*").alias("n")).collect()
         }
         complete = questions.where(F.col("complete")).drop("complete")
-        templates = R.templates(spark, relations, cfg.templates, cfg.default_templates).transform(checkpoint)
-        with_text = R.with_text(complete, entities, relations, templates, cfg.options)
+        templates = render.templates(spark, relations, cfg.templates, cfg.default_templates).transform(checkpoint)
+        with_text = render.with_text(complete, entities, relations, templates, cfg.options)
         ctx.write("questions", with_text, paths["questions"], f"ProbeKGC questions {opts.name}", table="mcq.questions")
 
     with ctx.step("statistics"):
-        stats = O.statistics(ctx.written("questions"), cfg.options).orderBy(
-            F.array_position(F.array(*[F.lit(d) for d in O.DIFFICULTIES]), F.col("difficulty"))
+        stats = options.statistics(ctx.written("questions"), cfg.options).orderBy(
+            F.array_position(F.array(*[F.lit(d) for d in options.DIFFICULTIES]), F.col("difficulty"))
         )
         ctx.write("statistics", stats, paths["statistics"], f"statistics of {opts.name}", table="mcq.statistics")
         summary.results = [r.asDict() for r in ctx.written("statistics").collect()]
-        order = {d: i for i, d in enumerate(O.DIFFICULTIES)}
+        order = {d: i for i, d in enumerate(options.DIFFICULTIES)}
         summary.results.sort(key=lambda r: order[r["difficulty"]])
 
     with ctx.step("export"):
@@ -240,27 +239,27 @@ def _export(ctx, cfg, entities, relations, templates, out: Path, staging: str, d
     fixed = [-1, *range(cfg.options)] if cfg.position_variants else [-1]
     written = []
     for rendering in cfg.renderings:
-        frame = R.named(questions, R.names(entities, rendering), R.names(relations, rendering))
+        frame = render.named(questions, render.names(entities, rendering), render.names(relations, rendering))
         if rendering == "text":
             frame = frame.join(templates, "r")
         frame = frame.withColumn("_fixed", F.explode(F.array(*[F.lit(p) for p in fixed])))
         variant = frame.withColumns(
             {
                 "options": F.when(F.col("_fixed") < 0, F.col("options")).otherwise(
-                    R.swapped("options", "gold_position", F.col("_fixed"))
+                    render.swapped("options", "gold_position", F.col("_fixed"))
                 ),
                 "option_names": F.when(F.col("_fixed") < 0, F.col("option_names")).otherwise(
-                    R.swapped("option_names", "gold_position", F.col("_fixed"))
+                    render.swapped("option_names", "gold_position", F.col("_fixed"))
                 ),
             }
         ).withColumn("gold_position", F.when(F.col("_fixed") < 0, F.col("gold_position")).otherwise(F.col("_fixed")))
         file_name = F.element_at(
-            F.create_map(*[F.lit(x) for kv in R.FILE_NAMES.items() for x in kv]), F.col("difficulty")
+            F.create_map(*[F.lit(x) for kv in render.FILE_NAMES.items() for x in kv]), F.col("difficulty")
         )
-        letter = F.element_at(F.array(*[F.lit(x) for x in R.LETTERS]), F.col("_fixed") + 1)
+        letter = F.element_at(F.array(*[F.lit(x) for x in render.LETTERS]), F.col("_fixed") + 1)
         prefix = F.when(F.col("_fixed") < 0, F.lit("")).otherwise(F.concat(F.lit("fixed_"), letter, F.lit(".")))
         variant = variant.withColumn("file", F.concat(prefix, file_name))
-        records = R.records(variant, rendering, cfg.options, F.col("_fixed"), keep=["file"]).transform(checkpoint)
+        records = render.records(variant, rendering, cfg.options, F.col("_fixed"), keep=["file"]).transform(checkpoint)
         target = f"{staging}/{rendering}"
         records.orderBy("file", "id").write.mode("overwrite").partitionBy("file").json(target)
         keys = [r["file"] for r in records.select("file").distinct().collect()]

@@ -6,7 +6,7 @@ Also ``import-rules`` (an AMIE3 TSV file into a rules table, relations checked a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import functions as F
@@ -16,7 +16,6 @@ from kgbrink.core.delta import (
     table_path,
 )
 from kgbrink.core.jobs import JobContext, arg, job, names
-from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
 from kgbrink.rules import mining
@@ -27,14 +26,8 @@ from kgbrink.rules.model import (
     read_amie_tsv,
     write_amie_tsv,
 )
+from kgbrink.rules.params import MiningParams
 from kgbrink.rules.table import read_rules, rules_frame
-
-
-def mining_params(config: Settings, overrides: dict | None = None) -> mining.MiningParams:
-    """``mining.*`` settings of the config, with non-None ``overrides`` (CLI flags) on top."""
-    values = {f.name: config.get(f"mining.{f.name}") for f in fields(mining.MiningParams)}
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return mining.MiningParams(**values).validate()
 
 
 def _count_types(summary: JobSummary, rules: list[Rule]) -> None:
@@ -74,7 +67,7 @@ class MineOptions:
 def run(ctx: JobContext, opts: MineOptions) -> JobSummary:
     spark, config = ctx.spark, ctx.config
     dataset = config.require_dataset(opts.dataset)
-    params = mining_params(config, opts.thresholds())
+    params = MiningParams.from_settings(config, opts.thresholds())
     out = opts.rules or catalog.path("rules", dataset=dataset)
     summary = ctx.begin(dataset=dataset, rules=out, **params.__dict__)
     relation_keys = _relation_keys(ctx, dataset)

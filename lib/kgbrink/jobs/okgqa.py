@@ -12,9 +12,9 @@ from kgbrink.core import catalog
 from kgbrink.core.files import read_lines, require_files
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
-from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.core.tracking import JobSummary, fail_past_bad_fraction
 from kgbrink.kg.dataset import dataset_splits
-from kgbrink.okgqa import questions as Q
+from kgbrink.okgqa import questions as okgqa_questions
 from kgbrink.okgqa.subgraphs import question_subgraphs
 
 
@@ -57,12 +57,14 @@ def subgraphs(ctx: JobContext, opts: SubgraphOptions) -> JobSummary:
     with ctx.step("questions"):
         if opts.questions_format == "jsonl":
             require_files(spark, [opts.questions])
-            parsed = Q.parse_lines(read_lines(spark, {"questions": [opts.questions]}), cfg.max_entities_per_question)
+            parsed = okgqa_questions.parse_lines(
+                read_lines(spark, {"questions": [opts.questions]}), cfg.max_entities_per_question
+            )
         else:
             table = spark.read.format(opts.questions_format).load(opts.questions)
-            parsed = Q.from_table(table, cfg.max_entities_per_question)
+            parsed = okgqa_questions.from_table(table, cfg.max_entities_per_question)
         parsed = parsed.transform(checkpoint)
-        seeds, bad = Q.resolve_entities(parsed, entities)
+        seeds, bad = okgqa_questions.resolve_entities(parsed, entities)
         seeds = seeds.transform(checkpoint)
         ctx.write("quarantine", bad, out["quarantine"], f"quarantine of {opts.questions}", table="okgqa.quarantine")
         reasons = {r["reason"]: r["count"] for r in ctx.written("quarantine").groupBy("reason").count().collect()}
@@ -74,14 +76,17 @@ def subgraphs(ctx: JobContext, opts: SubgraphOptions) -> JobSummary:
             **{f"quarantined_{k}": v for k, v in sorted(reasons.items())},
         )
         # the share of the entity keys of good lines and of the bad lines
-        bad_lines = sum(reasons.get(reason, 0) for reason in Q.LINE_REASONS)
-        bad_share = sum(reasons.values()) / max(1, n_keys + bad_lines)
-        if bad_share > cfg.max_bad_fraction:
-            raise JobFailed(
-                f"{opts.questions}: {sum(reasons.values())} quarantined rows ({bad_share:.2%}) exceed "
-                f"okgqa_subgraph.max_bad_fraction = {cfg.max_bad_fraction:g}; see {out['quarantine']} ({reasons})",
-                summary,
-            )
+        bad_lines = sum(reasons.get(reason, 0) for reason in okgqa_questions.LINE_REASONS)
+        fail_past_bad_fraction(
+            summary,
+            reasons,
+            n_keys + bad_lines,
+            cfg.max_bad_fraction,
+            "okgqa_subgraph.max_bad_fraction",
+            "entity keys and question lines",
+            f"see {out['quarantine']}",
+            source=opts.questions,
+        )
     with ctx.step("subgraphs"):
         pruned, sizes = question_subgraphs(kg, seeds, cfg)
         ctx.write("subgraph_sizes", sizes, out["subgraph_sizes"], f"sizes of {name}", table="okgqa.subgraph_sizes")

@@ -23,7 +23,7 @@ from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
-from kgbrink.okgqa import perturb as P
+from kgbrink.okgqa import perturb as okgqa_perturb
 from kgbrink.okgqa import report, sweep
 from kgbrink.okgqa.scorers import Scorer, ScorerInputError
 
@@ -136,13 +136,13 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
             scorer = Scorer(**{**vars(s.scorer), "seed": seed})
             for method in s.methods:
                 try:
-                    made = P.perturbation(scoped, method, s.levels, seed, whole, scorer)
+                    made = okgqa_perturb.perturbation(scoped, method, s.levels, seed, whole, scorer)
                 except ScorerInputError as e:
                     raise JobFailed(f"{method}: {e}", summary) from None
-                logs.append(P.log_rows(made.changed, method, seed))
+                logs.append(okgqa_perturb.log_rows(made.changed, method, seed))
                 counts.update({(method, level, seed): c for level, c in made.levels.items()})
                 # the original and every level in one table; a new triple takes the split of the one it replaces
-                graph = P.nested_graphs(original, made.changed, s.levels, method)
+                graph = okgqa_perturb.nested_graphs(original, made.changed, s.levels, method)
                 graphs.append(graph.select(F.lit(method).alias("method"), F.lit(seed).alias("seed"), *graph.columns))
     with ctx.step("write_log"):
         ctx.write(
@@ -234,7 +234,7 @@ def kg_similarity(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
             if s.scope == "kg":
                 table = sweep.kg_similarity(ctx.spark, perturbed, combos, s.scorer, s.cfg.max_wedges)
             else:
-                graphs = P.per_level(perturbed).where(F.col("level").isin(s.levels))
+                graphs = okgqa_perturb.per_level(perturbed).where(F.col("level").isin(s.levels))
                 table = sweep.subgraph_similarity(
                     s.original.select("scope_key", "h", "r", "t"), graphs, combos, s.scorer
                 )

@@ -17,7 +17,6 @@ from pathlib import Path
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
-from kgbrink.jobs import build, ingest, stats, synth
 
 
 def _sample_is_current(directory: Path, config: Settings) -> bool:
@@ -68,16 +67,16 @@ def run(ctx: JobContext, opts: RunOptions) -> JobSummary:
     steps: list[JobSummary] = []
     with ctx.step("synth"):
         if opts.input is None and not _sample_is_current(sample, config):
-            steps.append(ctx.run("synth", synth.SynthOptions(out=str(sample))))
+            steps.append(ctx.run("synth", out=str(sample)))
     with ctx.step("ingest"):
-        ingested = ctx.run("ingest", ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=source))
+        ingested = ctx.run("ingest", dataset=dataset, format="wikidata5m", input=source)
     steps.append(ingested)
     with ctx.step("stats"):
-        steps.append(ctx.run("stats", stats.StatsOptions(dataset=dataset)))
+        steps.append(ctx.run("stats", dataset=dataset))
     with ctx.step("build"):
-        built = ctx.run("build", build.BuildOptions(dataset=dataset, out=opts.out))
+        built = ctx.run("build", dataset=dataset, out=opts.out)
     steps.append(built)
-    build.merge_steps(summary, steps)
+    summary.merge_steps(steps)
     kept = ingested.counts.get("kept")
     summary.highlights.update(
         dataset=dataset + (f" ({kept:,} triples)" if kept is not None else ""), **built.highlights

@@ -26,11 +26,10 @@ from kgbrink.core.delta import table_exists
 from kgbrink.core.files import local_dir
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
-from kgbrink.core.tracking import JobFailed, JobSummary
+from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 from kgbrink.kg.dataset import dataset_splits
-from kgbrink.synthkgqa import question_graphs as QG
-from kgbrink.synthkgqa import report
-from kgbrink.synthkgqa import shortest_paths as SP
+from kgbrink.synthkgqa import question_graphs as synthkgqa_question_graphs
+from kgbrink.synthkgqa import report, shortest_paths
 
 
 @dataclass
@@ -46,7 +45,9 @@ class QuestionSetOptions:
 @dataclass
 class _SpOptions(QuestionSetOptions):
     answers: str | None = arg(
-        None, "answers: generated or all (default: setting shortest_paths.answers)", choices=list(SP.ANSWERS)
+        None,
+        "answers: generated or all (default: setting shortest_paths.answers)",
+        choices=list(shortest_paths.ANSWERS),
     )
     report_dir: str | None = arg(None, "local folder of the report (default: <dataset>/synthkgqa/<questions>/report)")
 
@@ -65,7 +66,7 @@ class SpAnalysisOptions(_SpOptions):
     graph: str | None = arg(
         None,
         "graph searched: neighbourhood or full_kg (default: setting shortest_paths.graph)",
-        choices=list(SP.GRAPHS),
+        choices=list(shortest_paths.GRAPHS),
     )
 
 
@@ -109,7 +110,7 @@ def _inputs(
         given = spark.read.parquet(source)
     else:
         raise JobFailed(f"no question table at {source}: run gt-questions first or give --input", summary)
-    questions, paths, bad = QG.prepare_questions(given, entities, relations)
+    questions, paths, bad = synthkgqa_question_graphs.prepare_questions(given, entities, relations)
     quarantine = quarantines[0]
     ctx.write("quarantine", bad, path[quarantine], f"quarantine of {opts.questions}", table=f"synthkgqa.{quarantine}")
     for other in quarantines[1:]:
@@ -121,13 +122,16 @@ def _inputs(
     n_good = questions.count()
     n_bad = sum(reasons.values())
     summary.counts.update(questions=n_good, **{f"quarantined_{k}": v for k, v in sorted(reasons.items())})
-    limit = config.gt_questions.max_bad_fraction
-    if n_bad > limit * max(1, n_good + n_bad):
-        raise JobFailed(
-            f"{source}: {n_bad} quarantined questions ({n_bad / max(1, n_good + n_bad):.2%}) exceed "
-            f"gt_questions.max_bad_fraction = {limit:g}; see {path[quarantine]} ({reasons})",
-            summary,
-        )
+    fail_past_bad_fraction(
+        summary,
+        reasons,
+        n_good + n_bad,
+        config.gt_questions.max_bad_fraction,
+        "gt_questions.max_bad_fraction",
+        "questions",
+        f"see {path[quarantine]}",
+        source=source,
+    )
     return _Inputs(dataset, kg, questions, paths, n_good, path)
 
 
@@ -140,7 +144,7 @@ def _inputs(
 def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
     config = ctx.config
     cfg = config.question_graphs
-    QG.check_settings(cfg)
+    synthkgqa_question_graphs.check_settings(cfg)
     if not opts.sp_analysis and (opts.answers or opts.report_dir):
         raise ValueError("--answers and --report-dir apply to --sp-analysis only")
     sp_cfg = _sp_settings(config, opts.answers, "neighbourhood") if opts.sp_analysis else None
@@ -158,12 +162,12 @@ def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
         got = _inputs(ctx, opts, summary, quarantines, tables)
     with ctx.step("graphs"):
         if sp_cfg:
-            pairs = SP.seed_answer_pairs(got.questions, got.paths, sp_cfg.answers).transform(checkpoint)
-            graphs, sizes, found, sp_triples = SP.question_graphs_and_paths(
+            pairs = shortest_paths.seed_answer_pairs(got.questions, got.paths, sp_cfg.answers).transform(checkpoint)
+            graphs, sizes, found, sp_triples = shortest_paths.question_graphs_and_paths(
                 got.kg, got.questions, got.paths, pairs, cfg
             )
         else:
-            graphs, sizes = QG.question_graphs(got.kg, got.questions, got.paths, cfg)
+            graphs, sizes = synthkgqa_question_graphs.question_graphs(got.kg, got.questions, got.paths, cfg)
         ctx.write(
             "sizes",
             sizes,
@@ -214,7 +218,7 @@ def _sp_settings(config, answers: str | None, graph: str | None):
     """The ``shortest_paths`` settings with the command line's ``--answers`` / ``--graph``, checked."""
     sets = [f"shortest_paths.{k}={v}" for k, v in (("graph", graph), ("answers", answers)) if v]
     cfg = config.with_overrides(sets).shortest_paths if sets else config.shortest_paths
-    SP.check_settings(cfg)
+    shortest_paths.check_settings(cfg)
     return cfg
 
 
@@ -224,17 +228,17 @@ def _sp_write(ctx: JobContext, opts, got: _Inputs, name: str, frame, what: str) 
 
 def _sp_tables(ctx: JobContext, opts, got: _Inputs, pairs, found, sp_triples) -> None:
     """``sp_pairs``, ``sp_triples`` and ``sp_overlap`` from the pairs' shortest paths."""
-    _sp_write(ctx, opts, got, "sp_pairs", SP.pair_table(pairs, found), "seed-answer shortest paths")
+    _sp_write(ctx, opts, got, "sp_pairs", shortest_paths.pair_table(pairs, found), "seed-answer shortest paths")
     triples = sp_triples.select(F.col("qid").alias("id"), "h", "r", "t")
     _sp_write(ctx, opts, got, "sp_triples", triples, "shortest-path triples")
     sp_rows = ctx.written("sp_triples").withColumnRenamed("id", "qid")
-    _sp_write(ctx, opts, got, "sp_overlap", SP.overlap(got.questions, sp_rows), "GT / SP overlap")
+    _sp_write(ctx, opts, got, "sp_overlap", shortest_paths.overlap(got.questions, sp_rows), "GT / SP overlap")
 
 
 def _sp_report(ctx: JobContext, opts, got: _Inputs, cfg, summary: JobSummary) -> None:
     """Table D2, Fig. D9, the report and the counts from the written pair and overlap tables."""
-    _sp_write(ctx, opts, got, "sp_table_d2", SP.table_d2(ctx.written("sp_overlap")), "Table D2")
-    _sp_write(ctx, opts, got, "sp_figure_d9", SP.figure_d9(ctx.written("sp_pairs")), "Fig. D9")
+    _sp_write(ctx, opts, got, "sp_table_d2", shortest_paths.table_d2(ctx.written("sp_overlap")), "Table D2")
+    _sp_write(ctx, opts, got, "sp_figure_d9", shortest_paths.figure_d9(ctx.written("sp_pairs")), "Fig. D9")
     d2 = ctx.written("sp_table_d2").toPandas().sort_values(["split", "n_hops"])
     d9 = ctx.written("sp_figure_d9").toPandas().sort_values(["split", "gt_len"])
     out = local_dir(opts.report_dir or str(Path(got.path["sp_pairs"]).parent / "report"))
@@ -268,7 +272,7 @@ def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
     config = ctx.config
     cfg = _sp_settings(config, opts.answers, opts.graph)
     if cfg.graph == "neighbourhood":
-        QG.check_settings(config.question_graphs)
+        synthkgqa_question_graphs.check_settings(config.question_graphs)
     summary = ctx.begin(
         dataset=config.require_dataset(opts.dataset),
         questions=opts.questions,
@@ -282,13 +286,13 @@ def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
     with ctx.step("questions"):
         got = _inputs(ctx, opts, summary, ("sp_quarantine",), SP_TABLES, reuse_kg=cfg.graph != "neighbourhood")
     with ctx.step("shortest paths"):
-        pairs = SP.seed_answer_pairs(got.questions, got.paths, cfg.answers).transform(checkpoint)
+        pairs = shortest_paths.seed_answer_pairs(got.questions, got.paths, cfg.answers).transform(checkpoint)
         if cfg.graph == "neighbourhood":
-            found, sp_triples = SP.shortest_paths_neighbourhood(
+            found, sp_triples = shortest_paths.shortest_paths_neighbourhood(
                 got.kg, got.questions, got.paths, pairs, config.question_graphs
             )
         else:
-            found, sp_triples = SP.shortest_paths_full_kg(got.kg, pairs, config.question_graphs.seed)
+            found, sp_triples = shortest_paths.shortest_paths_full_kg(got.kg, pairs, config.question_graphs.seed)
         _sp_tables(ctx, opts, got, pairs, found, sp_triples)
     with ctx.step("tables and report"):
         _sp_report(ctx, opts, got, cfg, summary)

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
-from kgbrink.core.tracking import JobSummary, fail_past_bad_fraction
+from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 from kgbrink.probe import ranking
 from kgbrink.probe.rankfiles import list_rank_files, with_model_and_run
 
@@ -130,8 +130,10 @@ def run(ctx: JobContext, opts: RankOptions) -> JobSummary:
         queries_with_missing_candidates=partial + tally.get("missing_candidates", 0),
     )
     summary.extra["ranks_path"] = f"{opts.out}/ranks"
+    if ranked + bad == 0:
+        raise JobFailed("no queries", summary)
     limit = float(config.scoring.max_bad_fraction)
     fail_past_bad_fraction(
-        summary, tally, ranked + bad, limit, "scoring.max_bad_fraction", "queries", f"{opts.out}/quarantine"
+        summary, tally, ranked + bad, limit, "scoring.max_bad_fraction", "queries", f"see {opts.out}/quarantine"
     )
     return summary

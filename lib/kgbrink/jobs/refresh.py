@@ -1,6 +1,6 @@
 """``kgbrink refresh``: a new dump into an existing dataset by Delta MERGE, then what depends on it.
 
-The dump is parsed, checked and encoded exactly as by ``kgbrink ingest`` (:func:`kgbrink.jobs.ingest.ingest_dump`,
+The dump is parsed, checked and encoded exactly as by ``kgbrink ingest`` (:func:`kgbrink.jobs.ingest_steps.ingest_dump`,
 same quarantine, accounting and stable ids), under the dataset's writer lease. The tables are not
 overwritten but merged (:class:`MergeWrites`): a dictionary gains its new keys (and changed labels); the
 triples lose the removed rows and gain the added ones, so unchanged rows are never rewritten (deletion
@@ -35,10 +35,7 @@ from kgbrink.core import catalog
 from kgbrink.core.delta import (
     TableVersion,
     latest_version,
-    merge,
     read_table,
-    replace_where,
-    set_table_property,
     table_description,
     table_exists,
     table_path,
@@ -47,13 +44,12 @@ from kgbrink.core.files import delete_path, hadoop_path, path_exists
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.core.writer import RECORDED, WriterLease, consistent_version
-from kgbrink.jobs import ingest
-from kgbrink.jobs import stats as stats_job
+from kgbrink.jobs import ingest_steps
 from kgbrink.jobs.ingest_options import IngestOptions
-from kgbrink.kg import ingest as T
-from kgbrink.kg import refresh as R
+from kgbrink.kg import ingest as kg_ingest
+from kgbrink.kg import refresh
+from kgbrink.probe import runs as score_runs
 
-STATS_TABLES = stats_job.STATS_TABLES
 # A variant whose rebuild began and has not finished carries this marker file (removed when ``build`` ends).
 PENDING = "_refresh_pending"
 
@@ -89,20 +85,19 @@ def _stage(frame: DataFrame, path: str) -> DataFrame:
     return frame.sparkSession.read.parquet(path)
 
 
-def enable_deletion_vectors(spark, path: str) -> None:
+def enable_deletion_vectors(ctx: JobContext, path: str) -> None:
     """Turn on deletion vectors for the table at ``path`` (one metadata commit, only the first time): a
     MERGE then marks deleted and updated rows in a small side file instead of rewriting the data files
     that hold them."""
-    set_table_property(spark, path, "delta.enableDeletionVectors", "true")
+    ctx.set_table_property(path, "delta.enableDeletionVectors", "true")
 
 
-def merge_dictionary(spark, path: str, table: DataFrame, reconcile: bool) -> None:
+def merge_dictionary(ctx: JobContext, path: str, table: DataFrame, reconcile: bool) -> None:
     """MERGE the dictionary ``table`` (``id, key, label``) into the table at ``path`` on ``key``: new keys
     inserted, a row whose id or label differs updated, the rest untouched. ``reconcile`` also deletes keys
     ``table`` lacks (left by a killed run after the version this run read). A MERGE that changes nothing
     commits nothing."""
-    merge(
-        spark,
+    ctx.merge(
         path,
         table,
         "t.key = s.key",
@@ -122,26 +117,25 @@ def _same_row(splits: list[str] | None = None):
     return same & F.col("t.split").isin(splits) if splits is not None else same
 
 
-def merge_changes(spark, path: str, diff: DataFrame, splits: list[str]) -> None:
+def merge_changes(ctx: JobContext, path: str, diff: DataFrame, splits: list[str]) -> None:
     """Apply :func:`kgbrink.kg.refresh.triple_diff` rows to the triples at ``path``: a ``removed`` row that
     matches is deleted, an ``added`` row that matches none is inserted. Only the files of ``splits`` (the
     splits with changes) are scanned."""
-    merge(
-        spark,
+    ctx.merge(
         path,
         diff,
         _same_row(splits),
-        delete_when=F.col("s.op") == R.REMOVED,
-        insert_when=F.col("s.op") == R.ADDED,
-        insert_values={c: F.col(f"s.{c}") for c in R.KEY},
+        delete_when=F.col("s.op") == refresh.REMOVED,
+        insert_when=F.col("s.op") == refresh.ADDED,
+        insert_values={c: F.col(f"s.{c}") for c in refresh.KEY},
     )
 
 
-def merge_all(spark, path: str, triples: DataFrame) -> None:
+def merge_all(ctx: JobContext, path: str, triples: DataFrame) -> None:
     """Make the triples at ``path`` the set ``triples``: rows it lacks inserted, rows not in it deleted
     (``whenNotMatchedBySource``), matching rows untouched. Used when the latest version is not the one this
     run read (a killed run wrote after it)."""
-    merge(spark, path, triples, _same_row(), insert_all=True, delete_missing=True)
+    ctx.merge(path, triples, _same_row(), insert_all=True, delete_missing=True)
 
 
 def write_changes(ctx: JobContext, path: str, diff: DataFrame, n: int, before: int, after: int) -> bool:
@@ -166,14 +160,12 @@ def write_changes(ctx: JobContext, path: str, diff: DataFrame, n: int, before: i
         return False
     if n == 0 and earlier is None:
         return False
-    written = replace_where(
-        rows.coalesce(1), path, f"version_before = {int(before)}", f"refresh of triples version {before} to {after}"
-    )
-    ctx.summary.outputs["changes"] = TableVersion(path, written.version, n)
+    description = f"refresh of triples version {before} to {after}"
+    ctx.replace_where(rows.coalesce(1), path, f"version_before = {int(before)}", description, name="changes", rows=n)
     return True
 
 
-class MergeWrites(ingest.TableWrites):
+class MergeWrites(ingest_steps.TableWrites):
     """The refresh's writes: MERGE instead of overwrite, the change table, retired keys."""
 
     def __init__(self, dataset: str):
@@ -186,25 +178,25 @@ class MergeWrites(ingest.TableWrites):
         read = ctx.summary.inputs[name]
         latest = latest_version(spark, path)
         if not (same and read.version == latest):
-            enable_deletion_vectors(spark, path)
-            merge_dictionary(spark, path, table, reconcile=read.version != latest)
+            enable_deletion_vectors(ctx, path)
+            merge_dictionary(ctx, path, table, reconcile=read.version != latest)
         ctx.summary.outputs[name] = TableVersion(path, latest_version(spark, path), rows)
 
     def triples(self, ctx, triples, before, path, staging, description):
         spark = ctx.spark
         fingerprint = Observation("triples_fingerprint")
-        triples = _stage(triples.observe(fingerprint, *T.triples_fingerprint()), f"{staging}/encoded")
-        same = fingerprint.get == before.agg(*T.triples_fingerprint()).collect()[0].asDict()
+        triples = _stage(triples.observe(fingerprint, *kg_ingest.triples_fingerprint()), f"{staging}/encoded")
+        same = fingerprint.get == before.agg(*kg_ingest.triples_fingerprint()).collect()[0].asDict()
         read = ctx.summary.inputs["triples"].version
         latest = latest_version(spark, path)
-        diff = _stage(R.triple_diff(triples, before), f"{staging}/diff") if not same else None
-        changes = {} if same else {r["split"]: r for r in R.changes_per_split(diff).collect()}
+        diff = _stage(refresh.triple_diff(triples, before), f"{staging}/diff") if not same else None
+        changes = {} if same else {r["split"]: r for r in refresh.changes_per_split(diff).collect()}
         if not same or read != latest:
-            enable_deletion_vectors(spark, path)
+            enable_deletion_vectors(ctx, path)
         if read != latest:
-            merge_all(spark, path, triples)
+            merge_all(ctx, path, triples)
         elif not same:
-            merge_changes(spark, path, diff, sorted(changes))
+            merge_changes(ctx, path, diff, sorted(changes))
         after = latest_version(spark, path)
         ctx.summary.outputs["triples"] = TableVersion(path, after, fingerprint.get["triples"])
         after_write("triples")
@@ -214,7 +206,7 @@ class MergeWrites(ingest.TableWrites):
         self.changes_written = write_changes(ctx, changes_path, diff if diff is not None else empty, n, read, after)
         after_write("changes")
         if diff is not None:
-            self.retired = {kind: R.retired(diff, triples, kind).count() for kind in R.ROLES}
+            self.retired = {kind: refresh.retired(diff, triples, kind).count() for kind in refresh.ROLES}
         return changes
 
     def written(self, ctx, name):
@@ -250,11 +242,11 @@ def stats_decisions(ctx: JobContext, dataset: str, current: int) -> list[dict]:
     version whose triples of its splits equal those of version ``current``."""
     spark = ctx.spark
     triples_path = catalog.path("triples", dataset=dataset)
-    now = R.split_fingerprints(read_table(spark, triples_path, current))
+    now = refresh.split_fingerprints(read_table(spark, triples_path, current))
     out = []
     for name in _subdirectories(spark, table_path(dataset, "stats")):
         splits = sorted(name.split("+"))
-        where = stats_job.stats_dir(dataset, splits)
+        where = catalog.stats_dir(dataset, splits)
 
         def decide(action: str, reason: str, name=name, splits=splits) -> None:
             out.append(_decision("stats", name, action, reason, splits=splits))
@@ -263,7 +255,7 @@ def stats_decisions(ctx: JobContext, dataset: str, current: int) -> list[dict]:
             _recorded_triples_version(table_description(spark, f"{where}/{t}"))
             if table_exists(spark, f"{where}/{t}")
             else None
-            for t in STATS_TABLES
+            for t in catalog.STATS_TABLES
         }
         missing = [s for s in splits if s not in now]
         if missing:
@@ -277,7 +269,7 @@ def stats_decisions(ctx: JobContext, dataset: str, current: int) -> list[dict]:
             decide("skip", f"computed from the current triples version {current}")
             continue
         try:
-            then = R.split_fingerprints(read_table(spark, triples_path, version), splits)
+            then = refresh.split_fingerprints(read_table(spark, triples_path, version), splits)
         except Exception:  # noqa: BLE001 - the version is gone (vacuumed): recompute
             then = {}
         changed = _differing_splits(then, now, splits)
@@ -289,7 +281,7 @@ def stats_decisions(ctx: JobContext, dataset: str, current: int) -> list[dict]:
 
 
 def _variant_splits(ctx: JobContext, complete: str, now: dict) -> list[str]:
-    """The splits a variant is built from, as :meth:`kgbrink.jobs.variant.Variant.splits` reads them."""
+    """The splits a variant is built from, as :meth:`kgbrink.jobs.variant_options.Variant.splits` reads them."""
     if ctx.config.mining.splits:
         return sorted(ctx.config.mining.splits)
     found = re.match(r"splits (\S+) of ", table_description(ctx.spark, complete) or "")
@@ -327,7 +319,7 @@ def variant_decisions(ctx: JobContext, dataset: str, current: int, wanted: list[
         raise RefreshError(
             f"no variant {', '.join(unknown)} in {dataset} (has: {', '.join(found) or 'none'})", ctx.summary
         )
-    now = R.split_fingerprints(read_table(spark, catalog.path("triples", dataset=dataset), current))
+    now = refresh.split_fingerprints(read_table(spark, catalog.path("triples", dataset=dataset), current))
     out = []
     for name in wanted or found:
         complete = catalog.path("variant.complete", dataset=dataset, variant=name)
@@ -336,7 +328,7 @@ def variant_decisions(ctx: JobContext, dataset: str, current: int, wanted: list[
         if path_exists(spark, marker):
             out.append(_decision("variant", name, "rebuild", "a rebuild an earlier refresh began did not finish"))
             continue
-        built = R.split_fingerprints(read_table(spark, complete), splits)
+        built = refresh.split_fingerprints(read_table(spark, complete), splits)
         changed = _differing_splits(built, now, splits)
         if changed:
             out.append(_decision("variant", name, "rebuild", f"the triples of {', '.join(changed)} changed"))
@@ -355,8 +347,8 @@ def _input_path(dataset: str, name: str, record: dict) -> str:
     place (so a dataset copied elsewhere still finds its own), any other table where the run read it."""
     if name in RECORDED:
         return catalog.path(name, dataset=dataset)
-    if name in STATS_TABLES:
-        return f"{stats_job.stats_dir(dataset, record['splits'])}/{name}"
+    if name in catalog.STATS_TABLES:
+        return f"{catalog.stats_dir(dataset, record['splits'])}/{name}"
     return record["inputs"][name]["path"]
 
 
@@ -369,12 +361,11 @@ def _current_version(spark, name: str, path: str) -> int | None:
 def score_decisions(ctx: JobContext, dataset: str) -> list[dict]:
     """Each score run of ``dataset`` grouped by what it was asked (its recorded options) and whether the
     group is current: some run of it read the current versions of every table it read."""
-    from kgbrink.jobs import score
-
     spark = ctx.spark
     groups: dict[str, list[tuple[str, dict]]] = {}
     for work in _subdirectories(spark, table_path(dataset, "scores")):
-        record = score.read_run_record(spark, table_path(dataset, f"scores/{work}"))
+        results = table_path(dataset, f"scores/{work}/results")
+        record = score_runs.parse(table_description(spark, results)) if table_exists(spark, results) else None
         if record is not None:
             groups.setdefault(_score_key(record), []).append((work, record))
     out = []
@@ -399,8 +390,6 @@ def score_decisions(ctx: JobContext, dataset: str) -> list[dict]:
 
 
 def _rebuild_variant(ctx: JobContext, opts: RefreshOptions, dataset: str, name: str, mined: bool) -> JobSummary:
-    from kgbrink.jobs import build
-
     spark = ctx.spark
     root = catalog.path("variant.complete", dataset=dataset, variant=name).rsplit("/", 1)[0]
     marker = f"{root}/{PENDING}"
@@ -420,20 +409,18 @@ def _rebuild_variant(ctx: JobContext, opts: RefreshOptions, dataset: str, name: 
     if not rules and mined:  # mined once per refresh: the next variant uses the rules just mined
         rules = {"reuse_rules": True}
     out = f"{opts.out.rstrip('/')}/{name}" if opts.out else None
-    built = ctx.run("build", build.BuildOptions(dataset=dataset, variant=name, out=out, **rules))
+    built = ctx.run("build", dataset=dataset, variant=name, out=out, **rules)
     delete_path(spark, marker)
     return built
 
 
 def _downstream(ctx: JobContext, opts: RefreshOptions, dataset: str, current: int) -> list[dict]:
-    from kgbrink.jobs import score
-
     decisions = []
     with ctx.step("statistics"):
         for d in stats_decisions(ctx, dataset, current):
             decisions.append(d)
             if d["action"] == "recompute":
-                done = ctx.run("stats", stats_job.StatsOptions(dataset=dataset, splits=d["splits"]))
+                done = ctx.run("stats", dataset=dataset, splits=d["splits"])
                 d["outputs"] = {k: v.version for k, v in done.outputs.items()}
                 after_write(f"stats:{d['name']}")
     with ctx.step("variants"):
@@ -458,17 +445,17 @@ def _downstream(ctx: JobContext, opts: RefreshOptions, dataset: str, current: in
             if opts.no_rebuild:
                 d["action"], d["reason"] = "stale", d["reason"] + " (not scored again: --no-rebuild)"
                 continue
-            options = score.ScoreOptions(
+            scored = ctx.run(
+                "score",
                 ranks=record["ranks"],
                 dataset=dataset,
-                spec=score.spec_from_record(record),
+                spec=score_runs.spec_from_record(record),
                 fmt=record["format"],
                 id_kind=record["ids"],
                 model=record["model"],
                 run=record["run"],
                 splits=record["splits"],
             )
-            scored = ctx.run("score", options)
             d["work_dir"] = scored.params["work_dir"]
             after_write(f"score:{d['name']}")
     return decisions
@@ -496,7 +483,7 @@ def run(ctx: JobContext, opts: RefreshOptions) -> JobSummary:
         legacy = lease.created and table_exists(spark, paths["triples"])  # a dataset from before the lease
         if lease.previous["completed_by"] is None and not legacy:
             raise RefreshError(f"{ds} has no complete ingest to refresh: run `kgbrink ingest` into it first", summary)
-        ingest.ingest_dump(ctx, opts, ds, paths, True, writes)
+        ingest_steps.ingest_dump(ctx, opts, ds, paths, True, writes)
         with ctx.step("record"):
             lease.complete({name: summary.outputs[name].version for name in RECORDED})
     except BaseException as exc:

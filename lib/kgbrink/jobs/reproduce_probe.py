@@ -12,7 +12,6 @@ import pandas as pd
 from kgbrink.core.delta import table_exists
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.tracking import JobFailed, JobSummary
-from kgbrink.jobs import ingest, score
 from kgbrink.probe.reference import (
     DATASETS,
     TABLE4_ALPHAS,
@@ -27,9 +26,7 @@ from kgbrink.probe.scoring import MEAN_RUN, MetricSpec
 def score_dataset(ctx: JobContext, reference: Path, name: str, dataset_dir: str) -> pd.DataFrame:
     """PROBE grid (mean over runs) of one dataset's rank dumps, statistics from its ``train.txt``."""
     if not table_exists(ctx.spark, f"{dataset_dir}/triples"):
-        ctx.run(
-            "ingest", ingest.IngestOptions(dataset=dataset_dir, format="probe", input=str(reference / "probe" / name))
-        )
+        ctx.run("ingest", dataset=dataset_dir, format="probe", input=str(reference / "probe" / name))
     spec = MetricSpec(
         alphas=TABLE4_ALPHAS,
         betas=TABLE5_BETAS,
@@ -39,10 +36,9 @@ def score_dataset(ctx: JobContext, reference: Path, name: str, dataset_dir: str)
         popularity_groups=0,
         strat_betas=(),
     )
-    options = score.ScoreOptions(
-        ranks=str(reference / "probe" / name / "ranks"), dataset=dataset_dir, spec=spec, fmt="probe", splits=["train"]
-    )
-    frame = pd.DataFrame(ctx.run("score", options).results)
+    ranks = str(reference / "probe" / name / "ranks")
+    scored = ctx.run("score", ranks=ranks, dataset=dataset_dir, spec=spec, fmt="probe", splits=["train"])
+    frame = pd.DataFrame(scored.results)
     frame = frame[(frame["run"] == MEAN_RUN) & (frame["metric"] == "probe")]
     return frame.assign(dataset=name)[["model", "dataset", "alpha", "beta", "value"]]
 

@@ -20,7 +20,6 @@ a constant (``scoring.parquet_statistics``).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
@@ -30,25 +29,20 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.core import catalog
-from kgbrink.core import quarantine as Q
+from kgbrink.core import catalog, quarantine
 from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
-    replace_where,
     table_description,
     table_exists,
     table_path,
     table_rows,
-    write_table,
 )
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
-from kgbrink.jobs import stats as stats_job
-from kgbrink.probe import rankfiles as RF
-from kgbrink.probe import scoring as S
+from kgbrink.probe import rankfiles, runs, scoring
 
 # The score job's data failures (too many bad rows, no rows); ``summary`` holds the counts so far.
 ScoreError = JobFailed
@@ -86,7 +80,7 @@ class ScoreOptions:
     ranks: str = arg(None, "a rank file, directory or glob", required=True)
     dataset: str | None = arg(None, "dataset whose ids/keys the rank files use (default: setting 'dataset')")
     # What to compute; None: the --alpha/--beta/--hits/--p/--eps/--groups options over the scoring.* settings.
-    spec: S.MetricSpec | None = None
+    spec: scoring.MetricSpec | None = None
     fmt: str | None = arg(
         None, "default: from the file names", flag="--format", choices=["parquet", "csv", "tsv", "jsonl", "probe"]
     )
@@ -127,10 +121,10 @@ class ScoreOptions:
         None, "strat-MRR betas, e.g. 0.5,1 (default: setting scoring.strat_betas)", type=_numbers(float)
     )
 
-    def metric_spec(self, config: Settings) -> S.MetricSpec:
+    def metric_spec(self, config: Settings) -> scoring.MetricSpec:
         if self.spec is not None:
             return self.spec
-        return S.MetricSpec(
+        return scoring.MetricSpec(
             alphas=tuple(self.alpha or config.scoring.alphas),
             betas=tuple(self.beta or config.scoring.betas),
             hits=tuple(self.hits or config.scoring.hits),
@@ -146,36 +140,11 @@ class ScoreOptions:
 
 # The ``results`` table's commit message: this prefix, then the run's options and the versions it read as
 # JSON (:func:`run_record`), so ``kgbrink refresh`` can tell a run is stale and score it again.
-RUN_RECORD = "score run "
-
-
-def run_record(opts: ScoreOptions, fmt: str, id_kind: str, splits: list[str], spec: S.MetricSpec, summary) -> dict:
-    """What a score run was asked (the options that decide its output, the metric spec) and the version of
-    every table it read; the work directory's fingerprint covers the same, plus the rank files' sizes."""
-    return {
-        "ranks": opts.ranks,
-        "format": fmt,
-        "ids": id_kind,
-        "model": opts.model,
-        "run": opts.run,
-        "splits": splits,
-        "spec": dataclasses.asdict(spec),
-        "inputs": {name: table.as_dict() for name, table in summary.inputs.items()},
-    }
-
-
 def read_run_record(spark: SparkSession, work: str) -> dict | None:
-    """The :func:`run_record` of the finished score run in ``work`` (None: unfinished, or from before records)."""
+    """The run record (:mod:`kgbrink.probe.runs`) of the finished score run in ``work`` (None: unfinished,
+    or from before records)."""
     results = f"{work.rstrip('/')}/results"
-    if not table_exists(spark, results):
-        return None
-    description = table_description(spark, results) or ""
-    return json.loads(description[len(RUN_RECORD) :]) if description.startswith(RUN_RECORD) else None
-
-
-def spec_from_record(record: dict) -> S.MetricSpec:
-    """The :class:`MetricSpec` of a :func:`run_record` (JSON lists back to tuples)."""
-    return S.MetricSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in record["spec"].items()})
+    return runs.parse(table_description(spark, results)) if table_exists(spark, results) else None
 
 
 def batches_of(files: list[tuple[str, int, int]], batch_bytes: int) -> list[list[tuple[str, int, int]]]:
@@ -198,9 +167,9 @@ def _digest(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _replace_batch(frame: DataFrame, path: str, batch_id: str) -> None:
+def _replace_batch(ctx: JobContext, frame: DataFrame, path: str, batch_id: str) -> None:
     """Write ``frame`` (all rows of ``batch_id``) replacing that batch's rows: idempotent per batch."""
-    replace_where(frame, path, f"batch_id = '{batch_id}'")
+    ctx.replace_where(frame, path, f"batch_id = '{batch_id}'")
 
 
 def _done_batches(spark: SparkSession, path: str) -> set[str]:
@@ -213,7 +182,9 @@ def _status(checked: DataFrame) -> DataFrame:
     skip = F.col("_skip") if "_skip" in checked.columns else F.lit(False)
     return checked.withColumn(
         "status",
-        F.when(skip, F.lit(Q.SKIPPED)).when(F.col("reason").isNotNull(), F.lit(Q.QUARANTINED)).otherwise(F.lit(Q.OK)),
+        F.when(skip, F.lit(quarantine.SKIPPED))
+        .when(F.col("reason").isNotNull(), F.lit(quarantine.QUARANTINED))
+        .otherwise(F.lit(quarantine.OK)),
     )
 
 
@@ -226,9 +197,9 @@ def _quarantine(checked: DataFrame, batch_id: str) -> DataFrame:
     else:
         state = _status(checked)
         counts = checked.sparkSession.createDataFrame(
-            Q.line_counts(state).collect(), schema=Q.line_counts(state).schema
+            quarantine.line_counts(state).collect(), schema=quarantine.line_counts(state).schema
         )
-        bad = Q.quarantine_rows(state, Q.block_offsets(counts))
+        bad = quarantine.quarantine_rows(state, quarantine.block_offsets(counts))
     return bad.select(F.lit(batch_id).alias("batch_id"), "*")
 
 
@@ -239,12 +210,9 @@ def _repeated_queries(
     (a resumed run reads them back), so every batch marks the same rows whatever the batching."""
     spark = ctx.spark
     if not table_exists(spark, path):
-        checked = validate(RF.read_ranks(spark, [f for f, _, _ in files], read_opts))
-        write_table(
-            RF.repeated_queries(checked, n_entities, n_relations),
-            path,
-            description="queries given by more than one rank row",
-        )
+        checked = validate(rankfiles.read_ranks(spark, [f for f, _, _ in files], read_opts))
+        repeats = rankfiles.repeated_queries(checked, n_entities, n_relations)
+        ctx.write("repeated_queries", repeats, path, "queries given by more than one rank row")
     version = latest_version(spark, path)
     return read_table(spark, path, version), table_rows(spark, path, version)
 
@@ -254,11 +222,11 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     spark, config = ctx.spark, ctx.config
     spec = opts.metric_spec(config)
     ds = config.require_dataset(opts.dataset)
-    files = RF.list_rank_files(spark, opts.ranks, opts.fmt)
-    fmt = opts.fmt or RF.format_of(files[0][0])
-    other = sorted({RF.format_of(f) for f, _, _ in files} - {fmt}) if not opts.fmt else []
+    files = rankfiles.list_rank_files(spark, opts.ranks, opts.fmt)
+    fmt = opts.fmt or rankfiles.format_of(files[0][0])
+    other = sorted({rankfiles.format_of(f) for f, _, _ in files} - {fmt}) if not opts.fmt else []
     if other:
-        raise RF.RankFileError(
+        raise rankfiles.RankFileError(
             f"{opts.ranks}: mixed rank file formats ({fmt}, {', '.join(other)}); pass one format with --format"
         )
     id_kind = opts.id_kind or ("id" if fmt == "probe" else "key")
@@ -272,16 +240,16 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     broadcast = bool(config.scoring.broadcast_tables)
     popularity, total = None, None
     if spec.needs_popularity:
-        stats_dir = stats_job.stats_dir(ds, splits)
+        stats_dir = catalog.stats_dir(ds, splits)
         if not table_exists(spark, f"{stats_dir}/entity_relation_popularity"):
             with ctx.step("stats"):
-                ctx.run("stats", stats_job.StatsOptions(dataset=ds, splits=splits))
+                ctx.run("stats", dataset=ds, splits=splits)
         popularity = tuple(ctx.read(n, f"{stats_dir}/{n}") for n in ("entity_popularity", "entity_relation_popularity"))
-        total = S.total_degree(popularity[0])
+        total = scoring.total_degree(popularity[0])
 
     fingerprint = _digest(
         {
-            "sums": S.SUMS_FORMAT,
+            "sums": scoring.SUMS_FORMAT,
             "files": files,
             "format": fmt,
             "ids": id_kind,
@@ -296,10 +264,10 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     tables = ("partials", "quarantine", "batches", "results", "groups", "repeated_queries")
     paths = {name: f"{work}/{name}" for name in tables}
     summary.params["work_dir"] = work
-    read_opts = RF.ReadOptions(fmt=fmt, model=opts.model, run=opts.run, n_entities=n_entities)
+    read_opts = rankfiles.ReadOptions(fmt=fmt, model=opts.model, run=opts.run, n_entities=n_entities)
 
-    def validate(raw: DataFrame, facts: RF.ParquetFacts | None = None) -> DataFrame:
-        return RF.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
+    def validate(raw: DataFrame, facts: rankfiles.ParquetFacts | None = None) -> DataFrame:
+        return rankfiles.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
 
     batches = batches_of(files, int(config.scoring.batch_bytes))
     done = _done_batches(spark, paths["batches"])
@@ -316,20 +284,25 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
             if batch_id in done:
                 skipped += 1
                 continue
-            facts = RF.parquet_facts(spark, batch) if fmt == "parquet" and config.scoring.parquet_statistics else None
-            raw = RF.read_ranks(spark, [f for f, _, _ in batch], read_opts)
+            facts = (
+                rankfiles.parquet_facts(spark, batch)
+                if fmt == "parquet" and config.scoring.parquet_statistics
+                else None
+            )
+            raw = rankfiles.read_ranks(spark, [f for f, _, _ in batch], read_opts)
             checked = validate(raw, facts)
             if repeated is not None:
-                checked = RF.mark_duplicate_queries(checked, repeated, repeats <= REPEATS_BROADCAST)
+                checked = rankfiles.mark_duplicate_queries(checked, repeated, repeats <= REPEATS_BROADCAST)
             rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
             if popularity is not None:
-                rows = S.with_target_degrees(rows, *popularity, broadcast=broadcast)
-            sums = S.group_sums(rows, spec, facts.constants(RF.OPTIONAL) if facts else None).cache()
+                rows = scoring.with_target_degrees(rows, *popularity, broadcast=broadcast)
+            sums = scoring.group_sums(rows, spec, facts.constants(rankfiles.OPTIONAL) if facts else None).cache()
             totals = sums.agg(F.sum("n").alias("n"), F.sum("quarantined").alias("quarantined")).first()
             scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
             if bad:
-                _replace_batch(_quarantine(checked, batch_id), paths["quarantine"], batch_id)
+                _replace_batch(ctx, _quarantine(checked, batch_id), paths["quarantine"], batch_id)
             _replace_batch(
+                ctx,
                 sums.filter(F.col("n") > 0).drop("quarantined").select(F.lit(batch_id).alias("batch_id"), "*"),
                 paths["partials"],
                 batch_id,
@@ -342,6 +315,7 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
                 "quarantined": bad,
             }
             _replace_batch(
+                ctx,
                 spark.createDataFrame([record], "batch_id string, files string, rows long, quarantined long"),
                 paths["batches"],
                 batch_id,
@@ -371,11 +345,17 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     if scored + quarantined == 0:
         raise ScoreError(f"{opts.ranks}: no rank rows", summary)
     fail_past_bad_fraction(
-        summary, by_reason, scored + quarantined, limit, "scoring.max_bad_fraction", "rank rows", paths["quarantine"]
+        summary,
+        by_reason,
+        scored + quarantined,
+        limit,
+        "scoring.max_bad_fraction",
+        "rank rows",
+        f"see {paths['quarantine']}",
     )
     with ctx.step("finish"):
-        merged = S.with_deltas(S.merge_group_sums(partials, spec), total).toPandas()
-        scores = S.finish(merged, spec)
+        merged = scoring.with_deltas(scoring.merge_group_sums(partials, spec), total).toPandas()
+        scores = scoring.finish(merged, spec)
     summary.results = scores.results
     summary.extra["groups"] = scores.groups
     summary.extra["eps"] = [
@@ -388,7 +368,18 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
             results.astype(object).where(results.notna(), None), catalog.table("score.results").schema
         ),
         paths["results"],
-        description=RUN_RECORD + json.dumps(run_record(opts, fmt, id_kind, splits, spec, summary), sort_keys=True),
+        description=runs.describe(
+            runs.run_record(
+                opts.ranks,
+                fmt,
+                id_kind,
+                opts.model,
+                opts.run,
+                splits,
+                spec,
+                {k: v.as_dict() for k, v in summary.inputs.items()},
+            )
+        ),
     )
     if scores.groups:
         ctx.write(

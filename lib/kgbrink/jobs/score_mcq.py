@@ -26,8 +26,7 @@ from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
-from kgbrink.mcq import report
-from kgbrink.mcq import scoring as S
+from kgbrink.mcq import report, scoring
 
 
 @dataclass
@@ -42,7 +41,7 @@ class ScoreMcqOptions:
         None,
         "predictions format (default: delta for a Delta table, parquet for .parquet files, else jsonl)",
         flag="--format",
-        choices=list(S.FORMATS),
+        choices=list(scoring.FORMATS),
     )
     model: str | None = arg(None, "model name for predictions without a model field (default: the file name)")
     run: str | None = arg(None, "run name for predictions without a run field (default: 1)", flag="--run")
@@ -89,11 +88,11 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
     )
     if not table_exists(spark, questions_path):
         raise JobFailed(f"no questions table at {questions_path}: run `kgbrink mcq` first or pass --questions", summary)
-    questions = S.question_columns(ctx.read("questions", questions_path), questions_path).cache()
+    questions = scoring.question_columns(ctx.read("questions", questions_path), questions_path).cache()
     n_questions, n_ids = questions.agg(F.count(F.lit(1)), F.countDistinct("id")).first()
     if n_questions != n_ids:
         raise JobFailed(f"{questions_path}: {n_questions - n_ids} repeated question ids", summary)
-    fmt, files = S.detect_format(spark, opts.predictions, opts.fmt)
+    fmt, files = scoring.detect_format(spark, opts.predictions, opts.fmt)
     table = ctx.read("predictions", opts.predictions) if fmt == "delta" else None  # pinned to this version
     source = (
         {"delta": opts.predictions, "version": summary.inputs["predictions"].version}
@@ -117,10 +116,10 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
     summary.params.update(format=fmt, out=out)
 
     with ctx.step("validate"):
-        predictions = S.read_predictions(
+        predictions = scoring.read_predictions(
             spark, opts.predictions, fmt, [f for f, _, _ in files], opts.model, opts.run, table
         )
-        checked = S.validate(predictions, questions).transform(checkpoint)
+        checked = scoring.validate(predictions, questions).transform(checkpoint)
         by_reason = {
             r["reason"]: int(r["count"])
             for r in checked.filter(F.col("reason").isNotNull()).groupBy("reason").count().collect()
@@ -139,7 +138,7 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
     if quarantined:
         ctx.write(
             "mcq_quarantine",
-            S.quarantine_rows(checked, predictions),
+            scoring.quarantine_rows(checked, predictions),
             paths["mcq_quarantine"],
             "predictions that were not scored",
             table="mcq.prediction_quarantine",
@@ -153,16 +152,16 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
         float(cfg.max_bad_fraction),
         "mcq_scoring.max_bad_fraction",
         "predictions",
-        paths["mcq_quarantine"],
+        f"see {paths['mcq_quarantine']}",
     )
 
     with ctx.step("aggregate"):
-        grouping = S.degree_grouping(questions, bins, n_groups)
-        good = S.scored(checked.filter(F.col("reason").isNull()), api_raw)
+        grouping = scoring.degree_grouping(questions, bins, n_groups)
+        good = scoring.scored(checked.filter(F.col("reason").isNull()), api_raw)
         rows = grouping.column(spark, good).cache()
-        sums = [r.asDict() for r in S.group_sums(rows).collect()]
-        scores = S.finish(sums)
-        venn = rows.transform(S.overlap).orderBy("model", "run", *S.DIFFICULTIES).collect()
+        sums = [r.asDict() for r in scoring.group_sums(rows).collect()]
+        scores = scoring.finish(sums)
+        venn = rows.transform(scoring.overlap).orderBy("model", "run", *scoring.DIFFICULTIES).collect()
         per_run = (
             rows.groupBy("model", "run")
             .agg(
@@ -194,7 +193,7 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
         ctx.write(
             "mcq_overlap",
             spark.createDataFrame(
-                [tuple(r[c] for c in ("model", "run", *S.DIFFICULTIES, "n")) for r in overlap],
+                [tuple(r[c] for c in ("model", "run", *scoring.DIFFICULTIES, "n")) for r in overlap],
                 catalog.table("mcq.overlap").schema,
             ),
             paths["mcq_overlap"],

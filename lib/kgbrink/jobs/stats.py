@@ -15,30 +15,25 @@ from pyspark.sql import Observation, SparkSession
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
-from kgbrink.core.delta import (
-    table_description,
-)
+from kgbrink.core.delta import table_description
 from kgbrink.core.frames import tasks_for
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.session import session_setting
 from kgbrink.core.tracking import JobSummary
-from kgbrink.kg import stats as S
+from kgbrink.kg import stats
 
-STATS_TABLES = ("entity_popularity", "entity_relation_popularity", "relation_statistics", "degree_histogram")
-
-
-def stats_dir(dataset: str, splits: list[str]) -> str:
-    return catalog.path("stats.entity_popularity", dataset=dataset, splits="+".join(sorted(splits))).rsplit("/", 1)[0]
+STATS_TABLES = catalog.STATS_TABLES  # the tables this job writes
+TRIPLES_VERSION = re.compile(r"of triples version (\d+)$")  # the end of every table's commit message
 
 
 def triples_version(spark: SparkSession, dataset: str, splits: list[str]) -> int:
     """The version of ``triples`` the dataset's current statistics on ``splits`` were computed from (the stats
     job writes it into every table's commit message), so readers can join statistics to the same triples."""
-    description = table_description(spark, f"{stats_dir(dataset, splits)}/entity_popularity")
-    found = re.search(r"of triples version (\d+)$", description or "")
+    folder = catalog.stats_dir(dataset, splits)
+    found = TRIPLES_VERSION.search(table_description(spark, f"{folder}/entity_popularity") or "")
     if not found:
         raise ValueError(
-            f"the statistics under {stats_dir(dataset, splits)} do not record their triples version (run `kgbrink stats` again)"
+            f"the statistics under {folder} do not record their triples version (run `kgbrink stats` again)"
         )
     return int(found.group(1))
 
@@ -65,28 +60,32 @@ def run(ctx: JobContext, opts: StatsOptions) -> JobSummary:
     triples = triples_all.filter(F.col("split").isin(splits)).select("h", "r", "t")
     if len(splits) > 1:
         triples = triples.distinct()  # T is a set: a triple in two splits counts once
-    out = stats_dir(dataset, splits)
+    out = catalog.stats_dir(dataset, splits)
     note = f"stats on {'+'.join(splits)} of triples version {summary.inputs['triples'].version}"
     # The (entity, relation) counts feed every table: aggregated once and kept (same speed on disk as in
     # memory at 20M triples; 20% faster than aggregating the occurrences twice). Cached without adaptive
     # re-planning, the cache keeps the counts' partitioning by entity, so entity popularity needs no shuffle.
     with session_setting(spark, "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "false"):
         partitions = tasks_for(
-            sum(rows[s] for s in splits), S.TRIPLES_PER_COUNT_TASK, int(spark.conf.get("spark.sql.shuffle.partitions"))
+            sum(rows[s] for s in splits),
+            stats.TRIPLES_PER_COUNT_TASK,
+            int(spark.conf.get("spark.sql.shuffle.partitions")),
         )
-        counts = S.entity_relation_counts(triples, partitions).persist(StorageLevel.MEMORY_AND_DISK)
+        counts = stats.entity_relation_counts(triples, partitions).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         with ctx.step("entity_relation_counts_and_entity_popularity"):
-            ctx.write("entity_popularity", S.entity_popularity(counts), f"{out}/entity_popularity", description=note)
+            ctx.write(
+                "entity_popularity", stats.entity_popularity(counts), f"{out}/entity_popularity", description=note
+            )
             entities = ctx.written("entity_popularity")
         with ctx.step("entity_relation_popularity"):
-            pairs = S.entity_relation_popularity(counts, entities, bool(config.stats.broadcast_entity_degrees))
+            pairs = stats.entity_relation_popularity(counts, entities, bool(config.stats.broadcast_entity_degrees))
             ctx.write("entity_relation_popularity", pairs, f"{out}/entity_relation_popularity", description=note)
         with ctx.step("relation_statistics_and_histogram"):
             facts = Observation("facts")
-            relations = S.relation_statistics(counts).observe(facts, F.sum("facts").alias("triples"))
+            relations = stats.relation_statistics(counts).observe(facts, F.sum("facts").alias("triples"))
             ctx.write("relation_statistics", relations, f"{out}/relation_statistics", description=note)
-            ctx.write("degree_histogram", S.degree_histogram(entities), f"{out}/degree_histogram", description=note)
+            ctx.write("degree_histogram", stats.degree_histogram(entities), f"{out}/degree_histogram", description=note)
     finally:
         counts.unpersist()
     summary.counts.update(

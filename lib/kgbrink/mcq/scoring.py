@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from kgbrink.core import quarantine as Q
+from kgbrink.core import quarantine
 from kgbrink.core.delta import read_table, table_exists
 from kgbrink.probe.rankformats import RankFileError, list_rank_files, with_model_and_run
 
@@ -379,7 +379,7 @@ def quarantine_rows(checked: DataFrame, predictions: DataFrame) -> DataFrame:
         return checked.filter(F.col("reason").isNotNull()).select(
             "source_file", "line_number", "line", "reason", "detail"
         )
-    status = F.when(F.col("reason").isNotNull(), F.lit(Q.QUARANTINED)).otherwise(F.lit(Q.OK))
+    status = F.when(F.col("reason").isNotNull(), F.lit(quarantine.QUARANTINED)).otherwise(F.lit(quarantine.OK))
     bad = checked.withColumn("status", status).select(
         "split", "source_file", "block_start", "row_id", "line", "status", "reason", "detail"
     )
@@ -389,14 +389,14 @@ def quarantine_rows(checked: DataFrame, predictions: DataFrame) -> DataFrame:
         "block_start",
         "row_id",
         "line",
-        F.lit(Q.SKIPPED).alias("status"),
+        F.lit(quarantine.SKIPPED).alias("status"),
         F.lit(None).cast("string").alias("reason"),
         F.lit(None).cast("string").alias("detail"),
     )
     state = bad.unionByName(blank)
-    counts = Q.line_counts(state)
+    counts = quarantine.line_counts(state)
     counts = checked.sparkSession.createDataFrame(counts.collect(), schema=counts.schema)
-    return Q.quarantine_rows(state, Q.block_offsets(counts))
+    return quarantine.quarantine_rows(state, quarantine.block_offsets(counts))
 
 
 # -------------------------------------------------------------------------------------------- scoring

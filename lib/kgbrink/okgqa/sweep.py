@@ -16,7 +16,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.okgqa import similarity as S
+from kgbrink.okgqa import similarity as okgqa_similarity
 from kgbrink.okgqa.perturb import operations_column
 
 KEYS = ["method", "level", "seed", "scope_key"]
@@ -51,8 +51,8 @@ def subgraph_similarity(original: DataFrame, perturbed: DataFrame, combos: list[
                     "n_triples_perturbed": len(p),
                     "n_relations": o["r"].nunique(),
                     "n_relations_perturbed": p["r"].nunique(),
-                    "sc2d": S.sc2d_local(o, p),
-                    "sd2": S.sd2_local(o, p),
+                    "sc2d": okgqa_similarity.sc2d_local(o, p),
+                    "sd2": okgqa_similarity.sd2_local(o, p),
                 }
             ]
         )
@@ -94,7 +94,7 @@ def _relation_clustering(width: int, max_wedges: int | None):
         for k in range(width):
             on = (mask >> k) & 1 == 1
             triples = np.stack([h[on], np.zeros(on.sum(), np.int64), t[on]], axis=1)
-            per_bit.append(S.clustering_sum_local(triples, max_wedges))
+            per_bit.append(okgqa_similarity.clustering_sum_local(triples, max_wedges))
         nodes = np.unique(np.concatenate([n for n, _ in per_bit]))
         out = {"node": nodes.astype(np.int32)}
         for k, (n, c) in enumerate(per_bit):

@@ -3,23 +3,6 @@
 A rank row is one query: ``model, run, h, r, t, side, rank, num_candidates`` (filtered, tie-averaged
 rank of the true entity among |E_i| = ``num_candidates`` candidates; Sec. 5.1 "Evaluation protocol").
 
-One scan computes everything. Each row contributes to integer sums grouped by
-``(model, run, entity_degree, relation_degree)``: d(e) and d(e=>r) of the query's MISSING entity e on the
-statistics' splits (Eq. 3; ``h`` for a head query, ``t`` for a tail query), from which delta(e) =
-d(e) / (2|T|) and delta(r|e) = d(e=>r) / d(e) follow per group (:func:`with_deltas`; the same double
-divisions as :mod:`kgbrink.kg.stats`, so bit-identical to its tables). A query's PROBE weight depends on
-nothing else, so every (alpha, beta) cell, the release's epsilon (smallest non-zero delta over the
-scored queries) and the popularity groups of Fig. 11 follow exactly from these group sums on the
-driver: the alpha-dependent part is summed per row, the beta-dependent part per group. Per row the
-logarithms ln r and ln |E_i| are computed once, and each alpha costs two ``exp`` (r^-alpha and
-|E_i|^-alpha, none for alpha = 0), computed once in a projection before the aggregate. Grouping by
-integer degrees rather than by the double deltas spares Spark the per-row normalisation of floating-point
-keys.
-
-Sums are exact integers (fixed point: values in [0, 1] times 2^32, ln r times 2^24, 2r, |E_i| - 1), so
-the result does not depend on partitioning or task order. Limits: at most ~2e9 queries per group and
-batch (a Spark long overflow past that fails loudly under ANSI mode).
-
 Definitions (n queries; r_i rank; N_i = |E_i|; C_i = N_i - 1 other candidates):
 
 - PROBE (Eq. 2-5): f*(r, a) = (r^-a - N^-a) / (1 - N^-a) for a != 0 and 1 - ln r / ln N for a = 0 (the
@@ -53,6 +36,23 @@ Definitions (n queries; r_i rank; N_i = |E_i|; C_i = N_i - 1 other candidates):
 Queries whose missing entity has no statistics on the chosen splits (it never occurs there) get
 delta(e) = delta(r|e) = 0: they are the least popular queries and weigh (eps_e * eps_r)^-b, as in the
 PROBE release. Unknown ids are rejected before (quarantine), never scored.
+
+How: One scan computes everything. Each row contributes to integer sums grouped by
+``(model, run, entity_degree, relation_degree)``: d(e) and d(e=>r) of the query's MISSING entity e on the
+statistics' splits (Eq. 3; ``h`` for a head query, ``t`` for a tail query), from which delta(e) =
+d(e) / (2|T|) and delta(r|e) = d(e=>r) / d(e) follow per group (:func:`with_deltas`; the same double
+divisions as :mod:`kgbrink.kg.stats`, so bit-identical to its tables). A query's PROBE weight depends on
+nothing else, so every (alpha, beta) cell, the release's epsilon (smallest non-zero delta over the
+scored queries) and the popularity groups of Fig. 11 follow exactly from these group sums on the
+driver: the alpha-dependent part is summed per row, the beta-dependent part per group. Per row the
+logarithms ln r and ln |E_i| are computed once, and each alpha costs two ``exp`` (r^-alpha and
+|E_i|^-alpha, none for alpha = 0), computed once in a projection before the aggregate. Grouping by
+integer degrees rather than by the double deltas spares Spark the per-row normalisation of floating-point
+keys.
+
+Sums are exact integers (fixed point: values in [0, 1] times 2^32, ln r times 2^24, 2r, |E_i| - 1), so
+the result does not depend on partitioning or task order. Limits: at most ~2e9 queries per group and
+batch (a Spark long overflow past that fails loudly under ANSI mode).
 """
 
 from __future__ import annotations

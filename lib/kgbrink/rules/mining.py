@@ -50,6 +50,7 @@ from pyspark.sql import functions as F
 
 from kgbrink.core.session import session_setting
 from kgbrink.rules.model import HEAD_VARIABLES, Atom, Rule
+from kgbrink.rules.params import MiningError, MiningParams
 from kgbrink.rules.plan import (
     Shape,
     body_shapes,
@@ -72,50 +73,6 @@ from kgbrink.rules.supports import (
 )
 
 LOG = logging.getLogger(__name__)
-
-
-class MiningError(RuntimeError):
-    """The mining job cannot go on (bad parameters, or a join that would not finish)."""
-
-
-@dataclass(frozen=True)
-class MiningParams:
-    """AMIE3's parameters (command-line names in brackets)."""
-
-    max_atoms: int = 3  # -maxad
-    min_head_coverage: float = 0.01  # -minhc
-    min_std_confidence: float = 0.0  # -minc
-    min_pca_confidence: float = 0.0  # -minpca
-    min_support: int = 0  # -mins (AMIE3 applies it only with -pm support)
-    min_initial_support: int = 100  # -minis
-    recursivity_limit: int = 3
-    max_body_paths: int = 2_000_000_000
-    broadcast_edges: bool = False  # execution only: ship the edge table to every task instead of shuffling
-    rows_per_batch: int = 50_000_000  # execution only: expanded rows per bucket of head facts
-    adaptive_min_edges: int = 1_000_000  # execution only: smaller KGs are mined without adaptive query execution
-
-    def validate(self) -> MiningParams:
-        problems = []
-        if not 2 <= self.max_atoms <= 4:
-            problems.append(f"max_atoms must be 2, 3 or 4, got {self.max_atoms}")
-        for name in ("min_head_coverage", "min_std_confidence", "min_pca_confidence"):
-            value = getattr(self, name)
-            if not 0 <= value <= 1:
-                problems.append(f"{name} must lie in [0, 1], got {value}")
-        for name in (
-            "min_support",
-            "min_initial_support",
-            "recursivity_limit",
-            "max_body_paths",
-            "rows_per_batch",
-            "adaptive_min_edges",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < (1 if name != "min_support" else 0):
-                problems.append(f"{name} must be a positive integer, got {value!r}")
-        if problems:
-            raise MiningError("invalid mining parameters: " + "; ".join(problems))
-        return self
 
 
 # --- body-size budget -----------------------------------------------------------------------------------

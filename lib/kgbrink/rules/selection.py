@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from kgbrink.rules.model import Atom, Rule
 
 if TYPE_CHECKING:
-    from kgbrink.rules.mining import MiningParams
+    from kgbrink.rules.params import MiningParams
 
 
 def _sub_bodies(rule: Rule) -> list[tuple[Atom, ...]]:

@@ -52,7 +52,7 @@ from kgbrink.rules.plan import (
 )
 
 if TYPE_CHECKING:
-    from kgbrink.rules.mining import MiningParams
+    from kgbrink.rules.params import MiningParams
 
 LOG = logging.getLogger(__name__)
 

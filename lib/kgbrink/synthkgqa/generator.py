@@ -29,7 +29,7 @@ from pyspark.sql.window import Window
 
 from kgbrink.core.frames import checkpoint
 from kgbrink.graph.hashing import u64, uniform
-from kgbrink.synthkgqa import answer_types as A
+from kgbrink.synthkgqa import answer_types
 from kgbrink.synthkgqa.questions import TRIPLE_TYPE
 
 # Candidate answers drawn per type in the first round, as a multiple of the questions wanted; later rounds
@@ -43,14 +43,14 @@ ROUNDS = 5
 PRESELECT = 64
 
 
-def shapes(types: list[str]) -> list[A.Shape]:
+def shapes(types: list[str]) -> list[answer_types.Shape]:
     """The shapes of ``types`` (ValueError for a non-identifier, a non-canonical one or a repeat)."""
     if len(set(types)) != len(types):
         raise ValueError(f"repeated isomorphism type in {types}")
-    return [A.shape(t) for t in types]
+    return [answer_types.shape(t) for t in types]
 
 
-def _shape_table(spark, planted: list[A.Shape]) -> DataFrame:
+def _shape_table(spark, planted: list[answer_types.Shape]) -> DataFrame:
     """``type, node, parent``: one row per non-root node of every shape."""
     rows = [(s.identifier, i, p) for s in planted for i, p in enumerate(s.parent, start=1)]
     return spark.createDataFrame(rows, "type string, node int, parent int")

@@ -38,7 +38,7 @@ from pyspark.sql import types as T
 from kgbrink.core import json_lines
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.quarantine import MAX_QUARANTINED_LINE_CHARS, mark_repeats, with_line_numbers
-from kgbrink.synthkgqa import answer_types as A
+from kgbrink.synthkgqa import answer_types
 
 TRIPLE_TYPE = "array<struct<h: int, r: int, t: int>>"
 QUESTION_COLUMNS = [
@@ -66,7 +66,7 @@ RECORD_REASONS = (
     "unknown_relation",
     "triple_not_in_kg",
 )
-REASONS = RECORD_REASONS + A.REASONS
+REASONS = RECORD_REASONS + answer_types.REASONS
 _FIELDS = ("id", "seeds", "answer", "answer_subgraph")
 _VERDICT = T.StructType(
     [
@@ -316,7 +316,7 @@ def verdict_udf(max_edges: int):
     """A UDF ``(seeds, answer, answer_subgraph) -> struct`` of :data:`_VERDICT` (answer_types.classify)."""
 
     def run(seeds, answer, triples):
-        verdict = A.classify(seeds or [], answer, [(x[0], x[1], x[2]) for x in triples or []], max_edges)
+        verdict = answer_types.classify(seeds or [], answer, [(x[0], x[1], x[2]) for x in triples or []], max_edges)
         t = verdict.type
         if t is None:
             return (verdict.reason, verdict.detail, None, None, None, None, None, None)
@@ -395,7 +395,7 @@ MAX_BINDINGS = 1_000_000
 
 def _tree_udf():
     return F.udf(
-        lambda answer, triples: A.rooted_triples(answer, [(x[0], x[1], x[2]) for x in triples]),
+        lambda answer, triples: answer_types.rooted_triples(answer, [(x[0], x[1], x[2]) for x in triples]),
         _TREE,
     )
 

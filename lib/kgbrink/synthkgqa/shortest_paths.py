@@ -19,7 +19,7 @@ undirected multigraph of distinct triples:
   sp_len, n_node_paths and n_triple_paths over the reachable pairs, and the shortcut share.
 
 H is the question's search graph (``shortest_paths.graph: neighbourhood``, the code: E_nb and the
-confounders of :func:`kgbrink.synthkgqa.question_graphs.local_search_graph`, before PPR pruning), each
+confounders of :func:`kgbrink.synthkgqa.question_graph_local.local_search_graph`, before PPR pruning), each
 question in one task with numpy (:mod:`kgbrink.graph.local_paths`), H built in that task; or the whole KG (``full_kg``, the
 paper's Wikidata example): the distributed bidirectional BFS of :mod:`kgbrink.graph.paths`, then the node
 paths on each pair's shortest-path triples (they hold every shortest path, so the count is the same).
@@ -38,10 +38,10 @@ from pyspark.sql import functions as F
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.settings import QuestionGraphSettings, ShortestPathSettings
 from kgbrink.core.typed import ConfigError
-from kgbrink.graph import local_paths as LP
-from kgbrink.graph import paths as P
+from kgbrink.graph import local_paths
+from kgbrink.graph import paths as graph_paths
 from kgbrink.graph.hashing import u64
-from kgbrink.synthkgqa import question_graphs as QG
+from kgbrink.synthkgqa import question_graph_rows, question_graphs
 
 GRAPHS = ("neighbourhood", "full_kg")
 ANSWERS = ("generated", "all")
@@ -106,11 +106,11 @@ class PairPaths:
 def pair_paths(h, r, t, s: int, a: int) -> PairPaths:
     """The shortest s-a paths of the undirected multigraph of ``h, r, t`` (module docstring): one BFS pair
     on H, the node-path count on the shortest-path triples alone."""
-    found = LP.shortest_path_edges(h, r, t, s, a, count="triples")
+    found = local_paths.shortest_path_edges(h, r, t, s, a, count="triples")
     edges = found.edges[["h", "r", "t"]].to_numpy(dtype=np.int64).reshape(-1, 3)
     if found.distance is None:
         return PairPaths(None, 0.0, 0.0, edges)
-    nodes = LP.shortest_path_edges(edges[:, 0], edges[:, 1], edges[:, 2], s, a, count="nodes").n_paths
+    nodes = local_paths.shortest_path_edges(edges[:, 0], edges[:, 1], edges[:, 2], s, a, count="nodes").n_paths
     return PairPaths(found.distance, found.n_paths, nodes, edges)
 
 
@@ -170,22 +170,22 @@ def shortest_paths_neighbourhood(
     kg: DataFrame, questions: DataFrame, paths: DataFrame, pairs: DataFrame, cfg: QuestionGraphSettings
 ) -> tuple[DataFrame, DataFrame]:
     """As :func:`shortest_paths_local` with each question's graph its search graph H of
-    :func:`kgbrink.synthkgqa.question_graphs.local_search_graph`, built in the same task (no H table
+    :func:`kgbrink.synthkgqa.question_graph_local.local_search_graph`, built in the same task (no H table
     in between)."""
-    rows = _with_pairs(QG.search_inputs(questions, paths, cfg).select("qid", "seeds", "k", "walks"), pairs)
+    rows = _with_pairs(question_graphs.search_inputs(questions, paths, cfg).select("qid", "seeds", "k", "walks"), pairs)
 
     def fn(g, row):
-        found = QG.search_graph_of(g, row, cfg)
+        found = question_graph_rows.search_graph_of(g, row, cfg)
         h, r, t = g.triples(found.edges)
         return _question_rows(row["qid"], pd.DataFrame({"h": h, "r": r, "t": t}), _pair_frame(row["pairs"]))
 
-    out = QG.per_question(kg, rows, fn, _LOCAL_SCHEMA)
+    out = question_graphs.per_question(kg, rows, fn, _LOCAL_SCHEMA)
     found = out.where(F.col("seed").isNotNull()).select(*_LOCAL_COLUMNS[:6])
     return found, out.where(F.col("h").isNotNull()).select("qid", "h", "r", "t")
 
 
 _FUSED_SCHEMA = (
-    QG._LOCAL_SCHEMA
+    question_graph_rows.LOCAL_SCHEMA
     + ", seed int, answer int, sp_len int, n_node_paths double, n_triple_paths double, sp_h int, sp_r int, sp_t int"
 )
 _PANDAS_TYPES = {"int": "Int32", "long": "Int64", "boolean": "boolean", "double": "float64"}
@@ -197,13 +197,15 @@ def question_graphs_and_paths(
     """``(graphs, sizes, found, sp_triples)``: :func:`kgbrink.synthkgqa.question_graphs.question_graphs`
     and :func:`shortest_paths_neighbourhood` in one pass, each question's search graph H built once for
     both (the authors' ``compute_neighs_and_sp.py`` also does both in one loop)."""
-    QG.check_settings(cfg)
-    rows = _with_pairs(QG.search_inputs(questions, paths, cfg).select(*QG.GRAPH_INPUTS), pairs, "left")
+    question_graphs.check_settings(cfg)
+    rows = _with_pairs(
+        question_graphs.search_inputs(questions, paths, cfg).select(*question_graphs.GRAPH_INPUTS), pairs, "left"
+    )
     fields = [f.split() for f in _FUSED_SCHEMA.split(", ")]
     types = {name: _PANDAS_TYPES.get(kind, object) for name, kind in fields}
 
     def fn(g, row):
-        (h, r, t), graph_rows = QG.local_question_graph(g, row, cfg)
+        (h, r, t), graph_rows = question_graph_rows.local_question_graph(g, row, cfg)
         sp = _question_rows(row["qid"], pd.DataFrame({"h": h, "r": r, "t": t}), _pair_frame(row["pairs"]))
         sp = sp.rename(columns={"h": "sp_h", "r": "sp_r", "t": "sp_t"})
         out = pd.concat([graph_rows, sp], ignore_index=True).reindex(columns=list(types))
@@ -212,8 +214,8 @@ def question_graphs_and_paths(
             out[c] = out[c].astype(object).where(out[c].notna(), None)
         return out
 
-    out = QG.per_question(kg, rows, fn, _FUSED_SCHEMA)
-    graphs, sizes = QG.graph_tables(out, questions, cfg)  # pair and SP rows have neither h nor n_final
+    out = question_graphs.per_question(kg, rows, fn, _FUSED_SCHEMA)
+    graphs, sizes = question_graphs.graph_tables(out, questions, cfg)  # pair and SP rows have neither h nor n_final
     found = out.where(F.col("seed").isNotNull()).select(*_LOCAL_COLUMNS[:6])
     sp_triples = out.where(F.col("sp_h").isNotNull()).select(
         "qid", F.col("sp_h").alias("h"), F.col("sp_r").alias("r"), F.col("sp_t").alias("t")
@@ -240,10 +242,10 @@ def shortest_paths_full_kg(kg: DataFrame, pairs: DataFrame, seed: int = 0) -> tu
     )
     if keyed.select("pair_id").distinct().count() != keyed.count():
         raise ValueError("two (question, seed, answer) pairs share a 64-bit hash; no pair ids for the BFS")
-    edges, summary = P.shortest_path_edges(
+    edges, summary = graph_paths.shortest_path_edges(
         kg, keyed.select("pair_id", F.col("seed").alias("s"), F.col("answer").alias("a"))
     )
-    nodes = LP.shortest_paths_per_group(
+    nodes = local_paths.shortest_paths_per_group(
         edges, keyed.select("pair_id", F.col("seed").alias("s"), F.col("answer").alias("a")), count="nodes"
     )[1]
     found = (
