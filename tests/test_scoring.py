@@ -413,6 +413,22 @@ def test_model_and_run_from_file_names_that_need_url_encoding(spark, tmp_path):
     ] == [("my model+v2 %1", "1"), ("Tuck ER+1", "run %2")]
 
 
+def test_a_probe_dump_with_a_malformed_record_is_scored_and_its_quarantine_catalogued(
+    spark, config, small_dataset, tmp_path
+):
+    """A PROBE dump's bad record reaches the quarantine table with its position as the catalogued long."""
+    dump = tmp_path / "probe-dump"
+    dump.mkdir()
+    (dump / "m__1.json").write_text('[[[0,0,1],"h",1.0,0,0,0], [[0,0,1],"t",2.0,0,0,0], [[0,0],"t",1.0,0,0,0]]')
+    opts = score.ScoreOptions(ranks=str(dump), dataset=small_dataset, spec=_hand_spec(), fmt="probe")
+    summary = score.run(JobContext(spark, config.with_overrides(["scoring.max_bad_fraction=0.5"])), opts)
+    assert summary.counts["scored"] == 2 and summary.counts["quarantined"] == 1
+    table = summary.outputs["quarantine"]
+    quarantined = read_table(spark, table.path, table.version)
+    assert dict(quarantined.dtypes)["line_number"] == "bigint"
+    assert [(r["line_number"], r["reason"]) for r in quarantined.collect()] == [(3, rankfiles.MALFORMED_RECORD)]
+
+
 def test_score_job_on_keys_with_quarantine(spark, config, small_dataset, tmp_path):
     ranks = tmp_path / "ranks.csv"
     ranks.write_text("h,r,t,side,rank,num_candidates\n" + "\n".join(GOOD + [line for line, _ in BAD]) + "\n")

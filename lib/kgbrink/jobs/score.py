@@ -138,8 +138,6 @@ class ScoreOptions:
         )
 
 
-# The ``results`` table's commit message: this prefix, then the run's options and the versions it read as
-# JSON (:func:`run_record`), so ``kgbrink refresh`` can tell a run is stale and score it again.
 def read_run_record(spark: SparkSession, work: str) -> dict | None:
     """The run record (:mod:`kgbrink.probe.runs`) of the finished score run in ``work`` (None: unfinished,
     or from before records)."""
@@ -192,8 +190,8 @@ def _quarantine(checked: DataFrame, batch_id: str) -> DataFrame:
     """Bad rows with file and line: directly for Parquet/PROBE, from block offsets for text files."""
     if "line_number" in checked.columns:
         bad = checked.filter(F.col("reason").isNotNull()).select(
-            "source_file", "line_number", "line", "reason", "detail"
-        )
+            "source_file", F.col("line_number").cast("long").alias("line_number"), "line", "reason", "detail"
+        )  # a PROBE dump's positions are ints, the catalogued column a long
     else:
         state = _status(checked)
         counts = checked.sparkSession.createDataFrame(

@@ -40,5 +40,5 @@ def parse(description: str | None) -> dict | None:
 
 
 def spec_from_record(record: dict) -> scoring.MetricSpec:
-    """The :class:`MetricSpec` of a :func:`run_record` (JSON lists back to tuples)."""
+    """The :class:`kgbrink.probe.scoring.MetricSpec` of a :func:`run_record` (JSON lists back to tuples)."""
     return scoring.MetricSpec(**{k: tuple(v) if isinstance(v, list) else v for k, v in record["spec"].items()})

@@ -11,7 +11,7 @@
    at a seed are kept, then the smallest hashes up to ``max_neighbourhood_edges`` in all (a hub seed's
    triples all stay, as in ``khop.cap_edges``);
 3. GT metapaths: per seed s the relation sequence of the path s -> a in G (a tree: one path), direction
-   dropped unless ``metapath_directed`` (:func:`gt_paths`);
+   dropped unless ``metapath_directed`` (:func:`kgbrink.synthkgqa.question_graphs.gt_paths`);
 4. confounders: the triples on walks from s in the whole KG that follow that metapath
    (:func:`local_walk`, :func:`kgbrink.graph.metapaths.walk` for one walk; at most ``metapath_cap`` per
    seed, triples of complete walks first, then of partial walks, each by smallest hash, as the code tops

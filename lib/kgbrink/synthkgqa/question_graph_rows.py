@@ -16,7 +16,8 @@ from kgbrink.synthkgqa.question_graph_local import LocalGraph, SearchGraph, buil
 
 
 def search_graph_of(g: graph_adjacency.Adjacency, row, cfg: QuestionGraphSettings) -> SearchGraph:
-    """:func:`local_search_graph` of one row of :func:`search_inputs` (``qid, seeds, k, walks``)."""
+    """:func:`local_search_graph` of one row of :func:`kgbrink.synthkgqa.question_graphs.search_inputs`
+    (``qid, seeds, k, walks``)."""
     return local_search_graph(g, row["qid"], row["seeds"], int(row["k"]), walk_rows(row["walks"]), cfg)
 
 
@@ -109,7 +110,8 @@ def triple_rows(value) -> np.ndarray:
 
 
 def local_question_graph(g: graph_adjacency.Adjacency, row, cfg: QuestionGraphSettings) -> tuple[tuple, pd.DataFrame]:
-    """Steps 1-10 for one row of :func:`search_inputs`: ``((h, r, t) of H, rows of LOCAL_SCHEMA)``."""
+    """Steps 1-10 for one row of :func:`kgbrink.synthkgqa.question_graphs.search_inputs`: ``((h, r, t) of
+    H, rows of LOCAL_SCHEMA)``."""
     qid = row["qid"]
     found = search_graph_of(g, row, cfg)
     h, r, t = g.triples(found.edges)
