@@ -167,9 +167,7 @@ class JobContext:
         """Overwrite the Delta table at ``path`` (one new version), recorded under ``name`` in the outputs.
         A catalogued table (``table``, else the entry ``path`` matches) must have the catalog's columns and
         is partitioned as the catalog says."""
-        entry = catalog.table(table) if table else catalog.find(path, name)
-        if entry is not None:
-            catalog.check_schema(entry, frame)
+        entry = _checked(frame, path, name, table)
         partition_by = list(entry.partition_by) if entry is not None else None
         self.summary.outputs[name] = write_table(frame, path, partition_by, description or None)
         return self.summary.outputs[name]
@@ -180,9 +178,7 @@ class JobContext:
         """Replace the rows of the Delta table at ``path`` matching the SQL ``predicate`` by ``frame`` (one
         new version; a new table holds ``frame``); a catalogued table's columns are checked. Recorded under
         ``name`` in the outputs (with ``rows``, else the rows written) when a name is given."""
-        entry = catalog.find(path, name)
-        if entry is not None:
-            catalog.check_schema(entry, frame)
+        _checked(frame, path, name)
         written = delta.replace_where(frame, path, predicate, description or None)
         if name is not None:
             self.summary.outputs[name] = TableVersion(path, written.version, written.rows if rows is None else rows)
@@ -200,6 +196,15 @@ class JobContext:
     def set_table_property(self, path: str, key: str, value: str) -> bool:
         """Set the property ``key`` of the Delta table at ``path`` (one metadata commit when it differs)."""
         return delta.set_table_property(self.spark, path, key, value)
+
+
+def _checked(frame, path: str, name: str | None, table: str | None = None) -> catalog.Table | None:
+    """The catalog entry of a table about to be written (``table``, else the one ``path`` matches), after
+    checking ``frame`` has its columns; None for a table the catalog does not know."""
+    entry = catalog.table(table) if table else catalog.find(path, name)
+    if entry is not None:
+        catalog.check_schema(entry, frame)
+    return entry
 
 
 def _actions(spark: Any) -> dict[str, int]:
