@@ -31,12 +31,14 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.cli import main
-from kgbrink.core.delta import latest_version, read_table, table_description, table_exists
+from kgbrink.core import catalog
+from kgbrink.core.delta import description, latest_version, read_table, table_description, table_exists
 from kgbrink.core.jobs import REGISTRY, JobContext
 from kgbrink.core.session import session_setting
 from kgbrink.core.writer import WriterLease, consistent_version
 from kgbrink.jobs import build, ingest, mine, refresh, score, stats
 from kgbrink.kg import refresh as kg_refresh
+from kgbrink.probe import runs as score_runs
 from kgbrink.rules.model import AMIE_COLUMNS
 
 V1 = {
@@ -185,7 +187,7 @@ def test_statistics_variant_and_score_redone_only_where_their_inputs_changed(spa
         1,
         1,
     )
-    for table in stats.STATS_TABLES:
+    for table in catalog.STATS_TABLES:
         assert table_description(spark, str(ds / "stats" / "train" / table)).endswith(f"of triples version {after}")
         assert table_description(spark, str(ds / "stats" / "valid" / table)).endswith("of triples version 0")
     # the variant is V2's: its complete KG is V2's train split, and x4 q y4 can be removed now
@@ -198,7 +200,7 @@ def test_statistics_variant_and_score_redone_only_where_their_inputs_changed(spa
     )
     # the score run again, in a run directory of its own: x1, y1 (7 candidates) and z keep their ids
     work = next(d for d in summary.extra["downstream"] if d["kind"] == "score")["work_dir"]
-    record = score.read_run_record(spark, str(ds / "scores" / Path(work).name))
+    record = score_runs.parse(description(spark, str(ds / "scores" / Path(work).name / "results")))
     assert record["inputs"]["entity_popularity"]["version"] == latest_version(
         spark, str(ds / "stats" / "train" / "entity_popularity")
     )
@@ -311,7 +313,9 @@ def test_a_refresh_killed_after_any_write_leaves_v1_readable_and_a_rerun_converg
     # the score run of each: the same results
     def current_results(dataset):
         runs = [d for d in (dataset / "scores").iterdir() if table_exists(spark, str(d / "results"))]
-        newest = max(runs, key=lambda d: score.read_run_record(spark, str(d))["inputs"]["entities"]["version"])
+        newest = max(
+            runs, key=lambda d: score_runs.parse(description(spark, f"{d}/results"))["inputs"]["entities"]["version"]
+        )
         return read_table(spark, str(newest / "results"))
 
     assertDataFrameEqual(current_results(base), current_results(done))

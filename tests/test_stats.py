@@ -13,6 +13,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.core.delta import read_table
 from kgbrink.core.jobs import JobContext
+from kgbrink.core.writer import statistics_triples_version
 from kgbrink.jobs import stats as job
 from kgbrink.kg import stats
 from tests.conftest import PROBE_DATASETS
@@ -126,8 +127,8 @@ def test_stats_job_uses_only_the_chosen_splits(spark, config, tmp_path):
     # a later ingest makes triples version 1; the statistics still name the version 0 they were computed from
     ingest.run(JobContext(spark, config), ingest.IngestOptions(dataset=dataset, splits={"train": [str(valid)]}))
     assert (
-        job.triples_version(spark, dataset, ["train"]),
-        job.triples_version(spark, dataset, ["train", "valid"]),
+        statistics_triples_version(spark, dataset, ["train"]),
+        statistics_triples_version(spark, dataset, ["train", "valid"]),
     ) == (0, 0)
 
 

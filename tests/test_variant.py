@@ -19,6 +19,7 @@ from pyspark.testing import assertDataFrameEqual
 from kgbrink.brink import questions, removal
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import session_setting
+from kgbrink.jobs import variant_options
 
 GROUNDING_SCHEMA = "rule_id string, head struct<h:int,r:int,t:int>, body array<struct<h:int,r:int,t:int>>, bindings map<string,int>, sample_hash long"
 
@@ -412,7 +413,7 @@ def hub_build(spark, config, work_dir):
     build)."""
     from kgbrink.core import catalog
     from kgbrink.core.delta import write_table
-    from kgbrink.jobs import build, mine, variant
+    from kgbrink.jobs import build, mine
     from kgbrink.rules.model import AMIE_COLUMNS
 
     root = work_dir / "hub"
@@ -435,7 +436,7 @@ def hub_build(spark, config, work_dir):
         JobContext(spark, ctx_config), mine.ImportRulesOptions(tsv=str(root / "rules.tsv"), dataset=dataset)
     )
     summary = build.build(JobContext(spark, ctx_config), build.BuildOptions(dataset=dataset, reuse_rules=True))
-    return summary, Path(variant.variant_dir(dataset, "brink"))
+    return summary, Path(variant_options.variant_dir(dataset, "brink"))
 
 
 def test_hub_build_drops_hubs_then_downsamples_as_worked_out_by_hand(hub_build):
@@ -491,12 +492,12 @@ def family_build(spark, config, family):
     """The complete BRINK build on Family: the rules mined with BRINK's thresholds (session fixture
     ``family``, 145 rules, equal to the regression fixture), then ``kgbrink build`` (ground, remove with
     N = 30, verify, questions, export, report)."""
-    from kgbrink.jobs import build, variant
+    from kgbrink.jobs import build
 
     dataset = family[0]
     family_config = config.with_overrides(["mining.splits=[train]"])
     summary = build.build(JobContext(spark, family_config), build.BuildOptions(dataset=dataset, reuse_rules=True))
-    return dataset, summary, Path(variant.variant_dir(dataset, "brink"))
+    return dataset, summary, Path(variant_options.variant_dir(dataset, "brink"))
 
 
 def test_family_build_counts(family_build):

@@ -414,6 +414,20 @@ def stats_dir(dataset: str, splits: list[str]) -> str:
     return path("stats.entity_popularity", dataset=dataset, splits="+".join(sorted(splits))).rsplit("/", 1)[0]
 
 
+_TRIPLES_VERSION = re.compile(r"of triples version (\d+)$")
+
+
+def stats_note(splits: list[str], triples_version: int) -> str:
+    """The commit message of every statistics table: its splits and the triples version it is computed from."""
+    return f"stats on {'+'.join(sorted(splits))} of triples version {triples_version}"
+
+
+def recorded_triples_version(description: str | None) -> int | None:
+    """The triples version a :func:`stats_note` names (None: a message without one)."""
+    found = _TRIPLES_VERSION.search(description or "")
+    return int(found.group(1)) if found else None
+
+
 def find(location: str, name: str | None = None) -> Table | None:
     """The catalog entry a location belongs to: the most specific matching pattern
     (``{dataset}/variants/{variant}/rules`` before ``{dataset}/rules``), ``name`` among equally specific."""

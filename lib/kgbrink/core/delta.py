@@ -149,6 +149,7 @@ def commit_info(spark: SparkSession, path: str, version: int) -> dict:
                 "operationMetrics": info.get("operationMetrics") or {},
                 "userMetadata": info.get("userMetadata"),
                 "overwrote": _overwrote(info),
+                "timestamp": info.get("timestamp"),
             }
     raise LookupError(f"{path}: no commitInfo in version {version}")
 
@@ -171,6 +172,11 @@ def latest_version(spark: SparkSession, path: str) -> int:
 def table_description(spark: SparkSession, path: str) -> str | None:
     """The ``description`` :func:`write_table` gave the table's latest version (Delta's ``userMetadata``)."""
     return latest_commit(spark, path)["userMetadata"]
+
+
+def description(spark: SparkSession, path: str) -> str | None:
+    """:func:`table_description`, or None when ``path`` holds no Delta table."""
+    return table_description(spark, path) if table_exists(spark, path) else None
 
 
 def write_table(

@@ -38,6 +38,7 @@ from kgbrink.core.delta import (
     latest_commit,
     latest_version,
     read_table,
+    table_description,
     table_exists,
     table_path,
 )
@@ -297,3 +298,17 @@ class WriterLease:
     def __exit__(self, *exc) -> None:
         if self._thread is not None and not self._stop.is_set():
             self.release()
+
+
+def statistics_triples_version(spark: SparkSession, dataset: str, splits: list[str]) -> int:
+    """The version of ``triples`` the dataset's current statistics on ``splits`` were computed from (the
+    stats job writes it into every table's commit message), so readers can join statistics to the same triples."""
+    from kgbrink.core import catalog
+
+    folder = catalog.stats_dir(dataset, splits)
+    found = catalog.recorded_triples_version(table_description(spark, f"{folder}/entity_popularity"))
+    if found is None:
+        raise ValueError(
+            f"the statistics under {folder} do not record their triples version (run `kgbrink stats` again)"
+        )
+    return found

@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog
 from kgbrink.core.delta import (
     TableVersion,
+    description,
     latest_version,
     read_table,
     table_description,
@@ -155,7 +156,7 @@ def write_changes(ctx: JobContext, path: str, diff: DataFrame, n: int, before: i
     catalog.check_schema(catalog.table("changes"), rows)
     exists = table_exists(spark, path)
     earlier = read_table(spark, path).filter(F.col("version_before") == before) if exists else None
-    if earlier is not None and earlier.count() == n and (n == 0 or earlier.exceptAll(rows).isEmpty()):
+    if earlier is not None and _same_rows(earlier, rows):
         ctx.summary.outputs["changes"] = TableVersion(path, latest_version(spark, path), n)
         return False
     if n == 0 and earlier is None:
@@ -163,6 +164,14 @@ def write_changes(ctx: JobContext, path: str, diff: DataFrame, n: int, before: i
     description = f"refresh of triples version {before} to {after}"
     ctx.replace_where(rows.coalesce(1), path, f"version_before = {int(before)}", description, name="changes", rows=n)
     return True
+
+
+def _same_rows(left: DataFrame, right: DataFrame) -> bool:
+    """Whether two frames hold the same multiset of rows, in one action: each row counted +1 on the left
+    and -1 on the right, no row's sum may differ from 0."""
+    signed = left.withColumn("_side", F.lit(1)).unionByName(right.withColumn("_side", F.lit(-1)))
+    columns = [c for c in signed.columns if c != "_side"]
+    return signed.groupBy(*columns).agg(F.sum("_side").alias("_n")).where(F.col("_n") != 0).isEmpty()
 
 
 class MergeWrites(ingest_steps.TableWrites):
@@ -224,11 +233,6 @@ def _subdirectories(spark, path: str) -> list[str]:
     return sorted(s.getPath().getName() for s in fs.listStatus(hpath) if s.isDirectory())
 
 
-def _recorded_triples_version(description: str | None) -> int | None:
-    found = re.search(r"of triples version (\d+)$", description or "")
-    return int(found.group(1)) if found else None
-
-
 def _decision(kind: str, name: str, action: str, reason: str, **extra) -> dict:
     return {"kind": kind, "name": name, "action": action, "reason": reason, **extra}
 
@@ -252,7 +256,7 @@ def stats_decisions(ctx: JobContext, dataset: str, current: int) -> list[dict]:
             out.append(_decision("stats", name, action, reason, splits=splits))
 
         versions = {
-            _recorded_triples_version(table_description(spark, f"{where}/{t}"))
+            catalog.recorded_triples_version(table_description(spark, f"{where}/{t}"))
             if table_exists(spark, f"{where}/{t}")
             else None
             for t in catalog.STATS_TABLES
@@ -365,7 +369,7 @@ def score_decisions(ctx: JobContext, dataset: str) -> list[dict]:
     groups: dict[str, list[tuple[str, dict]]] = {}
     for work in _subdirectories(spark, table_path(dataset, "scores")):
         results = table_path(dataset, f"scores/{work}/results")
-        record = score_runs.parse(table_description(spark, results)) if table_exists(spark, results) else None
+        record = score_runs.parse(description(spark, results))
         if record is not None:
             groups.setdefault(_score_key(record), []).append((work, record))
     out = []

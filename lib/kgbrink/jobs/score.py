@@ -34,7 +34,6 @@ from kgbrink.core.delta import (
     TableVersion,
     latest_version,
     read_table,
-    table_description,
     table_exists,
     table_path,
     table_rows,
@@ -136,13 +135,6 @@ class ScoreOptions:
             ),
             strat_betas=tuple(config.scoring.strat_betas if self.strat_beta is None else self.strat_beta),
         )
-
-
-def read_run_record(spark: SparkSession, work: str) -> dict | None:
-    """The run record (:mod:`kgbrink.probe.runs`) of the finished score run in ``work`` (None: unfinished,
-    or from before records)."""
-    results = f"{work.rstrip('/')}/results"
-    return runs.parse(table_description(spark, results)) if table_exists(spark, results) else None
 
 
 def batches_of(files: list[tuple[str, int, int]], batch_bytes: int) -> list[list[tuple[str, int, int]]]:

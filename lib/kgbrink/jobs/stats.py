@@ -7,35 +7,18 @@ Tables under ``<dataset>/stats/<split>+<split>.../``: ``entity_popularity``,
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from pyspark import StorageLevel
-from pyspark.sql import Observation, SparkSession
+from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
-from kgbrink.core.delta import table_description
 from kgbrink.core.frames import tasks_for
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.session import session_setting
 from kgbrink.core.tracking import JobSummary
 from kgbrink.kg import stats
-
-STATS_TABLES = catalog.STATS_TABLES  # the tables this job writes
-TRIPLES_VERSION = re.compile(r"of triples version (\d+)$")  # the end of every table's commit message
-
-
-def triples_version(spark: SparkSession, dataset: str, splits: list[str]) -> int:
-    """The version of ``triples`` the dataset's current statistics on ``splits`` were computed from (the stats
-    job writes it into every table's commit message), so readers can join statistics to the same triples."""
-    folder = catalog.stats_dir(dataset, splits)
-    found = TRIPLES_VERSION.search(table_description(spark, f"{folder}/entity_popularity") or "")
-    if not found:
-        raise ValueError(
-            f"the statistics under {folder} do not record their triples version (run `kgbrink stats` again)"
-        )
-    return int(found.group(1))
 
 
 @dataclass
@@ -61,7 +44,7 @@ def run(ctx: JobContext, opts: StatsOptions) -> JobSummary:
     if len(splits) > 1:
         triples = triples.distinct()  # T is a set: a triple in two splits counts once
     out = catalog.stats_dir(dataset, splits)
-    note = f"stats on {'+'.join(splits)} of triples version {summary.inputs['triples'].version}"
+    note = catalog.stats_note(splits, summary.inputs["triples"].version)
     # The (entity, relation) counts feed every table: aggregated once and kept (same speed on disk as in
     # memory at 20M triples; 20% faster than aggregating the occurrences twice). Cached without adaptive
     # re-planning, the cache keeps the counts' partitioning by entity, so entity popularity needs no shuffle.

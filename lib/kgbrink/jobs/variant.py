@@ -30,7 +30,6 @@ from kgbrink.jobs.variant_options import (
     variant_settings,
     write_question_files,
 )
-from kgbrink.jobs.variant_options import variant_dir as variant_dir  # the variant's folder, for callers
 from kgbrink.rules import grounding
 
 
