@@ -17,7 +17,7 @@ JAR_PROFILES ?=
 export SPARK_LOCAL_IP ?= 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(BIN)/python)
 
-.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster airflow-venv airflow-lock test-k8s test-airflow bench bench-score bench-score-duplicates bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-actions bench-chain bench-s3a bench-okgqa rule-fixtures reproduce-probe lock clean-data clean
+.PHONY: setup venv jars run lint format test test-fast cluster-venv cluster-lock cluster-up cluster-down cluster-status test-cluster airflow-venv airflow-lock test-k8s test-airflow bench bench-score bench-score-duplicates bench-score-1e9 bench-rank bench-rank-1e9 bench-mine bench-build bench-actions bench-chain bench-s3a bench-okgqa bench-release rule-fixtures reproduce-probe lock clean-data clean
 
 setup: venv jars
 
@@ -155,6 +155,9 @@ bench-mine: setup
 # OKGQA-P: question subgraphs (networkx peer) and the kg-scope perturbation sweep (DuckDB peer), 2M triples.
 bench-okgqa: setup
 	$(BIN)/python benchmarks/bench_okgqa.py --triples 2000000
+
+bench-release: setup
+	$(BIN)/python benchmarks/bench_release.py --triples 2000000
 
 bench-build: setup
 	$(BIN)/python benchmarks/bench_build.py --dataset data/datasets/sample

@@ -153,3 +153,12 @@ def test_human_summary_shows_every_count_and_warning():
     assert all(f"count_{i} {i * 1000:,}" in text for i in range(14)) and "flag" not in text
     assert all(len(line) <= 100 for line in lines)
     assert "  warning: RS at level 1 reached 0.5000" in lines
+
+
+def test_stage_progress_gives_percent_and_time_left_at_the_watched_pace():
+    from kgbrink.core.console import stage_line
+
+    assert stage_line(0, 0) == "0/0 tasks"
+    assert stage_line(3, 12) == "3/12 tasks (25%)"  # no pace yet: no estimate
+    assert stage_line(6, 12, done_since=3, seconds=30.0) == "6/12 tasks (50%, about 1m00s left)"
+    assert stage_line(12, 12, done_since=6, seconds=10.0) == "12/12 tasks (100%)"

@@ -121,3 +121,27 @@ def test_empty_paths_and_comma_lists():
             load_config(conf, [f"{key}="])
     assert load_config(conf, ["stats.splits=train,valid"]).stats.splits == ["train", "valid"]
     assert load_config(conf, ["scoring.hits=1,5"]).scoring.hits == [1, 5]
+
+
+def test_kgbrink_runs_from_any_folder_with_the_installation_jars(tmp_path, monkeypatch):
+    """From a data folder without conf/ or .cache/: the installation's conf/local.yaml, its jars, and the
+    data paths under the working directory (issue 47, point 5); $KGBRINK_HOME names another installation."""
+    from kgbrink.core.session import find_jars, has_jar
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KGBRINK_CONF", raising=False)
+    monkeypatch.delenv("KGBRINK_HOME", raising=False)
+    config = load_config()
+    assert config.spark.jars_dirs == [
+        str(PROJECT_ROOT / ".cache/jars/core"),
+        str(PROJECT_ROOT / ".cache/jars/graphframes"),
+    ]
+    assert has_jar(find_jars(config.spark.jars_dirs), "delta-spark_")
+    assert config.dataset == str(tmp_path / "data/datasets/sample")
+    monkeypatch.setenv("KGBRINK_HOME", str(tmp_path / "elsewhere"))
+    moved = load_config(PROJECT_ROOT / "conf" / "local.yaml")
+    assert moved.spark.jars_dirs[0] == str(tmp_path / "elsewhere/.cache/jars/core")
+    with pytest.raises(ConfigError, match="run `make jars` in kgbrink's installation"):
+        from kgbrink.core.session import spark_session
+
+        spark_session(moved)

@@ -1,7 +1,8 @@
 """What a person sees: progress on stderr, a short human summary, and errors without stack traces.
 
 Progress: the top job's steps as ``[k/n] name`` with their time, the steps one level down as indented
-lines, and for a Spark stage running longer than :data:`STAGE_REPORT_SECONDS` its task count. Errors:
+lines, and for a Spark stage running longer than :data:`STAGE_REPORT_SECONDS` its tasks done, the percent
+and an estimate of its time left (:func:`stage_line`). Errors:
 a Py4J/JVM failure is reduced to the chain of its causes (which names the file a reader failed on); the
 whole trace goes to a log file.
 """
@@ -70,12 +71,24 @@ class Progress:
                 self._print(f"      {name} done in {_clock(time.perf_counter() - start)}")
 
 
+def stage_line(finished: int, tasks: int, done_since: int = 0, seconds: float = 0.0) -> str:
+    """``finished/tasks tasks (p%, about T left)``: the time left at the pace of the ``done_since`` tasks
+    finished in the last ``seconds`` the stages were watched (left out until a pace is known)."""
+    if tasks <= 0:
+        return f"{finished}/{tasks} tasks"
+    text = f"{finished}/{tasks} tasks ({100 * finished / tasks:.0f}%"
+    if finished < tasks and done_since > 0 and seconds > 0:
+        text += f", about {_clock(seconds * (tasks - finished) / done_since)} left"
+    return text + ")"
+
+
 class _StageWatcher:
     """Reports the active Spark stage's task progress while a step runs past STAGE_REPORT_SECONDS."""
 
     def __init__(self, spark: Any, progress: Progress, start: float):
         self.spark, self.progress, self.start = spark, progress, start
         self.done = threading.Event()
+        self.first_seen: dict[int, tuple[float, int]] = {}  # stage id -> (time, tasks done) when first seen
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
 
@@ -83,15 +96,18 @@ class _StageWatcher:
         while not self.done.wait(STAGE_REPORT_SECONDS):
             try:
                 tracker = self.spark.sparkContext.statusTracker()
-                infos = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+                active = list(tracker.getActiveStageIds())
+                infos = [tracker.getStageInfo(s) for s in active]
             except Exception:  # noqa: BLE001 - a stopped context ends the reports, never the job
                 return
             infos = [i for i in infos if i is not None]
             if infos:
+                now = time.perf_counter()
+                seen = [self.first_seen.setdefault(i.stageId, (now, i.numCompletedTasks)) for i in infos]
                 tasks = sum(i.numTasks for i in infos)
                 finished = sum(i.numCompletedTasks for i in infos)
-                elapsed = _clock(time.perf_counter() - self.start)
-                self.progress._print(f"{'  ' * (self.progress.depth + 1)}... {elapsed}: {finished}/{tasks} tasks")
+                line = stage_line(finished, tasks, finished - sum(n for _, n in seen), now - min(t for t, _ in seen))
+                self.progress._print(f"{'  ' * (self.progress.depth + 1)}... {_clock(now - self.start)}: {line}")
 
     def stop(self) -> None:
         self.done.set()

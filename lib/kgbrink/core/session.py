@@ -16,7 +16,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from kgbrink.core.files import delete_path
-from kgbrink.core.settings import ConfigError, Settings, resolve_location
+from kgbrink.core.settings import ConfigError, Settings, install_root, resolve_location
 
 # The running job's checkpoint mode (setting spark.checkpoint), read by kgbrink.core.frames.checkpoint.
 CHECKPOINT_MODE = "spark.kgbrink.checkpoint"
@@ -54,8 +54,9 @@ def spark_session(config: Settings) -> SparkSession:
     jars = find_jars(config.spark.jars_dirs)
     if not has_jar(jars, "delta-spark_"):
         raise ConfigError(
-            f"no Delta jar under {config.spark.jars_dirs}: run `make jars` "
-            "(resolves infra/jvm/pom.xml into .cache/jars)"
+            f"no Delta jar under {config.spark.jars_dirs}: run `make jars` in kgbrink's installation "
+            f"({install_root()}; it resolves infra/jvm/pom.xml into .cache/jars), or set $KGBRINK_HOME to the "
+            "installation or spark.jars_dirs to the folders holding the jars"
         )
     builder = SparkSession.builder.appName(config.spark.app_name)
     master = config.spark.master

@@ -23,8 +23,9 @@ import yaml
 from kgbrink.core.typed import ConfigError, coerce
 
 
-def setting(default: Any, doc: str, *, path: bool = False):
-    """A field with its documentation; ``path``: a location resolved against the working directory."""
+def setting(default: Any, doc: str, *, path: bool | str = False):
+    """A field with its documentation; ``path``: a location resolved against the working directory
+    (``"install"``: against kgbrink's installation, :func:`install_root`)."""
     meta = {"doc": doc, "path": path}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
@@ -53,8 +54,9 @@ class SparkSettings:
     app_name: str = setting("kgbrink", "Spark application name")
     jars_dirs: list[str] = setting(
         ["./.cache/jars/core", "./.cache/jars/graphframes"],
-        "folders whose *.jar files go into spark.jars (resolved by `make jars` from infra/jvm/pom.xml)",
-        path=True,
+        "folders whose *.jar files go into spark.jars (resolved by `make jars` from infra/jvm/pom.xml); "
+        "relative to kgbrink's installation ($KGBRINK_HOME, else the project folder), not the working directory",
+        path="install",
     )
     warehouse_dir: str = setting("./data/warehouse", "spark.sql.warehouse.dir", path=True)
     checkpoint_dir: str = setting(
@@ -307,6 +309,24 @@ class ShortestPathSettings:
     answers: str = setting("generated", "answer nodes: the generated answer or all answers of the query")
 
 
+@dataclass
+class ReleaseSettings:
+    out: str = setting(
+        "./data/releases", "release root: versions v1, v2, ... under it, LATEST names the current", path=True
+    )
+    name: str = setting("kgbrink benchmarks", "the release's pretty name (dataset card, Croissant)")
+    benchmarks: list[str] = setting(
+        ["kg", "brink", "probe", "synthkgqa", "probekgc", "okgqa"], "benchmarks built and published (issue 47)"
+    )
+    licence: str = setting("cc-by-4.0", "licence id of the card (Hugging Face's ids: cc-by-4.0, cc0-1.0, ...)")
+    url: str | None = setting(None, "where the release is published (Croissant url; null: kgbrink's)")
+    shard_rows: int = setting(5_000_000, "rows per Parquet or JSON Lines file at most")
+    question_graphs: bool = setting(True, "synthkgqa: question-specific graphs and shortest-path tables")
+    questions_per_type: int | None = setting(
+        None, "synthkgqa without --questions: planted questions per type (null: gt_questions.per_type)"
+    )
+
+
 SECTIONS = {
     "spark": SparkSettings,
     "tracking": TrackingSettings,
@@ -325,6 +345,7 @@ SECTIONS = {
     "gt_questions": GtQuestionSettings,
     "question_graphs": QuestionGraphSettings,
     "shortest_paths": ShortestPathSettings,
+    "release": ReleaseSettings,
 }
 TOP_LEVEL = {
     "env": (str, "local", "environment name (recorded with every MLflow run)"),
@@ -358,6 +379,7 @@ class Settings:
     gt_questions: GtQuestionSettings
     question_graphs: QuestionGraphSettings
     shortest_paths: ShortestPathSettings
+    release: ReleaseSettings
     source: str = "<defaults>"
     overrides: list[str] = field(default_factory=list)
 
@@ -502,8 +524,11 @@ def _build(values: Mapping[str, Any], source: str, overrides: list[str], merge_s
                     c is not None and not str(c).strip() for c in (current if isinstance(current, list) else [current])
                 ):
                     raise ConfigError(f"{source}: setting '{name}.{f.name}' is an empty path")
+                base = install_root() if f.metadata["path"] == "install" else None
                 resolved = (
-                    [resolve_location(p) for p in current] if isinstance(current, list) else resolve_location(current)
+                    [resolve_location(p, base) for p in current]
+                    if isinstance(current, list)
+                    else resolve_location(current, base)
                 )
                 setattr(section, f.name, resolved)
         kwargs[name] = section
@@ -607,9 +632,21 @@ def resolve_location(path: str | None, base: Path | None = None) -> str | None:
     return str(p.resolve())
 
 
+def install_root() -> Path:
+    """kgbrink's installation: ``$KGBRINK_HOME``, else the project folder this package is installed from
+    (a checkout or an editable install: ``<project>/lib/kgbrink``), else the working directory."""
+    if os.environ.get("KGBRINK_HOME"):
+        return Path(os.environ["KGBRINK_HOME"]).expanduser().resolve()
+    project = Path(__file__).resolve().parents[3]
+    return project if (project / "pyproject.toml").is_file() else Path.cwd()
+
+
 def default_config_path() -> Path:
-    """``$KGBRINK_CONF`` if set, else ``conf/local.yaml`` of the working directory."""
-    return Path(os.environ.get("KGBRINK_CONF", "conf/local.yaml"))
+    """``$KGBRINK_CONF`` if set, else ``conf/local.yaml`` of the working directory, else the installation's."""
+    if "KGBRINK_CONF" in os.environ:
+        return Path(os.environ["KGBRINK_CONF"])
+    here = Path("conf/local.yaml")
+    return here if here.is_file() else install_root() / "conf" / "local.yaml"
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Settings:

@@ -1,0 +1,165 @@
+"""The release folder's I/O: tables as sharded Parquet or JSON Lines, copied files, text and SHA-256.
+
+Every location is a local path or a URI of the session's Hadoop file systems (``s3a://``). A file's bytes
+depend only on the rows, never on the partitioning or on lost executors: a shard is a hash bucket of the
+row's content, its rows sorted, written by one task (a retried task rewrites the whole file).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import unquote
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from kgbrink.core.files import delete_path, hadoop_path, path_exists
+
+EXTENSIONS = {"parquet": "parquet", "json": "jsonl"}
+_PART = re.compile(r"part-(\d+)-")
+
+
+def _orderable(frame: DataFrame) -> list[str]:
+    """The columns Spark can sort by (maps cannot be ordered)."""
+    return [f.name for f in frame.schema.fields if not isinstance(f.dataType, T.MapType)]
+
+
+def write_shards(
+    frame: DataFrame, directory: str, rows: int, shard_rows: int, fmt: str, split: str | None = None
+) -> dict[str, list[str]]:
+    """``frame`` as ``<directory>/<split>-0000i-of-0000n.<ext>`` (Parquet or JSON Lines), one set of files
+    per value of the column ``split`` (without it: split ``train``); the file paths by split.
+
+    n = max(1, ceil(rows / shard_rows)) hash buckets of all the sortable columns; each is sorted by them
+    and written by one task, in one job for all splits. Buckets a split leaves empty are not written, the
+    others are numbered in order. A frame without rows gives no files."""
+    if fmt not in EXTENSIONS:
+        raise ValueError(f"unknown release format {fmt!r} (parquet or json)")
+    spark = frame.sparkSession
+    keys = [c for c in _orderable(frame) if c != split]
+    shards = max(1, -(-rows // max(1, shard_rows)))
+    staging = f"{directory}/_staging"
+    delete_path(spark, staging)
+    if split is None:
+        frame = frame.withColumn("_split", F.lit("train"))
+        split = "_split"
+    laid_out = frame.repartition(shards, *keys) if shards > 1 else frame.coalesce(1)
+    writer = laid_out.sortWithinPartitions(split, *keys).write.mode("overwrite").partitionBy(split)
+    if fmt == "json":
+        writer.option("ignoreNullFields", "false").json(staging)
+    else:
+        writer.option("compression", "snappy").parquet(staging)
+    hpath, fs = hadoop_path(spark, staging)
+    out: dict[str, list[str]] = {}
+    for folder in sorted(fs.listStatus(hpath), key=lambda s: s.getPath().getName()):
+        name = folder.getPath().getName()
+        if not folder.isDirectory() or not name.startswith(f"{split}="):
+            continue
+        value = unquote(name.split("=", 1)[1])
+        parts = sorted(
+            (int(_PART.match(s.getPath().getName()).group(1)), s.getPath())
+            for s in fs.listStatus(folder.getPath())
+            if _PART.match(s.getPath().getName())
+        )
+        for index, (_, part) in enumerate(parts):
+            target = f"{directory}/{value}-{index:05d}-of-{len(parts):05d}.{EXTENSIONS[fmt]}"
+            target_path, _ = hadoop_path(spark, target)
+            fs.delete(target_path, False)
+            if not fs.rename(part, target_path):
+                raise OSError(f"could not move {part} to {target}")
+            out.setdefault(value, []).append(target)
+    delete_path(spark, staging)
+    return out
+
+
+def clear(spark: SparkSession, directory: str, stem: str) -> None:
+    """Remove the shards ``<directory>/<stem>-*`` an earlier release wrote (their count may differ now)."""
+    if not path_exists(spark, directory):
+        return
+    hpath, fs = hadoop_path(spark, directory)
+    for status in fs.listStatus(hpath):
+        if status.getPath().getName().startswith(f"{stem}-"):
+            fs.delete(status.getPath(), False)
+
+
+def copy_file(spark: SparkSession, source: str, target: str) -> None:
+    """Copy one file between any two file systems of the session (local to s3a included)."""
+    jvm = spark.sparkContext._jvm
+    src, src_fs = hadoop_path(spark, source)
+    dst, dst_fs = hadoop_path(spark, target)
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    if not jvm.org.apache.hadoop.fs.FileUtil.copy(src_fs, src, dst_fs, dst, False, True, conf):
+        raise OSError(f"could not copy {source} to {target}")
+
+
+def write_text(spark: SparkSession, path: str, text: str) -> None:
+    """Write ``text`` (UTF-8) as the whole file ``path``, replacing it."""
+    hpath, fs = hadoop_path(spark, path)
+    stream = fs.create(hpath, True)
+    try:
+        stream.write(bytearray(text.encode("utf-8")))
+    finally:
+        stream.close()
+
+
+def read_text(spark: SparkSession, path: str) -> str | None:
+    """The UTF-8 text of the file ``path``, or None when it does not exist."""
+    if not path_exists(spark, path):
+        return None
+    jvm = spark.sparkContext._jvm
+    hpath, fs = hadoop_path(spark, path)
+    stream = fs.open(hpath)
+    try:
+        out = jvm.java.io.ByteArrayOutputStream()
+        jvm.org.apache.hadoop.io.IOUtils.copyBytes(stream, out, 1 << 16, False)
+        return bytes(out.toByteArray()).decode("utf-8")
+    finally:
+        stream.close()
+
+
+def read_json(spark: SparkSession, path: str) -> dict | None:
+    text = read_text(spark, path)
+    return None if text is None else json.loads(text)
+
+
+def files_under(spark: SparkSession, directory: str) -> list[str]:
+    """Every file under ``directory`` as a path relative to it, sorted; names starting with ``_`` or ``.``
+    (staging, checksums of the local file system) are left out."""
+    if not path_exists(spark, directory):
+        return []
+    hpath, fs = hadoop_path(spark, directory)
+    root = fs.makeQualified(hpath).toString().rstrip("/") + "/"
+    found = []
+    iterator = fs.listFiles(hpath, True)
+    while iterator.hasNext():
+        name = iterator.next().getPath().toString()
+        relative = name[len(root) :] if name.startswith(root) else name
+        if not any(piece.startswith(("_", ".")) for piece in relative.split("/")):
+            found.append(relative)
+    return sorted(found)
+
+
+def digests(spark: SparkSession, directory: str, names: list[str]) -> dict[str, tuple[str, int]]:
+    """``{name: (sha256 hex, bytes)}`` of files under ``directory``, hashed by the executors (each file
+    whole in one task: the release's shards are bounded by ``release.shard_rows``)."""
+    if not names:
+        return {}
+    hpath, fs = hadoop_path(spark, directory)
+    root = fs.makeQualified(hpath).toString().rstrip("/")
+    paths = [f"{root}/{name}" for name in names]
+    rows = (
+        spark.read.format("binaryFile")
+        .load(paths)
+        .select("path", F.sha2("content", 256).alias("sha256"), "length")
+        .collect()
+    )
+    by_path = {r["path"]: (r["sha256"], int(r["length"])) for r in rows}
+    out = {}
+    for name, path in zip(names, paths):
+        found = by_path.get(path) or next((v for k, v in by_path.items() if k.endswith("/" + name)), None)
+        if found is None:
+            raise OSError(f"no digest for {path}")
+        out[name] = found
+    return out

@@ -1,0 +1,394 @@
+"""``kgbrink release``: the benchmarks a settings file enables, from one dataset, as one versioned release.
+
+Under the release root (``--out``, default ``release.out``; local or ``s3a://``) each release is a folder
+``v1``, ``v2``, ... and ``LATEST`` names the current one. A release holds one folder per configuration
+(Parquet tables, JSON Lines questions; :mod:`kgbrink.release.layout`), ``README.md`` (the Hugging Face
+dataset card), ``croissant.json``, ``SHA256SUMS`` and ``release.json`` (the manifest: the dataset's input
+table versions, each benchmark's fingerprint, configurations, files and rows).
+
+A benchmark is built (its jobs run through ``ctx.run``) only when its fingerprint (input table versions,
+settings, input files) differs from the current release's; the others' files are copied from it. When
+nothing differs the job does nothing and says so. The files' bytes depend only on the dataset and
+settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.core import catalog, publish
+from kgbrink.core.delta import commit_info
+from kgbrink.core.files import delete_path
+from kgbrink.core.jobs import JobContext, arg, job
+from kgbrink.core.settings import is_uri
+from kgbrink.core.tracking import JobSummary
+from kgbrink.release import card, croissant, layout
+from kgbrink.synthkgqa import generator
+
+NAME = "release"  # the question-set and mcq names the release's builders write under
+GT_RECORD = "id string, split string, seeds array<string>, answer string, answer_subgraph array<array<string>>"
+
+
+@dataclass
+class ReleaseOptions:
+    dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
+    out: str | None = arg(None, "release root, local or s3a:// (default: setting release.out)")
+    questions: str | None = arg(None, "synthkgqa: question file (JSON Lines by key) instead of planted questions")
+    scores: str | None = arg(None, "probekgc: candidate scores for the hard options (kgbrink rank's format)")
+    scores_model: str | None = arg(None, "probekgc: the model of --scores to use (scores with a model column)")
+    force: bool = arg(False, "rebuild every enabled benchmark", action="store_true")
+
+
+def _file_digest(path: str | None) -> str | None:
+    if path is None or is_uri(path) or not Path(path).is_file():
+        return path
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@job(
+    "release",
+    "the enabled benchmarks as one versioned release: Parquet, JSON Lines, dataset card, Croissant",
+    ReleaseOptions,
+    steps=len(layout.BENCHMARKS) + 1,
+)
+def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
+    spark, config = ctx.spark, ctx.config
+    settings = config.release
+    dataset = config.require_dataset(opts.dataset)
+    root = (opts.out or settings.out).rstrip("/")
+    unknown = sorted(set(settings.benchmarks) - set(layout.BENCHMARKS))
+    if unknown:
+        raise ValueError(f"release.benchmarks: unknown {', '.join(unknown)} (known: {', '.join(layout.BENCHMARKS)})")
+    enabled = [b for b in layout.BENCHMARKS if b in settings.benchmarks]
+    summary = ctx.begin(dataset=dataset, out=root, benchmarks=",".join(enabled))
+    for name in layout.INPUT_TABLES:
+        ctx.read(name, catalog.path(name, dataset=dataset))
+    inputs = {name: summary.inputs[name].version for name in layout.INPUT_TABLES}
+    sections = {s: dataclasses.asdict(getattr(config, s)) for b in enabled for s in layout.SECTIONS[b]}
+    extra = {
+        "synthkgqa": {
+            "questions": _file_digest(opts.questions),
+            "question_graphs": settings.question_graphs,
+            "per_type": settings.questions_per_type,
+        },
+        "probekgc": {"scores": _file_digest(opts.scores), "scores_model": opts.scores_model},
+    }
+    fingerprints = {b: layout.fingerprint(b, inputs, sections, extra.get(b)) for b in enabled}
+    latest = (publish.read_text(spark, f"{root}/LATEST") or "").strip() or None
+    previous = publish.read_json(spark, f"{root}/{latest}/release.json") if latest else None
+    todo = list(enabled) if opts.force else layout.changed(previous, fingerprints)
+    if previous is not None and not todo and sorted(previous["benchmarks"]) == sorted(enabled):
+        summary.counts.update(rebuilt=0, reused=len(enabled))
+        summary.highlights["release"] = f"{root}/{latest}: unchanged (every input version and setting as in {latest})"
+        summary.extra.update(version=latest, rebuilt=[], reused=enabled)
+        return summary
+    number = int(previous["version_number"].split(".")[0]) + 1 if previous else 1
+    version = f"v{number}"
+    target = f"{root}/{version}"
+    delete_path(spark, target)
+    work = Path(config.data_dir) / "_release_work" / version
+    shutil.rmtree(work, ignore_errors=True)
+    env = _Env(ctx, opts, dataset, target, work)
+    configs: list[layout.Config] = []
+    entries = {}
+    for benchmark in enabled:
+        with ctx.step(benchmark):
+            if benchmark in todo:
+                built = BUILDERS[benchmark](env)
+            else:
+                built = _reuse(env, f"{root}/{latest}", previous, benchmark)
+            empty = [c.name for c in built if not c.files]
+            if empty:
+                note = f"Without rows, so not in this release: {', '.join(empty)}."
+                env.notes[benchmark] = " ".join(x for x in (env.notes.get(benchmark, ""), note) if x)
+            configs += [c for c in built if c.files]
+            entries[benchmark] = {
+                "fingerprint": fingerprints[benchmark],
+                "settings": {s: sections[s] for s in layout.SECTIONS[benchmark]},
+                "notes": env.notes.get(benchmark, ""),
+            }
+    with ctx.step("describe"):
+        manifest = {
+            "name": settings.name,
+            "version": version,
+            "version_number": f"{number}.0.0",
+            "dataset_name": dataset.rstrip("/").rsplit("/", 1)[-1],
+            "licence": settings.licence,
+            "url": settings.url,
+            "date": _date(ctx, dataset),
+            "inputs": inputs,
+            "benchmarks": entries,
+            "configs": [c.as_dict() for c in configs],
+        }
+        relative = sorted(
+            f[len(target) + 1 :] for c in configs for fs in [*c.files.values(), *c.jsonl.values()] for f in fs
+        )
+        for c in manifest["configs"]:
+            for kind in ("files", "jsonl"):
+                c[kind] = {s: [f[len(target) + 1 :] for f in fs] for s, fs in c[kind].items()}
+        digests = publish.digests(spark, target, relative)
+        publish.write_text(spark, f"{target}/README.md", card.dataset_card(manifest))
+        document = croissant.metadata(manifest, digests)
+        publish.write_text(spark, f"{target}/croissant.json", layout.canonical_json(document) + "\n")
+        publish.write_text(spark, f"{target}/release.json", layout.canonical_json(manifest) + "\n")
+        described = ["README.md", "croissant.json", "release.json"]
+        digests.update(publish.digests(spark, target, described))
+        sums = "".join(f"{digests[name][0]}  {name}\n" for name in sorted(digests))
+        publish.write_text(spark, f"{target}/SHA256SUMS", sums)
+        publish.write_text(spark, f"{root}/LATEST", version + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    rebuilt = [b for b in enabled if b in todo]
+    summary.counts.update(
+        rebuilt=len(rebuilt), reused=len(enabled) - len(rebuilt), configs=len(configs), files=len(digests) + 1
+    )
+    summary.counts.update({f"rows_{c.name}": sum(c.rows.values()) for c in configs})
+    summary.extra.update(version=version, rebuilt=rebuilt, reused=[b for b in enabled if b not in todo])
+    summary.highlights["release"] = f"{target}: rebuilt {', '.join(rebuilt) or 'none'}" + (
+        f"; reused {', '.join(b for b in enabled if b not in todo)} from {latest}"
+        if len(rebuilt) < len(enabled)
+        else ""
+    )
+    summary.artifacts.append(f"{target}/README.md")
+    return summary
+
+
+def _date(ctx: JobContext, dataset: str) -> str:
+    """The date of the triples version the release is built from (ISO, UTC): deterministic per dataset."""
+    import datetime
+
+    table = ctx.summary.inputs["triples"]
+    stamp = commit_info(ctx.spark, table.path, table.version).get("timestamp") or 0
+    return datetime.datetime.fromtimestamp(stamp / 1000, datetime.UTC).date().isoformat()
+
+
+@dataclass
+class _Env:
+    """What the builders share: the context, options, dataset, release folder and local work folder."""
+
+    ctx: JobContext
+    opts: ReleaseOptions
+    dataset: str
+    target: str
+    work: Path
+    notes: dict = dataclasses.field(default_factory=dict)
+
+    def where(self, kind: str) -> dict:
+        config = self.ctx.config
+        return {
+            "dataset": {},
+            "variant": {"variant": config.variant.name},
+            "stats": {"splits": "+".join(sorted(config.stats.splits))},
+            "mcq": {"questions": NAME},
+            "synthkgqa": {"questions": NAME},
+            "okgqa": {"questions": "kg"},
+        }[kind]
+
+    def dictionaries(self) -> tuple[DataFrame, DataFrame]:
+        read = self.ctx.read
+        entities = read("entities", catalog.path("entities", dataset=self.dataset)).select("id", "key")
+        relations = read("relations", catalog.path("relations", dataset=self.dataset)).select("id", "key")
+        return entities, relations
+
+
+def _publish(
+    env: _Env, config: str, benchmark: str, frame: DataFrame, split: str | None, description: str, jsonl: bool = False
+) -> layout.Config:
+    """Write ``frame`` as the configuration ``config`` (its rows counted per split first); ``jsonl``: also as
+    JSON Lines shards beside the Parquet ones."""
+    folder = f"{env.target}/{benchmark}/{config[len(benchmark) + 1 :]}"
+    if split is not None:
+        frame = frame.withColumn(split, F.coalesce(F.col(split), F.lit("train")))
+        rows = {r[split]: r["count"] for r in frame.groupBy(split).count().collect()}
+    else:
+        rows = {"train": frame.count()}
+    shard_rows = env.ctx.config.release.shard_rows
+    if not sum(rows.values()):
+        return layout.Config(config, benchmark, description)  # no rows: left out of the release, and named
+    files = publish.write_shards(frame, folder, sum(rows.values()), shard_rows, "parquet", split)
+    fields = [(f.name, f.dataType.jsonValue()) for f in frame.schema.fields if f.name != split]
+    result = layout.Config(
+        config, benchmark, description, _ordered(files), {s: rows[s] for s in _ordered(files)}, fields
+    )
+    if jsonl:
+        result.jsonl = _ordered(publish.write_shards(frame, folder, sum(rows.values()), shard_rows, "json", split))
+        result.jsonl_fields = fields
+    return result
+
+
+SPLIT_ORDER = ("train", "valid", "test", "easy", "medium", "hard")
+
+
+def _ordered(by_split: dict) -> dict:
+    """``by_split`` with the splits in the usual order (train, valid, test; easy, medium, hard; then by name)."""
+    rank = {s: i for i, s in enumerate(SPLIT_ORDER)}
+    return {s: by_split[s] for s in sorted(by_split, key=lambda s: (rank.get(s, len(rank)), s))}
+
+
+def _tables(env: _Env, benchmark: str) -> list[layout.Config]:
+    entities, relations = env.dictionaries()
+    out = []
+    for part in layout.TABLE_PARTS:
+        if part.benchmark != benchmark:
+            continue
+        path = catalog.path(part.table, dataset=env.dataset, **env.where(part.where))
+        frame = env.ctx.read(part.config, path)
+        if part.columns is not None:
+            frame = frame.select(*part.columns)
+        frame = layout.keyed(frame, entities, relations, part.entity_columns, part.relation_columns)
+        out.append(_publish(env, part.config, benchmark, frame, part.split, part.description, part.jsonl))
+    return out
+
+
+def _files(env: _Env, benchmark: str, exported: Path) -> list[layout.Config]:
+    """The JSON Lines files a builder exported under ``exported``: copied as ``<split>.jsonl``, and read
+    into the configuration's Parquet files."""
+    spark = env.ctx.spark
+    out = []
+    for part in layout.FILE_PARTS:
+        if part.benchmark != benchmark:
+            continue
+        found = [(split, exported / name) for split, name in part.files if (exported / name).is_file()]
+        found = [(split, source) for split, source in found if source.stat().st_size]
+        if not found:
+            out.append(layout.Config(part.config, benchmark, part.description))
+            continue
+        folder = f"{env.target}/{benchmark}/{part.config[len(benchmark) + 1 :]}"
+        jsonl = {}
+        for split, source in found:
+            publish.copy_file(spark, str(source), f"{folder}/{split}.jsonl")
+            jsonl[split] = [f"{folder}/{split}.jsonl"]
+        # one read of every split's file: one schema for all (a field null in one file keeps its type)
+        by_name = F.create_map(*[F.lit(x) for split, source in found for x in (source.name, split)])
+        name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
+        frame = spark.read.json([str(source) for _, source in found]).withColumn("_split", by_name[name])
+        config = _publish(env, part.config, benchmark, frame, "_split", part.description)
+        config.jsonl = _ordered(jsonl)
+        config.jsonl_fields = config.fields
+        out.append(config)
+    return out
+
+
+def _reuse(env: _Env, previous_dir: str, previous: dict, benchmark: str) -> list[layout.Config]:
+    """A benchmark unchanged since the previous release: its files copied, its configurations kept."""
+    out = []
+    for entry in previous["configs"]:
+        if entry["benchmark"] != benchmark:
+            continue
+        config = layout.Config.from_dict(entry)
+        for names in [*config.files.values(), *config.jsonl.values()]:
+            for name in names:
+                publish.copy_file(env.ctx.spark, f"{previous_dir}/{name}", f"{env.target}/{name}")
+        config.files = {s: [f"{env.target}/{n}" for n in names] for s, names in config.files.items()}
+        config.jsonl = {s: [f"{env.target}/{n}" for n in names] for s, names in config.jsonl.items()}
+        out.append(config)
+    env.notes[benchmark] = previous["benchmarks"][benchmark].get("notes", "")
+    return out
+
+
+def _kg(env: _Env) -> list[layout.Config]:
+    return _tables(env, "kg")
+
+
+def _brink(env: _Env) -> list[layout.Config]:
+    exported = env.work / "brink"
+    built = env.ctx.run("build", dataset=env.dataset, out=str(exported))
+    env.notes["brink"] = built.highlights.get("built", "")
+    return _tables(env, "brink") + _files(env, "brink", exported)
+
+
+def _probe(env: _Env) -> list[layout.Config]:
+    env.ctx.run("stats", dataset=env.dataset)
+    return _tables(env, "probe")
+
+
+def _synthkgqa(env: _Env) -> list[layout.Config]:
+    ctx, settings = env.ctx, env.ctx.config.release
+    exported = env.work / "synthkgqa"
+    ctx.run("seed-graphs", dataset=env.dataset, name=NAME, out=str(exported / "prompts.jsonl"))
+    if env.opts.questions:
+        ctx.run("gt-questions", dataset=env.dataset, input=env.opts.questions, questions=NAME, answers=True)
+    else:
+        ctx.run(
+            "gt-questions",
+            dataset=env.dataset,
+            generate=True,
+            questions=NAME,
+            answers=True,
+            per_type=settings.questions_per_type,
+            export=str(exported / "questions.jsonl"),
+        )
+    configs = _files(env, "synthkgqa", exported) + [_gt_questions(env)]
+    if settings.question_graphs:
+        ctx.run(
+            "question-graphs",
+            dataset=env.dataset,
+            questions=NAME,
+            sp_analysis=True,
+            report_dir=str(exported / "report"),
+        )
+        configs += _tables(env, "synthkgqa")
+    else:
+        configs += [c for c in _tables(env, "synthkgqa") if c.name == "synthkgqa_answer_types"]
+    return configs
+
+
+def _gt_questions(env: _Env) -> layout.Config:
+    """The question set by key (the form ``gt-questions --input`` reads) with its classification."""
+    entities, relations = env.dictionaries()
+    path = catalog.path("synthkgqa.gt_questions", dataset=env.dataset, questions=NAME)
+    table = env.ctx.read("synthkgqa_questions", path)
+    records = generator.to_records(table, entities, relations).select("id", F.from_json("value", GT_RECORD).alias("q"))
+    classified = table.select(
+        "id", "graph_isomorphism", "dutt_label", "n_hops", "n_edges", "n_seeds", "n_intermediate", "n_answers"
+    )
+    answers = table.select("id", F.posexplode_outer("all_answers").alias("pos", "e"))
+    named = (
+        answers.join(entities.select(F.col("id").alias("e"), "key"), "e", "left")
+        .groupBy("id")
+        .agg(F.array_sort(F.collect_list(F.struct("pos", "key"))).alias("a"))
+        .select("id", F.transform("a", lambda x: x["key"]).alias("all_answers"))
+    )
+    frame = records.select("id", "q.split", "q.seeds", "q.answer", "q.answer_subgraph").join(classified, "id")
+    frame = frame.join(named, "id", "left")
+    description = "questions with ground-truth answer subgraphs by key, classified (App. A.2)"
+    return _publish(env, "synthkgqa_questions", "synthkgqa", frame, "split", description, jsonl=True)
+
+
+def _probekgc(env: _Env) -> list[layout.Config]:
+    exported = env.work / "probekgc"
+    difficulties = [d for d in env.ctx.config.mcq.difficulties if d != "hard" or env.opts.scores]
+    env.ctx.run(
+        "mcq",
+        dataset=env.dataset,
+        name=NAME,
+        difficulties=difficulties,
+        scores=env.opts.scores,
+        scores_model=env.opts.scores_model,
+        out=str(exported),
+    )
+    if "hard" not in difficulties:
+        env.notes["probekgc"] = "No hard options: the release was built without candidate scores (--scores)."
+    return _files(env, "probekgc", exported) + _tables(env, "probekgc")
+
+
+def _okgqa(env: _Env) -> list[layout.Config]:
+    exported = env.work / "okgqa"
+    env.ctx.run("okgqa-sweep", dataset=env.dataset, scope="kg", report_dir=str(exported / "report"))
+    return _tables(env, "okgqa")
+
+
+BUILDERS = {
+    "kg": _kg,
+    "brink": _brink,
+    "probe": _probe,
+    "synthkgqa": _synthkgqa,
+    "probekgc": _probekgc,
+    "okgqa": _okgqa,
+}

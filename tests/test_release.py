@@ -1,0 +1,195 @@
+"""``kgbrink release``: every configuration loads with the Hub's loader and the Croissant reader, with the
+rows the dataset holds; a second release is a no-op, a changed setting rebuilds only its benchmark, and the
+files do not depend on the partitioning."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+from kgbrink.core import publish
+from kgbrink.core.jobs import JobContext
+from kgbrink.jobs import ingest, release, synth
+from kgbrink.release import layout
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+def _small(config, **sections):
+    """``config`` with the release's builders at test size."""
+    changes = {
+        "mcq": dataclasses.replace(config.mcq, n_triples=30),
+        "seed_graphs": dataclasses.replace(config.seed_graphs, n_samples=8),
+        "gt_questions": dataclasses.replace(config.gt_questions, per_type=1),
+        "question_graphs": dataclasses.replace(config.question_graphs, top_nodes=200, max_triples=1000),
+        "perturbation": dataclasses.replace(config.perturbation, levels=[0.5, 1.0]),
+    }
+    changes.update(sections)
+    return dataclasses.replace(config, **changes)
+
+
+@pytest.fixture(scope="module")
+def released(spark, config, work_dir):
+    """A generated KG of 8,000 triples, ingested and released with every benchmark: ``(config, dataset,
+    root, first summary, second summary)``."""
+    base = work_dir / "release"
+    small = _small(
+        dataclasses.replace(config, synth=dataclasses.replace(config.synth, triples=8000, seed=11)),
+        mining=dataclasses.replace(config.mining, min_initial_support=40),
+    )
+    synth.run(JobContext(spark, small), synth.SynthOptions(out=str(base / "kg")))
+    dataset = str(base / "dataset")
+    ingest.run(
+        JobContext(spark, small), ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(base / "kg"))
+    )
+    root = str(base / "out")
+    first = release.run(JobContext(spark, small), release.ReleaseOptions(dataset=dataset, out=root))
+    second = release.run(JobContext(spark, small), release.ReleaseOptions(dataset=dataset, out=root))
+    return small, dataset, root, first, second
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((folder / "release.json").read_text())
+
+
+def test_every_config_loads_with_the_hub_loader_and_croissant(released):
+    import datasets
+    import mlcroissant
+
+    _, _, root, first, _ = released
+    folder = Path(root) / "v1"
+    assert first.extra["rebuilt"] == list(layout.BENCHMARKS)
+    manifest = _manifest(folder)
+    names = {c["name"] for c in manifest["configs"]}
+    assert {
+        "kg_triples",
+        "brink_complete",
+        "brink_questions",
+        "probe_entity_popularity",
+        "synthkgqa_questions",
+    } <= names
+    assert {"synthkgqa_question_graphs", "probekgc_questions", "okgqa_perturbation_log", "okgqa_kg_similarity"} <= names
+    for config in manifest["configs"]:
+        loaded = datasets.load_dataset(str(folder), config["name"])
+        assert {s: loaded[s].num_rows for s in loaded} == config["rows"], config["name"]
+        for split in loaded:
+            assert list(loaded[split].features) == [f[0] for f in config["fields"]], config["name"]
+    croissant = mlcroissant.Dataset(str(folder / "croissant.json"))
+    assert not croissant.metadata.issues.errors and not croissant.metadata.issues.warnings
+    for config in manifest["configs"]:
+        for record_set in [config["name"]] + ([config["name"] + "_jsonl"] if config["jsonl"] else []):
+            records = list(croissant.records(record_set))
+            if any(name == "split" for name, _ in config["fields"]):  # the rows' own split column (Table D2)
+                assert len(records) == sum(config["rows"].values()), record_set
+            else:  # the split from the file name
+                assert dict(Counter(r[f"{record_set}/split"].decode() for r in records)) == config["rows"], record_set
+    sums = dict(reversed(line.split("  ")) for line in (folder / "SHA256SUMS").read_text().splitlines())
+    on_disk = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "SHA256SUMS")
+    assert sorted(sums) == [p for p in on_disk if not p.split("/")[-1].startswith(".")]
+    for name, digest in sums.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+
+
+def test_tables_hold_the_dataset_by_key(spark, released):
+    import pyarrow.parquet as parquet
+
+    _, dataset, root, _, _ = released
+    folder = Path(root) / "v1"
+    triples = spark.read.format("delta").load(f"{dataset}/triples")
+    entities = spark.read.format("delta").load(f"{dataset}/entities")
+    relations = spark.read.format("delta").load(f"{dataset}/relations")
+    key = {r["id"]: r["key"] for r in entities.collect()}
+    rel = {r["id"]: r["key"] for r in relations.collect()}
+    expected = {(key[r["h"]], rel[r["r"]], key[r["t"]], r["split"]) for r in triples.collect()}
+    got = set()
+    for split in ("train", "valid", "test"):
+        for path in sorted((folder / "kg" / "triples").glob(f"{split}-*.parquet")):
+            table = parquet.read_table(path).to_pylist()
+            got |= {(row["h"], row["r"], row["t"], split) for row in table}
+    assert got == expected
+    stats = parquet.read_table(next((folder / "probe" / "entity_popularity").glob("*.parquet"))).to_pylist()
+    assert sum(row["degree"] for row in stats) == 2 * triples.where(F.col("split") == "train").count()
+    assert all(row["entity"] in key.values() for row in stats)
+
+
+def test_a_second_release_is_a_no_op_and_a_changed_setting_rebuilds_only_its_benchmark(spark, released):
+    small, dataset, root, _, second = released
+    assert second.extra["version"] == "v1" and second.extra["rebuilt"] == []
+    assert (Path(root) / "LATEST").read_text().strip() == "v1"
+    changed = dataclasses.replace(small, mcq=dataclasses.replace(small.mcq, seed=small.mcq.seed + 1))
+    third = release.run(JobContext(spark, changed), release.ReleaseOptions(dataset=dataset, out=root))
+    assert third.extra["version"] == "v2" and third.extra["rebuilt"] == ["probekgc"]
+    assert (Path(root) / "LATEST").read_text().strip() == "v2"
+    v1, v2 = (_manifest(Path(root) / v) for v in ("v1", "v2"))
+    assert v2["benchmarks"]["brink"]["fingerprint"] == v1["benchmarks"]["brink"]["fingerprint"]
+    sums = [
+        dict(reversed(line.split("  ")) for line in (Path(root) / v / "SHA256SUMS").read_text().splitlines())
+        for v in ("v1", "v2")
+    ]
+    for name, digest in sums[0].items():
+        if not name.startswith(("probekgc/", "README", "croissant", "release")):
+            assert sums[1][name] == digest, name
+    assert any(sums[1][n] != d for n, d in sums[0].items() if n.startswith("probekgc/questions/"))
+
+
+def test_a_forced_release_elsewhere_gives_the_same_bytes(spark, released, work_dir):
+    small, dataset, root, _, _ = released
+    subset = dataclasses.replace(small, release=dataclasses.replace(small.release, benchmarks=["kg", "probe"]))
+    other = str(work_dir / "release" / "forced")
+    release.run(JobContext(spark, subset), release.ReleaseOptions(dataset=dataset, out=other, force=True))
+    for benchmark in ("kg", "probe"):
+        for path in sorted((Path(root) / "v1" / benchmark).rglob("*.parquet")):
+            twin = Path(other) / "v1" / path.relative_to(Path(root) / "v1")
+            assert twin.read_bytes() == path.read_bytes(), path
+
+
+def test_an_id_without_a_key_fails_naming_the_column(spark):
+    frame = spark.createDataFrame([(0, 0, 5)], "h int, r int, t int")
+    entities = spark.createDataFrame([(0, "Q0")], "id int, key string")
+    relations = spark.createDataFrame([(0, "P0")], "id int, key string")
+    with pytest.raises(Exception, match="column t holds an id without a dictionary key: 5"):
+        layout.keyed(frame, entities, relations, ("h", "t"), ("r",)).collect()
+    ok = layout.keyed(frame.where("t = 0"), entities, relations, ("h", "t"), ("r",))
+    assert ok.collect() == []
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(0, 30), st.sampled_from(["train", "valid", "test"]), st.text(max_size=3)), max_size=60
+    ),
+    shard_rows=st.integers(1, 25),
+    partitions=st.integers(1, 5),
+)
+def test_shards_hold_every_row_once_whatever_the_partitioning(spark, tmp_path_factory, rows, shard_rows, partitions):
+    import pyarrow.parquet as parquet
+
+    frame = spark.createDataFrame(rows, "n int, split string, s string")
+    written = []
+    for layout_frame in (frame.coalesce(1), frame.repartition(partitions)):
+        folder = tmp_path_factory.mktemp("shards")
+        files = publish.write_shards(layout_frame, str(folder), len(rows), shard_rows, "parquet", "split")
+        written.append({split: [Path(f).read_bytes() for f in paths] for split, paths in files.items()})
+        got = sorted(
+            (row["n"], split, row["s"])
+            for split, paths in files.items()
+            for path in paths
+            for row in parquet.read_table(path).to_pylist()
+        )
+        assert got == sorted(rows)
+        for split, paths in files.items():
+            assert [Path(p).name for p in paths] == [
+                f"{split}-{i:05d}-of-{len(paths):05d}.parquet" for i in range(len(paths))
+            ]
+            assert len(paths) <= max(1, -(-len(rows) // shard_rows))
+    assert written[0] == written[1]
