@@ -70,7 +70,7 @@ def networkx_peer(spark, config, dataset: Path, questions: Path, sizes) -> dict:
     visited, _ = khop.expand(kg, seeds, cfg.k - 1, max_expand_degree=cfg.max_expand_degree)
     raw, _ = khop.cap_edges(khop.edge_ball(kg, visited, cfg.k), seeds, cfg.max_subgraph_edges, cfg.seed)
     edges = raw.toPandas()
-    seed_sets = seeds.groupBy("qid").agg(F.collect_list("node").alias("nodes")).toPandas()
+    seed_sets = seeds.groupBy("qid").agg(F.collect_list("id").alias("nodes")).toPandas()
     groups = dict(tuple(edges.groupby("qid")))
     start = time.perf_counter()
     pruned_edges = {}

@@ -142,7 +142,7 @@ def test_neighbourhood_cap_equals_cap_edges(spark, random_kg):
     triples, kg, g = random_kg
     cfg = QuestionGraphSettings(mode="undirected", max_neighbourhood_edges=25, seed=9)
     questions = [(f"q{i}", [i, (7 * i + 3) % 30][: 1 + i % 2]) for i in range(20)]
-    seeds = spark.createDataFrame([(q, s) for q, ss in questions for s in ss], "qid string, node int")
+    seeds = spark.createDataFrame([(q, s) for q, ss in questions for s in ss], "qid string, id int")
     visited, _ = khop.expand(kg, seeds, 2)
     expected, capped = khop.cap_edges(khop.induced_edges(kg, visited), seeds, 25, 9)
     want = {}

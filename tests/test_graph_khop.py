@@ -17,7 +17,7 @@ HAND = [(0, 0, 1), (1, 1, 2), (2, 0, 3), (1, 2, 4), (5, 0, 1), (3, 0, 3), (6, 1,
 
 def test_expand_and_edge_ball_by_hand(spark):
     triples = spark.createDataFrame(HAND, "h int, r int, t int")
-    seeds = spark.createDataFrame([("q", 0)], "qid string, node int")
+    seeds = spark.createDataFrame([("q", 0)], "qid string, id int")
     visited, hubs = khop.expand(triples, seeds, 1)
     # one undirected hop from 0 reaches 1; the 2-hop edge ball is every triple incident to 0 or 1
     assertDataFrameEqual(visited, [("q", 0, 0, False), ("q", 1, 1, False)])
@@ -29,7 +29,7 @@ def test_expand_and_edge_ball_by_hand(spark):
 
 def test_hubs_are_visited_but_not_expanded(spark):
     triples = spark.createDataFrame(HAND, "h int, r int, t int")
-    seeds = spark.createDataFrame([("q", 0), ("p", 1)], "qid string, node int")
+    seeds = spark.createDataFrame([("q", 0), ("p", 1)], "qid string, id int")
     # d(1) = 4 > 3: for q, node 1 is a hub at distance 1, so the ball keeps only 0's triple; for p node 1
     # is a seed and is expanded although it is a hub: its 4 triples, and (2, a, 3) of its neighbour 2.
     visited, hubs = khop.expand(triples, seeds, 1, max_expand_degree=3)
@@ -40,7 +40,7 @@ def test_hubs_are_visited_but_not_expanded(spark):
     # directed walks: 2 hops out of 0 reach 1 and 2; in-walks from 3 reach 2, 1 (and 3's self-loop is no step)
     out, _ = khop.expand(triples, seeds.where("qid = 'q'"), 2, direction="out")
     assertDataFrameEqual(out, [("q", 0, 0, False), ("q", 1, 1, False), ("q", 2, 2, False), ("q", 4, 2, False)])
-    back, _ = khop.expand(triples, spark.createDataFrame([("r", 3)], "qid string, node int"), 2, direction="in")
+    back, _ = khop.expand(triples, spark.createDataFrame([("r", 3)], "qid string, id int"), 2, direction="in")
     assertDataFrameEqual(back, [("r", 3, 0, False), ("r", 2, 1, False), ("r", 1, 2, False)])
 
 
@@ -80,7 +80,7 @@ def test_edge_ball_equals_a_python_bfs_on_random_multigraphs(spark, batch):
     rows = [(q * 100 + h, r, q * 100 + t) for q, (edges, _) in enumerate(batch) for h, r, t in set(edges)]
     seed_rows = [(q, q * 100 + s) for q, (_, seeds) in enumerate(batch) for s in seeds]
     triples = spark.createDataFrame(rows, "h int, r int, t int")
-    seeds = spark.createDataFrame(seed_rows, "qid int, node int")
+    seeds = spark.createDataFrame(seed_rows, "qid int, id int")
     for k, cap in ((2, None), (2, 3), (3, 2)):
         visited, _ = khop.expand(triples, seeds, k - 1, max_expand_degree=cap)
         got = {}
@@ -95,7 +95,7 @@ def test_cap_keeps_seed_triples_then_the_smallest_hashes(spark):
         [("q", 0, 0, n) for n in range(1, 4)] + [("q", n, 1, n + 10) for n in range(1, 4)] + [("p", 0, 0, 1)],
         "qid string, h int, r int, t int",
     )
-    seeds = spark.createDataFrame([("q", 0), ("p", 0)], "qid string, node int")
+    seeds = spark.createDataFrame([("q", 0), ("p", 0)], "qid string, id int")
     kept, capped = khop.cap_edges(edges, seeds, 4, seed=7)
     others = edges.where("qid = 'q' and h != 0").withColumn("u", hashing.u64(7, "qid", "h", "r", "t"))
     first = others.orderBy("u", "h").first()

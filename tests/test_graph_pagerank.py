@@ -62,19 +62,19 @@ def test_local_and_batched_equal_networkx_on_random_multigraphs(spark, queries):
     edge_rows = [(q, u, v) for q, (edge_list, _) in enumerate(queries) for u, v in edge_list]
     seed_rows = [(q, s) for q, (_, seeds) in enumerate(queries) for s in seeds]
     edges = spark.createDataFrame(edge_rows, "qid int, src int, dst int")
-    seeds = spark.createDataFrame(seed_rows, "qid int, node int")
+    seeds = spark.createDataFrame(seed_rows, "qid int, id int")
     # the batched loop costs a few Spark jobs per round: compare the iterates after 6 rounds (some queries
     # converge earlier and leave the loop) and the local version to convergence against networkx
     short, short_info = pagerank.pagerank_local(edges, seeds, max_iter=6)
     batched, batched_info = pagerank.pagerank_batched(edges, seeds, max_iter=6)
-    got_short = {(r.qid, r.node): r.ppr for r in short.collect()}
-    got_batched = {(r.qid, r.node): r.ppr for r in batched.collect()}
+    got_short = {(r.qid, r.id): r.ppr for r in short.collect()}
+    got_batched = {(r.qid, r.id): r.ppr for r in batched.collect()}
     assert got_short.keys() == got_batched.keys()
     for key, value in got_short.items():
         assert value == pytest.approx(got_batched[key], abs=1e-12)
     assert sorted(map(tuple, short_info.collect())) == sorted(map(tuple, batched_info.collect()))
     local, _ = pagerank.pagerank_local(edges, seeds, max_iter=1000)
-    got_local = {(r.qid, r.node): r.ppr for r in local.collect()}
+    got_local = {(r.qid, r.id): r.ppr for r in local.collect()}
     for q, (edge_list, seeds_q) in enumerate(queries):
         expected = _networkx(edge_list, seeds_q)
         # networkx's start vector and stopping rule are the same, so agreement is to the last iterate
@@ -85,7 +85,7 @@ def test_local_and_batched_equal_networkx_on_random_multigraphs(spark, queries):
 def test_batched_is_partition_independent_and_flags_non_convergence(spark):
     rows = [(q, u, (u * 7 + q) % 11) for q in range(4) for u in range(11)] + [(9, 0, 1), (9, 1, 2)]
     edges = spark.createDataFrame(rows, "qid int, src int, dst int")
-    seeds = spark.createDataFrame([(q, q) for q in range(4)] + [(9, 0)], "qid int, node int")
+    seeds = spark.createDataFrame([(q, q) for q in range(4)] + [(9, 0)], "qid int, id int")
     one = pagerank.pagerank_batched(edges.repartition(1), seeds, max_iter=3)
     seven = pagerank.pagerank_batched(edges.repartition(7), seeds.repartition(7), max_iter=3)
     assert sorted(one[0].collect()) == sorted(seven[0].collect())  # exact, not approximately

@@ -19,7 +19,7 @@ TRIPLE_SCHEMA = "h int, r int, t int"
 PAIR_SCHEMA = "pair_id int, s int, a int"
 SUMMARY_SCHEMA = "pair_id int, distance int, n_paths double, n_sp_nodes long, n_sp_triples long"
 EDGE_SCHEMA = "pair_id int, h int, r int, t int"
-DISTANCE_SCHEMA = "key int, node int, dist int"
+DISTANCE_SCHEMA = "key int, id int, dist int"
 
 # 0 and 1 are joined by three parallel triples, one of them reversed; 3 has a self-loop; 5 - 6 is a second
 # component; 9 is on no triple; (0, 1, 1) is listed twice and counts once.
@@ -83,7 +83,7 @@ def test_distributed_by_hand_is_partition_independent(spark):
     for one, seven in zip(*runs):
         assertDataFrameEqual(one, seven, rtol=0, atol=0)
     # undirected distances: the random graphs below; here the directed walk, cut at 2 steps
-    sources = spark.createDataFrame(HAND_SOURCES, "key int, node int")
+    sources = spark.createDataFrame(HAND_SOURCES, "key int, id int")
     directed = graph_paths.bfs_distances(triples.repartition(7), sources, max_dist=2, directed=True)
     near = [row for row in DIRECTED if row[2] <= 2]
     assertDataFrameEqual(directed, spark.createDataFrame(near, DISTANCE_SCHEMA))
@@ -172,6 +172,6 @@ def test_random_multigraphs_against_networkx(spark, batch, max_dist):
     )
     assertDataFrameEqual(local_summary, summary, rtol=0, atol=0)
     assertDataFrameEqual(local_edges, edges)
-    sources = spark.createDataFrame(source_rows, "key int, node int")
+    sources = spark.createDataFrame(source_rows, "key int, id int")
     distances = graph_paths.bfs_distances(triples, sources, max_dist=max_dist)
     assertDataFrameEqual(distances, spark.createDataFrame(distance_rows, DISTANCE_SCHEMA))

@@ -94,8 +94,8 @@ def test_random_multigraphs_equal_networkx_in_one_job_whatever_the_partitioning(
     assertDataFrameEqual(triangles.relation_triangles(one), result, rtol=0, atol=0)
     assertDataFrameEqual(triangles.clustering_sum(one), sums, rtol=0, atol=0)
 
-    got = {(row.r, row.node): (row.degree, row.triangles, row.clustering) for row in result.collect()}
-    got_sums = {row.node: row.c for row in sums.collect()}
+    got = {(row.r, row.id): (row.degree, row.triangles, row.clustering) for row in result.collect()}
+    got_sums = {row.id: row.c for row in sums.collect()}
     budget = 0
     for g, graph in enumerate(drawn):
         rows, graph_budget, total = _oracle(graph)

@@ -38,7 +38,7 @@ def test_subgraphs_equal_the_networkx_oracle_on_random_kgs(spark, collapse):
     }
     questions = {f"q{i}": sorted({rng.randrange(400) for _ in range(rng.randint(1, 3))}) for i in range(25)}
     kg = spark.createDataFrame(sorted(triples), "h int, r int, t int")
-    seeds = spark.createDataFrame([(q, s) for q, ss in questions.items() for s in ss], "qid string, node int")
+    seeds = spark.createDataFrame([(q, s) for q, ss in questions.items() for s in ss], "qid string, id int")
     cfg = OkgqaSubgraphSettings(collapse_parallel=collapse)
     pruned, sizes = question_subgraphs(kg.repartition(3), seeds, cfg)
     got = {}
@@ -60,7 +60,7 @@ def test_subgraphs_equal_the_networkx_oracle_on_random_kgs(spark, collapse):
 def test_caps_are_applied_and_recorded(spark):
     # 0 - 1 - {10..29} and 1 is a hub of degree 21: with max_expand_degree 5, q's ball stops at 1
     kg = spark.createDataFrame([(0, 0, 1)] + [(1, 1, n) for n in range(10, 30)], "h int, r int, t int")
-    seeds = spark.createDataFrame([("q", 0), ("p", 1)], "qid string, node int")
+    seeds = spark.createDataFrame([("q", 0), ("p", 1)], "qid string, id int")
     cfg = OkgqaSubgraphSettings(max_expand_degree=5, max_subgraph_edges=8)
     pruned, sizes = question_subgraphs(kg, seeds, cfg)
     rows = {r.qid: r for r in sizes.collect()}

@@ -407,7 +407,7 @@ def test_undirected_neighbourhood_equals_the_oracle(spark, small_kg):
     good, paths, _ = question_graphs.prepare_questions(
         spark.createDataFrame(questions, QUESTION_SCHEMA), entities, relations
     )
-    seeds = good.selectExpr("qid", "explode(seeds) as node")
+    seeds = good.selectExpr("qid", "explode(seeds) as id")
     limits = good.selectExpr("qid", "greatest(1, n_hops) as k")
     edges, caps = question_graphs.neighbourhood(kg, seeds, limits, cfg)
     got = {}

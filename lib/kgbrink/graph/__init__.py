@@ -1,5 +1,7 @@
-"""Graph algorithms on Spark DataFrames, in GraphFrames' vocabulary (vertices ``id``; edges ``src``, ``dst``
-and the relation ``r``), for papers 002 and 004 (spec ``graph-seeds-002-004.md``, Sec. 1 and 5).
+"""Graph algorithms on Spark DataFrames, for papers 002 and 004 (spec ``graph-seeds-002-004.md``, Sec. 1
+and 5), with one column vocabulary, GraphFrames' (pandas frames too): a vertex is ``id`` (a per-question
+vertex set ``qid, id``); a directed step or edge is ``src, dst``, with the relation ``r`` when labelled; the
+KG's triples stay ``h, r, t``.
 
 GraphFrames' JVM package is not served by the Maven repository these machines reach and GraphX is
 deprecated since Spark 4.0, so the algorithms are kgbrink's own: distributed ones as joins and

@@ -42,22 +42,24 @@ class ComponentsNotConverged(RuntimeError):
 
 
 def _neighbourhoods(pairs: DataFrame) -> DataFrame:
-    """``u, v, mv``: every distinct edge {u, v} of ``pairs(src, dst)`` (no self-pairs) in both directions,
-    with ``mv`` = the smallest neighbour of u. One shuffle (by u) serves the distinct and the window."""
+    """``src, dst, min_dst``: every distinct edge {src, dst} of ``pairs(src, dst)`` (no self-pairs) in both
+    directions, with ``min_dst`` = the smallest neighbour of src. One shuffle (by src) serves the distinct and
+    the window."""
     both = F.explode(
         F.array(
-            F.struct(F.col("src").alias("u"), F.col("dst").alias("v")),
-            F.struct(F.col("dst").alias("u"), F.col("src").alias("v")),
+            F.struct("src", "dst"),
+            F.struct(F.col("dst").alias("src"), F.col("src").alias("dst")),
         )
     )
-    rows = pairs.select(both.alias("e")).select("e.u", "e.v").repartition("u").distinct()
-    return rows.withColumn("mv", F.min("v").over(Window.partitionBy("u")))
+    rows = pairs.select(both.alias("e")).select("e.src", "e.dst").repartition("src").distinct()
+    return rows.withColumn("min_dst", F.min("dst").over(Window.partitionBy("src")))
 
 
 def _large_star(state: DataFrame) -> DataFrame:
-    """``src, dst`` with ``src > dst``: (v, m(u)) for every edge {u, v} with u < v, m(u) = min(u, mv(u))."""
-    return state.where(F.col("v") > F.col("u")).select(
-        F.col("v").alias("src"), F.least(F.col("u"), F.col("mv")).alias("dst")
+    """``src, dst`` with ``src > dst``: (v, m(u)) for every edge {u, v} with u < v, m(u) = min(u, min_dst(u)),
+    from ``state(src = u, dst = v, min_dst)``."""
+    return state.where(F.col("dst") > F.col("src")).select(
+        F.col("dst").alias("src"), F.least(F.col("src"), F.col("min_dst")).alias("dst")
     )
 
 
@@ -72,7 +74,9 @@ def _small_star(star: DataFrame) -> DataFrame:
 def _label_sum(state: DataFrame) -> Decimal | None:
     """The sum over the vertices u of m(u), as decimal(38,0) (exact whatever the row order), taken on each
     vertex's row to its smallest neighbour; None when there is no edge."""
-    own = state.where(F.col("v") == F.col("mv")).select(F.least("u", "mv").cast("decimal(38,0)").alias("m"))
+    own = state.where(F.col("dst") == F.col("min_dst")).select(
+        F.least("src", "min_dst").cast("decimal(38,0)").alias("m")
+    )
     return own.agg(F.sum("m")).first()[0]
 
 
@@ -117,7 +121,9 @@ def connected_components(
         LOG.info("connected components: %d large-star/small-star rounds", iterations)
         if stats is not None:
             stats["iterations"] = iterations
-        labels = state.where(F.col("u") < F.col("v")).select(F.col("v").alias("id"), F.col("u").alias("component"))
+        labels = state.where(F.col("src") < F.col("dst")).select(
+            F.col("dst").alias("id"), F.col("src").alias("component")
+        )
         return (
             nodes.join(labels, "id", "left")
             .select("id", F.coalesce(F.col("component"), F.col("id")).alias("component"))

@@ -1,7 +1,7 @@
 """Batched k-hop expansion from many seed sets at once (spec Sec. 5.3.1), one row per (query, node).
 
 :func:`expand` runs a frontier loop over the incidence view: each round joins the newly reached
-``(qid, node)`` rows with the triples and anti-joins the visited ones, so a node's distance is its BFS
+``(qid, id)`` rows with the triples and anti-joins the visited ones, so a node's distance is its BFS
 distance from the query's seeds. Hubs are visited but not expanded beyond: a non-seed node whose degree
 (triple endpoints) exceeds ``max_expand_degree`` stops the walk, and the number of such stops is
 recorded per query. A per-query radius (``limits(qid, k)``) stops each query at its own k in one loop.
@@ -27,13 +27,13 @@ DIRECTIONS = ("both", "out", "in")
 
 
 def _steps(triples: DataFrame, direction: str) -> DataFrame:
-    """``node, nbr`` pairs a walk may take: along h -> t ('out'), against it ('in') or either ('both')."""
+    """``src, dst`` steps a walk may take: along h -> t ('out'), against it ('in') or either ('both')."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-    forward = triples.select(F.col("h").alias("node"), F.col("t").alias("nbr"))
-    backward = triples.select(F.col("t").alias("node"), F.col("h").alias("nbr"))
+    forward = triples.select(F.col("h").alias("src"), F.col("t").alias("dst"))
+    backward = triples.select(F.col("t").alias("src"), F.col("h").alias("dst"))
     steps = {"out": forward, "in": backward, "both": forward.union(backward)}[direction]
-    return steps.where(F.col("node") != F.col("nbr")).distinct()
+    return steps.where(F.col("src") != F.col("dst")).distinct()
 
 
 def expand(
@@ -46,9 +46,9 @@ def expand(
     checkpoint_every: int = 2,
     limits: DataFrame | None = None,
 ) -> tuple[DataFrame, DataFrame]:
-    """``visited(qid, node, dist, hub)`` for dist <= k, and ``hubs(qid, hubs_not_expanded)``.
+    """``visited(qid, id, dist, hub)`` for dist <= k, and ``hubs(qid, hubs_not_expanded)``.
 
-    ``seeds(qid, node)``; ``degrees(node, degree)`` is needed only with ``max_expand_degree`` (computed from
+    ``seeds(qid, id)``; ``degrees(id, degree)`` is needed only with ``max_expand_degree`` (computed from
     ``triples`` when not given). ``hub`` marks a non-seed node above ``max_expand_degree``: it is visited
     but the walk does not continue through it. Seeds are always expanded. ``limits(qid, k)`` (optional)
     caps each query's distance at its own k (<= the argument ``k``); a query without a row uses ``k``."""
@@ -59,28 +59,28 @@ def expand(
     hubs = None
     if max_expand_degree is not None:
         if degrees is None:
-            ends = triples.select(F.col("h").alias("node")).unionAll(triples.select(F.col("t").alias("node")))
-            degrees = ends.groupBy("node").agg(F.count("*").alias("degree"))
-        hubs = degrees.where(F.col("degree") > max_expand_degree).select("node", F.lit(True).alias("hub"))
-    visited = seeds.select("qid", "node").distinct().withColumn("dist", F.lit(0)).withColumn("hub", F.lit(False))
+            ends = triples.select(F.col("h").alias("id")).unionAll(triples.select(F.col("t").alias("id")))
+            degrees = ends.groupBy("id").agg(F.count("*").alias("degree"))
+        hubs = degrees.where(F.col("degree") > max_expand_degree).select("id", F.lit(True).alias("hub"))
+    visited = seeds.select("qid", "id").distinct().withColumn("dist", F.lit(0)).withColumn("hub", F.lit(False))
     visited = visited.persist()
     for step in range(1, k + 1):
-        frontier = visited.where((F.col("dist") == step - 1) & ~F.col("hub")).select("qid", "node")
+        frontier = visited.where((F.col("dist") == step - 1) & ~F.col("hub")).select("qid", F.col("id").alias("src"))
         if radius is not None:
             frontier = frontier.join(radius, "qid", "left").where(F.coalesce("_k", F.lit(k)) >= step).drop("_k")
         new = (
-            frontier.join(steps, "node")
-            .select("qid", F.col("nbr").alias("node"))
+            frontier.join(steps, "src")
+            .select("qid", F.col("dst").alias("id"))
             .distinct()
-            .join(visited, ["qid", "node"], "left_anti")
+            .join(visited, ["qid", "id"], "left_anti")
             .withColumn("dist", F.lit(step))
         )
         if hubs is not None:
-            new = new.join(hubs, "node", "left").fillna(False, ["hub"])
+            new = new.join(hubs, "id", "left").fillna(False, ["hub"])
         else:
             new = new.withColumn("hub", F.lit(False))
         previous = visited
-        visited = visited.unionByName(new.select("qid", "node", "dist", "hub"))
+        visited = visited.unionByName(new.select("qid", "id", "dist", "hub"))
         visited = visited.transform(checkpoint) if step % checkpoint_every == 0 else visited.persist()
         empty = visited.where(F.col("dist") == step).isEmpty()
         previous.unpersist()
@@ -94,19 +94,19 @@ def expand(
 def edge_ball(triples: DataFrame, visited: DataFrame, k: int) -> DataFrame:
     """``qid, h, r, t``: the distinct triples incident to a visited non-hub node at distance <= k - 1 (visit
     with :func:`expand` to k - 1 hops; the last hop is this join)."""
-    centres = visited.where((F.col("dist") <= k - 1) & ~F.col("hub")).select("qid", "node")
-    by_head = triples.join(centres.withColumnRenamed("node", "h"), "h")
-    by_tail = triples.join(centres.withColumnRenamed("node", "t"), "t")
+    centres = visited.where((F.col("dist") <= k - 1) & ~F.col("hub")).select("qid", "id")
+    by_head = triples.join(centres.withColumnRenamed("id", "h"), "h")
+    by_tail = triples.join(centres.withColumnRenamed("id", "t"), "t")
     cols = ["qid", "h", "r", "t"]
     return by_head.select(*cols).union(by_tail.select(*cols)).distinct()
 
 
 def induced_edges(triples: DataFrame, visited: DataFrame) -> DataFrame:
     """``qid, h, r, t``: the triples with both ends visited by the query."""
-    nodes = visited.select("qid", "node")
+    nodes = visited.select("qid", "id")
     return (
-        triples.join(nodes.withColumnRenamed("node", "h"), "h")
-        .join(nodes.withColumnRenamed("node", "t"), ["qid", "t"])
+        triples.join(nodes.withColumnRenamed("id", "h"), "h")
+        .join(nodes.withColumnRenamed("id", "t"), ["qid", "t"])
         .select("qid", "h", "r", "t")
         .distinct()
     )
@@ -119,10 +119,10 @@ def cap_edges(edges: DataFrame, seeds: DataFrame, max_edges: int | None, seed: i
     counts = edges.groupBy("qid").agg(F.count("*").alias("n_edges_before_cap"))
     if max_edges is None:
         return edges, counts.withColumn("edges_capped", F.lit(False))
-    nodes = seeds.select("qid", "node").distinct()
+    nodes = seeds.select("qid", "id").distinct()
     marked = (
-        edges.join(nodes.select("qid", F.col("node").alias("h"), F.lit(True).alias("sh")), ["qid", "h"], "left")
-        .join(nodes.select("qid", F.col("node").alias("t"), F.lit(True).alias("st")), ["qid", "t"], "left")
+        edges.join(nodes.select("qid", F.col("id").alias("h"), F.lit(True).alias("sh")), ["qid", "h"], "left")
+        .join(nodes.select("qid", F.col("id").alias("t"), F.lit(True).alias("st")), ["qid", "t"], "left")
         .withColumn("at_seed", F.coalesce("sh", F.lit(False)) | F.coalesce("st", F.lit(False)))
         .join(counts, "qid")
     )

@@ -88,14 +88,14 @@ def trie(metapaths: Iterable[Sequence[int]]) -> Trie:
 
 
 def _moves(hi: np.ndarray, r: np.ndarray, ti: np.ndarray, directed: bool) -> pd.DataFrame:
-    """``node, nbr, label, idx``: each triple idx stepped h -> t and t -> h (a self-loop once unless
+    """``src, dst, label, idx``: each triple idx stepped h -> t and t -> h (a self-loop once unless
     ``directed``)."""
     idx = np.arange(len(hi))
     back = np.ones(len(hi), dtype=bool) if directed else hi != ti
     return pd.DataFrame(
         {
-            "node": np.concatenate([hi, ti[back]]),
-            "nbr": np.concatenate([ti, hi[back]]),
+            "src": np.concatenate([hi, ti[back]]),
+            "dst": np.concatenate([ti, hi[back]]),
             "label": np.concatenate([step_labels(r, True, directed), step_labels(r[back], False, directed)]),
             "idx": np.concatenate([idx, idx[back]]),
         }
@@ -122,22 +122,22 @@ def walk(h, r, t, start: int, paths: Trie, directed: bool = False) -> Walk:
     children = pd.DataFrame(
         {"trie": paths.parent[1:], "label": paths.label[1:], "child": np.arange(1, len(paths.parent))}
     )
-    states = pd.DataFrame({"trie": np.zeros(1, dtype=np.int64), "node": si})
+    states = pd.DataFrame({"trie": np.zeros(1, dtype=np.int64), "id": si})  # (trie node, graph vertex)
     layers = []
     for _ in range(int(paths.depth.max())):
-        step = states.merge(children, on="trie").merge(moves, on=["node", "label"])
+        step = states.merge(children, on="trie").merge(moves, left_on=["id", "label"], right_on=["src", "label"])
         if step.empty:
             break
-        layers.append(step[["trie", "node", "child", "nbr", "idx"]])
-        states = step[["child", "nbr"]].drop_duplicates().set_axis(["trie", "node"], axis=1)
+        layers.append(step[["trie", "src", "child", "dst", "idx"]])
+        states = step[["child", "dst"]].drop_duplicates().set_axis(["trie", "id"], axis=1)
     terminal = paths.terminal
-    alive = np.zeros(0, dtype=np.int64)  # states (trie * n + node) of the layer below that reach a terminal
+    alive = np.zeros(0, dtype=np.int64)  # states (trie * n + vertex) of the layer below that reach a terminal
     for step in reversed(layers):
-        target = step["child"].to_numpy() * n + step["nbr"].to_numpy()
+        target = step["child"].to_numpy() * n + step["dst"].to_numpy()
         ok = terminal[step["child"].to_numpy()] | np.isin(target, alive)
         reached[step["idx"].to_numpy()] = True
         complete[step["idx"].to_numpy()[ok]] = True
-        alive = distinct(step["trie"].to_numpy()[ok] * n + step["node"].to_numpy()[ok])
+        alive = distinct(step["trie"].to_numpy()[ok] * n + step["src"].to_numpy()[ok])
     return Walk(complete, reached)
 
 
@@ -156,20 +156,20 @@ def shortest_path_trie(h, r, t, s: int, a: int, directed: bool = False) -> Trie:
     if not np.isfinite(distance):
         return _empty_trie()
     moves = _moves(hi[step], r[step], ti[step], directed)
-    dag = moves[ds[moves["node"].to_numpy()] + 1 + da[moves["nbr"].to_numpy()] == distance]
+    dag = moves[ds[moves["src"].to_numpy()] + 1 + da[moves["dst"].to_numpy()] == distance]
     parent, label, depth = [np.array([-1])], [np.array([-1])], [np.array([0])]
-    states = pd.DataFrame({"trie": np.zeros(1, dtype=np.int64), "node": ends[:1]})
+    states = pd.DataFrame({"trie": np.zeros(1, dtype=np.int64), "id": ends[:1]})  # (trie node, graph vertex)
     size = 1
     for d in range(1, int(distance) + 1):
-        grown = states.merge(dag, on="node")
+        grown = states.merge(dag, left_on="id", right_on="src")
         prefixes = grown[["trie", "label"]].drop_duplicates().sort_values(["trie", "label"], ignore_index=True)
         prefixes["child"] = np.arange(size, size + len(prefixes))
         parent.append(prefixes["trie"].to_numpy())
         label.append(prefixes["label"].to_numpy())
         depth.append(np.full(len(prefixes), d))
         size += len(prefixes)
-        states = grown.merge(prefixes, on=["trie", "label"])[["child", "nbr"]].drop_duplicates()
-        states = states.set_axis(["trie", "node"], axis=1)
+        states = grown.merge(prefixes, on=["trie", "label"])[["child", "dst"]].drop_duplicates()
+        states = states.set_axis(["trie", "id"], axis=1)
     depths = np.concatenate(depth).astype(np.int64)
     return Trie(
         np.concatenate(parent).astype(np.int64),

@@ -38,7 +38,7 @@ def _int64(values) -> np.ndarray:
 def bfs_distances(
     h: np.ndarray, t: np.ndarray, sources: np.ndarray, max_dist: int | None = None, directed: bool = False
 ) -> pd.DataFrame:
-    """``node, dist`` (sorted by node): BFS distance from the nearest of ``sources`` for the nodes within
+    """``id, dist`` (sorted by id): BFS distance from the nearest of ``sources`` for the nodes within
     ``max_dist`` (all reachable ones when None). One BFS from a virtual node joined to every source."""
     h, t, sources = _int64(h), _int64(t), _int64(sources)
     ids, (hi, ti, si) = relabel(h, t, sources)
@@ -49,7 +49,7 @@ def bfs_distances(
     adj = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n + 1, n + 1))
     dist = csgraph.shortest_path(adj, directed=directed, unweighted=True, indices=n)[:n] - 1
     reached = np.isfinite(dist) & (dist <= (np.inf if max_dist is None else max_dist))
-    return pd.DataFrame({"node": ids[reached], "dist": dist[reached].astype(np.int64)})
+    return pd.DataFrame({"id": ids[reached], "dist": dist[reached].astype(np.int64)})
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,12 @@ from kgbrink.graph.hashing import smallest_per_key, u64
 
 
 def moves(triples: DataFrame, directed: bool = False) -> DataFrame:
-    """``node, nbr, r, forward, h, t``: one row per way a triple can be stepped along, h -> t (forward) and
+    """``src, dst, r, forward, h, t``: one row per way a triple can be stepped along, h -> t (forward) and
     t -> h; a self-loop is one step unless ``directed`` (then it matches either direction)."""
     distinct = triples.select("h", "r", "t").distinct()
-    out = distinct.select(
-        F.col("h").alias("node"), F.col("t").alias("nbr"), "r", F.lit(True).alias("forward"), "h", "t"
-    )
+    out = distinct.select(F.col("h").alias("src"), F.col("t").alias("dst"), "r", F.lit(True).alias("forward"), "h", "t")
     back = distinct.select(
-        F.col("t").alias("node"), F.col("h").alias("nbr"), "r", F.lit(False).alias("forward"), "h", "t"
+        F.col("t").alias("src"), F.col("h").alias("dst"), "r", F.lit(False).alias("forward"), "h", "t"
     )
     if not directed:
         back = back.where(F.col("h") != F.col("t"))
@@ -57,35 +55,35 @@ def walk(
     longest = walks.agg(F.max("length")).first()[0] or 0
     used = walks.select(F.explode("relations").alias("r")).distinct()  # only these relations are ever stepped
     steps = moves(triples.join(F.broadcast(used), "r", "left_semi"), directed).persist()
-    state = walks.where(F.col("length") > 0).select("key", F.col("start").alias("node"))
+    state = walks.where(F.col("length") > 0).select("key", F.col("start").alias("id"))
     layers, caps = [], []
     for i in range(1, longest + 1):
         want = walks.where(F.col("length") >= i).select(
             "key", F.element_at("relations", i).alias("r"), F.element_at("fwd", i).alias("want_forward")
         )
-        step = state.join(want, "key").join(steps, ["node", "r"])
+        step = state.withColumnRenamed("id", "src").join(want, "key").join(steps, ["src", "r"])
         if directed:
             step = step.where(F.col("forward") == F.col("want_forward"))
-        step = step.select("key", F.col("node").alias("src"), "h", "r", "t", F.col("nbr").alias("dst"))
+        step = step.select("key", "src", "h", "r", "t", "dst")
         if cap is not None:
             order = u64(seed, "key", F.lit(i), "h", "r", "t", "src")
             step, counts = smallest_per_key(step, cap, ["key"], order, ["h", "r", "t", "src"])
             caps.append(counts.where("capped").select("key"))
         step = step.transform(checkpoint)
         layers.append(step)
-        state = step.select("key", F.col("dst").alias("node")).distinct()
-    # backward: a state (i, node) is alive when i is its walk's last step or a complete transition leaves it
+        state = step.select("key", F.col("dst").alias("id")).distinct()
+    # backward: a state (i, id) is alive when i is its walk's last step or a complete transition leaves it
     walked, back = [], None
     for i in range(longest, 0, -1):
         step = layers[i - 1]
         alive = step.join(walks.where(F.col("length") == i).select("key"), "key").select(
-            "key", F.col("dst").alias("node")
+            "key", F.col("dst").alias("id")
         )
         if back is not None:
             alive = alive.unionByName(back)
-        done = step.join(alive.withColumnRenamed("node", "dst").distinct(), ["key", "dst"], "left_semi")
+        done = step.join(alive.withColumnRenamed("id", "dst").distinct(), ["key", "dst"], "left_semi")
         done = done.transform(checkpoint)
-        back = done.select("key", F.col("src").alias("node")).distinct()
+        back = done.select("key", F.col("src").alias("id")).distinct()
         marked = step.join(
             done.select("key", "src", "h", "r", "t", F.lit(True).alias("c")), ["key", "src", "h", "r", "t"], "left"
         )

@@ -12,7 +12,7 @@ s = 1/|S| on its seeds. Two implementations that agree to rounding:
   subgraphs too large for one task; its sums are exact decimals, so the result is partition-independent. Converged queries leave the loop (Pregel's active flag); each round
   is persisted and the lineage is cut every ``checkpoint_every`` rounds.
 
-Both return ``scores(qid, node, ppr)`` and ``info(qid, n_nodes, iterations, converged)``; a query that
+Both return ``scores(qid, id, ppr)`` and ``info(qid, n_nodes, iterations, converged)``; a query that
 does not converge keeps its last iterate with ``converged = false`` (networkx raises instead).
 """
 
@@ -44,18 +44,18 @@ def _weighted(edges: DataFrame) -> DataFrame:
 def pagerank_local(
     edges: DataFrame, seeds: DataFrame, alpha: float = 0.85, tol: float = 1e-6, max_iter: int = 100
 ) -> tuple[DataFrame, DataFrame]:
-    """PPR per ``qid`` of ``edges(qid, src, dst[, weight])`` with personalization on ``seeds(qid, node)``,
+    """PPR per ``qid`` of ``edges(qid, src, dst[, weight])`` with personalization on ``seeds(qid, id)``,
     each query in one task (cogrouped ``applyInPandas``). Queries without seeds are absent."""
     qid_type = edges.schema["qid"].dataType.simpleString()
-    schema = f"qid {qid_type}, node int, ppr double, iterations int, converged boolean"
+    schema = f"qid {qid_type}, id int, ppr double, iterations int, converged boolean"
 
     def run(key, group_edges: pd.DataFrame, group_seeds: pd.DataFrame) -> pd.DataFrame:
         if group_seeds.empty:
-            return pd.DataFrame(columns=["qid", "node", "ppr", "iterations", "converged"])
+            return pd.DataFrame(columns=["qid", "id", "ppr", "iterations", "converged"])
         result = personalized_pagerank(
             group_edges["src"].to_numpy(),
             group_edges["dst"].to_numpy(),
-            group_seeds["node"].to_numpy(),
+            group_seeds["id"].to_numpy(),
             weight=group_edges["weight"].to_numpy(),
             alpha=alpha,
             tol=tol,
@@ -64,7 +64,7 @@ def pagerank_local(
         return pd.DataFrame(
             {
                 "qid": key[0],
-                "node": result.nodes.astype("int32"),
+                "id": result.nodes.astype("int32"),
                 "ppr": result.scores,
                 "iterations": result.iterations,
                 "converged": result.converged,
@@ -74,7 +74,7 @@ def pagerank_local(
     out = (
         _weighted(edges)
         .groupBy("qid")
-        .cogroup(seeds.select("qid", "node").groupBy("qid"))
+        .cogroup(seeds.select("qid", "id").groupBy("qid"))
         .applyInPandas(run, schema)
         .transform(checkpoint)
     )
@@ -83,7 +83,7 @@ def pagerank_local(
         F.first("iterations").alias("iterations"),
         F.first("converged").alias("converged"),
     )
-    return out.select("qid", "node", "ppr"), info
+    return out.select("qid", "id", "ppr"), info
 
 
 def pagerank_batched(
@@ -96,34 +96,34 @@ def pagerank_batched(
 ) -> tuple[DataFrame, DataFrame]:
     """PPR per ``qid`` as DataFrame power iteration (see the module docstring); same inputs and outputs
     as :func:`pagerank_local`. One small action per round (the count of queries still running)."""
-    seeds = seeds.select("qid", "node").distinct()
+    seeds = seeds.select("qid", "id").distinct()
     weighted = _weighted(edges).join(seeds.select("qid").distinct(), "qid", "left_semi")
     pair = weighted.groupBy("qid", "src", "dst").agg(F.sum("weight").alias("w"))
     out_weight = pair.groupBy("qid", "src").agg(F.sum("w").alias("out_w"))
     transition = pair.join(out_weight, ["qid", "src"]).select(
-        "qid", F.col("src").alias("node"), "dst", (F.col("w") / F.col("out_w")).alias("p")
+        "qid", "src", "dst", (F.col("w") / F.col("out_w")).alias("p")
     )
     transition = transition.persist()
     nodes = (
-        weighted.select("qid", F.col("src").alias("node"))
-        .union(weighted.select("qid", F.col("dst").alias("node")))
+        weighted.select("qid", F.col("src").alias("id"))
+        .union(weighted.select("qid", F.col("dst").alias("id")))
         .union(seeds)
         .distinct()
     )
     n_seeds = seeds.groupBy("qid").agg(F.count("*").alias("n_seeds"))
     n_nodes = nodes.groupBy("qid").agg(F.count("*").alias("n_nodes"))
     base = (
-        nodes.join(seeds.withColumn("is_seed", F.lit(True)), ["qid", "node"], "left")
+        nodes.join(seeds.withColumn("is_seed", F.lit(True)), ["qid", "id"], "left")
         .join(
-            out_weight.select("qid", F.col("src").alias("node"), F.lit(False).alias("dangling")),
-            ["qid", "node"],
+            out_weight.select("qid", F.col("src").alias("id"), F.lit(False).alias("dangling")),
+            ["qid", "id"],
             "left",
         )
         .join(n_seeds, "qid")
         .join(n_nodes, "qid")
         .select(
             "qid",
-            "node",
+            "id",
             F.when(F.col("is_seed"), 1.0 / F.col("n_seeds")).otherwise(0.0).alias("s"),
             F.coalesce("dangling", F.lit(True)).alias("dangling"),
             "n_nodes",
@@ -135,13 +135,14 @@ def pagerank_batched(
     for iteration in range(1, max_iter + 1):
         active = state.where(~F.col("done"))
         spread = (
-            active.join(transition, ["qid", "node"])
-            .groupBy("qid", F.col("dst").alias("node"))
+            active.withColumnRenamed("id", "src")
+            .join(transition, ["qid", "src"])
+            .groupBy("qid", F.col("dst").alias("id"))
             .agg(F.sum(F.col("x") * F.col("p")).alias("inflow"))
         )
         dangling_mass = active.where("dangling").groupBy("qid").agg(_exact_sum(F.col("x")).alias("dm"))
         stepped = (
-            active.join(spread, ["qid", "node"], "left")
+            active.join(spread, ["qid", "id"], "left")
             .join(dangling_mass, "qid", "left")
             .withColumn(
                 "x_new",
@@ -154,7 +155,7 @@ def pagerank_batched(
         )
         stepped = stepped.join(change, "qid").select(
             "qid",
-            "node",
+            "id",
             "s",
             "dangling",
             "n_nodes",
@@ -173,4 +174,4 @@ def pagerank_batched(
     info = state.groupBy("qid").agg(
         F.first("n_nodes").alias("n_nodes"), F.max("iterations").alias("iterations"), F.min("done").alias("converged")
     )
-    return state.select("qid", "node", F.col("x").alias("ppr")), info
+    return state.select("qid", "id", F.col("x").alias("ppr")), info

@@ -5,9 +5,9 @@ The graph is the multigraph of the distinct triples ``h, r, t`` (Sec. 1.1); walk
 so they are dropped from the steps.
 
 - :func:`bfs_distances`: multi-source BFS for many keys at once (qid, pair or landmark), one row state
-  ``(key, node, dist)`` per reached node (Sec. 5.3.3); a key's distance is to its nearest source.
+  ``(key, id, dist)`` per reached node (Sec. 5.3.3); a key's distance is to its nearest source.
 - :func:`shortest_path_edges` for pairs ``(pair_id, s, a)``, undirected:
-  1. bidirectional BFS (Sec. 5.3.2), one row per (pair, node) with ds and da, null until that side
+  1. bidirectional BFS (Sec. 5.3.2), one row per (pair_id, id) with ds and da, null until that side
      reaches the node: each round grows, per pair, the side with the smaller last layer by one layer
      (both sides on a tie, which saves a round at no more than twice the cost); the round the two balls
      first share nodes, D = the smallest ds + da among them, and M = the shared nodes with ds + da = D at
@@ -43,19 +43,19 @@ def _keep(frame: DataFrame, step: int, every: int) -> DataFrame:
 
 
 def _steps(triples: DataFrame, directed: bool) -> DataFrame:
-    """``node, nbr``: distinct one-step moves along h -> t (and back unless ``directed``), no self-loops."""
+    """``src, dst``: distinct one-step moves along h -> t (and back unless ``directed``), no self-loops."""
     steps = incidence(triples)
     if directed:
         steps = steps.where(F.col("dir") == "out")
-    return steps.where(F.col("node") != F.col("nbr")).select("node", "nbr").distinct()
+    return steps.where(F.col("src") != F.col("dst")).select("src", "dst").distinct()
 
 
 def _weighted_steps(distinct: DataFrame, count: str) -> DataFrame:
-    """``node, nbr, mult``: undirected moves with the number of distinct triples between the two nodes
+    """``src, dst, mult``: undirected moves with the number of distinct triples between the two nodes
     (either direction), or 1 when counting node paths."""
-    moves = incidence(distinct).where(F.col("node") != F.col("nbr"))
+    moves = incidence(distinct).where(F.col("src") != F.col("dst"))
     mult = F.count("*").cast("double") if count == "triples" else F.lit(1.0)
-    return moves.groupBy("node", "nbr").agg(mult.alias("mult"))
+    return moves.groupBy("src", "dst").agg(mult.alias("mult"))
 
 
 def bfs_distances(
@@ -65,24 +65,25 @@ def bfs_distances(
     directed: bool = False,
     checkpoint_every: int = 2,
 ) -> DataFrame:
-    """``key, node, dist``: BFS distance from each key's nearest source in ``sources(key, node)``, for the
+    """``key, id, dist``: BFS distance from each key's nearest source in ``sources(key, id)``, for the
     nodes within ``max_dist`` (all reachable ones when None). Sources off every triple keep dist 0."""
     if max_dist is not None and max_dist < 0:
         raise ValueError(f"max_dist must be >= 0, got {max_dist}")
-    steps = _steps(triples, directed).repartition("node").persist()
-    visited = sources.select("key", "node").distinct().withColumn("dist", F.lit(0)).persist()
+    steps = _steps(triples, directed).repartition("src").persist()
+    visited = sources.select("key", "id").distinct().withColumn("dist", F.lit(0)).persist()
     frontier, step = visited, 0
     while max_dist is None or step < max_dist:
         step += 1
         new = (
-            frontier.join(steps, "node")
-            .select("key", F.col("nbr").alias("node"))
+            frontier.withColumnRenamed("id", "src")
+            .join(steps, "src")
+            .select("key", F.col("dst").alias("id"))
             .distinct()
-            .join(visited, ["key", "node"], "left_anti")
+            .join(visited, ["key", "id"], "left_anti")
             .withColumn("dist", F.lit(step))
         )
         previous, visited = visited, _keep(visited.unionByName(new), step, checkpoint_every)
-        frontier = visited.where(F.col("dist") == step).select("key", "node")
+        frontier = visited.where(F.col("dist") == step).select("key", "id")
         empty = frontier.isEmpty()
         previous.unpersist()
         if empty:
@@ -92,18 +93,18 @@ def bfs_distances(
 
 
 def _bidirectional(steps: DataFrame, pairs: DataFrame, every: int) -> DataFrame:
-    """``pair_id, node, ds, ss, da, sa, new_s, new_a``: distance and sigma from s and from a, null where
+    """``pair_id, id, ds, ss, da, sa, new_s, new_a``: distance and sigma from s and from a, null where
     that side has not reached the node, and whether the last round set them. ``front(pair_id, d0, n0, d1, n1)`` holds the depth and size of each side's last
     layer for the pairs still running; a round expands every side whose last layer is no larger than the
     other's (the smaller one, both on a tie) and a pair stops when its sides meet or one runs out."""
     same = F.col("s") == F.col("a")
     none_i, none_d, one, no = F.lit(None).cast("int"), F.lit(None).cast("double"), F.lit(1.0), F.lit(False)
-    start_s = [F.col("s").alias("node"), F.lit(0).alias("ds"), one.alias("ss")]
+    start_s = [F.col("s").alias("id"), F.lit(0).alias("ds"), one.alias("ss")]
     start_a = [F.when(same, F.lit(0)).alias("da"), F.when(same, one).alias("sa")]
     state = pairs.select("pair_id", *start_s, *start_a).unionByName(
         pairs.where(~same).select(
             "pair_id",
-            F.col("a").alias("node"),
+            F.col("a").alias("id"),
             none_i.alias("ds"),
             none_d.alias("ss"),
             F.lit(0).alias("da"),
@@ -126,12 +127,12 @@ def _bidirectional(steps: DataFrame, pairs: DataFrame, every: int) -> DataFrame:
         layer = (
             state.join(F.broadcast(chosen), "pair_id")
             .where(in_s | in_a)
-            .select("pair_id", "node", in_s.alias("from_s"), "d0", "d1", "ss", "sa")
+            .select("pair_id", F.col("id").alias("src"), in_s.alias("from_s"), "d0", "d1", "ss", "sa")
         )
         from_s, from_a = F.col("from_s"), ~F.col("from_s")
         reached = (
-            layer.join(steps, "node")
-            .groupBy("pair_id", F.col("nbr").alias("node"))
+            layer.join(steps, "src")
+            .groupBy("pair_id", F.col("dst").alias("id"))
             .agg(
                 F.max(F.when(from_s, F.col("d0") + 1)).alias("to_s"),
                 F.sum(F.when(from_s, F.col("ss") * F.col("mult"))).alias("sigma_s"),
@@ -141,9 +142,9 @@ def _bidirectional(steps: DataFrame, pairs: DataFrame, every: int) -> DataFrame:
         )
         new_s = F.col("ds").isNull() & F.col("to_s").isNotNull()
         new_a = F.col("da").isNull() & F.col("to_a").isNotNull()
-        grown = state.join(reached, ["pair_id", "node"], "full").select(
+        grown = state.join(reached, ["pair_id", "id"], "full").select(
             "pair_id",
-            "node",
+            "id",
             F.coalesce("ds", "to_s").alias("ds"),
             F.when(new_s, F.col("sigma_s")).otherwise(F.col("ss")).alias("ss"),
             F.coalesce("da", "to_a").alias("da"),
@@ -179,25 +180,26 @@ def _bidirectional(steps: DataFrame, pairs: DataFrame, every: int) -> DataFrame:
 
 
 def _shortest_path_nodes(steps: DataFrame, state: DataFrame, meet: DataFrame, every: int) -> DataFrame:
-    """``pair_id, side, node, dist, step``: the explored nodes on a shortest path, marked backwards layer
+    """``pair_id, side, id, dist, step``: the explored nodes on a shortest path, marked backwards layer
     by layer (``step``) from the meeting nodes ``meet`` on both sides (side 0: dist = ds, side 1: dist =
     da); the meeting nodes are the rows of step 0 on both sides."""
-    marked = meet.select("pair_id", F.lit(0).alias("side"), "node", F.col("ds").alias("dist")).unionByName(
-        meet.select("pair_id", F.lit(1).alias("side"), "node", F.col("da").alias("dist"))
+    marked = meet.select("pair_id", F.lit(0).alias("side"), "id", F.col("ds").alias("dist")).unionByName(
+        meet.select("pair_id", F.lit(1).alias("side"), "id", F.col("da").alias("dist"))
     )
     marked = marked.withColumn("step", F.lit(0))
     rounds = meet.agg(F.max(F.greatest("ds", "da"))).first()[0] or 0
-    explored = state.select("pair_id", "node", "ds", "da")
+    explored = state.select("pair_id", "id", "ds", "da")
     pending = []
     for step in range(1, rounds + 1):
         back = (
             marked.where((F.col("step") == step - 1) & (F.col("dist") > 0))
-            .join(steps.select("node", "nbr"), "node")
-            .select("pair_id", "side", F.col("nbr").alias("node"), (F.col("dist") - 1).alias("dist"))
+            .withColumnRenamed("id", "src")
+            .join(steps.select("src", "dst"), "src")
+            .select("pair_id", "side", F.col("dst").alias("id"), (F.col("dist") - 1).alias("dist"))
             .distinct()
-            .join(explored, ["pair_id", "node"])
+            .join(explored, ["pair_id", "id"])
             .where(F.when(F.col("side") == 0, F.col("ds")).otherwise(F.col("da")) == F.col("dist"))
-            .select("pair_id", "side", "node", "dist", F.lit(step).alias("step"))
+            .select("pair_id", "side", "id", "dist", F.lit(step).alias("step"))
         )
         marked = marked.unionByName(back)
         if step % every and step < rounds:
@@ -221,7 +223,7 @@ def shortest_path_edges(
     if count not in COUNTS:
         raise ValueError(f"count must be one of {COUNTS}, got {count!r}")
     distinct = triples.select("h", "r", "t").distinct()
-    steps = _weighted_steps(distinct, count).repartition("node").persist()
+    steps = _weighted_steps(distinct, count).repartition("src").persist()
     pairs = pairs.select("pair_id", "s", "a")
     state = _bidirectional(steps, pairs, checkpoint_every)
     # shared nodes: D = their smallest ds + da; M = those at the largest ds among them (one position, so
@@ -230,7 +232,7 @@ def shortest_path_edges(
     total = F.col("ds") + F.col("da")
     best = shared.groupBy("pair_id").agg(F.max(F.struct((-total).alias("neg_d"), "ds")).alias("b"))
     meet = shared.join(best, "pair_id").where((total == -F.col("b.neg_d")) & (F.col("ds") == F.col("b.ds")))
-    meet = meet.select("pair_id", "node", "ds", "ss", "da", "sa").persist()
+    meet = meet.select("pair_id", "id", "ds", "ss", "da", "sa").persist()
     found = (
         meet.groupBy("pair_id")
         .agg(F.min(total).alias("distance"), F.sum(F.col("ss") * F.col("sa")).alias("n_paths"))
@@ -241,13 +243,13 @@ def shortest_path_edges(
     sp_nodes = (
         marked.where((F.col("side") == 0) | (F.col("step") > 0))  # each node once: the meeting nodes from side 0
         .join(found.select("pair_id", "distance"), "pair_id")
-        .select("pair_id", "node", ds.alias("ds"), "distance")
+        .select("pair_id", "id", ds.alias("ds"), "distance")
         .withColumn("da", F.col("distance") - F.col("ds"))
         .persist()
     )
-    head = sp_nodes.select("pair_id", F.col("node").alias("h"), F.col("ds").alias("ds_h"), F.col("da").alias("da_h"))
+    head = sp_nodes.select("pair_id", F.col("id").alias("h"), F.col("ds").alias("ds_h"), F.col("da").alias("da_h"))
     tail = sp_nodes.select(
-        "pair_id", F.col("node").alias("t"), F.col("ds").alias("ds_t"), F.col("da").alias("da_t"), "distance"
+        "pair_id", F.col("id").alias("t"), F.col("ds").alias("ds_t"), F.col("da").alias("da_t"), "distance"
     )
     on_path = (F.col("ds_h") + 1 + F.col("da_t") == F.col("distance")) | (
         F.col("ds_t") + 1 + F.col("da_h") == F.col("distance")

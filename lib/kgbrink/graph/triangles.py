@@ -28,35 +28,35 @@ from kgbrink.graph.views import relation_graphs
 
 
 def _incidence(edges: DataFrame) -> DataFrame:
-    """``r, x, y``: each edge of G^r once from each end."""
-    return edges.select("r", F.col("u").alias("x"), F.col("v").alias("y")).unionByName(
-        edges.select("r", F.col("v").alias("x"), F.col("u").alias("y"))
+    """``r, src, dst``: each edge of G^r once from each end."""
+    return edges.select("r", "src", "dst").unionByName(
+        edges.select("r", F.col("dst").alias("src"), F.col("src").alias("dst"))
     )
 
 
 def _degrees(edges: DataFrame) -> DataFrame:
-    """``r, node, degree`` from the edges ``r, u, v`` of the G^r."""
-    return _incidence(edges).groupBy("r", F.col("x").alias("node")).agg(F.count("*").alias("degree"))
+    """``r, id, degree`` from the edges ``r, src, dst`` of the G^r."""
+    return _incidence(edges).groupBy("r", F.col("src").alias("id")).agg(F.count("*").alias("degree"))
 
 
 def relation_degrees(triples: DataFrame) -> DataFrame:
-    """``r, node, degree``: deg_r(x), the distinct neighbours of x in G^r, for every node of G^r."""
+    """``r, id, degree``: deg_r(x), the distinct neighbours of x in G^r, for every vertex of G^r."""
     return _degrees(relation_graphs(triples))
 
 
 def _oriented(edges: DataFrame) -> DataFrame:
     """``r, a, b``: each edge of G^r from its lower to its higher (deg_r, id) endpoint. The degree of each
     end is counted over its incidence rows (a window) and the two ends meet again per edge."""
-    ends = _incidence(edges).withColumn("dx", F.count("*").over(Window.partitionBy("r", "x")))
-    x_is_u = F.col("x") < F.col("y")
-    ranked = ends.groupBy("r", F.least("x", "y").alias("u"), F.greatest("x", "y").alias("v")).agg(
-        F.max(F.when(x_is_u, F.col("dx"))).alias("du"), F.max(F.when(~x_is_u, F.col("dx"))).alias("dv")
+    ends = _incidence(edges).withColumn("d", F.count("*").over(Window.partitionBy("r", "src")))
+    from_low = F.col("src") < F.col("dst")
+    ranked = ends.groupBy("r", F.least("src", "dst").alias("low"), F.greatest("src", "dst").alias("high")).agg(
+        F.max(F.when(from_low, F.col("d"))).alias("d_low"), F.max(F.when(~from_low, F.col("d"))).alias("d_high")
     )
-    u_first = F.col("du") <= F.col("dv")  # u < v breaks ties
+    low_first = F.col("d_low") <= F.col("d_high")  # low < high breaks ties
     return ranked.select(
         "r",
-        F.when(u_first, F.col("u")).otherwise(F.col("v")).alias("a"),
-        F.when(u_first, F.col("v")).otherwise(F.col("u")).alias("b"),
+        F.when(low_first, F.col("low")).otherwise(F.col("high")).alias("a"),
+        F.when(low_first, F.col("high")).otherwise(F.col("low")).alias("b"),
     )
 
 
@@ -73,7 +73,7 @@ def wedge_budget(triples: DataFrame) -> int:
 
 
 def relation_triangles(triples: DataFrame, max_wedges: int | None = None) -> DataFrame:
-    """``r, node, degree, triangles, clustering`` for every node of every G^r (see the module docstring).
+    """``r, id, degree, triangles, clustering`` for every vertex of every G^r (see the module docstring).
 
     With ``max_wedges``, the wedge budget is computed first and a ``ValueError`` is raised when it is over
     the cap, before the join runs."""
@@ -91,17 +91,17 @@ def relation_triangles(triples: DataFrame, max_wedges: int | None = None) -> Dat
     right = oriented.select("r", "a", F.col("b").alias("b2"))
     wedges = left.join(right, ["r", "a"]).where(F.col("b1") < F.col("b2"))
     closed = wedges.join(
-        edges.select("r", F.col("u").alias("b1"), F.col("v").alias("b2")), ["r", "b1", "b2"], "left_semi"
+        edges.select("r", F.col("src").alias("b1"), F.col("dst").alias("b2")), ["r", "b1", "b2"], "left_semi"
     )
     tri = (
-        closed.select("r", F.explode(F.array("a", "b1", "b2")).alias("node"))
-        .groupBy("r", "node")
+        closed.select("r", F.explode(F.array("a", "b1", "b2")).alias("id"))
+        .groupBy("r", "id")
         .agg(F.count("*").alias("triangles"))
     )
     d = F.col("degree")
-    return degree.join(tri, ["r", "node"], "left").select(
+    return degree.join(tri, ["r", "id"], "left").select(
         "r",
-        "node",
+        "id",
         "degree",
         F.coalesce("triangles", F.lit(0).cast("long")).alias("triangles"),
         F.when(d >= 2, 2.0 * F.coalesce("triangles", F.lit(0)) / (d * (d - 1))).otherwise(0.0).alias("clustering"),
@@ -115,5 +115,5 @@ def ordered_sum(values: Column) -> Column:
 
 
 def clustering_sum(triples: DataFrame, max_wedges: int | None = None) -> DataFrame:
-    """``node, c``: C(x) = sum_r c_r(x) over the relations whose G^r contains x (at most |R| terms each)."""
-    return relation_triangles(triples, max_wedges).groupBy("node").agg(ordered_sum(F.col("clustering")).alias("c"))
+    """``id, c``: C(x) = sum_r c_r(x) over the relations whose G^r contains x (at most |R| terms each)."""
+    return relation_triangles(triples, max_wedges).groupBy("id").agg(ordered_sum(F.col("clustering")).alias("c"))

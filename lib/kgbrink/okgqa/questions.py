@@ -129,14 +129,14 @@ def parse_lines(lines: DataFrame, max_entities: int) -> DataFrame:
 
 
 def resolve_entities(questions: DataFrame, entities: DataFrame) -> tuple[DataFrame, DataFrame]:
-    """``(seeds(qid, node), quarantine)`` from parsed questions and ``entities(id, key)``."""
+    """``(seeds(qid, id), quarantine)`` from parsed questions and ``entities(id, key)``."""
     bad_lines = questions.where(F.col("reason").isNotNull()).select(
         "source_file", "line_number", "qid", F.lit(None).cast("string").alias("entity"), "reason", "detail"
     )
     good = questions.where(F.col("reason").isNull())
     keyed = good.select("source_file", "line_number", "qid", F.explode_outer("entities").alias("entity"))
-    looked_up = keyed.join(entities.select(F.col("key").alias("entity"), F.col("id").alias("node")), "entity", "left")
-    unknown = looked_up.where(F.col("entity").isNotNull() & F.col("node").isNull()).select(
+    looked_up = keyed.join(entities.select(F.col("key").alias("entity"), "id"), "entity", "left")
+    unknown = looked_up.where(F.col("entity").isNotNull() & F.col("id").isNull()).select(
         "source_file",
         "line_number",
         "qid",
@@ -144,7 +144,7 @@ def resolve_entities(questions: DataFrame, entities: DataFrame) -> tuple[DataFra
         F.lit("unknown_entity").alias("reason"),
         F.lit("not a key of the dataset's entities table").alias("detail"),
     )
-    seeds = looked_up.where(F.col("node").isNotNull()).select("qid", "node").distinct()
+    seeds = looked_up.where(F.col("id").isNotNull()).select("qid", "id").distinct()
     empty = good.join(seeds, "qid", "left_anti").select(
         "source_file",
         "line_number",

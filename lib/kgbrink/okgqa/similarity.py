@@ -58,9 +58,9 @@ def sd2(original: DataFrame, perturbed: DataFrame) -> float:
     are integers, summed exactly."""
     ro, rp = (max(n, 1) for n in relation_counts(original, perturbed))
     both = _tagged(original, perturbed, "h", "r", "t").distinct()
-    ends = both.select("side", F.explode(F.array("h", "t")).alias("node"))  # a self-loop twice
+    ends = both.select("side", F.explode(F.array("h", "t")).alias("id"))  # a self-loop twice
     side = F.col("side")
-    degrees = ends.groupBy("node").agg(
+    degrees = ends.groupBy("id").agg(
         F.count(F.when(side == 0, 1)).alias("d"), F.count(F.when(side == 1, 1)).alias("dp")
     )
     diff = (F.col("d") * rp - F.col("dp") * ro).cast("decimal(20,0)")
@@ -78,8 +78,8 @@ def sc2d(original: DataFrame, perturbed: DataFrame, max_wedges: int | None = Non
         (F.col("h").cast("long") * 2 + tag).alias("h"), "r", (F.col("t").cast("long") * 2 + tag).alias("t")
     )
     per_relation = relation_triangles(both, max_wedges)
-    is_original = F.col("node").bitwiseAND(1) == 0
-    per_node = per_relation.groupBy(F.shiftright("node", 1).alias("node")).agg(
+    is_original = F.col("id").bitwiseAND(1) == 0
+    per_node = per_relation.groupBy(F.shiftright("id", 1).alias("id")).agg(
         ordered_sum(F.when(is_original, F.col("clustering"))).alias("co"),
         ordered_sum(F.when(~is_original, F.col("clustering"))).alias("cp"),
     )

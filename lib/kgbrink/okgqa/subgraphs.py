@@ -40,12 +40,12 @@ def ppr_edges(subgraph: DataFrame, directed: bool, collapse_parallel: bool) -> D
 
 
 def question_subgraphs(triples: DataFrame, seeds: DataFrame, cfg: OkgqaSubgraphSettings) -> tuple[DataFrame, DataFrame]:
-    """``(subgraphs(qid, h, r, t, ppr_h, ppr_t), sizes)`` for ``seeds(qid, node)`` over ``triples(h, r, t)``.
+    """``(subgraphs(qid, h, r, t, ppr_h, ppr_t), sizes)`` for ``seeds(qid, id)`` over ``triples(h, r, t)``.
 
     ``sizes``: ``qid, n_seeds, n_nodes_raw, n_edges_raw, n_nodes_pruned, n_edges_pruned, ppr_iterations,
     ppr_converged, hubs_not_expanded, n_edges_before_cap, caps_applied`` (raw = after the caps; a question
     whose entities have no triple has one node per entity and no edge)."""
-    seeds = seeds.select("qid", "node").distinct()
+    seeds = seeds.select("qid", "id").distinct()
     visited, hubs = khop.expand(
         triples.select("h", "r", "t"), seeds, cfg.k - 1, max_expand_degree=cfg.max_expand_degree
     )
@@ -56,8 +56,8 @@ def question_subgraphs(triples: DataFrame, seeds: DataFrame, cfg: OkgqaSubgraphS
     scores, info = run(ppr_edges(raw, cfg.directed, cfg.collapse_parallel), seeds, cfg.alpha, cfg.tol, cfg.max_iter)
     scores = scores.transform(checkpoint)
     kept = scores.where(F.col("ppr") >= cfg.threshold)
-    pruned = raw.join(kept.select("qid", F.col("node").alias("h"), F.col("ppr").alias("ppr_h")), ["qid", "h"]).join(
-        kept.select("qid", F.col("node").alias("t"), F.col("ppr").alias("ppr_t")), ["qid", "t"]
+    pruned = raw.join(kept.select("qid", F.col("id").alias("h"), F.col("ppr").alias("ppr_h")), ["qid", "h"]).join(
+        kept.select("qid", F.col("id").alias("t"), F.col("ppr").alias("ppr_t")), ["qid", "t"]
     )
     pruned = pruned.select("qid", "h", "r", "t", "ppr_h", "ppr_t")
     per_q = lambda frame, name: frame.groupBy("qid").agg(F.count("*").alias(name))  # noqa: E731

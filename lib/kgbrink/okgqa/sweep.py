@@ -85,7 +85,7 @@ def _bit(k: int) -> F.Column:
 
 
 def _relation_clustering(width: int, max_wedges: int | None):
-    """For ``applyInPandas`` grouped by r: ``node, c0 .. c{width-1}``, c_r(x) in the graph of each bit of
+    """For ``applyInPandas`` grouped by r: ``id, c0 .. c{width-1}``, c_r(x) in the graph of each bit of
     ``mask`` (:func:`similarity.clustering_sum_local` on G^r), for the nodes with some c > 0."""
 
     def run(group: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +96,7 @@ def _relation_clustering(width: int, max_wedges: int | None):
             triples = np.stack([h[on], np.zeros(on.sum(), np.int64), t[on]], axis=1)
             per_bit.append(okgqa_similarity.clustering_sum_local(triples, max_wedges))
         nodes = np.unique(np.concatenate([n for n, _ in per_bit]))
-        out = {"node": nodes.astype(np.int32)}
+        out = {"id": nodes.astype(np.int32)}
         for k, (n, c) in enumerate(per_bit):
             col = np.zeros(len(nodes))
             col[np.searchsorted(nodes, n)] = c
@@ -123,17 +123,17 @@ def _nested_similarity(graph: DataFrame, levels: list[float], scorer, max_wedges
     ro = max(n_rel[0], 1)
     rp = [max(x, 1) for x in n_rel]
 
-    ends = g.select(F.explode(F.array("h", "t")).alias("node"), "mask")  # a self-loop twice
-    degrees = ends.groupBy("node").agg(*[F.count(F.when(_bit(k), 1)).alias(f"d{k}") for k in range(width)])
+    ends = g.select(F.explode(F.array("h", "t")).alias("id"), "mask")  # a self-loop twice
+    degrees = ends.groupBy("id").agg(*[F.count(F.when(_bit(k), 1)).alias(f"d{k}") for k in range(width)])
     dd = [(F.col("d0") * rp[k] - F.col(f"d{k}") * ro).cast("decimal(20,0)") for k in range(width)]
     deg_sums = degrees.agg(*[F.sum(dd[k] * dd[k]).alias(f"s{k}") for k in range(1, width)]).first()
 
-    schema = "node int, " + ", ".join(f"c{k} double" for k in range(width))
+    schema = "id int, " + ", ".join(f"c{k} double" for k in range(width))
     per_relation = (
         g.select("r", "h", "t", "mask").groupBy("r").applyInPandas(_relation_clustering(width, max_wedges), schema)
     )
     exact = "decimal(38,24)"  # c_r(x) <= 1 and C(x) <= |R|: 14 integer digits are plenty; addition is exact
-    per_node = per_relation.groupBy("node").agg(
+    per_node = per_relation.groupBy("id").agg(
         *[F.sum(F.col(f"c{k}").cast(exact)).cast("double").alias(f"c{k}") for k in range(width)]
     )
     dc = [F.col("c0") / ro - F.col(f"c{k}") / rp[k] for k in range(width)]

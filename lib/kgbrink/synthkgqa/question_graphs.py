@@ -278,9 +278,9 @@ def per_question(kg: DataFrame, rows: DataFrame, fn, schema: str) -> DataFrame:
 def neighbourhood(
     kg: DataFrame, seeds: DataFrame, limits: DataFrame, cfg: QuestionGraphSettings
 ) -> tuple[DataFrame, DataFrame]:
-    """``(edges(qid, h, r, t), caps(qid, cap))``: E_nb of step 2 for ``seeds(qid, node)`` with the radius
+    """``(edges(qid, h, r, t), caps(qid, cap))``: E_nb of step 2 for ``seeds(qid, id)`` with the radius
     ``limits(qid, k)`` (:func:`local_neighbourhood`)."""
-    rows = seeds.groupBy("qid").agg(F.collect_set("node").alias("seeds")).join(limits.select("qid", "k"), "qid")
+    rows = seeds.groupBy("qid").agg(F.collect_set("id").alias("seeds")).join(limits.select("qid", "k"), "qid")
 
     def fn(g, row):
         edges, caps = local_neighbourhood(g, row["qid"], row["seeds"], int(row["k"]), cfg)

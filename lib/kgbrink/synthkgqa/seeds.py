@@ -65,11 +65,12 @@ class Plan:
 class SamplingGraph:
     """The KG as Algorithm 1 reads it (cached by :func:`sampling_graph`).
 
-    - ``nodes``: ``node, w, n_nbrs`` with ``w = 1/d(node)``;
-    - ``nbrs``: ``node, nbr`` -- the distinct undirected neighbours (:func:`kgbrink.graph.views.neighbours`);
-    - ``hub_index``: ``node, pos, nbr, w`` -- the neighbours of the hubs (more than ``enumerate_below_degree``)
-      at dense positions 0.. (by id) with their weights, for the rejection draws;
-    - ``pairs``: ``u, v, h, r, t`` -- every non-loop triple under its unordered endpoint pair ``u < v``.
+    - ``nodes``: ``id, w, n_nbrs`` with ``w = 1/d(id)``;
+    - ``nbrs``: ``src, dst`` -- the distinct undirected neighbours (:func:`kgbrink.graph.views.neighbours`);
+    - ``hub_index``: ``src, pos, dst, w`` -- the neighbours ``dst`` of the hubs ``src`` (more than
+      ``enumerate_below_degree``) at dense positions 0.. (by id) with their weights, for the rejection draws;
+    - ``pairs``: ``src, dst, h, r, t`` -- every non-loop triple under its unordered endpoint pair
+      ``src < dst``.
     """
 
     nodes: DataFrame
@@ -87,23 +88,23 @@ def sampling_graph(triples: DataFrame, plan: Plan) -> SamplingGraph:
     ``plan``: its ``degree``, and its hubs (more than ``enumerate_below_degree`` neighbours)."""
     kg = triples.select("h", "r", "t").distinct()
     nbrs = views.neighbours(kg).persist()
-    ends = views.incidence(kg).groupBy("node").agg(F.count("*").alias("degree"))
-    n_nbrs = nbrs.groupBy("node").agg(F.count("*").alias("n_nbrs"))
-    d = ends.join(n_nbrs, "node", "left").select("node", "degree", F.coalesce("n_nbrs", F.lit(0)).alias("n_nbrs"))
+    ends = views.incidence(kg).groupBy(F.col("src").alias("id")).agg(F.count("*").alias("degree"))
+    n_nbrs = nbrs.groupBy(F.col("src").alias("id")).agg(F.count("*").alias("n_nbrs"))
+    d = ends.join(n_nbrs, "id", "left").select("id", "degree", F.coalesce("n_nbrs", F.lit(0)).alias("n_nbrs"))
     weight = 1.0 / F.col("degree" if plan.degree == "edges" else "n_nbrs").cast("double")
-    nodes = d.select("node", F.when(F.col("n_nbrs") > 0, weight).otherwise(F.lit(0.0)).alias("w"), "n_nbrs")
+    nodes = d.select("id", F.when(F.col("n_nbrs") > 0, weight).otherwise(F.lit(0.0)).alias("w"), "n_nbrs")
     nodes = nodes.persist()
-    hubs = nodes.where(F.col("n_nbrs") > plan.enumerate_below_degree).select("node")
-    position = F.row_number().over(Window.partitionBy("node").orderBy("nbr")) - 1
+    hubs = nodes.where(F.col("n_nbrs") > plan.enumerate_below_degree).select(F.col("id").alias("src"))
+    position = F.row_number().over(Window.partitionBy("src").orderBy("dst")) - 1
     hub_index = (
-        nbrs.join(F.broadcast(hubs), "node")
-        .join(nodes.select(F.col("node").alias("nbr"), "w"), "nbr")
-        .select("node", position.cast("int").alias("pos"), "nbr", "w")
+        nbrs.join(F.broadcast(hubs), "src")
+        .join(nodes.select(F.col("id").alias("dst"), "w"), "dst")
+        .select("src", position.cast("int").alias("pos"), "dst", "w")
         .persist()
     )
     pairs = (
         kg.where(F.col("h") != F.col("t"))
-        .select(F.least("h", "t").alias("u"), F.greatest("h", "t").alias("v"), "h", "r", "t")
+        .select(F.least("h", "t").alias("src"), F.greatest("h", "t").alias("dst"), "h", "r", "t")
         .persist()
     )
     return SamplingGraph(nodes, nbrs, hub_index, pairs)
@@ -122,7 +123,7 @@ def _softmax_pick(candidates: DataFrame, seed: int, salt: str, step: int, group:
 
 def starts(graph: SamplingGraph, n_samples: int, seed: int) -> DataFrame:
     """``sample_id, seed``: the start entity of each sample, uniform over the nodes with replacement."""
-    numbered = with_positions(graph.nodes.select("node"), ["node"], "idx")
+    numbered = with_positions(graph.nodes.select("id"), ["id"], "idx")
     n = numbered.count()
     if n == 0:
         raise ValueError("seed-graphs: the KG has no triple left after the excluded relations")
@@ -130,9 +131,7 @@ def starts(graph: SamplingGraph, n_samples: int, seed: int) -> DataFrame:
     samples = spark.range(n_samples).withColumnRenamed("id", "sample_id")
     idx = F.floor(uniform(u64(seed, F.lit("start"), "sample_id")) * F.lit(n)).cast("long")
     return (
-        samples.withColumn("idx", idx)
-        .join(numbered, "idx")
-        .select("sample_id", F.col("node").cast("int").alias("seed"))
+        samples.withColumn("idx", idx).join(numbered, "idx").select("sample_id", F.col("id").cast("int").alias("seed"))
     )
 
 
@@ -149,35 +148,35 @@ def _initial(start: DataFrame, plan: Plan) -> DataFrame:
 
 def _pivots(active: DataFrame, graph: SamplingGraph, plan: Plan, step: int) -> DataFrame:
     """``sample_id, z, n_nbrs``: each active sample's pivot (no row: no valid pivot, exhausted)."""
-    members = active.select("sample_id", F.explode("nodes").alias("node"))
+    members = active.select("sample_id", F.explode("nodes").alias("id"))
     ends = active.select("sample_id", F.explode("triples").alias("q")).select(
         "sample_id",
         F.explode(F.array(F.array("q.h", "q.t"), F.array("q.t", "q.h"))).alias("e"),
     )
     in_q = (
-        ends.select("sample_id", F.col("e")[0].alias("node"), F.col("e")[1].alias("y"))
+        ends.select("sample_id", F.col("e")[0].alias("id"), F.col("e")[1].alias("y"))
         .distinct()
-        .groupBy("sample_id", "node")
+        .groupBy("sample_id", "id")
         .agg(F.count("*").alias("in_q"))
     )
     valid = (
-        graph.nodes.join(F.broadcast(members), "node")
-        .join(in_q, ["sample_id", "node"], "left")
+        graph.nodes.join(F.broadcast(members), "id")
+        .join(in_q, ["sample_id", "id"], "left")
         .where(F.col("n_nbrs") > F.coalesce("in_q", F.lit(0)))
     )
-    z = _softmax_pick(valid, plan.seed, "z", step, "sample_id", "node").withColumnRenamed("node", "z")
-    return z.join(valid.select("sample_id", F.col("node").alias("z"), "n_nbrs"), ["sample_id", "z"])
+    z = _softmax_pick(valid, plan.seed, "z", step, "sample_id", "id").withColumnRenamed("id", "z")
+    return z.join(valid.select("sample_id", F.col("id").alias("z"), "n_nbrs"), ["sample_id", "z"])
 
 
 def _new_nodes(active: DataFrame, pivots: DataFrame, graph: SamplingGraph, plan: Plan, step: int) -> DataFrame:
     """``sample_id, n``: the node each sample with a pivot adds (exact Softmax(1/d) over ``N(z) \\ N``)."""
-    members = F.broadcast(active.select("sample_id", F.explode("nodes").alias("nbr")))
+    members = F.broadcast(active.select("sample_id", F.explode("nodes").alias("dst")))
     hubs = pivots.where(F.col("n_nbrs") > plan.enumerate_below_degree)
     draws = hubs.select(
         "sample_id", "z", "n_nbrs", F.explode(F.sequence(F.lit(0), F.lit(plan.rejection_draws - 1))).alias("k")
     ).select(
         "sample_id",
-        F.col("z").alias("node"),
+        F.col("z").alias("src"),
         "k",
         F.floor(uniform(u64(plan.seed, F.lit("pos"), F.lit(step), "sample_id", "k")) * F.col("n_nbrs"))
         .cast("int")
@@ -185,21 +184,21 @@ def _new_nodes(active: DataFrame, pivots: DataFrame, graph: SamplingGraph, plan:
     )
     accept = uniform(u64(plan.seed, F.lit("accept"), F.lit(step), "sample_id", "k")) < F.exp(F.col("w") - 1.0)
     accepted = (
-        graph.hub_index.join(F.broadcast(draws), ["node", "pos"])
-        .join(members, ["sample_id", "nbr"], "left_anti")
+        graph.hub_index.join(F.broadcast(draws), ["src", "pos"])
+        .join(members, ["sample_id", "dst"], "left_anti")
         .where(accept)
         .groupBy("sample_id")
-        .agg(F.min_by("nbr", "k").alias("n"))
+        .agg(F.min_by("dst", "k").alias("n"))
     )
     # every other pivot (small, or a hub whose draws were all rejected) enumerates its neighbours
-    listed = pivots.join(accepted, "sample_id", "left_anti").select("sample_id", F.col("z").alias("node"))
+    listed = pivots.join(accepted, "sample_id", "left_anti").select("sample_id", F.col("z").alias("src"))
     candidates = (
-        graph.nbrs.join(F.broadcast(listed), "node")
-        .select("sample_id", "nbr")
-        .join(members, ["sample_id", "nbr"], "left_anti")
-        .join(graph.nodes.select(F.col("node").alias("nbr"), "w"), "nbr")
+        graph.nbrs.join(F.broadcast(listed), "src")
+        .select("sample_id", "dst")
+        .join(members, ["sample_id", "dst"], "left_anti")
+        .join(graph.nodes.select(F.col("id").alias("dst"), "w"), "dst")
     )
-    enumerated = _softmax_pick(candidates, plan.seed, "n", step, "sample_id", "nbr").withColumnRenamed("nbr", "n")
+    enumerated = _softmax_pick(candidates, plan.seed, "n", step, "sample_id", "dst").withColumnRenamed("dst", "n")
     return accepted.unionByName(enumerated)
 
 
@@ -208,9 +207,9 @@ def _added_triples(active: DataFrame, new: DataFrame, graph: SamplingGraph, step
     links = (
         active.select("sample_id", F.explode("nodes").alias("y"))
         .join(new, "sample_id")
-        .select("sample_id", F.least("n", "y").alias("u"), F.greatest("n", "y").alias("v"))
+        .select("sample_id", F.least("n", "y").alias("src"), F.greatest("n", "y").alias("dst"))
     )
-    found = graph.pairs.join(F.broadcast(links), ["u", "v"])
+    found = graph.pairs.join(F.broadcast(links), ["src", "dst"])
     triple = F.struct("h", "r", "t", F.lit(step).alias("step"))
     return found.groupBy("sample_id").agg(F.sort_array(F.collect_list(triple)).alias("added"))
 
