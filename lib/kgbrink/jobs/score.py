@@ -29,7 +29,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.core import catalog, quarantine
+from kgbrink.core import catalog
 from kgbrink.core.delta import (
     TableVersion,
     latest_version,
@@ -137,19 +137,6 @@ class ScoreOptions:
         )
 
 
-def batches_of(files: list[tuple[str, int, int]], batch_bytes: int) -> list[list[tuple[str, int, int]]]:
-    """Consecutive files grouped up to ``batch_bytes`` (a larger file is a batch of its own)."""
-    out: list[list[tuple[str, int, int]]] = []
-    size = 0
-    for file in files:
-        if not out or size + file[1] > batch_bytes:
-            out.append([])
-            size = 0
-        out[-1].append(file)
-        size += file[1]
-    return out
-
-
 REPEATS_BROADCAST = 1_000_000  # repeated queries up to this many are joined to each batch by broadcast
 
 
@@ -166,31 +153,6 @@ def _done_batches(spark: SparkSession, path: str) -> set[str]:
     if not table_exists(spark, path):
         return set()
     return {r["batch_id"] for r in read_table(spark, path).select("batch_id").collect()}
-
-
-def _status(checked: DataFrame) -> DataFrame:
-    skip = F.col("_skip") if "_skip" in checked.columns else F.lit(False)
-    return checked.withColumn(
-        "status",
-        F.when(skip, F.lit(quarantine.SKIPPED))
-        .when(F.col("reason").isNotNull(), F.lit(quarantine.QUARANTINED))
-        .otherwise(F.lit(quarantine.OK)),
-    )
-
-
-def _quarantine(checked: DataFrame, batch_id: str) -> DataFrame:
-    """Bad rows with file and line: directly for Parquet/PROBE, from block offsets for text files."""
-    if "line_number" in checked.columns:
-        bad = checked.filter(F.col("reason").isNotNull()).select(
-            "source_file", F.col("line_number").cast("long").alias("line_number"), "line", "reason", "detail"
-        )  # a PROBE dump's positions are ints, the catalogued column a long
-    else:
-        state = _status(checked)
-        counts = checked.sparkSession.createDataFrame(
-            quarantine.line_counts(state).collect(), schema=quarantine.line_counts(state).schema
-        )
-        bad = quarantine.quarantine_rows(state, quarantine.block_offsets(counts))
-    return bad.select(F.lit(batch_id).alias("batch_id"), "*")
 
 
 def _repeated_queries(
@@ -259,7 +221,7 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     def validate(raw: DataFrame, facts: rankfiles.ParquetFacts | None = None) -> DataFrame:
         return rankfiles.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
 
-    batches = batches_of(files, int(config.scoring.batch_bytes))
+    batches = rankfiles.batches_of(files, int(config.scoring.batch_bytes))
     done = _done_batches(spark, paths["batches"])
     repeated, repeats = None, 0
     if config.scoring.check_duplicate_queries:
@@ -290,7 +252,7 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
             totals = sums.agg(F.sum("n").alias("n"), F.sum("quarantined").alias("quarantined")).first()
             scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
             if bad:
-                _replace_batch(ctx, _quarantine(checked, batch_id), paths["quarantine"], batch_id)
+                _replace_batch(ctx, rankfiles.quarantine_of(checked, batch_id), paths["quarantine"], batch_id)
             _replace_batch(
                 ctx,
                 sums.filter(F.col("n") > 0).drop("quarantined").select(F.lit(batch_id).alias("batch_id"), "*"),

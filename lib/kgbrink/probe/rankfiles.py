@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from kgbrink.core import quarantine
 from kgbrink.core.files import hadoop_path, reported_path
 from kgbrink.probe.rankformats import (  # noqa: F401 (the score and rank jobs read these through this module)
     OPTIONAL,
@@ -384,3 +385,43 @@ def mark_duplicate_queries(checked: DataFrame, repeated: DataFrame, broadcast: b
             "detail": F.when(repeat, detail).otherwise(F.col("detail")),
         }
     ).select(*checked.columns)
+
+
+def batches_of(files: list[tuple[str, int, int]], batch_bytes: int) -> list[list[tuple[str, int, int]]]:
+    """Consecutive files grouped up to ``batch_bytes`` (a larger file is a batch of its own)."""
+    out: list[list[tuple[str, int, int]]] = []
+    size = 0
+    for file in files:
+        if not out or size + file[1] > batch_bytes:
+            out.append([])
+            size = 0
+        out[-1].append(file)
+        size += file[1]
+    return out
+
+
+def row_status(checked: DataFrame) -> DataFrame:
+    """``checked`` (:func:`validate_ranks`) with ``status``: skipped, quarantined or ok."""
+    skip = F.col("_skip") if "_skip" in checked.columns else F.lit(False)
+    return checked.withColumn(
+        "status",
+        F.when(skip, F.lit(quarantine.SKIPPED))
+        .when(F.col("reason").isNotNull(), F.lit(quarantine.QUARANTINED))
+        .otherwise(F.lit(quarantine.OK)),
+    )
+
+
+def quarantine_of(checked: DataFrame, batch_id: str) -> DataFrame:
+    """``batch_id, source_file, line_number, line, reason, detail``: the bad rows of ``checked`` with file
+    and line (directly for Parquet and PROBE dumps, from block offsets for text files)."""
+    if "line_number" in checked.columns:
+        bad = checked.filter(F.col("reason").isNotNull()).select(
+            "source_file", F.col("line_number").cast("long").alias("line_number"), "line", "reason", "detail"
+        )  # a PROBE dump's positions are ints, the catalogued column a long
+    else:
+        state = row_status(checked)
+        counts = checked.sparkSession.createDataFrame(
+            quarantine.line_counts(state).collect(), schema=quarantine.line_counts(state).schema
+        )
+        bad = quarantine.quarantine_rows(state, quarantine.block_offsets(counts))
+    return bad.select(F.lit(batch_id).alias("batch_id"), "*")
