@@ -93,6 +93,11 @@ def test_every_config_loads_with_the_hub_loader_and_croissant(released):
                 assert len(records) == sum(config["rows"].values()), record_set
             else:  # the split from the file name
                 assert dict(Counter(r[f"{record_set}/split"].decode() for r in records)) == config["rows"], record_set
+    report = (folder / "report" / "report.md").read_text()
+    assert "(Table 1)" in report and "(Table D2)" in report and "Statistics (ProbeKGC README)" in report
+    assert (folder / "report" / "popularity.png").stat().st_size and (
+        folder / "report" / "similarity.png"
+    ).stat().st_size
     sums = dict(reversed(line.split("  ")) for line in (folder / "SHA256SUMS").read_text().splitlines())
     on_disk = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "SHA256SUMS")
     assert sorted(sums) == [p for p in on_disk if not p.split("/")[-1].startswith(".")]
@@ -137,7 +142,7 @@ def test_a_second_release_is_a_no_op_and_a_changed_setting_rebuilds_only_its_ben
         for v in ("v1", "v2")
     ]
     for name, digest in sums[0].items():
-        if not name.startswith(("probekgc/", "README", "croissant", "release")):
+        if not name.startswith(("probekgc/", "README", "croissant", "release", "report/")):
             assert sums[1][name] == digest, name
     assert any(sums[1][n] != d for n, d in sums[0].items() if n.startswith("probekgc/questions/"))
 
@@ -193,3 +198,34 @@ def test_shards_hold_every_row_once_whatever_the_partitioning(spark, tmp_path_fa
             ]
             assert len(paths) <= max(1, -(-len(rows) // shard_rows))
     assert written[0] == written[1]
+
+
+def test_table_1_counts_a_removed_triple_once_per_rule_type_of_its_rules():
+    import pandas as pd
+
+    from kgbrink.release.report import rule_types, similarity_summary
+
+    rules = pd.DataFrame({"id": ["a", "b", "c"], "rule_type": ["symmetry", "path", "path"]})
+    removed = pd.DataFrame({"rule_ids": [["a"], ["b", "c"], ["a", "b"], []]})
+    table = rule_types(rules, removed)
+    assert table.to_dict("records") == [
+        {"rule_type": "path", "rules": 2, "removed_triples": 2},
+        {"rule_type": "symmetry", "rules": 1, "removed_triples": 2},
+    ]
+    similarity = pd.DataFrame(
+        {
+            "method": ["RS", "RS", "ED"],
+            "level": [0.5, 0.5, 0.5],
+            "seed": [1, 2, 1],
+            "operations": [4, 3, 0],
+            "requested": [4, 4, 0],
+            "ats": [0.5, 0.7, 1.0],
+            "sc2d": [0.2, 0.4, 1.0],
+            "sd2": [1.0, 1.0, 0.5],
+        }
+    )
+    summary = similarity_summary(similarity).to_dict("records")
+    assert [(r["method"], r["reached"], round(r["ats"], 6), r["n_graphs"]) for r in summary] == [
+        ("ED", 1.0, 1.0, 1),
+        ("RS", 0.75, 0.6, 2),
+    ]

@@ -39,14 +39,18 @@ def write_shards(
         raise ValueError(f"unknown release format {fmt!r} (parquet or json)")
     spark = frame.sparkSession
     keys = [c for c in _orderable(frame) if c != split]
+    if not keys:  # a round-robin shuffle would place rows by partitioning, not by content
+        raise ValueError(f"{directory}: a release table needs a sortable column (has {frame.columns})")
     shards = max(1, -(-rows // max(1, shard_rows)))
     staging = f"{directory}/_staging"
     delete_path(spark, staging)
     if split is None:
         frame = frame.withColumn("_split", F.lit("train"))
         split = "_split"
-    laid_out = frame.repartition(shards, *keys) if shards > 1 else frame.coalesce(1)
-    writer = laid_out.sortWithinPartitions(split, *keys).write.mode("overwrite").partitionBy(split)
+    # a shuffle even to one shard: the steps before it keep their parallelism (coalesce(1) would not)
+    writer = (
+        frame.repartition(shards, *keys).sortWithinPartitions(split, *keys).write.mode("overwrite").partitionBy(split)
+    )
     if fmt == "json":
         writer.option("ignoreNullFields", "false").json(staging)
     else:

@@ -166,26 +166,14 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
             source=opts.input or "generated questions",
         )
 
-    if "given_type" in valid.columns:
-        # GTSQA records carry their type and hops: kgbrink's classification must reproduce them (spec 2.G)
-        given = valid.agg(
-            F.count("given_type").alias("types"),
-            F.sum(F.when(F.col("given_type") != F.col("graph_isomorphism"), 1).otherwise(0)).alias("type_diff"),
-            F.count("given_hops").alias("hops"),
-            F.sum(F.when(F.col("given_hops") != F.col("n_hops").cast("string"), 1).otherwise(0)).alias("hops_diff"),
-        ).first()
-        if given["types"] or given["hops"]:
-            summary.counts.update(
-                given_types=given["types"],
-                given_type_mismatch=int(given["type_diff"] or 0),
-                given_hops=given["hops"],
-                given_hops_mismatch=int(given["hops_diff"] or 0),
+    given = synthkgqa_questions.given_mismatches(valid)
+    if given:  # GTSQA records carry their type and hops: the classification must reproduce them (spec 2.G)
+        summary.counts.update(given)
+        if given["given_type_mismatch"] or given["given_hops_mismatch"]:
+            summary.highlights["mismatch"] = (
+                f"{given['given_type_mismatch']} given graph_isomorphism and {given['given_hops_mismatch']} given "
+                "n_hops differ from the classification"
             )
-            if given["type_diff"] or given["hops_diff"]:
-                summary.highlights["mismatch"] = (
-                    f"{given['type_diff'] or 0} given graph_isomorphism and {given['hops_diff'] or 0} given n_hops "
-                    "differ from the classification"
-                )
 
     answers = None
     if opts.answers:
@@ -201,35 +189,10 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
         summary.results = [
             r.asDict() for r in ctx.written("answer_types").orderBy("split", "n_edges", "graph_isomorphism").collect()
         ]
-        s = written.agg(
-            F.count("*").alias("n"),
-            F.avg("n_hops").alias("hops"),
-            F.avg("n_edges").alias("edges"),
-            F.avg("n_seeds").alias("seeds"),
-            F.sum(F.when(F.col("n_answers") > cfg.max_answers, 1).otherwise(0)).alias("over"),
-            F.sum(F.when(~F.col("answer_in_set"), 1).otherwise(0)).alias("missing"),
-            F.avg("n_answers").alias("answers"),
-            F.sum(F.when(F.col("n_answers").isNull(), 1).otherwise(0)).alias("unevaluated"),
-        ).first()
-        summary.counts.update(
-            questions=s["n"],
-            types=len({r["graph_isomorphism"] for r in summary.results}),
-            mean_hops=round(s["hops"] or 0.0, 4),
-            mean_edges=round(s["edges"] or 0.0, 4),
-            mean_seeds=round(s["seeds"] or 0.0, 4),
-        )
-        if opts.answers:
-            summary.counts.update(
-                mean_answers=round(s["answers"] or 0.0, 4),
-                over_max_answers=int(s["over"] or 0),
-                answer_not_in_set=int(s["missing"] or 0),
-                answers_not_evaluated=int(s["unevaluated"] or 0),
-            )
+        summary.counts.update(synthkgqa_questions.set_counts(written, cfg.max_answers, opts.answers))
+        summary.counts["types"] = len({r["graph_isomorphism"] for r in summary.results})
         if opts.generate:
-            got = {}
-            for r in summary.results:
-                got[r["graph_isomorphism"]] = got.get(r["graph_isomorphism"], 0) + r["questions"]
-            short = {t: got.get(t, 0) for t in cfg.types if got.get(t, 0) < cfg.per_type}
+            short = generator.types_short(summary.results, cfg.types, cfg.per_type)
             summary.counts["types_short"] = short
             if short:
                 summary.highlights["short"] = ", ".join(f"{t}: {n} of {cfg.per_type}" for t, n in short.items())

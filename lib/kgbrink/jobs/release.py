@@ -3,8 +3,8 @@
 Under the release root (``--out``, default ``release.out``; local or ``s3a://``) each release is a folder
 ``v1``, ``v2``, ... and ``LATEST`` names the current one. A release holds one folder per configuration
 (Parquet tables, JSON Lines questions; :mod:`kgbrink.release.layout`), ``README.md`` (the Hugging Face
-dataset card), ``croissant.json``, ``SHA256SUMS`` and ``release.json`` (the manifest: the dataset's input
-table versions, each benchmark's fingerprint, configurations, files and rows).
+dataset card), ``croissant.json``, ``SHA256SUMS``, ``release.json`` (the manifest: the dataset's input
+table versions, each benchmark's fingerprint, configurations, files and rows) and ``report/``.
 
 A benchmark is built (its jobs run through ``ctx.run``) only when its fingerprint (input table versions,
 settings, input files) differs from the current release's; the others' files are copied from it. When
@@ -30,6 +30,7 @@ from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import is_uri
 from kgbrink.core.tracking import JobSummary
 from kgbrink.release import card, croissant, layout
+from kgbrink.release import report as release_report
 from kgbrink.synthkgqa import generator
 
 NAME = "release"  # the question-set and mcq names the release's builders write under
@@ -138,7 +139,8 @@ def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
         document = croissant.metadata(manifest, digests)
         publish.write_text(spark, f"{target}/croissant.json", layout.canonical_json(document) + "\n")
         publish.write_text(spark, f"{target}/release.json", layout.canonical_json(manifest) + "\n")
-        described = ["README.md", "croissant.json", "release.json"]
+        reported = _report(env, manifest, configs)
+        described = ["README.md", "croissant.json", "release.json", *reported]
         digests.update(publish.digests(spark, target, described))
         sums = "".join(f"{digests[name][0]}  {name}\n" for name in sorted(digests))
         publish.write_text(spark, f"{target}/SHA256SUMS", sums)
@@ -157,6 +159,33 @@ def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
     )
     summary.artifacts.append(f"{target}/README.md")
     return summary
+
+
+REPORT_TABLES = (
+    "brink_rules",
+    "brink_removed",
+    "probe_degree_histogram",
+    "synthkgqa_answer_types",
+    "synthkgqa_sp_table_d2",
+    "probekgc_statistics",
+    "okgqa_kg_similarity",
+)
+
+
+def _report(env: _Env, manifest: dict, configs: list[layout.Config]) -> list[str]:
+    """The report page (:mod:`kgbrink.release.report`) into ``report/``: its files, relative to the release."""
+    spark = env.ctx.spark
+    tables = {
+        c.name: spark.read.parquet(*[f for files in c.files.values() for f in files]).toPandas()
+        for c in configs
+        if c.name in REPORT_TABLES
+    }
+    local = env.work / "report"
+    written = []
+    for path in release_report.write(manifest, tables, local):
+        publish.copy_file(spark, str(path), f"{env.target}/report/{path.name}")
+        written.append(f"report/{path.name}")
+    return sorted(written)
 
 
 def _date(ctx: JobContext, dataset: str) -> str:

@@ -162,16 +162,7 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
         sums = [r.asDict() for r in scoring.group_sums(rows).collect()]
         scores = scoring.finish(sums)
         venn = rows.transform(scoring.overlap).orderBy("model", "run", *scoring.DIFFICULTIES).collect()
-        per_run = (
-            rows.groupBy("model", "run")
-            .agg(
-                F.count(F.when(F.col("_fixed").isNull(), 1)).alias("answered"),
-                F.count(F.when(F.col("nkd").isNull(), 1)).alias("letters"),
-                F.count(F.when(F.col("letter_disagrees"), 1)).alias("disagree"),
-            )
-            .orderBy("model", "run")
-            .collect()
-        )
+        per_run = scoring.answer_counts(rows)
         rows.unpersist()
     summary.counts.update(
         letter_predictions=sum(int(r["letters"]) for r in per_run),
@@ -200,20 +191,7 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
             "correct answers across difficulties",
             table="mcq.overlap",
         )
-    summary.results = [
-        {
-            "model": r["model"],
-            "run": r["run"],
-            "metric": f"{m}.{r['difficulty']}",
-            "alpha": None,
-            "beta": None,
-            "value": r[m],
-        }
-        for r in scores
-        if r["group_kind"] == "all"
-        for m in ("accuracy", "nkd")
-        if r[m] is not None
-    ]
+    summary.results = scoring.headline_results(scores)
     summary.extra["scores"] = scores
     summary.extra["overlap"] = overlap
     questions.unpersist()

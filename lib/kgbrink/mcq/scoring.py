@@ -528,3 +528,38 @@ def overlap(rows: DataFrame) -> DataFrame:
         .agg(F.count(F.lit(1)).alias("n"))
         .select("model", "run", *[F.col(d).cast("boolean").alias(d) for d in DIFFICULTIES], "n")
     )
+
+
+def answer_counts(rows: DataFrame) -> list:
+    """Per ``model, run`` of the scored rows: ``answered`` (predictions of the questions, not of their
+    fixed-position variants), ``letters`` (predictions without scores) and ``disagree`` (letters that
+    disagree with the scores given beside them)."""
+    return (
+        rows.groupBy("model", "run")
+        .agg(
+            F.count(F.when(F.col("_fixed").isNull(), 1)).alias("answered"),
+            F.count(F.when(F.col("nkd").isNull(), 1)).alias("letters"),
+            F.count(F.when(F.col("letter_disagrees"), 1)).alias("disagree"),
+        )
+        .orderBy("model", "run")
+        .collect()
+    )
+
+
+def headline_results(scores: list[dict]) -> list[dict]:
+    """The summary's ``results``: accuracy and NKD per model, run and difficulty over all questions
+    (``metric`` ``accuracy.<difficulty>`` / ``nkd.<difficulty>``; an NKD without scored rows left out)."""
+    return [
+        {
+            "model": r["model"],
+            "run": r["run"],
+            "metric": f"{m}.{r['difficulty']}",
+            "alpha": None,
+            "beta": None,
+            "value": r[m],
+        }
+        for r in scores
+        if r["group_kind"] == "all"
+        for m in ("accuracy", "nkd")
+        if r[m] is not None
+    ]

@@ -240,3 +240,12 @@ def to_records(questions: DataFrame, entities: DataFrame, relations: DataFrame) 
         F.coalesce("triple_keys", F.array().cast("array<array<string>>")).alias("answer_subgraph"),
     )
     return joined.select("id", F.to_json(record).alias("value"))
+
+
+def types_short(type_rows: list[dict], types: list[str], per_type: int) -> dict[str, int]:
+    """The planted types with fewer than ``per_type`` questions over all splits (``type_rows``: the
+    ``answer_types`` rows), with how many they got."""
+    got: dict[str, int] = {}
+    for row in type_rows:
+        got[row["graph_isomorphism"]] = got.get(row["graph_isomorphism"], 0) + row["questions"]
+    return {t: got.get(t, 0) for t in types if got.get(t, 0) < per_type}

@@ -481,3 +481,55 @@ def answer_sets(
             F.when(evaluated, F.coalesce("answer_in_set", F.lit(False))).alias("answer_in_set"),
         )
     )
+
+
+def given_mismatches(questions: DataFrame) -> dict | None:
+    """``given_types, given_type_mismatch, given_hops, given_hops_mismatch``: how many records carry their
+    own ``graph_isomorphism`` / ``n_hops`` (GTSQA's, as ``given_type`` / ``given_hops``) and how many of
+    those differ from the classification (spec 2.G; must be 0). None when no record carries either."""
+    if "given_type" not in questions.columns:
+        return None
+    given = questions.agg(
+        F.count("given_type").alias("types"),
+        F.sum(F.when(F.col("given_type") != F.col("graph_isomorphism"), 1).otherwise(0)).alias("type_diff"),
+        F.count("given_hops").alias("hops"),
+        F.sum(F.when(F.col("given_hops") != F.col("n_hops").cast("string"), 1).otherwise(0)).alias("hops_diff"),
+    ).first()
+    if not (given["types"] or given["hops"]):
+        return None
+    return {
+        "given_types": given["types"],
+        "given_type_mismatch": int(given["type_diff"] or 0),
+        "given_hops": given["hops"],
+        "given_hops_mismatch": int(given["hops_diff"] or 0),
+    }
+
+
+def set_counts(questions: DataFrame, max_answers: int, answers: bool) -> dict:
+    """The question set's summary counts from its table (:func:`as_table`): ``questions`` and the means of
+    hops, edges and seeds; with ``answers``, the mean answer-set size and the questions over
+    ``max_answers``, whose answer is not in its set, or not evaluated."""
+    s = questions.agg(
+        F.count("*").alias("n"),
+        F.avg("n_hops").alias("hops"),
+        F.avg("n_edges").alias("edges"),
+        F.avg("n_seeds").alias("seeds"),
+        F.sum(F.when(F.col("n_answers") > max_answers, 1).otherwise(0)).alias("over"),
+        F.sum(F.when(~F.col("answer_in_set"), 1).otherwise(0)).alias("missing"),
+        F.avg("n_answers").alias("answers"),
+        F.sum(F.when(F.col("n_answers").isNull(), 1).otherwise(0)).alias("unevaluated"),
+    ).first()
+    counts = {
+        "questions": s["n"],
+        "mean_hops": round(s["hops"] or 0.0, 4),
+        "mean_edges": round(s["edges"] or 0.0, 4),
+        "mean_seeds": round(s["seeds"] or 0.0, 4),
+    }
+    if answers:
+        counts.update(
+            mean_answers=round(s["answers"] or 0.0, 4),
+            over_max_answers=int(s["over"] or 0),
+            answer_not_in_set=int(s["missing"] or 0),
+            answers_not_evaluated=int(s["unevaluated"] or 0),
+        )
+    return counts
