@@ -140,19 +140,26 @@ def test_a_split_directory_with_subdirectories_or_no_lines_is_refused(spark, con
 # --- items 2 and 3: the bytes and line ends of PROBE dictionaries ------------------------------------
 
 
+def _dictionary(spark, path: str):
+    from kgbrink.core.files import read_dictionary_lines
+    from kgbrink.kg.ingest import parse_dictionary
+
+    return parse_dictionary(read_dictionary_lines(spark, path), path)
+
+
 def test_dictionary_lines_end_at_newline_and_must_be_utf8(spark, tmp_path):
     """Before: a lone \\r made two entries of one line, and a Latin-1 key was stored as 'caf\\ufffd'."""
     crlf = tmp_path / "crlf.dict"
     crlf.write_bytes(b"0\talice\r\n1\tbob\r\n")
-    assert sorted(tuple(r) for r in job.load_dictionary(spark, str(crlf)).collect()) == [(0, "alice"), (1, "bob")]
+    assert sorted(tuple(r) for r in _dictionary(spark, str(crlf)).collect()) == [(0, "alice"), (1, "bob")]
     lone_cr = tmp_path / "cr.dict"
     lone_cr.write_bytes(b"0\tknows\r1\tlikes\n")
     with pytest.raises(InputError, match=r"cr.dict: 1 malformed lines \(expected 'id<TAB>key'\), e.g. '0\\tknows\\r1"):
-        job.load_dictionary(spark, str(lone_cr))
+        _dictionary(spark, str(lone_cr))
     latin1 = tmp_path / "latin1.dict"
     latin1.write_bytes(b"0\talice\n1\tcaf\xe9\n")
     with pytest.raises(InputError, match="latin1.dict: 1 lines are not valid UTF-8, e.g. '1\\\\tcaf\ufffd'"):
-        job.load_dictionary(spark, str(latin1))
+        _dictionary(spark, str(latin1))
 
 
 # --- item 7: the command line ----------------------------------------------------------------------

@@ -261,6 +261,12 @@ def probe_inputs(spark: SparkSession, directory: str) -> IngestInputs:
     return IngestInputs(splits, entity_dict=entity_dict, relation_dict=relation_dict)
 
 
+def read_dictionary_lines(spark: SparkSession, path: str) -> DataFrame:
+    """The lines (``value``) of a dictionary file; lines end at ``\\n`` only, as triple lines do."""
+    require_files(spark, [path])
+    return spark.read.option("lineSep", "\n").text(path)
+
+
 def read_lines(spark: SparkSession, splits: dict[str, list[str]]) -> DataFrame:
     """One row per input line: ``split, source_file, block_start, row_id, line``.
 

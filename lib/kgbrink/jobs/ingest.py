@@ -21,7 +21,6 @@ from kgbrink.core.writer import RECORDED, WriterLease
 from kgbrink.jobs.ingest_options import IngestOptions as IngestOptions
 from kgbrink.jobs.ingest_steps import IngestError as IngestError
 from kgbrink.jobs.ingest_steps import ingest_dump
-from kgbrink.jobs.ingest_steps import load_dictionary as load_dictionary
 
 
 @job("ingest", "a KG dump into a dataset's Delta tables", IngestOptions, steps=6)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
 from py4j.protocol import Py4JJavaError
@@ -30,6 +29,7 @@ from kgbrink.core.files import (
     delete_if_empty,
     delete_path,
     given_path,
+    read_dictionary_lines,
     read_lines,
     reported_path,
     require_files,
@@ -56,67 +56,11 @@ class IngestError(RuntimeError):
         super().__init__(*(a for a in args if not isinstance(a, JobSummary)))
 
 
-def load_dictionary(spark: SparkSession, path: str) -> DataFrame:
-    """A PROBE-style ``id<TAB>key`` dictionary, validated: UTF-8, well-formed, unique, dense ids from 0.
-
-    Lines end at ``\\n`` only, as triple lines do (:func:`kgbrink.core.files.read_lines`): a lone ``\\r``
-    does not make two entries, and a Latin-1 key is refused rather than stored with U+FFFD in it."""
-    require_files(spark, [path])
-    fields = F.split(F.regexp_replace("value", "\r$", ""), "\t", -1)
-    raw = (
-        spark.read.option("lineSep", "\n")
-        .text(path)
-        .select(
-            F.col("value").alias("line"),
-            fields[0].alias("id_text"),
-            F.trim(fields[1]).alias("key"),
-            F.size(fields).alias("n"),
-        )
-    )
-    parsed = raw.withColumn("id", F.when(F.col("id_text").rlike(r"^[0-9]+\z"), F.col("id_text").cast("int")))
-    not_utf8 = ~F.is_valid_utf8("line")
-    malformed = (F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == "")
-    checks = parsed.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(not_utf8.cast("int")).alias("not_utf8"),
-        F.first(F.when(not_utf8, F.make_valid_utf8("line")), ignorenulls=True).alias("not_utf8_example"),
-        F.sum(malformed.cast("int")).alias("malformed"),
-        F.first(F.when(malformed, F.col("line")), ignorenulls=True).alias("example"),
-        F.countDistinct("id").alias("ids"),
-        F.countDistinct("key").alias("keys"),
-        F.min("id").alias("min_id"),
-        F.max("id").alias("max_id"),
-    ).collect()[0]
-    problems = []
-    if checks["not_utf8"]:
-        problems.append(f"{checks['not_utf8']} lines are not valid UTF-8, e.g. {checks['not_utf8_example']!r}")
-    elif checks["malformed"]:
-        problems.append(f"{checks['malformed']} malformed lines (expected 'id<TAB>key'), e.g. {checks['example']!r}")
-    elif checks["ids"] != checks["rows"] or checks["keys"] != checks["rows"]:
-        problems.append(f"{checks['rows']} lines but {checks['ids']} distinct ids and {checks['keys']} distinct keys")
-    elif checks["rows"] and (checks["min_id"] != 0 or checks["max_id"] != checks["rows"] - 1):
-        problems.append(
-            f"ids are not dense from 0 (min {checks['min_id']}, max {checks['max_id']}, {checks['rows']} lines)"
-        )
-    if not checks["rows"]:
-        problems.append("no entries")
-    if problems:
-        raise InputError(f"{path}: {'; '.join(problems)}")
-    return parsed.select("id", "key")
-
-
-def merge_dictionaries(seed: DataFrame, existing: DataFrame | None, what: str) -> DataFrame:
-    """The union of a given dictionary and the dataset's; any key or id mapped two ways is an error."""
-    if existing is None:
-        return seed
-    both = seed.select("id", "key").unionByName(existing.select("id", "key")).distinct()
-    clash = both.groupBy("key").agg(F.countDistinct("id").alias("n")).filter("n > 1").limit(5).collect()
-    clash += both.groupBy("id").agg(F.countDistinct("key").alias("n")).filter("n > 1").limit(5).collect()
-    if clash:
-        raise IngestError(
-            f"the {what} dictionary contradicts the dataset's existing ids (e.g. {clash[:3]}); ingest into a new dataset"
-        )
-    return both
+def _merged(seed: DataFrame, existing: DataFrame | None, what: str) -> DataFrame:
+    try:
+        return ingest.merge_dictionaries(seed, existing, what)
+    except ingest.DictionaryConflict as exc:
+        raise IngestError(str(exc)) from None
 
 
 def _parsed_sources(spark: SparkSession, opts: IngestOptions, inputs: IngestInputs, vocab) -> DataFrame:
@@ -138,20 +82,6 @@ def _parsed_aliases(spark: SparkSession, path: str | None, key_pattern: str, sou
 def _with_codes(dictionary: DataFrame | None, codec: ingest.KeyCodec) -> DataFrame | None:
     """A ``key``-keyed dictionary with the ``code`` its keys travel as (None stays None)."""
     return dictionary.withColumn("code", codec.code(F.col("key"))) if dictionary is not None else None
-
-
-def _count_lines(counts) -> dict:
-    """Summary counts from the collected line_counts rows."""
-    out: dict = {"lines": defaultdict(int), "ok": defaultdict(int), "quarantined": Counter(), "skipped": Counter()}
-    for row in counts:
-        out["lines"][row["split"]] += row["lines"]
-        if row["status"] == core_quarantine.OK:
-            out["ok"][row["split"]] += row["lines"]
-        elif row["status"] == core_quarantine.QUARANTINED:
-            out["quarantined"][row["reason"]] += row["lines"]
-        else:
-            out["skipped"][row["reason"]] += row["lines"]
-    return out
 
 
 # What later steps need of a parsed line. The text is parsed once into a Parquet staging area under the
@@ -189,10 +119,13 @@ def ingest_dump(
     vocab = ids_seed = None
     if inputs.entity_dict:
         # The release's dictionaries close the vocabulary; merged with the dataset's they give the ids.
-        vocab = (load_dictionary(spark, inputs.entity_dict), load_dictionary(spark, inputs.relation_dict))
+        vocab = tuple(
+            ingest.parse_dictionary(read_dictionary_lines(spark, p), p)
+            for p in (inputs.entity_dict, inputs.relation_dict)
+        )
         ids_seed = (
-            merge_dictionaries(vocab[0], previous["entities"], "entity"),
-            merge_dictionaries(vocab[1], previous["relations"], "relation"),
+            _merged(vocab[0], previous["entities"], "entity"),
+            _merged(vocab[1], previous["relations"], "relation"),
         )
     elif opts.format == "probe":
         raise InputError(
@@ -334,8 +267,8 @@ def _write_dataset(
     if unread:
         raise InputError(f"input file has no lines: {', '.join(unread)}")
     triple_splits = list(inputs.splits)
-    tally = _count_lines([r for r in counts if r["split"] in triple_splits])
-    alias_tally = _count_lines([r for r in counts if r["split"] not in triple_splits])
+    tally = ingest.line_tally([r for r in counts if r["split"] in triple_splits])
+    alias_tally = ingest.line_tally([r for r in counts if r["split"] not in triple_splits])
     total_lines = sum(tally["lines"].values())
     bad_lines = sum(tally["quarantined"].values())
     all_lines = total_lines + sum(alias_tally["lines"].values())

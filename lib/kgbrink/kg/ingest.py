@@ -12,11 +12,13 @@ their id; new keys get ``max(id) + 1, ...`` in key order (deterministic, whateve
 from __future__ import annotations
 
 import re
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.core.files import InputError
 from kgbrink.core.frames import distinct_in_tasks, distinct_packed, with_positions
 from kgbrink.core.quarantine import OK, QUARANTINED
 
@@ -391,3 +393,80 @@ def triple_changes(new: DataFrame, old: DataFrame) -> DataFrame:
         F.count(F.when(F.col("side") == 1, 1)).alias("added"),
         F.count(F.when(F.col("side") == 2, 1)).alias("removed"),
     )
+
+
+class DictionaryConflict(ValueError):
+    """A given dictionary maps a key or an id of the dataset's dictionary another way."""
+
+
+def parse_dictionary(lines: DataFrame, path: str) -> DataFrame:
+    """``id, key``: a PROBE-style ``id<TAB>key`` dictionary from its ``lines`` (``value``; read by
+    :func:`kgbrink.core.files.read_dictionary_lines`), validated: UTF-8, well-formed, unique, dense ids from
+    0; ``InputError`` naming ``path`` otherwise. Lines end at ``\\n`` only, so a lone ``\\r`` does not make
+    two entries, and a Latin-1 key is refused rather than stored with U+FFFD in it."""
+    fields = F.split(F.regexp_replace("value", "\r$", ""), "\t", -1)
+    raw = lines.select(
+        F.col("value").alias("line"),
+        fields[0].alias("id_text"),
+        F.trim(fields[1]).alias("key"),
+        F.size(fields).alias("n"),
+    )
+    parsed = raw.withColumn("id", F.when(F.col("id_text").rlike(r"^[0-9]+\z"), F.col("id_text").cast("int")))
+    not_utf8 = ~F.is_valid_utf8("line")
+    malformed = (F.col("n") != 2) | F.col("id").isNull() | (F.trim("key") == "")
+    checks = parsed.agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(not_utf8.cast("int")).alias("not_utf8"),
+        F.first(F.when(not_utf8, F.make_valid_utf8("line")), ignorenulls=True).alias("not_utf8_example"),
+        F.sum(malformed.cast("int")).alias("malformed"),
+        F.first(F.when(malformed, F.col("line")), ignorenulls=True).alias("example"),
+        F.countDistinct("id").alias("ids"),
+        F.countDistinct("key").alias("keys"),
+        F.min("id").alias("min_id"),
+        F.max("id").alias("max_id"),
+    ).collect()[0]
+    problems = []
+    if checks["not_utf8"]:
+        problems.append(f"{checks['not_utf8']} lines are not valid UTF-8, e.g. {checks['not_utf8_example']!r}")
+    elif checks["malformed"]:
+        problems.append(f"{checks['malformed']} malformed lines (expected 'id<TAB>key'), e.g. {checks['example']!r}")
+    elif checks["ids"] != checks["rows"] or checks["keys"] != checks["rows"]:
+        problems.append(f"{checks['rows']} lines but {checks['ids']} distinct ids and {checks['keys']} distinct keys")
+    elif checks["rows"] and (checks["min_id"] != 0 or checks["max_id"] != checks["rows"] - 1):
+        problems.append(
+            f"ids are not dense from 0 (min {checks['min_id']}, max {checks['max_id']}, {checks['rows']} lines)"
+        )
+    if not checks["rows"]:
+        problems.append("no entries")
+    if problems:
+        raise InputError(f"{path}: {'; '.join(problems)}")
+    return parsed.select("id", "key")
+
+
+def merge_dictionaries(seed: DataFrame, existing: DataFrame | None, what: str) -> DataFrame:
+    """The union of a given dictionary and the dataset's; any key or id mapped two ways is an error."""
+    if existing is None:
+        return seed
+    both = seed.select("id", "key").unionByName(existing.select("id", "key")).distinct()
+    clash = both.groupBy("key").agg(F.countDistinct("id").alias("n")).filter("n > 1").limit(5).collect()
+    clash += both.groupBy("id").agg(F.countDistinct("key").alias("n")).filter("n > 1").limit(5).collect()
+    if clash:
+        raise DictionaryConflict(
+            f"the {what} dictionary contradicts the dataset's existing ids (e.g. {clash[:3]}); ingest into a new dataset"
+        )
+    return both
+
+
+def line_tally(counts) -> dict:
+    """``lines``, ``ok`` (by split), ``quarantined``, ``skipped`` (by reason): the summary counts of the
+    collected :func:`kgbrink.core.quarantine.line_counts` rows."""
+    out: dict = {"lines": defaultdict(int), "ok": defaultdict(int), "quarantined": Counter(), "skipped": Counter()}
+    for row in counts:
+        out["lines"][row["split"]] += row["lines"]
+        if row["status"] == OK:
+            out["ok"][row["split"]] += row["lines"]
+        elif row["status"] == QUARANTINED:
+            out["quarantined"][row["reason"]] += row["lines"]
+        else:
+            out["skipped"][row["reason"]] += row["lines"]
+    return out
