@@ -158,6 +158,68 @@ def test_a_forced_release_elsewhere_gives_the_same_bytes(spark, released, work_d
             assert twin.read_bytes() == path.read_bytes(), path
 
 
+def test_a_damaged_previous_release_fails_naming_the_file(spark, released):
+    small, dataset, root, _, _ = released
+    latest = (Path(root) / "LATEST").read_text().strip()
+    damaged = next((Path(root) / latest / "kg" / "entities").glob("*.parquet"))
+    original = damaged.read_bytes()
+    changed = dataclasses.replace(small, mcq=dataclasses.replace(small.mcq, seed=small.mcq.seed + 7))
+    checksum = damaged.with_name(f".{damaged.name}.crc")  # the local file system's own check
+    crc = checksum.read_bytes()
+    try:
+        damaged.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        with pytest.raises(OSError, match=f"could not copy .*{latest}/kg/entities/.*Checksum error"):
+            release.run(JobContext(spark, changed), release.ReleaseOptions(dataset=dataset, out=root))
+        checksum.unlink()  # a store without checksums (s3a): the release's SHA-256 check finds it
+        with pytest.raises(layout.ManifestError, match=f"kg/entities/.*SHA-256 is not the one .*{latest}/SHA256SUMS"):
+            release.run(JobContext(spark, changed), release.ReleaseOptions(dataset=dataset, out=root))
+    finally:
+        damaged.write_bytes(original)
+        checksum.write_bytes(crc)
+    assert (Path(root) / "LATEST").read_text().strip() == latest  # the failed release is not the current one
+
+
+def test_untrusted_latest_and_manifests_fail_naming_the_field(tmp_path):
+    assert layout.latest_version(None, "x/LATEST") is None
+    assert layout.latest_version("v12\n", "x/LATEST") == "v12"
+    for text in ("../v1", "v0", "latest", ""):
+        with pytest.raises(layout.ManifestError, match="x/LATEST: expected a release version"):
+            layout.latest_version(text, "x/LATEST")
+    good = {
+        "version_number": "2.0.0",
+        "benchmarks": {"kg": {"fingerprint": {}}},
+        "configs": [
+            {
+                "name": "kg_entities",
+                "benchmark": "kg",
+                "description": "",
+                "files": {"train": ["kg/entities/a.parquet"]},
+                "rows": {"train": 1},
+                "fields": [],
+                "jsonl": {},
+                "jsonl_fields": [],
+            }
+        ],
+    }
+    assert layout.checked_manifest(json.dumps(good), "m.json") == good
+    bad = [
+        ("not json", "not JSON"),
+        (json.dumps({**good, "version_number": "x"}), "field version_number"),
+        (json.dumps({**good, "benchmarks": {"nope": {"fingerprint": {}}}}), "field benchmarks"),
+        (
+            json.dumps({**good, "configs": [{**good["configs"][0], "files": {"train": ["../../etc/passwd"]}}]}),
+            "'\\.\\.' segment",
+        ),
+        (json.dumps({**good, "configs": [{**good["configs"][0], "files": {"train": ["/abs"]}}]}), "is absolute"),
+        (json.dumps({**good, "configs": [{**good["configs"][0], "benchmark": "okgqa"}]}), r"configs\[0\]\.benchmark"),
+    ]
+    for text, message in bad:
+        with pytest.raises(layout.ManifestError, match=message):
+            layout.checked_manifest(text, "m.json")
+    with pytest.raises(layout.ManifestError, match="m.json: missing"):
+        layout.checked_manifest(None, "m.json")
+
+
 def test_an_id_without_a_key_fails_naming_the_column(spark):
     frame = spark.createDataFrame([(0, 0, 5)], "h int, r int, t int")
     entities = spark.createDataFrame([(0, "Q0")], "id int, key string")
@@ -229,3 +291,27 @@ def test_table_1_counts_a_removed_triple_once_per_rule_type_of_its_rules():
         ("ED", 1.0, 1.0, 1),
         ("RS", 0.75, 0.6, 2),
     ]
+
+
+def test_keyed_questions_name_answers_in_order_and_keep_null_apart_from_empty(spark):
+    from kgbrink.synthkgqa.generator import keyed_questions
+
+    schema = (
+        "id string, split string, seeds array<int>, answer int, answer_subgraph array<struct<h: int, r: int, t: int>>, "
+        "graph_isomorphism string, dutt_label string, n_hops int, n_edges int, n_seeds int, n_intermediate int, "
+        "all_answers array<int>, n_answers int"
+    )
+    edge = [(0, 0, 1)]
+    rows = [
+        ("q1", "test", [0], 1, edge, "(1)", "1p", 1, 1, 1, 0, [1, 0], 2),
+        ("q2", None, [0], 1, edge, "(1)", "1p", 1, 1, 1, 0, None, None),
+        ("q3", "test", [0], 1, edge, "(1)", "1p", 1, 1, 1, 0, [], 0),
+    ]
+    questions = spark.createDataFrame(rows, schema)
+    entities = spark.createDataFrame([(0, "Q0"), (1, "Q1")], "id int, key string")
+    relations = spark.createDataFrame([(0, "P0")], "id int, key string")
+    got = {r["id"]: r.asDict() for r in keyed_questions(questions, entities, relations).collect()}
+    assert got["q1"]["all_answers"] == ["Q1", "Q0"] and got["q1"]["seeds"] == ["Q0"] and got["q1"]["answer"] == "Q1"
+    assert got["q1"]["answer_subgraph"] == [["Q0", "P0", "Q1"]]
+    assert got["q2"]["all_answers"] is None and got["q2"]["split"] is None
+    assert got["q3"]["all_answers"] == []

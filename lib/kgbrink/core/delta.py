@@ -149,9 +149,16 @@ def commit_info(spark: SparkSession, path: str, version: int) -> dict:
                 "operationMetrics": info.get("operationMetrics") or {},
                 "userMetadata": info.get("userMetadata"),
                 "overwrote": _overwrote(info),
-                "timestamp": info.get("timestamp"),
             }
     raise LookupError(f"{path}: no commitInfo in version {version}")
+
+
+def commit_timestamp(spark: SparkSession, path: str, version: int) -> int | None:
+    """The commit time of ``version`` (milliseconds since the epoch), read from its commit file."""
+    for action in _commit_actions(spark, path, version):
+        if "commitInfo" in action:
+            return action["commitInfo"].get("timestamp")
+    return None
 
 
 def table_rows(spark: SparkSession, path: str, version: int) -> int:

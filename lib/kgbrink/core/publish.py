@@ -7,10 +7,10 @@ row's content, its rows sorted, written by one task (a retried task rewrites the
 
 from __future__ import annotations
 
-import json
 import re
 from urllib.parse import unquote
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -94,7 +94,12 @@ def copy_file(spark: SparkSession, source: str, target: str) -> None:
     src, src_fs = hadoop_path(spark, source)
     dst, dst_fs = hadoop_path(spark, target)
     conf = spark.sparkContext._jsc.hadoopConfiguration()
-    if not jvm.org.apache.hadoop.fs.FileUtil.copy(src_fs, src, dst_fs, dst, False, True, conf):
+    try:
+        copied = jvm.org.apache.hadoop.fs.FileUtil.copy(src_fs, src, dst_fs, dst, False, True, conf)
+    except Py4JJavaError as exc:  # e.g. a local file whose checksum no longer matches: damaged since written
+        cause = str(exc.java_exception.toString()).splitlines()[0]
+        raise OSError(f"could not copy {source} to {target}: {cause}") from None
+    if not copied:
         raise OSError(f"could not copy {source} to {target}")
 
 
@@ -121,28 +126,6 @@ def read_text(spark: SparkSession, path: str) -> str | None:
         return bytes(out.toByteArray()).decode("utf-8")
     finally:
         stream.close()
-
-
-def read_json(spark: SparkSession, path: str) -> dict | None:
-    text = read_text(spark, path)
-    return None if text is None else json.loads(text)
-
-
-def files_under(spark: SparkSession, directory: str) -> list[str]:
-    """Every file under ``directory`` as a path relative to it, sorted; names starting with ``_`` or ``.``
-    (staging, checksums of the local file system) are left out."""
-    if not path_exists(spark, directory):
-        return []
-    hpath, fs = hadoop_path(spark, directory)
-    root = fs.makeQualified(hpath).toString().rstrip("/") + "/"
-    found = []
-    iterator = fs.listFiles(hpath, True)
-    while iterator.hasNext():
-        name = iterator.next().getPath().toString()
-        relative = name[len(root) :] if name.startswith(root) else name
-        if not any(piece.startswith(("_", ".")) for piece in relative.split("/")):
-            found.append(relative)
-    return sorted(found)
 
 
 def digests(spark: SparkSession, directory: str, names: list[str]) -> dict[str, tuple[str, int]]:

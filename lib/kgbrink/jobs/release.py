@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog, publish
-from kgbrink.core.delta import commit_info
+from kgbrink.core.delta import commit_timestamp
 from kgbrink.core.files import delete_path
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import is_uri
@@ -34,7 +34,6 @@ from kgbrink.release import report as release_report
 from kgbrink.synthkgqa import generator
 
 NAME = "release"  # the question-set and mcq names the release's builders write under
-GT_RECORD = "id string, split string, seeds array<string>, answer string, answer_subgraph array<array<string>>"
 
 
 @dataclass
@@ -60,105 +59,148 @@ def _file_digest(path: str | None) -> str | None:
     steps=len(layout.BENCHMARKS) + 1,
 )
 def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
-    spark, config = ctx.spark, ctx.config
-    settings = config.release
+    config = ctx.config
     dataset = config.require_dataset(opts.dataset)
-    root = (opts.out or settings.out).rstrip("/")
-    unknown = sorted(set(settings.benchmarks) - set(layout.BENCHMARKS))
+    root = (opts.out or config.release.out).rstrip("/")
+    unknown = sorted(set(config.release.benchmarks) - set(layout.BENCHMARKS))
     if unknown:
         raise ValueError(f"release.benchmarks: unknown {', '.join(unknown)} (known: {', '.join(layout.BENCHMARKS)})")
-    enabled = [b for b in layout.BENCHMARKS if b in settings.benchmarks]
+    enabled = [b for b in layout.BENCHMARKS if b in config.release.benchmarks]
     summary = ctx.begin(dataset=dataset, out=root, benchmarks=",".join(enabled))
-    for name in layout.INPUT_TABLES:
-        ctx.read(name, catalog.path(name, dataset=dataset))
-    inputs = {name: summary.inputs[name].version for name in layout.INPUT_TABLES}
-    sections = {s: dataclasses.asdict(getattr(config, s)) for b in enabled for s in layout.SECTIONS[b]}
-    extra = {
-        "synthkgqa": {
-            "questions": _file_digest(opts.questions),
-            "question_graphs": settings.question_graphs,
-            "per_type": settings.questions_per_type,
-        },
-        "probekgc": {"scores": _file_digest(opts.scores), "scores_model": opts.scores_model},
-    }
-    fingerprints = {b: layout.fingerprint(b, inputs, sections, extra.get(b)) for b in enabled}
-    latest = (publish.read_text(spark, f"{root}/LATEST") or "").strip() or None
-    previous = publish.read_json(spark, f"{root}/{latest}/release.json") if latest else None
-    todo = list(enabled) if opts.force else layout.changed(previous, fingerprints)
-    if previous is not None and not todo and sorted(previous["benchmarks"]) == sorted(enabled):
+    plan = _plan(ctx, opts, dataset, root, enabled)
+    if plan.previous is not None and not plan.todo and sorted(plan.previous["benchmarks"]) == sorted(enabled):
         summary.counts.update(rebuilt=0, reused=len(enabled))
-        summary.highlights["release"] = f"{root}/{latest}: unchanged (every input version and setting as in {latest})"
-        summary.extra.update(version=latest, rebuilt=[], reused=enabled)
+        summary.highlights["release"] = f"{root}/{plan.latest}: unchanged (every input version and setting as before)"
+        summary.extra.update(version=plan.latest, rebuilt=[], reused=enabled)
         return summary
-    number = int(previous["version_number"].split(".")[0]) + 1 if previous else 1
-    version = f"v{number}"
-    target = f"{root}/{version}"
-    delete_path(spark, target)
-    work = Path(config.data_dir) / "_release_work" / version
-    shutil.rmtree(work, ignore_errors=True)
-    env = _Env(ctx, opts, dataset, target, work)
+    env = _Env(
+        ctx, opts, dataset, f"{root}/v{plan.number}", Path(config.data_dir) / "_release_work" / f"v{plan.number}"
+    )
+    delete_path(ctx.spark, env.target)
+    shutil.rmtree(env.work, ignore_errors=True)
     configs: list[layout.Config] = []
-    entries = {}
     for benchmark in enabled:
         with ctx.step(benchmark):
-            if benchmark in todo:
+            if benchmark in plan.todo:
                 built = BUILDERS[benchmark](env)
             else:
-                built = _reuse(env, f"{root}/{latest}", previous, benchmark)
+                built = _reuse(env, f"{root}/{plan.latest}", plan.previous, benchmark)
             empty = [c.name for c in built if not c.files]
             if empty:
                 note = f"Without rows, so not in this release: {', '.join(empty)}."
                 env.notes[benchmark] = " ".join(x for x in (env.notes.get(benchmark, ""), note) if x)
             configs += [c for c in built if c.files]
-            entries[benchmark] = {
-                "fingerprint": fingerprints[benchmark],
-                "settings": {s: sections[s] for s in layout.SECTIONS[benchmark]},
-                "notes": env.notes.get(benchmark, ""),
-            }
     with ctx.step("describe"):
-        manifest = {
-            "name": settings.name,
-            "version": version,
-            "version_number": f"{number}.0.0",
-            "dataset_name": dataset.rstrip("/").rsplit("/", 1)[-1],
-            "licence": settings.licence,
-            "url": settings.url,
-            "date": _date(ctx, dataset),
-            "inputs": inputs,
-            "benchmarks": entries,
-            "configs": [c.as_dict() for c in configs],
-        }
-        relative = sorted(
-            f[len(target) + 1 :] for c in configs for fs in [*c.files.values(), *c.jsonl.values()] for f in fs
-        )
-        for c in manifest["configs"]:
-            for kind in ("files", "jsonl"):
-                c[kind] = {s: [f[len(target) + 1 :] for f in fs] for s, fs in c[kind].items()}
-        digests = publish.digests(spark, target, relative)
-        publish.write_text(spark, f"{target}/README.md", card.dataset_card(manifest))
-        document = croissant.metadata(manifest, digests)
-        publish.write_text(spark, f"{target}/croissant.json", layout.canonical_json(document) + "\n")
-        publish.write_text(spark, f"{target}/release.json", layout.canonical_json(manifest) + "\n")
-        reported = _report(env, manifest, configs)
-        described = ["README.md", "croissant.json", "release.json", *reported]
-        digests.update(publish.digests(spark, target, described))
-        sums = "".join(f"{digests[name][0]}  {name}\n" for name in sorted(digests))
-        publish.write_text(spark, f"{target}/SHA256SUMS", sums)
-        publish.write_text(spark, f"{root}/LATEST", version + "\n")
-    shutil.rmtree(work, ignore_errors=True)
-    rebuilt = [b for b in enabled if b in todo]
-    summary.counts.update(
-        rebuilt=len(rebuilt), reused=len(enabled) - len(rebuilt), configs=len(configs), files=len(digests) + 1
-    )
+        files = _describe(env, plan, enabled, configs)
+        publish.write_text(ctx.spark, f"{root}/LATEST", f"v{plan.number}\n")
+    shutil.rmtree(env.work, ignore_errors=True)
+    rebuilt = [b for b in enabled if b in plan.todo]
+    reused = [b for b in enabled if b not in plan.todo]
+    summary.counts.update(rebuilt=len(rebuilt), reused=len(reused), configs=len(configs), files=files)
     summary.counts.update({f"rows_{c.name}": sum(c.rows.values()) for c in configs})
-    summary.extra.update(version=version, rebuilt=rebuilt, reused=[b for b in enabled if b not in todo])
-    summary.highlights["release"] = f"{target}: rebuilt {', '.join(rebuilt) or 'none'}" + (
-        f"; reused {', '.join(b for b in enabled if b not in todo)} from {latest}"
-        if len(rebuilt) < len(enabled)
-        else ""
+    summary.extra.update(version=f"v{plan.number}", rebuilt=rebuilt, reused=reused)
+    summary.highlights["release"] = f"{env.target}: rebuilt {', '.join(rebuilt) or 'none'}" + (
+        f"; reused {', '.join(reused)} from {plan.latest}" if reused else ""
     )
-    summary.artifacts.append(f"{target}/README.md")
+    summary.artifacts.append(f"{env.target}/README.md")
     return summary
+
+
+@dataclass
+class _Plan:
+    """What this release starts from: the dataset's input versions, the settings sections, each enabled
+    benchmark's fingerprint, the current release (``latest``, its checked manifest) and what to build."""
+
+    inputs: dict
+    sections: dict
+    fingerprints: dict
+    latest: str | None
+    previous: dict | None
+    todo: list
+    number: int
+
+
+def _plan(ctx: JobContext, opts: ReleaseOptions, dataset: str, root: str, enabled: list[str]) -> _Plan:
+    config, spark = ctx.config, ctx.spark
+    for name in layout.INPUT_TABLES:
+        ctx.read(name, catalog.path(name, dataset=dataset))
+    inputs = {name: ctx.summary.inputs[name].version for name in layout.INPUT_TABLES}
+    sections = {s: dataclasses.asdict(getattr(config, s)) for b in enabled for s in layout.SECTIONS[b]}
+    extra = {
+        "synthkgqa": {
+            "questions": _file_digest(opts.questions),
+            "question_graphs": config.release.question_graphs,
+            "per_type": config.release.questions_per_type,
+        },
+        "probekgc": {"scores": _file_digest(opts.scores), "scores_model": opts.scores_model},
+    }
+    fingerprints = {b: layout.fingerprint(b, inputs, sections, extra.get(b)) for b in enabled}
+    latest = layout.latest_version(publish.read_text(spark, f"{root}/LATEST"), f"{root}/LATEST")
+    where = f"{root}/{latest}/release.json"
+    previous = layout.checked_manifest(publish.read_text(spark, where), where) if latest else None
+    todo = list(enabled) if opts.force else layout.changed(previous, fingerprints)
+    number = int(previous["version_number"].split(".")[0]) + 1 if previous else 1
+    return _Plan(inputs, sections, fingerprints, latest, previous, todo, number)
+
+
+def _describe(env: _Env, plan: _Plan, enabled: list[str], configs: list[layout.Config]) -> int:
+    """The manifest, card, Croissant document, report and ``SHA256SUMS`` of the release; its file count."""
+    spark, target = env.ctx.spark, env.target
+    manifest = {
+        "name": env.ctx.config.release.name,
+        "version": f"v{plan.number}",
+        "version_number": f"{plan.number}.0.0",
+        "dataset_name": env.dataset.rstrip("/").rsplit("/", 1)[-1],
+        "licence": env.ctx.config.release.licence,
+        "url": env.ctx.config.release.url,
+        "date": _date(env.ctx),
+        "inputs": plan.inputs,
+        "benchmarks": {
+            b: {
+                "fingerprint": plan.fingerprints[b],
+                "settings": {s: plan.sections[s] for s in layout.SECTIONS[b]},
+                "notes": env.notes.get(b, ""),
+            }
+            for b in enabled
+        },
+        "configs": [c.as_dict() for c in configs],
+    }
+    for c in manifest["configs"]:
+        for kind in ("files", "jsonl"):
+            c[kind] = {s: [f[len(target) + 1 :] for f in fs] for s, fs in c[kind].items()}
+    data = sorted(f for c in manifest["configs"] for kind in ("files", "jsonl") for fs in c[kind].values() for f in fs)
+    digests = publish.digests(spark, target, data)
+    if plan.previous is not None:
+        reused = [b for b in enabled if b not in plan.todo]
+        _check_reused(spark, f"{target.rsplit('/', 1)[0]}/{plan.latest}", digests, reused, manifest)
+    publish.write_text(spark, f"{target}/README.md", card.dataset_card(manifest))
+    document = croissant.metadata(manifest, digests)
+    publish.write_text(spark, f"{target}/croissant.json", layout.canonical_json(document) + "\n")
+    publish.write_text(spark, f"{target}/release.json", layout.canonical_json(manifest) + "\n")
+    described = ["README.md", "croissant.json", "release.json", *_report(env, manifest, configs)]
+    digests.update(publish.digests(spark, target, described))
+    publish.write_text(spark, f"{target}/SHA256SUMS", "".join(f"{digests[n][0]}  {n}\n" for n in sorted(digests)))
+    return len(digests) + 1
+
+
+def _check_reused(spark, previous_dir: str, digests: dict, reused: list[str], manifest: dict) -> None:
+    """Every file copied from the previous release has the SHA-256 its ``SHA256SUMS`` gives: a file changed
+    or damaged since it was released fails the release, naming it, instead of being published again."""
+    if not reused:
+        return
+    sums = {}
+    for line in (publish.read_text(spark, f"{previous_dir}/SHA256SUMS") or "").splitlines():
+        digest, _, name = line.partition("  ")
+        sums[name] = digest
+    for config in manifest["configs"]:
+        if config["benchmark"] not in reused:
+            continue
+        for name in [f for fs in [*config["files"].values(), *config["jsonl"].values()] for f in fs]:
+            if sums.get(name) != digests[name][0]:
+                raise layout.ManifestError(
+                    f"{previous_dir}/{name}: its SHA-256 is not the one {previous_dir}/SHA256SUMS gives; "
+                    "the released file changed or is damaged (run with --force to rebuild)"
+                )
 
 
 REPORT_TABLES = (
@@ -188,12 +230,12 @@ def _report(env: _Env, manifest: dict, configs: list[layout.Config]) -> list[str
     return sorted(written)
 
 
-def _date(ctx: JobContext, dataset: str) -> str:
+def _date(ctx: JobContext) -> str:
     """The date of the triples version the release is built from (ISO, UTC): deterministic per dataset."""
     import datetime
 
     table = ctx.summary.inputs["triples"]
-    stamp = commit_info(ctx.spark, table.path, table.version).get("timestamp") or 0
+    stamp = commit_timestamp(ctx.spark, table.path, table.version) or 0
     return datetime.datetime.fromtimestamp(stamp / 1000, datetime.UTC).date().isoformat()
 
 
@@ -372,20 +414,7 @@ def _gt_questions(env: _Env) -> layout.Config:
     """The question set by key (the form ``gt-questions --input`` reads) with its classification."""
     entities, relations = env.dictionaries()
     path = catalog.path("synthkgqa.gt_questions", dataset=env.dataset, questions=NAME)
-    table = env.ctx.read("synthkgqa_questions", path)
-    records = generator.to_records(table, entities, relations).select("id", F.from_json("value", GT_RECORD).alias("q"))
-    classified = table.select(
-        "id", "graph_isomorphism", "dutt_label", "n_hops", "n_edges", "n_seeds", "n_intermediate", "n_answers"
-    )
-    answers = table.select("id", F.posexplode_outer("all_answers").alias("pos", "e"))
-    named = (
-        answers.join(entities.select(F.col("id").alias("e"), "key"), "e", "left")
-        .groupBy("id")
-        .agg(F.array_sort(F.collect_list(F.struct("pos", "key"))).alias("a"))
-        .select("id", F.transform("a", lambda x: x["key"]).alias("all_answers"))
-    )
-    frame = records.select("id", "q.split", "q.seeds", "q.answer", "q.answer_subgraph").join(classified, "id")
-    frame = frame.join(named, "id", "left")
+    frame = generator.keyed_questions(env.ctx.read("synthkgqa_questions", path), entities, relations)
     description = "questions with ground-truth answer subgraphs by key, classified (App. A.2)"
     return _publish(env, "synthkgqa_questions", "synthkgqa", frame, "split", description, jsonl=True)
 

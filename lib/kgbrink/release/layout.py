@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -107,6 +108,66 @@ class Config:
             d.get("jsonl", {}),
             [tuple(f) for f in d.get("jsonl_fields", [])],
         )
+
+
+VERSION = re.compile(r"v[1-9][0-9]{0,8}")
+
+
+class ManifestError(ValueError):
+    """A release root's ``LATEST`` or ``release.json`` is not what a release wrote."""
+
+
+def latest_version(text: str | None, where: str) -> str | None:
+    """The version ``LATEST`` names (``v<n>``), None without the file; anything else fails naming it."""
+    if text is None:
+        return None
+    name = text.strip()
+    if not VERSION.fullmatch(name):
+        raise ManifestError(f"{where}: expected a release version such as v3, found {name[:80]!r}")
+    return name
+
+
+def checked_manifest(text: str | None, where: str) -> dict:
+    """The previous release's manifest, checked before it is trusted: JSON with a version number,
+    benchmarks with their fingerprints, configurations whose files are safe relative names; and
+    ``SHA256SUMS``-style digests are compared later. Fails naming the file and the field."""
+    from kgbrink.storage.staging import StagingError, checked_name
+
+    if text is None:
+        raise ManifestError(f"{where}: missing (LATEST names a release that is not there)")
+    try:
+        manifest = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{where}: not JSON ({exc})") from None
+
+    def need(ok: bool, field_name: str) -> None:
+        if not ok:
+            raise ManifestError(f"{where}: field {field_name} is missing or malformed")
+
+    need(isinstance(manifest, dict), "(the document)")
+    need(re.fullmatch(r"[1-9][0-9]{0,8}\.0\.0", str(manifest.get("version_number", ""))) is not None, "version_number")
+    benchmarks = manifest.get("benchmarks")
+    need(isinstance(benchmarks, dict) and all(b in BENCHMARKS for b in benchmarks), "benchmarks")
+    for name, entry in benchmarks.items():
+        need(isinstance(entry, dict) and isinstance(entry.get("fingerprint"), dict), f"benchmarks.{name}.fingerprint")
+    configs = manifest.get("configs")
+    need(isinstance(configs, list), "configs")
+    for i, config in enumerate(configs):
+        need(isinstance(config, dict) and config.get("benchmark") in benchmarks, f"configs[{i}].benchmark")
+        for kind in ("files", "jsonl"):
+            files = config.get(kind, {})
+            need(isinstance(files, dict) and all(isinstance(v, list) for v in files.values()), f"configs[{i}].{kind}")
+            for names in files.values():
+                for file_name in names:
+                    try:
+                        checked_name(file_name, f"{where}: configs[{i}].{kind}")
+                    except StagingError as exc:
+                        raise ManifestError(str(exc)) from None
+        try:
+            Config.from_dict(config)
+        except (KeyError, TypeError, ValueError):
+            need(False, f"configs[{i}]")
+    return manifest
 
 
 def canonical_json(value) -> str:

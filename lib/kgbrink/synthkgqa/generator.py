@@ -249,3 +249,35 @@ def types_short(type_rows: list[dict], types: list[str], per_type: int) -> dict[
     for row in type_rows:
         got[row["graph_isomorphism"]] = got.get(row["graph_isomorphism"], 0) + row["questions"]
     return {t: got.get(t, 0) for t in types if got.get(t, 0) < per_type}
+
+
+RECORD = "id string, split string, seeds array<string>, answer string, answer_subgraph array<array<string>>"
+
+
+def keyed_questions(questions: DataFrame, entities: DataFrame, relations: DataFrame) -> DataFrame:
+    """``id, split, seeds, answer, answer_subgraph`` by key (:func:`to_records`) with the classification
+    (``graph_isomorphism, dutt_label, n_hops, n_edges, n_seeds, n_intermediate, n_answers``) and
+    ``all_answers`` by key, in their order (null when not computed): a ``gt_questions`` table for a release."""
+    records = to_records(questions, entities, relations).select("id", F.from_json("value", RECORD).alias("q"))
+    classified = questions.select(
+        "id",
+        "graph_isomorphism",
+        "dutt_label",
+        "n_hops",
+        "n_edges",
+        "n_seeds",
+        "n_intermediate",
+        "n_answers",
+        F.col("all_answers").alias("_ids"),
+    )
+    keys = entities.select(F.col("id").alias("e"), "key")
+    answers = (
+        questions.select("id", F.posexplode("all_answers").alias("pos", "e"))
+        .join(keys, "e", "left")
+        .groupBy("id")
+        .agg(F.array_sort(F.collect_list(F.struct("pos", "key"))).alias("a"))
+        .select("id", F.transform("a", lambda x: x["key"]).alias("_keys"))
+    )
+    frame = records.select("id", "q.split", "q.seeds", "q.answer", "q.answer_subgraph").join(classified, "id")
+    named = F.when(F.col("_ids").isNotNull(), F.coalesce("_keys", F.array().cast("array<string>")))
+    return frame.join(answers, "id", "left").withColumn("all_answers", named).drop("_ids", "_keys")
