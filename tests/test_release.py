@@ -274,6 +274,8 @@ def test_table_1_counts_a_removed_triple_once_per_rule_type_of_its_rules():
         {"rule_type": "path", "rules": 2, "removed_triples": 2},
         {"rule_type": "symmetry", "rules": 1, "removed_triples": 2},
     ]
+    counted = pd.DataFrame({"rule_ids": [["a"], ["b", "c"]], "count": [3, 2]})  # distinct rule sets, counted
+    assert rule_types(rules, counted)["removed_triples"].tolist() == [2, 3]
     similarity = pd.DataFrame(
         {
             "method": ["RS", "RS", "ED"],

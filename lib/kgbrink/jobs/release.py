@@ -20,6 +20,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -217,11 +218,13 @@ REPORT_TABLES = (
 def _report(env: _Env, manifest: dict, configs: list[layout.Config]) -> list[str]:
     """The report page (:mod:`kgbrink.release.report`) into ``report/``: its files, relative to the release."""
     spark = env.ctx.spark
-    tables = {
-        c.name: spark.read.parquet(*[f for files in c.files.values() for f in files]).toPandas()
-        for c in configs
-        if c.name in REPORT_TABLES
-    }
+    tables = {}
+    for c in configs:
+        if c.name in REPORT_TABLES:
+            frame = spark.read.parquet(*[f for files in c.files.values() for f in files])
+            if c.name == "brink_removed":  # only its rule sets, counted: not a row per removed triple
+                frame = frame.groupBy("rule_ids").count()
+            tables[c.name] = frame.toPandas()
     local = env.work / "report"
     written = []
     for path in release_report.write(manifest, tables, local):
@@ -276,21 +279,25 @@ def _publish(
     folder = f"{env.target}/{benchmark}/{config[len(benchmark) + 1 :]}"
     if split is not None:
         frame = frame.withColumn(split, F.coalesce(F.col(split), F.lit("train")))
-        rows = {r[split]: r["count"] for r in frame.groupBy(split).count().collect()}
-    else:
-        rows = {"train": frame.count()}
-    shard_rows = env.ctx.config.release.shard_rows
-    if not sum(rows.values()):
-        return layout.Config(config, benchmark, description)  # no rows: left out of the release, and named
-    files = publish.write_shards(frame, folder, sum(rows.values()), shard_rows, "parquet", split)
-    fields = [(f.name, f.dataType.jsonValue()) for f in frame.schema.fields if f.name != split]
-    result = layout.Config(
-        config, benchmark, description, _ordered(files), {s: rows[s] for s in _ordered(files)}, fields
-    )
-    if jsonl:
-        result.jsonl = _ordered(publish.write_shards(frame, folder, sum(rows.values()), shard_rows, "json", split))
-        result.jsonl_fields = fields
-    return result
+    # counted, then written once or twice: computed (keys joined, JSON parsed) once
+    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        if split is not None:
+            rows = {r[split]: r["count"] for r in frame.groupBy(split).count().collect()}
+        else:
+            rows = {"train": frame.count()}
+        shard_rows = env.ctx.config.release.shard_rows
+        if not sum(rows.values()):
+            return layout.Config(config, benchmark, description)  # no rows: left out of the release, and named
+        files = _ordered(publish.write_shards(frame, folder, sum(rows.values()), shard_rows, "parquet", split))
+        fields = [(f.name, f.dataType.jsonValue()) for f in frame.schema.fields if f.name != split]
+        result = layout.Config(config, benchmark, description, files, {s: rows[s] for s in files}, fields)
+        if jsonl:
+            result.jsonl = _ordered(publish.write_shards(frame, folder, sum(rows.values()), shard_rows, "json", split))
+            result.jsonl_fields = fields
+        return result
+    finally:
+        frame.unpersist()
 
 
 SPLIT_ORDER = ("train", "valid", "test", "easy", "medium", "hard")

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.rules.model import RULE_TABLE_COLUMNS
+
 BENCHMARKS = ("kg", "brink", "probe", "synthkgqa", "probekgc", "okgqa")
 INPUT_TABLES = ("triples", "entities", "relations")
 
@@ -302,20 +304,7 @@ TABLE_PARTS = (
         "variant.rules",
         "variant",
         "the Horn rules with AMIE3's metrics",
-        (
-            "id",
-            "rule",
-            "head_relation",
-            "length",
-            "rule_type",
-            "support",
-            "head_coverage",
-            "std_confidence",
-            "pca_confidence",
-            "body_size",
-            "pca_body_size",
-            "functional_variable",
-        ),
+        tuple(c for c in RULE_TABLE_COLUMNS if c != "body"),  # the body is in the rule's text
     ),
     TablePart(
         "probe_entity_popularity",

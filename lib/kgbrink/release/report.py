@@ -27,17 +27,19 @@ def _table(frame: pd.DataFrame, columns: list[str]) -> list[str]:
 
 
 def rule_types(rules: pd.DataFrame, removed: pd.DataFrame) -> pd.DataFrame:
-    """``rule_type, rules, removed_triples``: BRINK Table 1 from the rules and the removed triples' rule ids."""
+    """``rule_type, rules, removed_triples``: BRINK Table 1 from the rules and the removed triples' rule ids
+    (``removed``: ``rule_ids``, one row per triple, or with ``count``, one row per distinct rule set)."""
     of_rule = dict(zip(rules["id"], rules["rule_type"]))
+    counts = removed["count"] if "count" in removed.columns else [1] * len(removed)
     removed_by_type: dict[str, int] = {}
-    for ids in removed["rule_ids"]:
+    for ids, n in zip(removed["rule_ids"], counts):
         for rule_type in {of_rule.get(i) for i in ids if i in of_rule}:
-            removed_by_type[rule_type] = removed_by_type.get(rule_type, 0) + 1
-    counts = rules.groupby("rule_type").size()
+            removed_by_type[rule_type] = removed_by_type.get(rule_type, 0) + int(n)
+    rules_by_type = rules.groupby("rule_type").size()
     return pd.DataFrame(
         [
-            {"rule_type": t, "rules": int(counts[t]), "removed_triples": removed_by_type.get(t, 0)}
-            for t in sorted(counts.index)
+            {"rule_type": t, "rules": int(rules_by_type[t]), "removed_triples": removed_by_type.get(t, 0)}
+            for t in sorted(rules_by_type.index)
         ],
         columns=["rule_type", "rules", "removed_triples"],
     )

@@ -30,7 +30,7 @@ from pyspark.sql.window import Window
 from kgbrink.core.frames import checkpoint
 from kgbrink.graph.hashing import u64, uniform
 from kgbrink.synthkgqa import answer_types
-from kgbrink.synthkgqa.questions import TRIPLE_TYPE
+from kgbrink.synthkgqa.questions import QUESTION_COLUMNS, TRIPLE_TYPE
 
 # Candidate answers drawn per type in the first round, as a multiple of the questions wanted; later rounds
 # draw what the type's observed success rate says is needed, times SAFETY (at most MAX_RATE_INVERSE per
@@ -251,6 +251,9 @@ def types_short(type_rows: list[dict], types: list[str], per_type: int) -> dict[
     return {t: got.get(t, 0) for t in types if got.get(t, 0) < per_type}
 
 
+CLASSIFICATION_COLUMNS = QUESTION_COLUMNS[
+    QUESTION_COLUMNS.index("graph_isomorphism") : QUESTION_COLUMNS.index("all_answers")
+]
 RECORD = "id string, split string, seeds array<string>, answer string, answer_subgraph array<array<string>>"
 
 
@@ -259,17 +262,7 @@ def keyed_questions(questions: DataFrame, entities: DataFrame, relations: DataFr
     (``graph_isomorphism, dutt_label, n_hops, n_edges, n_seeds, n_intermediate, n_answers``) and
     ``all_answers`` by key, in their order (null when not computed): a ``gt_questions`` table for a release."""
     records = to_records(questions, entities, relations).select("id", F.from_json("value", RECORD).alias("q"))
-    classified = questions.select(
-        "id",
-        "graph_isomorphism",
-        "dutt_label",
-        "n_hops",
-        "n_edges",
-        "n_seeds",
-        "n_intermediate",
-        "n_answers",
-        F.col("all_answers").alias("_ids"),
-    )
+    classified = questions.select("id", *CLASSIFICATION_COLUMNS, "n_answers", F.col("all_answers").alias("_ids"))
     keys = entities.select(F.col("id").alias("e"), "key")
     answers = (
         questions.select("id", F.posexplode("all_answers").alias("pos", "e"))
