@@ -20,6 +20,7 @@ from kgbrink.core import publish
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import ingest, release, synth
 from kgbrink.release import layout
+from kgbrink.storage import staging
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -99,10 +100,18 @@ def test_every_config_loads_with_the_hub_loader_and_croissant(released):
         folder / "report" / "similarity.png"
     ).stat().st_size
     sums = dict(reversed(line.split("  ")) for line in (folder / "SHA256SUMS").read_text().splitlines())
-    on_disk = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and p.name != "SHA256SUMS")
-    assert sorted(sums) == [p for p in on_disk if not p.split("/")[-1].startswith(".")]
+    on_disk = sorted(  # not Hadoop's local .crc files
+        str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")
+    )
+    assert sorted(sums) == [p for p in on_disk if p not in ("SHA256SUMS", staging.MANIFEST)]
     for name, digest in sums.items():
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+    # the manifest of `kgbrink stage`: every other file with its size and SHA-256 (`kgbrink fetch` reads it)
+    staged = staging.Manifest.from_json((folder / staging.MANIFEST).read_text(), staging.MANIFEST)
+    assert staged.version == "v1" and sorted(staged.files) == [p for p in on_disk if p != staging.MANIFEST]
+    for name, entry in staged.files.items():
+        data = (folder / name).read_bytes()
+        assert (entry.size, entry.sha256) == (len(data), hashlib.sha256(data).hexdigest()), name
 
 
 def test_tables_hold_the_dataset_by_key(spark, released):

@@ -369,6 +369,20 @@ def test_stage_and_fetch_through_the_cli(s3, config, dump, tmp_path, capsys):
     assert "fetched:" in capsys.readouterr().out
 
 
+def test_fetch_from_a_release_root_takes_the_version_latest_names(s3, config, dump, tmp_path, capsys):
+    root = f"s3a://{BUCKET}/releases/w5m"
+    staging.stage(s3, dump, f"{root}/v2", "v2")
+    s3.put_object(Bucket=BUCKET, Key="releases/w5m/LATEST", Body=b"v2\n")
+    summary = tmp_path / "fetch.json"
+    assert _cli(config, "fetch", "--from", root, "--out", str(tmp_path / "r"), "--json", str(summary)) == 0
+    assert json.loads(summary.read_text())["params"]["source"] == f"{root}/v2"
+    assert (tmp_path / "r" / "sub" / "valid.txt").read_bytes() == b"Q1\tP1\tQ2\n"
+    s3.put_object(Bucket=BUCKET, Key="releases/w5m/LATEST", Body=b"../../etc\n")  # untrusted: checked
+    assert _cli(config, "fetch", "--from", root, "--out", str(tmp_path / "r")) == 1
+    assert "releases/w5m/LATEST: expected a release version such as v3" in capsys.readouterr().err
+    assert (tmp_path / "r" / "train.txt").read_bytes() == b"abc"  # left as it was
+
+
 def test_stage_usage_errors_exit_2(s3, config, dump, capsys):
     assert _cli(config, "stage", "--input", str(dump), "--to", "http://elsewhere/x") == 2
     assert "--to: not an S3 location" in capsys.readouterr().err

@@ -1,18 +1,19 @@
-"""kgbrink's scheduled refresh as an Apache Airflow DAG: stage -> refresh -> build -> publish + score.
+"""kgbrink's scheduled refresh as an Apache Airflow DAG: stage -> refresh -> release + score.
 
 - ``stage``: ``kgbrink stage`` uploads the local dump directory to the bucket (checksums, a manifest);
 - ``refresh``: ``jobs/refresh.py --no-rebuild`` merges the staged dump into the dataset by Delta MERGE and
   recomputes the statistics; the variants and score runs it finds stale are left to the next tasks;
 - ``changed``: short-circuits the rest when the refresh was a no-op (``"changed": false``, nothing stale);
-- ``build``: ``jobs/build.py`` rebuilds the variant, its plain files into a local directory (client mode);
-- ``publish``: ``kgbrink stage --variant`` puts those files beside the variant's tables;
+- ``release``: ``jobs/release.py`` builds the benchmarks whose inputs changed (the BRINK variant among
+  them) into the next version of the release on the bucket, with its manifest (``kgbrink fetch --from``
+  the release root downloads it checked);
 - ``score``: ``jobs/score.py`` scores the rank files again on the new tables.
 
 The Spark jobs run by spark-submit in client mode on this worker, from a kgbrink checkout that has its
 virtualenv, ``.cache/jars`` (``make jars JAR_PROFILES=s3``) and ``kgbrink.zip`` (docs/scheduling.md). Every
 task writes its job's ``--json`` summary and prints it as its last line, so it is the task's XCom
-``return_value``. A failed task is retried: a refresh, build or score that is run again resumes (nothing
-is done twice).
+``return_value``. A failed task is retried: a refresh, release or score that is run again resumes or
+starts its version again (nothing is published twice).
 
 Settings: each of ``DEFAULTS`` is taken from the run's config ("Trigger DAG w/ config"), else the Airflow
 Variable ``kgbrink_<name>``, else the default here. Nothing here is a credential: the S3 keys (and any
@@ -38,8 +39,7 @@ DEFAULTS = {
     "dump_uri": "s3a://my-kg-bucket/kgbrink/dumps/wikidata5m",  # where stage puts it and refresh reads it
     "format": "wikidata5m",
     "dataset": "s3a://my-kg-bucket/kgbrink/datasets/wikidata5m",
-    "variant": "brink",
-    "release_dir": "data/airflow/release",  # build --out: the variant's plain files on this worker
+    "release": "s3a://my-kg-bucket/kgbrink/releases/wikidata5m",  # the release root: v1, v2, ..., LATEST
     "ranks": "s3a://my-kg-bucket/kgbrink/ranks/",  # the rank files score reads
 }
 
@@ -79,7 +79,7 @@ def spark_submit(job: str, options: str) -> str:
 
 
 def refresh_changed(ti) -> bool:
-    """Go on to build and score when the refresh changed the dataset or found the variant or a score run
+    """Go on to release and score when the refresh changed the dataset or found the variant or a score run
     stale (a rebuild an earlier run began); a no-op refresh short-circuits them."""
     summary = ti.xcom_pull(task_ids="refresh")
     summary = json.loads(summary) if isinstance(summary, str) else summary
@@ -91,7 +91,7 @@ def refresh_changed(ti) -> bool:
 
 with DAG(
     dag_id="kgbrink_refresh",
-    description="kgbrink: stage a new dump, refresh the dataset by Delta MERGE, rebuild the variant, score again",
+    description="kgbrink: stage a new dump, refresh the dataset by Delta MERGE, release the benchmarks, score again",
     schedule="0 3 * * 1",  # Mondays 03:00 UTC
     start_date=datetime(2026, 1, 1),
     catchup=False,
@@ -120,22 +120,12 @@ with DAG(
         ),
     )
     changed = ShortCircuitOperator(task_id="changed", python_callable=refresh_changed)
-    build = BashOperator(
-        task_id="build",
-        bash_command=spark_submit(
-            "build",
-            f"--dataset {setting('dataset')} --variant {setting('variant')} --out {setting('release_dir')}",
-        ),
-    )
-    publish = BashOperator(
-        task_id="publish",
-        bash_command=kgbrink(
-            "stage",
-            f"--input {setting('release_dir')} --dataset {setting('dataset')} --variant {setting('variant')}",
-        ),
+    release = BashOperator(
+        task_id="release",
+        bash_command=spark_submit("release", f"--dataset {setting('dataset')} --out {setting('release')}"),
     )
     score = BashOperator(
         task_id="score",
         bash_command=spark_submit("score", f"--dataset {setting('dataset')} --ranks {setting('ranks')}"),
     )
-    stage >> refresh >> changed >> build >> [publish, score]
+    stage >> refresh >> changed >> [release, score]

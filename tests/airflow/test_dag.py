@@ -3,7 +3,7 @@ Airflow's DagBag without import errors; its tasks, their chain, retries and sche
 rendered with the DAG's own Jinja environment (settings from a run's config, an Airflow Variable or the
 defaults; shell-quoted) name the right entry points and options; each command run against stub
 spark-submit / kgbrink executables prints its job's JSON summary as its last line (the XCom); and the
-short-circuit stops build and score after a no-op refresh."""
+short-circuit stops release and score after a no-op refresh."""
 
 from __future__ import annotations
 
@@ -27,17 +27,15 @@ DAG_ID = "kgbrink_refresh"
 CHAIN = {
     "stage": {"refresh"},
     "refresh": {"changed"},
-    "changed": {"build"},
-    "build": {"publish", "score"},
-    "publish": set(),
+    "changed": {"release", "score"},
+    "release": set(),
     "score": set(),
 }
 # task -> (executable, job): the spark-submit entry point jobs/<job>.py, or the kgbrink subcommand
 JOBS = {
     "stage": (".venv/bin/kgbrink", "stage"),
     "refresh": (".venv/bin/spark-submit", "refresh"),
-    "build": (".venv/bin/spark-submit", "build"),
-    "publish": (".venv/bin/kgbrink", "stage"),
+    "release": (".venv/bin/spark-submit", "release"),
     "score": (".venv/bin/spark-submit", "score"),
 }
 
@@ -142,12 +140,10 @@ def test_commands_name_the_entry_points_and_their_options(dag):
     _, refresh = job_argv(dag, "refresh")
     assert option(refresh, "--input") == "s3a://my-kg-bucket/kgbrink/dumps/wikidata5m/"
     assert option(refresh, "--dataset") == dataset and option(refresh, "--format") == "wikidata5m"
-    assert "--no-rebuild" in refresh  # build and score are this DAG's own tasks
-    _, build = job_argv(dag, "build")
-    assert option(build, "--variant") == "brink" and option(build, "--out") == "data/airflow/release"
-    _, publish = job_argv(dag, "publish")
-    assert option(publish, "--input") == option(build, "--out")
-    assert option(publish, "--variant") == "brink" and option(publish, "--dataset") == dataset
+    assert "--no-rebuild" in refresh  # the variant (in the release) and score are this DAG's own tasks
+    _, release = job_argv(dag, "release")
+    assert option(release, "--dataset") == dataset
+    assert option(release, "--out") == "s3a://my-kg-bucket/kgbrink/releases/wikidata5m"
     _, score = job_argv(dag, "score")
     assert option(score, "--ranks") == "s3a://my-kg-bucket/kgbrink/ranks/"
 
@@ -169,7 +165,7 @@ def test_settings_come_from_the_run_then_a_variable_then_the_default(dag):
 
 def test_settings_are_shell_quoted(dag):
     hostile = "s3a://b/x; touch /tmp/pwned $(id)"
-    _, args = job_argv(dag, "build", conf={"dataset": hostile})
+    _, args = job_argv(dag, "release", conf={"dataset": hostile})
     assert option(args, "--dataset") == hostile
 
 
@@ -202,8 +198,7 @@ def test_each_task_prints_its_json_summary_as_its_xcom(dag, project):
     assert [call[0] if call[0] == "stage" else next(a for a in call if a.startswith("jobs/")) for call in calls] == [
         "stage",
         "jobs/refresh.py",
-        "jobs/build.py",
-        "stage",
+        "jobs/release.py",
         "jobs/score.py",
     ]
     # the jars spark-submit gets: those there are (here no GraphFrames), comma-separated
@@ -232,7 +227,7 @@ def test_short_circuit_after_a_no_op_refresh(dag, project):
     assert go_on(ti=TaskInstance(refresh_summary(False, []))) is False
     assert go_on(ti=TaskInstance(refresh_summary(True, ["stale", "skip"]))) is True
     assert go_on(ti=TaskInstance(refresh_summary(True, []))) is True
-    # nothing merged, but a variant an earlier run left stale: build and score again
+    # nothing merged, but a variant an earlier run left stale: release and score again
     assert go_on(ti=TaskInstance(refresh_summary(False, ["stale"]))) is True
     # the XCom as the refresh task pushes it: the stub's no-op refresh
     assert go_on(ti=TaskInstance(run_task(dag, "refresh", project))) is False
@@ -243,7 +238,7 @@ def test_short_circuit_after_a_no_op_refresh(dag, project):
 def test_short_circuit_skips_everything_after_it(dag):
     task = dag.get_task("changed")
     assert task.ignore_downstream_trigger_rules is True
-    assert {t.task_id for t in task.get_flat_relatives(upstream=False)} == {"build", "publish", "score"}
+    assert {t.task_id for t in task.get_flat_relatives(upstream=False)} == {"release", "score"}
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +254,7 @@ def states(run) -> dict[str, str]:
     }
 
 
-def test_dag_runs_in_airflow_and_skips_build_and_score_after_a_no_op_refresh(dag, project, metadata_db, monkeypatch):
+def test_dag_runs_in_airflow_and_skips_release_and_score_after_a_no_op_refresh(dag, project, metadata_db, monkeypatch):
     """A whole run by Airflow itself (dag.test(): its task runner, templates, XCom, skips) against the stubs."""
     monkeypatch.delenv("KGBRINK_STUB_CHANGED", raising=False)
     run = dag.test(run_conf={"project_dir": str(project)})
@@ -268,8 +263,7 @@ def test_dag_runs_in_airflow_and_skips_build_and_score_after_a_no_op_refresh(dag
         "stage": "success",
         "refresh": "success",
         "changed": "success",
-        "build": "skipped",
-        "publish": "skipped",
+        "release": "skipped",
         "score": "skipped",
     }
     assert [call[0] if call[0] == "stage" else call[call.index("--py-files") + 2] for call in stub_calls(project)] == [
@@ -278,17 +272,17 @@ def test_dag_runs_in_airflow_and_skips_build_and_score_after_a_no_op_refresh(dag
     ]
 
 
-def test_dag_runs_in_airflow_through_build_and_score_after_a_change(dag, project, metadata_db, monkeypatch):
+def test_dag_runs_in_airflow_through_release_and_score_after_a_change(dag, project, metadata_db, monkeypatch):
     from airflow.models import Variable
 
     monkeypatch.setenv("KGBRINK_STUB_CHANGED", "1")
-    Variable.set("kgbrink_variant", "brink-weekly")
+    Variable.set("kgbrink_release", "s3a://b/releases/weekly")
     try:
         run = dag.test(run_conf={"project_dir": str(project)})
     finally:
-        Variable.delete("kgbrink_variant")
+        Variable.delete("kgbrink_release")
     assert set(states(run).values()) == {"success"}
     calls = stub_calls(project)
-    build = next(call for call in calls if "jobs/build.py" in call)
-    assert option(build, "--variant") == "brink-weekly"  # from the Airflow Variable
+    release = next(call for call in calls if "jobs/release.py" in call)
+    assert option(release, "--out") == "s3a://b/releases/weekly"  # from the Airflow Variable
     assert len(calls) == len(JOBS)

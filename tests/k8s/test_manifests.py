@@ -150,13 +150,21 @@ def test_configmap_is_conf_cluster_yaml_mounted_where_the_job_reads_it():
 
 
 def _spark_submit() -> tuple[list[str], list[str]]:
-    """spark-submit's own arguments and the job's (after the entry point)."""
+    """The spark-submit of the script's ``submit`` function: its own arguments and the job's (from the
+    entry point ``jobs/$job.py``)."""
     (argv,) = [c for c in _commands(_script()) if c and c[0].endswith("spark-submit")]
     (entry,) = [i for i, word in enumerate(argv) if word.startswith("jobs/")]
     return argv[: entry + 1], argv[entry:]
 
 
-def test_spark_submit_runs_the_refresh_entry_point_on_kubernetes():
+def _submitted() -> dict[str, list[str]]:
+    """The script's ``submit JOB ARGS...`` calls: the job's arguments by job."""
+    calls = [c for c in _commands(_script()) if c and c[0] == "submit"]
+    assert len({c[1] for c in calls}) == len(calls)
+    return {c[1]: c[2:] for c in calls}
+
+
+def test_spark_submit_runs_the_jobs_on_kubernetes():
     submit, job = _spark_submit()
     assert submit[0] == ".venv/bin/spark-submit"
     flags = dict(zip(submit[1::2], submit[2::2]))
@@ -171,47 +179,65 @@ def test_spark_submit_runs_the_refresh_entry_point_on_kubernetes():
         "spark.driver.host",
     ):
         assert key in conf, key
-    assert job[0] == "jobs/refresh.py" and (PROJECT_ROOT / job[0]).is_file()
-    unknown = set(options_given(job[1:])) - job_options("refresh")
-    assert not unknown, f"options kgbrink refresh does not take: {unknown}"
-    assert "--no-rebuild" not in job  # the CronJob's refresh rebuilds and scores again itself
-    for flag in ("--dataset", "--format", "--input", "--out", "--json"):
-        assert flag in job, flag
-
-
-def test_publish_step_stages_rebuilt_variants():
-    (stage,) = [c for c in _commands(_script()) if c and c[0] == ".venv/bin/kgbrink"]
-    assert stage[1] == "stage"
-    assert set(options_given(stage[2:])) <= job_options("stage")
-    assert "--variant" in stage
+    assert job[:2] == ["jobs/$job.py", "--conf"] and job[3:] == ["--json", "data/$job.json", "$@"]
+    calls = _submitted()
+    assert list(calls) == ["refresh", "release", "score"]
+    for name, args in calls.items():
+        assert (PROJECT_ROOT / "jobs" / f"{name}.py").is_file()
+        unknown = set(options_given(args)) - job_options(name)
+        assert not unknown, f"options kgbrink {name} does not take: {unknown}"
+    assert "--no-rebuild" in calls["refresh"]  # the variant is rebuilt by the release, once
+    for flag in ("--dataset", "--format", "--input"):
+        assert flag in calls["refresh"], flag
+    assert calls["release"] == ["--dataset", "$KGBRINK_DATASET", "--out", "$KGBRINK_RELEASE"]
+    assert calls["score"] == ["--dataset", "$KGBRINK_DATASET", "--ranks", "$KGBRINK_RANKS"]
 
 
 def test_script_is_valid_bash():
     subprocess.run(["bash", "-n", "-c", _script()], check=True)
 
 
-def test_script_runs_refresh_then_stages_each_rebuilt_variant(tmp_path):
-    """The script against stub spark-submit and kgbrink (the refresh stub "rebuilds" the variant brink)."""
+def _run_script(tmp_path, changed: bool) -> tuple[subprocess.CompletedProcess, list[list[str]], dict]:
+    """The script against stub spark-submit and kgbrink; the refresh stub changes the dataset or not."""
     project = stub_project(tmp_path, sys.executable)
+    (project / "data").mkdir()
     env = {
         **{e["name"]: e["value"] for e in _pod_spec()["containers"][0]["env"] if "value" in e},
         "POD_IP": "10.0.0.7",
         "POD_NAME": "kgbrink-refresh-123",
         "POD_NAMESPACE": NAMESPACE,
         "PATH": os.environ["PATH"],
+        **({"KGBRINK_STUB_CHANGED": "1"} if changed else {}),
     }
     result = subprocess.run(["bash", "-c", _script()], cwd=project, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1])["job"] == "refresh"
-    refresh, stage = stub_calls(project)
+    return result, stub_calls(project), env
+
+
+def test_script_runs_refresh_then_release_and_score_after_a_change(tmp_path):
+    _, calls, env = _run_script(tmp_path, changed=True)
+    assert [next(a for a in c if a.startswith("jobs/")) for c in calls] == [
+        "jobs/refresh.py",
+        "jobs/release.py",
+        "jobs/score.py",
+    ]
+    refresh, release, score = calls
     submit_flags = dict(zip(refresh[0::2], refresh[1::2]))
     assert submit_flags["--jars"] == ".cache/jars/core/delta-spark.jar,.cache/jars/s3/hadoop-aws.jar"
     assert "spark.kubernetes.driver.pod.name=kgbrink-refresh-123" in refresh
     assert "spark.driver.host=10.0.0.7" in refresh
     assert f"spark.kubernetes.container.image={IMAGE_PLACEHOLDER}" in refresh
+    assert "spark.kubernetes.executor.podNamePrefix=kgbrink-release" in release
     assert refresh[refresh.index("--dataset") + 1] == env["KGBRINK_DATASET"]
-    assert stage[:1] == ["stage"] and stage[stage.index("--variant") + 1] == "brink"
-    assert stage[stage.index("--input") + 1] == "data/releases/brink/"
+    assert release[release.index("--out") + 1] == env["KGBRINK_RELEASE"]
+    assert release[release.index("--json") + 1] == "data/release.json"
+    assert score[score.index("--ranks") + 1] == env["KGBRINK_RANKS"]
+
+
+def test_script_stops_after_a_no_op_refresh(tmp_path):
+    _, calls, _ = _run_script(tmp_path, changed=False)
+    assert [next(a for a in c if a.startswith("jobs/")) for c in calls] == ["jobs/refresh.py"]
 
 
 def test_executor_image_is_the_pods_image():

@@ -4,7 +4,9 @@ Under the release root (``--out``, default ``release.out``; local or ``s3a://``)
 ``v1``, ``v2``, ... and ``LATEST`` names the current one. A release holds one folder per configuration
 (Parquet tables, JSON Lines questions; :mod:`kgbrink.release.layout`), ``README.md`` (the Hugging Face
 dataset card), ``croissant.json``, ``SHA256SUMS``, ``release.json`` (the manifest: the dataset's input
-table versions, each benchmark's fingerprint, configurations, files and rows) and ``report/``.
+table versions, each benchmark's fingerprint, configurations, files and rows), ``report/`` and, last,
+``_kgbrink_manifest.json`` (the manifest of ``kgbrink stage``: every file's size and SHA-256, so ``kgbrink
+fetch --from ROOT`` downloads the release checked).
 
 A benchmark is built (its jobs run through ``ctx.run``) only when its fingerprint (input table versions,
 settings, input files) differs from the current release's; the others' files are copied from it. When
@@ -32,6 +34,7 @@ from kgbrink.core.settings import is_uri
 from kgbrink.core.tracking import JobSummary
 from kgbrink.release import card, croissant, layout
 from kgbrink.release import report as release_report
+from kgbrink.storage import staging
 from kgbrink.synthkgqa import generator
 
 NAME = "release"  # the question-set and mcq names the release's builders write under
@@ -180,7 +183,13 @@ def _describe(env: _Env, plan: _Plan, enabled: list[str], configs: list[layout.C
     publish.write_text(spark, f"{target}/release.json", layout.canonical_json(manifest) + "\n")
     described = ["README.md", "croissant.json", "release.json", *_report(env, manifest, configs)]
     digests.update(publish.digests(spark, target, described))
-    publish.write_text(spark, f"{target}/SHA256SUMS", "".join(f"{digests[n][0]}  {n}\n" for n in sorted(digests)))
+    sums = "".join(f"{digests[n][0]}  {n}\n" for n in sorted(digests))
+    publish.write_text(spark, f"{target}/SHA256SUMS", sums)
+    digests["SHA256SUMS"] = (hashlib.sha256(sums.encode()).hexdigest(), len(sums.encode()))
+    # the manifest of `kgbrink stage`, last: `kgbrink fetch --from ROOT` downloads the release checked
+    files = {name: staging.FileEntry(name, size, digest) for name, (digest, size) in digests.items()}
+    staged = staging.Manifest(manifest["version"], files, manifest["date"])
+    publish.write_text(spark, f"{target}/{staging.MANIFEST}", staged.to_json())
     return len(digests) + 1
 
 

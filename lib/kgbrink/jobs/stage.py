@@ -15,6 +15,7 @@ from pathlib import Path
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import ConfigError, Settings, is_uri
 from kgbrink.core.tracking import JobSummary
+from kgbrink.release import layout
 from kgbrink.storage import staging
 
 S3A = "spark.hadoop.fs.s3a."
@@ -43,6 +44,18 @@ def _location(config: Settings, given: str | None, dataset: str | None, variant:
     except ValueError as exc:
         raise ConfigError(f"{flag}: {exc}") from exc
     return uri
+
+
+def release_version(client, uri: str) -> str:
+    """``uri`` itself when it is staged (has a manifest); for a release root without one, the version its
+    ``LATEST`` names (``kgbrink release`` writes the manifest into each version)."""
+    if staging.read_manifest(client, uri) is not None:
+        return uri
+    latest = staging.read_object(client, uri, "LATEST", limit=256)
+    if latest is None:
+        return uri
+    where = f"{uri.rstrip('/')}/LATEST"
+    return f"{uri.rstrip('/')}/{layout.latest_version(latest.decode('utf-8', 'replace'), where)}"
 
 
 @dataclass
@@ -100,7 +113,9 @@ def run_stage(ctx: JobContext, opts: StageOptions) -> JobSummary:
 
 @dataclass
 class FetchOptions:
-    source: str | None = arg(None, "s3:// or s3a:// prefix staged by `kgbrink stage` (or --variant)", flag="--from")
+    source: str | None = arg(
+        None, "s3:// or s3a:// prefix staged by `kgbrink stage`, or a release root (its LATEST)", flag="--from"
+    )
     variant: str | None = arg(None, "fetch the release of <dataset>/variants/<variant>/release instead of --from")
     dataset: str | None = arg(None, "dataset of --variant (default: setting 'dataset')")
     out: str | None = arg(None, "local directory the files go to", required=True)
@@ -116,7 +131,7 @@ def run_fetch(ctx: JobContext, opts: FetchOptions) -> JobSummary:
     config = ctx.config
     if not opts.out or is_uri(opts.out):
         raise ConfigError(f"--out must be a local directory, got {opts.out!r}")
-    uri = _location(config, opts.source, opts.dataset, opts.variant, "--from")
+    uri = release_version(client_for(config), _location(config, opts.source, opts.dataset, opts.variant, "--from"))
     summary = ctx.begin(source=uri, out=str(Path(opts.out).resolve()))
     with ctx.step("fetch"):
         result = staging.fetch(client_for(config), uri, Path(opts.out))

@@ -220,14 +220,24 @@ def compare(local: Manifest, last: Manifest | None) -> Changes:
     return out
 
 
-def read_manifest(client: Any, uri: str) -> Manifest | None:
-    """The manifest staged at ``uri``, or None when there is none."""
+def read_object(client: Any, uri: str, name: str, limit: int = 64 << 20) -> bytes | None:
+    """The bytes of the object ``name`` under ``uri`` (at most ``limit``), or None when there is none."""
     bucket, prefix = parse_uri(uri)
     try:
-        body = client.get_object(Bucket=bucket, Key=_key(prefix, MANIFEST))["Body"].read()
+        body = client.get_object(Bucket=bucket, Key=_key(prefix, name))["Body"].read(limit + 1)
     except client.exceptions.NoSuchKey:
         return None
-    return Manifest.from_json(body.decode(), f"{uri.rstrip('/')}/{MANIFEST}")
+    if len(body) > limit:
+        raise StagingError(f"{uri.rstrip('/')}/{name}: larger than {limit} bytes, not a kgbrink file")
+    return body
+
+
+def read_manifest(client: Any, uri: str) -> Manifest | None:
+    """The manifest staged at ``uri``, or None when there is none."""
+    body = read_object(client, uri, MANIFEST)
+    if body is None:
+        return None
+    return Manifest.from_json(body.decode("utf-8", "replace"), f"{uri.rstrip('/')}/{MANIFEST}")
 
 
 def drifted(client: Any, uri: str, manifest: Manifest) -> list[str]:

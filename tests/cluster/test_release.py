@@ -1,0 +1,91 @@
+"""``kgbrink release`` on the local stack (issue 47): a small generated KG staged and ingested on the cluster,
+released by spark-submit into a release root on s3a, then fetched with ``kgbrink fetch`` (the release's
+manifest, every file checked); the same dataset released in local mode gives the same files byte for byte,
+and a second cluster release is a no-op.
+
+Runs after tests/cluster/test_pipeline.py (``make test-cluster``), on its own dataset."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from kgbrink.storage import staging
+from tests.cluster.conftest import run
+from tests.cluster.test_pipeline import CLUSTER_CONF, KGBRINK, _submit
+
+DUMP = "s3a://kgbrink/dumps/release-kg"
+DATASET = "s3a://kgbrink/datasets/release-kg"
+ROOT_URI = "s3a://kgbrink/releases/release-kg"
+# The release's builders at test size (tests/test_release.py's settings) on a 5,000-triple KG.
+SMALL = [
+    "mcq.n_triples=30",
+    "seed_graphs.n_samples=8",
+    "gt_questions.per_type=1",
+    "question_graphs.top_nodes=200",
+    "question_graphs.max_triples=1000",
+    "perturbation.levels=[0.5,1.0]",
+    "mining.min_initial_support=30",
+]
+SETTINGS = [word for item in SMALL for word in ("--set", item)]
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.name.startswith(".")  # not Hadoop's local .crc files
+    }
+
+
+@pytest.fixture(scope="module")
+def released(stack, run_dir) -> dict:
+    kg = run_dir / "release-kg"
+    synth = ["synth", "--conf", "conf/local.yaml", "--set", "synth.triples=5000", "--set", "synth.seed=11"]
+    run([KGBRINK, *synth, "--out", str(kg), "--no-tracking"], run_dir, "release-synth")
+    run([KGBRINK, "stage", "--conf", CLUSTER_CONF, "--input", str(kg), "--to", DUMP], run_dir, "release-stage")
+    ingest = ["--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET]
+    _submit(run_dir, "ingest", ingest, "release-ingest")
+    out: dict = {"seconds": {}}
+    for name in ("cluster", "again"):
+        summary = run_dir / f"release-{name}.json"
+        args = ["--dataset", DATASET, "--out", ROOT_URI, *SETTINGS, "--json", str(summary)]
+        out["seconds"][name] = _submit(run_dir, "release", args, f"release-{name}")
+        out[name] = json.loads(summary.read_text())
+    fetched = run_dir / "release-fetched"
+    summary = run_dir / "release-fetch.json"
+    fetch = ["fetch", "--conf", CLUSTER_CONF, "--from", ROOT_URI, "--out", str(fetched), "--json", str(summary)]
+    run([KGBRINK, *fetch], run_dir, "release-fetch")
+    out["fetch"] = json.loads(summary.read_text())
+    # the same dataset, released by a local-mode Spark into a local root
+    local_root = run_dir / "release-local"
+    summary = run_dir / "release-local.json"
+    local = ["release", "--conf", CLUSTER_CONF, "--set", "spark.master=local[2]", *SETTINGS]
+    local += ["--dataset", DATASET, "--out", str(local_root), "--json", str(summary)]
+    out["seconds"]["local"] = run([KGBRINK, *local], run_dir, "release-local")
+    out["local"] = json.loads(summary.read_text())
+    out["fetched"], out["local_folder"] = fetched, local_root / out["local"]["version"]
+    return out
+
+
+def test_a_release_on_the_cluster_equals_the_local_mode_release(released):
+    cluster, local = released["cluster"], released["local"]
+    assert cluster["status"] == "ok" and cluster["version"] == "v1"
+    assert cluster["rebuilt"] == local["rebuilt"] == ["kg", "brink", "probe", "synthkgqa", "probekgc", "okgqa"]
+    fetched, expected = _files(released["fetched"]), _files(released["local_folder"])
+    assert len(fetched) > 30 and fetched.keys() == expected.keys()
+    assert [n for n in fetched if fetched[n] != expected[n]] == []
+    # the fetch read the release's manifest (LATEST -> v1) and checked every file it lists
+    assert released["fetch"]["params"]["source"] == f"{ROOT_URI}/v1"
+    manifest = staging.Manifest.from_json((released["fetched"] / staging.MANIFEST).read_text(), "manifest")
+    assert sorted(manifest.files) == sorted(n for n in fetched if n != staging.MANIFEST)
+    assert released["fetch"]["counts"]["files"] == len(manifest.files)
+
+
+def test_a_second_cluster_release_of_the_same_dataset_is_a_no_op(released):
+    again = released["again"]
+    assert again["status"] == "ok" and again["version"] == "v1"
+    assert again["rebuilt"] == [] and again["counts"]["rebuilt"] == 0
