@@ -99,3 +99,33 @@ def test_a_job_runs_another_with_options_or_values_not_both():
     stats = load_jobs()["stats"].options
     with pytest.raises(TypeError, match="options or values"):
         JobContext(None, None).run("stats", stats(), dataset="d")
+
+
+# A job reads its inputs, calls one domain function per step, writes through ctx and summarises (issue 46):
+# its body, decorator and docstring included, fits on a screen; longer work is a named helper or domain code.
+JOB_LINES = 70
+
+
+def _job_lengths(tree: ast.AST) -> dict[str, int]:
+    """The lines of each function a module registers with ``@job(...)``, decorators included."""
+    return {
+        node.name: node.end_lineno - min([node.lineno, *(d.lineno for d in node.decorator_list)]) + 1
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        and any(isinstance(d, ast.Call) and getattr(d.func, "id", None) == "job" for d in node.decorator_list)
+    }
+
+
+def test_every_job_body_is_short():
+    long = {
+        f"{path.stem}.{name}": lines
+        for path in sorted((PACKAGE / "jobs").glob("*.py"))
+        for name, lines in _job_lengths(ast.parse(path.read_text())).items()
+        if lines > JOB_LINES
+    }
+    assert long == {}, f"a job's run at most {JOB_LINES} lines: move its work into helpers or the domain packages"
+
+
+def test_the_length_check_counts_the_decorator_and_sees_a_long_job():
+    source = '@job(\n    "x",\n)\ndef run(ctx, opts):\n' + "    pass\n" * (JOB_LINES - 3) + "\ndef helper():\n    pass\n"
+    assert _job_lengths(ast.parse(source)) == {"run": JOB_LINES + 1}

@@ -49,7 +49,7 @@ from fractions import Fraction
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from kgbrink.core.frames import with_positions
+from kgbrink.core.frames import checkpoint, with_positions
 
 SCHEMES = ("private_id", "entity_id", "text_label")
 SPLITS = ("train", "valid", "test")
@@ -152,6 +152,20 @@ def downsampled_count(questions: DataFrame, tau: float | str | Fraction) -> int:
     counts = [r["n"] for r in per_answer.collect()]
     cap = downsample_cap(tau, sum(counts))
     return sum(min(n, cap) for n in counts)
+
+
+def unit_tally(picked: DataFrame, answers: DataFrame, tau) -> tuple[DataFrame, dict[str, int]]:
+    """The questions of one unit that have answers (checkpointed: ``picked`` with ``answers``, those over
+    ``max_answers`` dropped) and their counts: candidates, dropped, before and after Alg. 1's downsampling."""
+    both = with_answers(picked, answers)
+    row = both.agg(F.count(F.lit(1)).alias("n"), F.count_if(F.col("answers").isNull()).alias("dropped")).first()
+    asked = both.filter(F.col("answers").isNotNull()).transform(checkpoint)
+    return asked, {
+        "candidates": row["n"],
+        "dropped_too_many_answers": row["dropped"],
+        "before_downsampling": row["n"] - row["dropped"],
+        "after_downsampling": downsampled_count(asked, tau),
+    }
 
 
 def assign_splits(questions: DataFrame, seed: int, ratios: tuple[float, float, float] = (0.8, 0.1, 0.1)) -> DataFrame:

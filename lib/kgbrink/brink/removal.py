@@ -145,6 +145,18 @@ def removed_triples(selected: DataFrame) -> DataFrame:
     )
 
 
+def provenance(selected: DataFrame, rules: list[Rule]) -> DataFrame:
+    """``h, r, t, rule_id, rule, bindings, body, sample_hash``: each selected grounding's head with the
+    rule (its text) that removes it (BRINK Sec. 3.2, the provenance of every removed triple)."""
+    texts = selected.sparkSession.createDataFrame(
+        [(r.rule_id(), r.text()) for r in rules], "rule_id string, rule string"
+    )
+    heads = selected.select(
+        *[F.col(f"head.{c}").alias(c) for c in TRIPLE], "rule_id", "bindings", "body", "sample_hash"
+    )
+    return heads.join(texts, "rule_id").select(*TRIPLE, "rule_id", "rule", "bindings", "body", "sample_hash")
+
+
 def incomplete_kg(complete: DataFrame, removed: DataFrame) -> DataFrame:
     """The complete KG (``h, r, t, split``) without the removed triples (every split)."""
     return complete.join(removed.select(*TRIPLE), list(TRIPLE), "left_anti")

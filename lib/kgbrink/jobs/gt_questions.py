@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
@@ -78,14 +79,25 @@ def _settings(ctx: JobContext, opts: GtQuestionOptions):
     return ctx.config.with_overrides(sets).gt_questions if sets else ctx.config.gt_questions
 
 
-@job(
-    "gt-questions",
-    "questions with ground-truth answer subgraphs: ingest and classify, or plant them (paper 002)",
-    GtQuestionOptions,
-    steps=4,
-)
-def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
-    spark, config = ctx.spark, ctx.config
+@dataclass
+class _QuestionSet:
+    """Where a question set goes and what it is checked against: its settings, the KG of its splits."""
+
+    name: str
+    dataset: str
+    cfg: object  # GtQuestionsSettings
+    entities: DataFrame
+    relations: DataFrame
+    kg: DataFrame
+    out: dict[str, str]
+
+    @property
+    def base(self) -> str:
+        return f"{self.dataset.rstrip('/')}/synthkgqa/{self.name}"
+
+
+def _open(ctx: JobContext, opts: GtQuestionOptions) -> _QuestionSet:
+    config = ctx.config
     if bool(opts.input) == bool(opts.generate):
         raise ValueError("give either --input FILE (a question file) or --generate")
     cfg = _settings(ctx, opts)
@@ -118,96 +130,124 @@ def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
         t: catalog.path(f"synthkgqa.{t}", dataset=dataset, questions=name)
         for t in ("gt_questions", "question_quarantine", "answer_types")
     }
-    base = f"{dataset.rstrip('/')}/synthkgqa/{name}"
+    return _QuestionSet(name, dataset, cfg, entities, relations, kg, out)
 
-    with ctx.step("questions"):
-        if opts.generate:
-            planted = generator.plant(kg, entities.select("id"), cfg.types, cfg.per_type, cfg.seed, opts.split)
-            planted = planted.withColumns(
-                {
-                    "source_file": F.lit("<generated>"),
-                    "line_number": F.lit(None).cast("bigint"),
-                    "line": F.lit(None).cast("string"),
-                }
-            ).transform(checkpoint)
-            valid, bad = synthkgqa_questions.classify(planted, cfg.max_edges)
-            n_records = planted.count()
-        else:
-            require_files(spark, [opts.input])
-            lines = read_lines(spark, {"questions": [opts.input]})
-            records = synthkgqa_questions.parse_lines(lines, cfg.max_keys_per_question).transform(checkpoint)
-            n_records = records.count()
-            valid, bad = synthkgqa_questions.ingest(records, entities, relations, kg, cfg.max_edges)
-        valid = valid.transform(checkpoint)
-        ctx.write(
-            "question_quarantine",
-            bad.select(*synthkgqa_questions.QUARANTINE_COLUMNS),
-            out["question_quarantine"],
-            f"quarantine of {name}",
-            table="synthkgqa.question_quarantine",
-        )
-        reasons = {
-            r["reason"]: r["count"] for r in ctx.written("question_quarantine").groupBy("reason").count().collect()
-        }
-        n_bad = sum(reasons.values())
-        summary.counts.update(
-            records=n_records,
-            quarantined=n_bad,
-            **{f"quarantined_{k}": v for k, v in sorted(reasons.items())},
-        )
-        fail_past_bad_fraction(
-            summary,
-            reasons,
-            n_records,
-            cfg.max_bad_fraction,
-            "gt_questions.max_bad_fraction",
-            "question records",
-            f"see {out['question_quarantine']}",
-            source=opts.input or "generated questions",
-        )
 
+def _questions(ctx: JobContext, opts: GtQuestionOptions, qs: _QuestionSet) -> DataFrame:
+    """The valid classified questions (planted or read); the bad ones written to the quarantine, and the
+    job failed past ``gt_questions.max_bad_fraction``."""
+    spark, summary, cfg = ctx.spark, ctx.summary, qs.cfg
+    if opts.generate:
+        planted = generator.plant(qs.kg, qs.entities.select("id"), cfg.types, cfg.per_type, cfg.seed, opts.split)
+        planted = planted.withColumns(
+            {
+                "source_file": F.lit("<generated>"),
+                "line_number": F.lit(None).cast("bigint"),
+                "line": F.lit(None).cast("string"),
+            }
+        ).transform(checkpoint)
+        valid, bad = synthkgqa_questions.classify(planted, cfg.max_edges)
+        n_records = planted.count()
+    else:
+        require_files(spark, [opts.input])
+        lines = read_lines(spark, {"questions": [opts.input]})
+        records = synthkgqa_questions.parse_lines(lines, cfg.max_keys_per_question).transform(checkpoint)
+        n_records = records.count()
+        valid, bad = synthkgqa_questions.ingest(records, qs.entities, qs.relations, qs.kg, cfg.max_edges)
+    valid = valid.transform(checkpoint)
+    quarantine = qs.out["question_quarantine"]
+    ctx.write(
+        "question_quarantine",
+        bad.select(*synthkgqa_questions.QUARANTINE_COLUMNS),
+        quarantine,
+        f"quarantine of {qs.name}",
+        table="synthkgqa.question_quarantine",
+    )
+    reasons = {r["reason"]: r["count"] for r in ctx.written("question_quarantine").groupBy("reason").count().collect()}
+    summary.counts.update(records=n_records, quarantined=sum(reasons.values()))
+    summary.counts.update({f"quarantined_{k}": v for k, v in sorted(reasons.items())})
+    fail_past_bad_fraction(
+        summary,
+        reasons,
+        n_records,
+        cfg.max_bad_fraction,
+        "gt_questions.max_bad_fraction",
+        "question records",
+        f"see {quarantine}",
+        source=opts.input or "generated questions",
+    )
+    return valid
+
+
+def _note_given(summary: JobSummary, valid: DataFrame) -> None:
+    """GTSQA records carry their type and hops: the classification must reproduce them (spec 2.G)."""
     given = synthkgqa_questions.given_mismatches(valid)
-    if given:  # GTSQA records carry their type and hops: the classification must reproduce them (spec 2.G)
-        summary.counts.update(given)
-        if given["given_type_mismatch"] or given["given_hops_mismatch"]:
-            summary.highlights["mismatch"] = (
-                f"{given['given_type_mismatch']} given graph_isomorphism and {given['given_hops_mismatch']} given "
-                "n_hops differ from the classification"
-            )
+    if not given:
+        return
+    summary.counts.update(given)
+    if given["given_type_mismatch"] or given["given_hops_mismatch"]:
+        summary.highlights["mismatch"] = (
+            f"{given['given_type_mismatch']} given graph_isomorphism and {given['given_hops_mismatch']} given "
+            "n_hops differ from the classification"
+        )
 
+
+def _write_questions(ctx: JobContext, opts: GtQuestionOptions, qs: _QuestionSet, valid, answers) -> DataFrame:
+    """``gt_questions`` and ``answer_types`` written; the questions as written."""
+    summary, cfg = ctx.summary, qs.cfg
+    table = synthkgqa_questions.as_table(valid, answers)
+    ctx.write("gt_questions", table, qs.out["gt_questions"], f"questions {qs.name}", table="synthkgqa.gt_questions")
+    written = ctx.written("gt_questions")
+    types = synthkgqa_questions.type_counts(written).orderBy("split", F.desc("questions"), "graph_isomorphism")
+    ctx.write("answer_types", types, qs.out["answer_types"], f"types of {qs.name}", table="synthkgqa.answer_types")
+    summary.results = [
+        r.asDict() for r in ctx.written("answer_types").orderBy("split", "n_edges", "graph_isomorphism").collect()
+    ]
+    summary.counts.update(synthkgqa_questions.set_counts(written, cfg.max_answers, opts.answers))
+    summary.counts["types"] = len({r["graph_isomorphism"] for r in summary.results})
+    if opts.generate:
+        short = generator.types_short(summary.results, cfg.types, cfg.per_type)
+        summary.counts["types_short"] = short
+        if short:
+            summary.highlights["short"] = ", ".join(f"{t}: {n} of {cfg.per_type}" for t, n in short.items())
+    return written
+
+
+def _export(ctx: JobContext, opts: GtQuestionOptions, qs: _QuestionSet, written: DataFrame) -> None:
+    """The planted questions by key as one local JSON Lines file (the ``--input`` form)."""
+    spark, summary = ctx.spark, ctx.summary
+    target = opts.export or (None if is_uri(qs.base) else f"{qs.base}/export/questions.jsonl")
+    if not target:
+        return
+    path = local_dir(str(Path(target).parent)) / Path(target).name
+    records = generator.to_records(written, qs.entities, qs.relations).orderBy("id").select("value")
+    staging = f"{qs.base}/_export_staging"
+    records.write.mode("overwrite").text(staging)
+    merge_parts(spark, staging, str(path))
+    delete_path(spark, staging)
+    summary.highlights["export"] = str(path)
+    summary.extra["files"] = [str(path)]
+
+
+@job(
+    "gt-questions",
+    "questions with ground-truth answer subgraphs: ingest and classify, or plant them (paper 002)",
+    GtQuestionOptions,
+    steps=4,
+)
+def run(ctx: JobContext, opts: GtQuestionOptions) -> JobSummary:
+    qs = _open(ctx, opts)
+    with ctx.step("questions"):
+        valid = _questions(ctx, opts, qs)
+    _note_given(ctx.summary, valid)
     answers = None
     if opts.answers:
         with ctx.step("answers"):
-            answers = synthkgqa_questions.answer_sets(valid, kg, cfg.max_answers).transform(checkpoint)
-
+            answers = synthkgqa_questions.answer_sets(valid, qs.kg, qs.cfg.max_answers).transform(checkpoint)
     with ctx.step("write"):
-        table = synthkgqa_questions.as_table(valid, answers)
-        ctx.write("gt_questions", table, out["gt_questions"], f"questions {name}", table="synthkgqa.gt_questions")
-        written = ctx.written("gt_questions")
-        types = synthkgqa_questions.type_counts(written).orderBy("split", F.desc("questions"), "graph_isomorphism")
-        ctx.write("answer_types", types, out["answer_types"], f"types of {name}", table="synthkgqa.answer_types")
-        summary.results = [
-            r.asDict() for r in ctx.written("answer_types").orderBy("split", "n_edges", "graph_isomorphism").collect()
-        ]
-        summary.counts.update(synthkgqa_questions.set_counts(written, cfg.max_answers, opts.answers))
-        summary.counts["types"] = len({r["graph_isomorphism"] for r in summary.results})
-        if opts.generate:
-            short = generator.types_short(summary.results, cfg.types, cfg.per_type)
-            summary.counts["types_short"] = short
-            if short:
-                summary.highlights["short"] = ", ".join(f"{t}: {n} of {cfg.per_type}" for t, n in short.items())
-
+        written = _write_questions(ctx, opts, qs, valid, answers)
     if opts.generate:
         with ctx.step("export"):
-            target = opts.export or (None if is_uri(base) else f"{base}/export/questions.jsonl")
-            if target:
-                path = local_dir(str(Path(target).parent)) / Path(target).name
-                records = generator.to_records(written, entities, relations).orderBy("id").select("value")
-                staging = f"{base}/_export_staging"
-                records.write.mode("overwrite").text(staging)
-                merge_parts(spark, staging, str(path))
-                delete_path(spark, staging)
-                summary.highlights["export"] = str(path)
-                summary.extra["files"] = [str(path)]
-    summary.highlights["questions"] = out["gt_questions"]
-    return summary
+            _export(ctx, opts, qs, written)
+    ctx.summary.highlights["questions"] = qs.out["gt_questions"]
+    return ctx.summary

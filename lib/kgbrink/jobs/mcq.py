@@ -102,9 +102,65 @@ def _scores(ctx: JobContext, opts: McqOptions, summary: JobSummary) -> DataFrame
     return raw
 
 
-@job("mcq", "ProbeKGC multiple-choice questions with easy, medium and hard options (paper 003)", McqOptions, steps=4)
-def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
-    spark, config = ctx.spark, ctx.config
+@dataclass
+class _QuestionSet:
+    """A ProbeKGC question set's settings, inputs and tables, checked."""
+
+    name: str
+    dataset: str
+    cfg: object  # McqSettings
+    difficulties: list[str]
+    entities: DataFrame
+    relations: DataFrame
+    triples: DataFrame
+    kg: DataFrame  # the KG of stats.splits (its users de-duplicate)
+    known: DataFrame  # the triples of mcq.filter_splits: true answers
+    n_entities: int
+    type_id: int | None
+    scores: DataFrame | None
+
+    @property
+    def base(self) -> str:
+        return f"{self.dataset.rstrip('/')}/mcq/{self.name}"
+
+    def path(self, table: str) -> str:
+        return catalog.path(f"mcq.{table}", dataset=self.dataset, questions=self.name)
+
+
+def _check_hard(cfg, opts: McqOptions, summary: JobSummary) -> None:
+    if cfg.hard_mode == "scores" and not opts.scores:
+        raise JobFailed(
+            "the hard difficulty needs model scores: --scores (candidate scores h, r, t, side, candidate, "
+            "score), or --entity-vectors with mcq.hard_mode=embedding_neighbours",
+            summary,
+        )
+    if cfg.hard_mode == "embedding_neighbours" and not opts.entity_vectors:
+        raise JobFailed("mcq.hard_mode embedding_neighbours needs --entity-vectors (entity, vec)", summary)
+    if cfg.hard_mode == "embedding_neighbours" and cfg.hard_restrict_to_medium_pool:
+        raise JobFailed("mcq.hard_restrict_to_medium_pool applies to hard_mode scores only", summary)
+
+
+def _entity_count(entities: DataFrame, dataset: str, summary: JobSummary) -> int:
+    """The number of entities, whose ids must be dense; a warning when most have no label."""
+    labelled = F.count(F.when(F.trim("label") != "", 1)).alias("labelled")
+    size = entities.agg(F.count("*").alias("n"), F.max("id").alias("top"), labelled).first()
+    n_entities = int(size["n"])
+    if size["labelled"] < n_entities / 2:
+        # the text prompts (questions.text, export/text) name an entity without a label by its key
+        warning = (
+            f"{dataset}/entities: {size['labelled']:,} of {n_entities:,} entities have a label, so the text "
+            "rendering names the others by their keys (WN18RR's and the PROBE dumps' keys are numeric ids); "
+            "ingest an alias file to name them: `kgbrink ingest --entity-aliases` (docs/jobs.md)"
+        )
+        log.warning(warning)
+        summary.extra.setdefault("warnings", []).append(warning)
+    if size["top"] is not None and size["top"] != n_entities - 1:
+        raise JobFailed(f"{dataset}/entities: ids are not dense 0..{n_entities - 1} (max {size['top']})", summary)
+    return n_entities
+
+
+def _open(ctx: JobContext, opts: McqOptions) -> _QuestionSet:
+    config = ctx.config
     cfg = _settings(ctx, opts)
     dataset = config.require_dataset(opts.dataset)
     if not opts.name or "/" in opts.name:
@@ -122,18 +178,8 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
             if k not in ("templates", "default_templates")
         },
     )
-    hard_mode = cfg.hard_mode
     if "hard" in difficulties:
-        if hard_mode == "scores" and not opts.scores:
-            raise JobFailed(
-                "the hard difficulty needs model scores: --scores (candidate scores h, r, t, side, candidate, "
-                "score), or --entity-vectors with mcq.hard_mode=embedding_neighbours",
-                summary,
-            )
-        if hard_mode == "embedding_neighbours" and not opts.entity_vectors:
-            raise JobFailed("mcq.hard_mode embedding_neighbours needs --entity-vectors (entity, vec)", summary)
-        if hard_mode == "embedding_neighbours" and cfg.hard_restrict_to_medium_pool:
-            raise JobFailed("mcq.hard_restrict_to_medium_pool applies to hard_mode scores only", summary)
+        _check_hard(cfg, opts, summary)
     entities = ctx.read("entities", catalog.path("entities", dataset=dataset))
     relations = ctx.read("relations", catalog.path("relations", dataset=dataset))
     triples = ctx.read("triples", catalog.path("triples", dataset=dataset))
@@ -142,89 +188,82 @@ def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
         raise JobFailed(f"{dataset} has no split {cfg.split!r} (splits: {', '.join(splits)})", summary)
     filter_splits = cfg.filter_splits or splits
     summary.params["filter_splits"] = ",".join(filter_splits)
-    kg = triples.where(F.col("split").isin(config.stats.splits)).select("h", "r", "t")  # its users de-duplicate
+    kg = triples.where(F.col("split").isin(config.stats.splits)).select("h", "r", "t")
     known = triples.where(F.col("split").isin(filter_splits))
-    labelled = F.count(F.when(F.trim("label") != "", 1)).alias("labelled")
-    size = entities.agg(F.count("*").alias("n"), F.max("id").alias("top"), labelled).first()
-    n_entities = int(size["n"])
-    if size["labelled"] < n_entities / 2:
-        # the text prompts (questions.text, export/text) name an entity without a label by its key
-        warning = (
-            f"{dataset}/entities: {size['labelled']:,} of {n_entities:,} entities have a label, so the text "
-            "rendering names the others by their keys (WN18RR's and the PROBE dumps' keys are numeric ids); "
-            "ingest an alias file to name them: `kgbrink ingest --entity-aliases` (docs/jobs.md)"
-        )
-        log.warning(warning)
-        summary.extra.setdefault("warnings", []).append(warning)
-    if size["top"] is not None and size["top"] != n_entities - 1:
-        raise JobFailed(f"{dataset}/entities: ids are not dense 0..{n_entities - 1} (max {size['top']})", summary)
+    n_entities = _entity_count(entities, dataset, summary)
     type_id = None
     if cfg.type_relation is not None:
         found = relations.where(F.col("key") == cfg.type_relation).select("id").first()
         if found is None:
             raise JobFailed(f"mcq.type_relation {cfg.type_relation!r} is not a relation key of {dataset}", summary)
         type_id = int(found["id"])
-    scores = _scores(ctx, opts, summary) if "hard" in difficulties and hard_mode == "scores" else None
-    base = f"{dataset.rstrip('/')}/mcq/{opts.name}"
-    paths = {t: catalog.path(f"mcq.{t}", dataset=dataset, questions=opts.name) for t in ("questions", "statistics")}
+    scores = _scores(ctx, opts, summary) if "hard" in difficulties and cfg.hard_mode == "scores" else None
+    return _QuestionSet(
+        opts.name, dataset, cfg, difficulties, entities, relations, triples, kg, known, n_entities, type_id, scores
+    )
 
+
+def _questions(ctx: JobContext, opts: McqOptions, qs: _QuestionSet, queries, excluded, degrees) -> tuple:
+    """The option sets of every query and difficulty, the complete ones written with their text; the
+    questions counted by difficulty, completeness and fallback, and the relation templates."""
+    spark, cfg = ctx.spark, qs.cfg
+    vectors = None
+    if "hard" in qs.difficulties and cfg.hard_mode == "embedding_neighbours":
+        vectors = _table(spark, opts.entity_vectors)
+    plan = options.Plan(
+        qs.difficulties,
+        cfg.options,
+        cfg.seed,
+        cfg.easy_candidates,
+        qs.type_id,
+        cfg.hard_mode,
+        cfg.hard_restrict_to_medium_pool,
+    )
+    questions = options.build(queries, excluded, degrees, qs.kg, qs.n_entities, plan, qs.scores, vectors)
+    counts = {
+        (r["difficulty"], r["complete"], r["fallback"]): r["n"]
+        for r in questions.groupBy("difficulty", "complete", "fallback").agg(F.count("*").alias("n")).collect()
+    }
+    complete = questions.where(F.col("complete")).drop("complete")
+    templates = render.templates(spark, qs.relations, cfg.templates, cfg.default_templates).transform(checkpoint)
+    with_text = render.with_text(complete, qs.entities, qs.relations, templates, cfg.options)
+    ctx.write("questions", with_text, qs.path("questions"), f"ProbeKGC questions {qs.name}", table="mcq.questions")
+    return counts, templates
+
+
+def _statistics(ctx: JobContext, qs: _QuestionSet) -> list[dict]:
+    """The README's statistics table (spec 3.D), written; its rows in difficulty order."""
+    order = {d: i for i, d in enumerate(options.DIFFICULTIES)}
+    stats = options.statistics(ctx.written("questions"), qs.cfg.options).orderBy(
+        F.array_position(F.array(*[F.lit(d) for d in options.DIFFICULTIES]), F.col("difficulty"))
+    )
+    ctx.write("statistics", stats, qs.path("statistics"), f"statistics of {qs.name}", table="mcq.statistics")
+    return sorted((r.asDict() for r in ctx.written("statistics").collect()), key=lambda r: order[r["difficulty"]])
+
+
+@job("mcq", "ProbeKGC multiple-choice questions with easy, medium and hard options (paper 003)", McqOptions, steps=4)
+def run(ctx: JobContext, opts: McqOptions) -> JobSummary:
+    qs = _open(ctx, opts)
+    cfg, summary = qs.cfg, ctx.summary
     with ctx.step("sample"):
-        sampled = options.sample_triples(triples.where(F.col("split") == cfg.split), cfg.n_triples, cfg.seed)
+        sampled = options.sample_triples(qs.triples.where(F.col("split") == cfg.split), cfg.n_triples, cfg.seed)
         queries = options.queries(sampled).transform(checkpoint)
-        excluded = options.excluded_entities(queries, known)
-        degrees = options.topic_degrees(kg, queries).transform(checkpoint)
+        excluded = options.excluded_entities(queries, qs.known)
+        degrees = options.topic_degrees(qs.kg, queries).transform(checkpoint)
         n_queries = queries.count()
         if queries.select("qid").distinct().count() != n_queries:
             raise JobFailed("two sampled triples share a 64-bit hash: choose another mcq.seed", summary)
-
     with ctx.step("options"):
-        vectors = None
-        if "hard" in difficulties and hard_mode == "embedding_neighbours":
-            vectors = _table(spark, opts.entity_vectors)
-        questions = options.build(
-            queries,
-            excluded,
-            degrees,
-            kg,
-            n_entities,
-            options.Plan(
-                difficulties,
-                cfg.options,
-                cfg.seed,
-                cfg.easy_candidates,
-                type_id,
-                hard_mode,
-                cfg.hard_restrict_to_medium_pool,
-            ),
-            scores,
-            vectors,
-        )
-        counts = {
-            (r["difficulty"], r["complete"], r["fallback"]): r["n"]
-            for r in questions.groupBy("difficulty", "complete", "fallback").agg(F.count("*").alias("n")).collect()
-        }
-        complete = questions.where(F.col("complete")).drop("complete")
-        templates = render.templates(spark, relations, cfg.templates, cfg.default_templates).transform(checkpoint)
-        with_text = render.with_text(complete, entities, relations, templates, cfg.options)
-        ctx.write("questions", with_text, paths["questions"], f"ProbeKGC questions {opts.name}", table="mcq.questions")
-
+        counts, templates = _questions(ctx, opts, qs, queries, excluded, degrees)
     with ctx.step("statistics"):
-        stats = options.statistics(ctx.written("questions"), cfg.options).orderBy(
-            F.array_position(F.array(*[F.lit(d) for d in options.DIFFICULTIES]), F.col("difficulty"))
-        )
-        ctx.write("statistics", stats, paths["statistics"], f"statistics of {opts.name}", table="mcq.statistics")
-        summary.results = [r.asDict() for r in ctx.written("statistics").collect()]
-        order = {d: i for i, d in enumerate(options.DIFFICULTIES)}
-        summary.results.sort(key=lambda r: order[r["difficulty"]])
-
+        summary.results = _statistics(ctx, qs)
     with ctx.step("export"):
-        out = local_dir(opts.out or f"{base}/export")
-        files = _export(ctx, cfg, entities, relations, templates, out, f"{base}/_export_staging", difficulties)
-        summary.extra["files"] = files
+        out = local_dir(opts.out or f"{qs.base}/export")
+        staging = f"{qs.base}/_export_staging"
+        summary.extra["files"] = _export(ctx, cfg, qs.entities, qs.relations, templates, out, staging, qs.difficulties)
         summary.highlights["export"] = str(out)
-
     summary.counts.update(triples=sampled.count(), queries=n_queries)
-    for d in difficulties:
+    for d in qs.difficulties:
         summary.counts[f"questions_{d}"] = sum(n for (dd, c, _), n in counts.items() if dd == d and c)
         summary.counts[f"fallback_{d}"] = sum(n for (dd, c, f), n in counts.items() if dd == d and c and f)
         summary.counts[f"dropped_{d}"] = sum(n for (dd, c, _), n in counts.items() if dd == d and not c)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
@@ -15,7 +16,7 @@ from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobSummary, fail_past_bad_fraction
 from kgbrink.kg.dataset import dataset_splits
 from kgbrink.okgqa import questions as okgqa_questions
-from kgbrink.okgqa.subgraphs import question_subgraphs
+from kgbrink.okgqa.subgraphs import question_subgraphs, size_totals
 
 
 def question_set_name(path: str, given: str | None) -> str:
@@ -36,9 +37,44 @@ class SubgraphOptions:
     splits: list[str] | None = arg(None, "comma-separated splits of the KG (default: all)", convert=names)
 
 
+def _seeds(ctx: JobContext, opts: SubgraphOptions, entities: DataFrame, quarantine: str) -> DataFrame:
+    """The questions' seed entities (``qid, entity``); bad lines and unknown keys quarantined, counted,
+    and the job failed past ``okgqa_subgraph.max_bad_fraction`` of the keys and lines."""
+    spark, summary, cfg = ctx.spark, ctx.summary, ctx.config.okgqa_subgraph
+    if opts.questions_format == "jsonl":
+        require_files(spark, [opts.questions])
+        lines = read_lines(spark, {"questions": [opts.questions]})
+        parsed = okgqa_questions.parse_lines(lines, cfg.max_entities_per_question)
+    else:
+        table = spark.read.format(opts.questions_format).load(opts.questions)
+        parsed = okgqa_questions.from_table(table, cfg.max_entities_per_question)
+    parsed = parsed.transform(checkpoint)
+    seeds, bad = okgqa_questions.resolve_entities(parsed, entities)
+    seeds = seeds.transform(checkpoint)
+    ctx.write("quarantine", bad, quarantine, f"quarantine of {opts.questions}", table="okgqa.quarantine")
+    reasons = {r["reason"]: r["count"] for r in ctx.written("quarantine").groupBy("reason").count().collect()}
+    good = parsed.where(F.col("reason").isNull())
+    n_keys = good.select(F.sum(F.size("entities"))).first()[0] or 0
+    summary.counts.update(questions=good.count(), entity_keys=int(n_keys))
+    summary.counts.update({f"quarantined_{k}": v for k, v in sorted(reasons.items())})
+    # the share of the entity keys of good lines and of the bad lines
+    bad_lines = sum(reasons.get(reason, 0) for reason in okgqa_questions.LINE_REASONS)
+    fail_past_bad_fraction(
+        summary,
+        reasons,
+        n_keys + bad_lines,
+        cfg.max_bad_fraction,
+        "okgqa_subgraph.max_bad_fraction",
+        "entity keys and question lines",
+        f"see {quarantine}",
+        source=opts.questions,
+    )
+    return seeds
+
+
 @job("okgqa-subgraphs", "OKGQA question subgraphs: 2-hop edge ball pruned by PPR (paper 004)", SubgraphOptions, steps=2)
 def subgraphs(ctx: JobContext, opts: SubgraphOptions) -> JobSummary:
-    spark, config = ctx.spark, ctx.config
+    config = ctx.config
     cfg = config.okgqa_subgraph
     dataset = config.require_dataset(opts.dataset)
     name = question_set_name(opts.questions, opts.name)
@@ -55,58 +91,10 @@ def subgraphs(ctx: JobContext, opts: SubgraphOptions) -> JobSummary:
         for t in ("subgraphs", "subgraph_sizes", "quarantine")
     }
     with ctx.step("questions"):
-        if opts.questions_format == "jsonl":
-            require_files(spark, [opts.questions])
-            parsed = okgqa_questions.parse_lines(
-                read_lines(spark, {"questions": [opts.questions]}), cfg.max_entities_per_question
-            )
-        else:
-            table = spark.read.format(opts.questions_format).load(opts.questions)
-            parsed = okgqa_questions.from_table(table, cfg.max_entities_per_question)
-        parsed = parsed.transform(checkpoint)
-        seeds, bad = okgqa_questions.resolve_entities(parsed, entities)
-        seeds = seeds.transform(checkpoint)
-        ctx.write("quarantine", bad, out["quarantine"], f"quarantine of {opts.questions}", table="okgqa.quarantine")
-        reasons = {r["reason"]: r["count"] for r in ctx.written("quarantine").groupBy("reason").count().collect()}
-        n_questions = parsed.where(F.col("reason").isNull()).count()
-        n_keys = parsed.where(F.col("reason").isNull()).select(F.sum(F.size("entities"))).first()[0] or 0
-        summary.counts.update(
-            questions=n_questions,
-            entity_keys=int(n_keys),
-            **{f"quarantined_{k}": v for k, v in sorted(reasons.items())},
-        )
-        # the share of the entity keys of good lines and of the bad lines
-        bad_lines = sum(reasons.get(reason, 0) for reason in okgqa_questions.LINE_REASONS)
-        fail_past_bad_fraction(
-            summary,
-            reasons,
-            n_keys + bad_lines,
-            cfg.max_bad_fraction,
-            "okgqa_subgraph.max_bad_fraction",
-            "entity keys and question lines",
-            f"see {out['quarantine']}",
-            source=opts.questions,
-        )
+        seeds = _seeds(ctx, opts, entities, out["quarantine"])
     with ctx.step("subgraphs"):
         pruned, sizes = question_subgraphs(kg, seeds, cfg)
         ctx.write("subgraph_sizes", sizes, out["subgraph_sizes"], f"sizes of {name}", table="okgqa.subgraph_sizes")
         ctx.write("subgraphs", pruned, out["subgraphs"], f"PPR-pruned subgraphs of {name}", table="okgqa.subgraphs")
-    s = (
-        ctx.written("subgraph_sizes")
-        .agg(
-            F.count("*").alias("q"),
-            F.sum("n_edges_raw").alias("raw"),
-            F.sum("n_edges_pruned").alias("pruned"),
-            F.sum(F.when(~F.col("ppr_converged"), 1).otherwise(0)).alias("unconverged"),
-            F.sum(F.when(F.size("caps_applied") > 0, 1).otherwise(0)).alias("capped"),
-        )
-        .first()
-    )
-    summary.counts.update(
-        subgraphs=s["q"],
-        edges_raw=int(s["raw"] or 0),
-        edges_pruned=int(s["pruned"] or 0),
-        ppr_not_converged=int(s["unconverged"] or 0),
-        questions_capped=int(s["capped"] or 0),
-    )
+    summary.counts.update(size_totals(ctx.written("subgraph_sizes")))
     return summary

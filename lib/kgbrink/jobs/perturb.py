@@ -123,44 +123,30 @@ class _Scope:
         )
 
 
-@job("perturb", "OKGQA-P perturbations RS/RR/ER/ED of question subgraphs or the whole KG", PerturbOptions, steps=3)
-def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
-    s = _Scope(ctx, opts)
-    summary = ctx.begin(**s.params())
+def _operations(ctx: JobContext, s: _Scope, original: DataFrame) -> tuple[list, list, dict]:
+    """Every method's perturbation per seed: its log rows, its nested graphs (the original and every level
+    in one table; a new triple takes the split of the one it replaces) and its counts per level."""
     whole = s.scope == "kg"
-    original = s.original.transform(checkpoint)
     scoped = original.select("scope_key", "h", "r", "t")
     logs, graphs, counts = [], [], {}
-    with ctx.step("operations"):
-        for seed in s.seeds:
-            scorer = Scorer(**{**vars(s.scorer), "seed": seed})
-            for method in s.methods:
-                try:
-                    made = okgqa_perturb.perturbation(scoped, method, s.levels, seed, whole, scorer)
-                except ScorerInputError as e:
-                    raise JobFailed(f"{method}: {e}", summary) from None
-                logs.append(okgqa_perturb.log_rows(made.changed, method, seed))
-                counts.update({(method, level, seed): c for level, c in made.levels.items()})
-                # the original and every level in one table; a new triple takes the split of the one it replaces
-                graph = okgqa_perturb.nested_graphs(original, made.changed, s.levels, method)
-                graphs.append(graph.select(F.lit(method).alias("method"), F.lit(seed).alias("seed"), *graph.columns))
-    with ctx.step("write_log"):
-        ctx.write(
-            "perturbation_log",
-            reduce(DataFrame.unionByName, logs),
-            s.path["perturbation_log"],
-            "perturbation log",
-            table="okgqa.perturbation_log",
-        )
-    with ctx.step("write_perturbed"):
-        ctx.write(
-            "perturbed",
-            reduce(DataFrame.unionByName, graphs),
-            s.path["perturbed"],
-            f"perturbed {s.name}",
-            table="okgqa.perturbed",
-        )
-    n = original.count()
+    for seed in s.seeds:
+        scorer = Scorer(**{**vars(s.scorer), "seed": seed})
+        for method in s.methods:
+            try:
+                made = okgqa_perturb.perturbation(scoped, method, s.levels, seed, whole, scorer)
+            except ScorerInputError as e:
+                raise JobFailed(f"{method}: {e}", ctx.summary) from None
+            logs.append(okgqa_perturb.log_rows(made.changed, method, seed))
+            counts.update({(method, level, seed): c for level, c in made.levels.items()})
+            graph = okgqa_perturb.nested_graphs(original, made.changed, s.levels, method)
+            graphs.append(graph.select(F.lit(method).alias("method"), F.lit(seed).alias("seed"), *graph.columns))
+    return logs, graphs, counts
+
+
+def _level_rows(ctx: JobContext, s: _Scope, n: int, counts: dict) -> list[dict]:
+    """One row per method, level and seed: operations asked, done, no-ops, skipped, reached, collisions
+    (0 by construction: no operation creates a triple its graph holds) and the graph's triples; a warning
+    for every level some scope fell short of."""
     # triples per graph: one scan, a conditional count per level (no row per level)
     per_level = [
         F.count(F.when(F.array_contains("levels", float(lv)), 1)).alias(str(i)) for i, lv in enumerate(s.levels)
@@ -170,35 +156,45 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
     rows = []
     for (method, level, seed), c in sorted(counts.items()):
         kept = after.get((method, level, seed), 0)
-        # 0 by construction: no operation creates a triple its graph holds
         collisions = n - kept - (c["operations"] if method == "ED" else 0)
+        fields = ("requested", "operations", "noop", "skipped", "reached")
         rows.append(
             dict(
-                method=method,
-                level=level,
-                seed=seed,
-                requested=c["requested"],
-                operations=c["operations"],
-                noop=c["noop"],
-                skipped=c["skipped"],
-                reached=c["reached"],
-                collisions=collisions,
-                triples=kept,
+                method=method, level=level, seed=seed, **{k: c[k] for k in fields}, collisions=collisions, triples=kept
             )
         )
         if c["short_scopes"]:
-            where = "the KG" if whole else f"{c['short_scopes']} of the question subgraphs"
+            where = "the KG" if s.scope == "kg" else f"{c['short_scopes']} of the question subgraphs"
+            why = (
+                "their heads have no free target left"
+                if method == "ER"
+                else "the other candidates would create a triple already there"
+            )
             warning = (
                 f"{method} at level {level:g} (seed {seed}) reached {c['reached']:.4%}: {c['operations']:,} of "
-                f"{c['requested']:,} operations in {where}; "
-                + (
-                    "their heads have no free target left"
-                    if method == "ER"
-                    else "the other candidates would create a triple already there"
-                )
+                f"{c['requested']:,} operations in {where}; {why}"
             )
             log.warning(warning)
-            summary.extra.setdefault("warnings", []).append(warning)
+            ctx.summary.extra.setdefault("warnings", []).append(warning)
+    return rows
+
+
+@job("perturb", "OKGQA-P perturbations RS/RR/ER/ED of question subgraphs or the whole KG", PerturbOptions, steps=3)
+def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
+    s = _Scope(ctx, opts)
+    summary = ctx.begin(**s.params())
+    original = s.original.transform(checkpoint)
+    with ctx.step("operations"):
+        logs, graphs, counts = _operations(ctx, s, original)
+    with ctx.step("write_log"):
+        log_rows = reduce(DataFrame.unionByName, logs)
+        path = s.path["perturbation_log"]
+        ctx.write("perturbation_log", log_rows, path, "perturbation log", table="okgqa.perturbation_log")
+    with ctx.step("write_perturbed"):
+        graph_rows = reduce(DataFrame.unionByName, graphs)
+        ctx.write("perturbed", graph_rows, s.path["perturbed"], f"perturbed {s.name}", table="okgqa.perturbed")
+    n = original.count()
+    rows = _level_rows(ctx, s, n, counts)
     summary.counts.update(triples_in_scope=n, scopes=original.select("scope_key").distinct().count())
     summary.results = rows
     schema = catalog.table("okgqa.perturbations").schema

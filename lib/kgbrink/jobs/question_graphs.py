@@ -168,46 +168,20 @@ def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
             )
         else:
             graphs, sizes = synthkgqa_question_graphs.question_graphs(got.kg, got.questions, got.paths, cfg)
+        named = f"of {opts.questions}"
+        path = got.path
         ctx.write(
-            "sizes",
-            sizes,
-            got.path["question_graph_sizes"],
-            f"sizes of {opts.questions}",
-            table="synthkgqa.question_graph_sizes",
+            "sizes", sizes, path["question_graph_sizes"], f"sizes {named}", table="synthkgqa.question_graph_sizes"
         )
         ctx.write(
-            "graphs",
-            graphs,
-            got.path["question_graphs"],
-            f"question graphs of {opts.questions}",
-            table="synthkgqa.question_graphs",
+            "graphs", graphs, path["question_graphs"], f"question graphs {named}", table="synthkgqa.question_graphs"
         )
     with ctx.step("shortest paths" if sp_cfg else "counts"):
         if sp_cfg:
             _sp_tables(ctx, opts, got, pairs, found, sp_triples)
             _sp_report(ctx, opts, got, sp_cfg, summary)
-        s = (
-            ctx.written("sizes")
-            .agg(
-                F.count("*").alias("q"),
-                F.sum("n_final").alias("final"),
-                F.max("n_final").alias("largest"),
-                F.sum("n_gt_readded").alias("readded"),
-                F.sum(F.when(~F.col("ppr_converged"), 1).otherwise(0)).alias("unconverged"),
-                F.sum(F.when(F.size("caps_applied") > 0, 1).otherwise(0)).alias("capped"),
-            )
-            .first()
-        )
-        by_source = {r["source"]: r["count"] for r in ctx.written("graphs").groupBy("source").count().collect()}
-    summary.counts.update(
-        graphs=s["q"],
-        triples=int(s["final"] or 0),
-        largest_graph=int(s["largest"] or 0),
-        gt_triples_readded=int(s["readded"] or 0),
-        ppr_not_converged=int(s["unconverged"] or 0),
-        questions_capped=int(s["capped"] or 0),
-        **{f"triples_{k}": v for k, v in sorted(by_source.items())},
-    )
+        totals = synthkgqa_question_graphs.graph_totals(ctx.written("sizes"), ctx.written("graphs"))
+    summary.counts.update(totals)
     return summary
 
 

@@ -80,24 +80,11 @@ def run(ctx: JobContext, opts: RankOptions) -> JobSummary:
     summary.params["filter_splits"] = ",".join(opts.filter_splits or ["all"])
 
     raw = spark.read.parquet(*files)
-    missing = [c for c in ("h", "r", "t", "side", "candidate", "score") if c not in raw.columns]
+    missing = [c for c in ranking.SCORE_COLUMNS if c not in raw.columns]
     if missing:
         raise ValueError(f"{files[0]}: missing column(s) {', '.join(missing)} (has {', '.join(raw.columns)})")
     named = with_model_and_run(raw, F.col("_metadata.file_path"), opts.model, opts.run)
-
-    def in_range(c: str, n: int):
-        return F.when(F.col(c).between(0, n - 1), F.col(c).cast("int"))
-
-    scores = named.select(
-        "model",
-        "run",
-        in_range("h", n_entities).alias("h"),
-        in_range("r", n_relations).alias("r"),
-        in_range("t", n_entities).alias("t"),
-        F.lower(F.trim(F.col("side").cast("string"))).alias("side"),
-        in_range("candidate", n_entities).alias("candidate"),
-        F.col("score").cast("double").alias("score"),
-    )
+    scores = ranking.candidate_scores(named, n_entities, n_relations)
     with ctx.step("rank"):
         outcomes = ranking.query_outcomes(
             scores,
@@ -111,14 +98,7 @@ def run(ctx: JobContext, opts: RankOptions) -> JobSummary:
         ranks, quarantine = ranking.split_outcomes(outcomes)
         ranks.write.mode("overwrite").parquet(f"{opts.out}/ranks")
         ctx.write("quarantine", quarantine, f"{opts.out}/quarantine", f"rank {opts.scores}", table="rank.quarantine")
-    by_reason = outcomes.groupBy("reason").agg(
-        F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("unscored") > 0, 1)).alias("partial")
-    )
-    tally, partial = {}, 0
-    for r in by_reason.collect():
-        tally[r["reason"]] = int(r["n"])
-        partial += int(r["partial"])
-    ranked = tally.pop(None, 0)
+    ranked, tally, partial = ranking.outcome_counts(outcomes)
     bad = sum(tally.values())
     summary.counts.update(
         score_files=len(files),
@@ -126,8 +106,7 @@ def run(ctx: JobContext, opts: RankOptions) -> JobSummary:
         ranked=ranked,
         quarantined=bad,
         quarantined_by_reason=tally,
-        # ranked over fewer than all entities (--partial-candidates) or quarantined for it
-        queries_with_missing_candidates=partial + tally.get("missing_candidates", 0),
+        queries_with_missing_candidates=partial,
     )
     summary.extra["ranks_path"] = f"{opts.out}/ranks"
     if ranked + bad == 0:

@@ -155,22 +155,56 @@ def _done_batches(spark: SparkSession, path: str) -> set[str]:
     return {r["batch_id"] for r in read_table(spark, path).select("batch_id").collect()}
 
 
-def _repeated_queries(
-    ctx: JobContext, files, read_opts, path: str, validate, n_entities: int, n_relations: int
-) -> tuple[DataFrame, int]:
-    """The queries two or more rows of all ``files`` give, and how many: found once per work folder
+def _repeated_queries(ctx: JobContext, work: _Work) -> tuple[DataFrame, int]:
+    """The queries two or more rows of all rank files give, and how many: found once per work folder
     (a resumed run reads them back), so every batch marks the same rows whatever the batching."""
-    spark = ctx.spark
+    spark, path = ctx.spark, work.paths["repeated_queries"]
     if not table_exists(spark, path):
-        checked = validate(rankfiles.read_ranks(spark, [f for f, _, _ in files], read_opts))
-        repeats = rankfiles.repeated_queries(checked, n_entities, n_relations)
+        raw = rankfiles.read_ranks(spark, [f for f, _, _ in work.files], work.read_opts)
+        checked = work.validate(raw, None, bool(ctx.config.scoring.broadcast_tables))
+        repeats = rankfiles.repeated_queries(checked, work.n_entities, work.n_relations)
         ctx.write("repeated_queries", repeats, path, "queries given by more than one rank row")
     version = latest_version(spark, path)
     return read_table(spark, path, version), table_rows(spark, path, version)
 
 
-@job("score", "PROBE and the classic rank metrics of rank files", ScoreOptions, steps=4)
-def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
+@dataclass
+class _Work:
+    """One score run: its rank files and batches, tables, metric spec and work folder."""
+
+    opts: ScoreOptions
+    spec: scoring.MetricSpec
+    dataset: str
+    files: list
+    fmt: str
+    id_kind: str
+    splits: list[str]
+    entities: DataFrame
+    relations: DataFrame
+    n_entities: int
+    n_relations: int
+    popularity: tuple[DataFrame, DataFrame] | None
+    total: int | None
+    paths: dict[str, str]
+    batches: list
+
+    @property
+    def read_opts(self) -> rankfiles.ReadOptions:
+        return rankfiles.ReadOptions(fmt=self.fmt, model=self.opts.model, run=self.opts.run, n_entities=self.n_entities)
+
+    @property
+    def batch_ids(self) -> list[str]:
+        return [f"{i:06d}-{_digest(b)}" for i, b in enumerate(self.batches)]
+
+    def validate(self, raw: DataFrame, facts: rankfiles.ParquetFacts | None, broadcast: bool) -> DataFrame:
+        return rankfiles.validate_ranks(
+            raw, self.entities, self.relations, self.id_kind, self.n_entities, self.n_relations, broadcast, facts
+        )
+
+
+def _open(ctx: JobContext, opts: ScoreOptions) -> _Work:
+    """The rank files (one format), the pinned dictionaries and popularity statistics (computed first when
+    missing), and the work folder named by the fingerprint of all of them."""
     spark, config = ctx.spark, ctx.config
     spec = opts.metric_spec(config)
     ds = config.require_dataset(opts.dataset)
@@ -188,8 +222,6 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     )
     entities = ctx.read("entities", catalog.path("entities", dataset=ds)).select("id", "key")
     relations = ctx.read("relations", catalog.path("relations", dataset=ds)).select("id", "key")
-    n_entities, n_relations = entities.count(), relations.count()
-    broadcast = bool(config.scoring.broadcast_tables)
     popularity, total = None, None
     if spec.needs_popularity:
         stats_dir = catalog.stats_dir(ds, splits)
@@ -198,7 +230,6 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
                 ctx.run("stats", dataset=ds, splits=splits)
         popularity = tuple(ctx.read(n, f"{stats_dir}/{n}") for n in ("entity_popularity", "entity_relation_popularity"))
         total = scoring.total_degree(popularity[0])
-
     fingerprint = _digest(
         {
             "sums": scoring.SUMS_FORMAT,
@@ -214,132 +245,109 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     )
     work = table_path(ds, f"scores/{fingerprint}")
     tables = ("partials", "quarantine", "batches", "results", "groups", "repeated_queries")
-    paths = {name: f"{work}/{name}" for name in tables}
     summary.params["work_dir"] = work
-    read_opts = rankfiles.ReadOptions(fmt=fmt, model=opts.model, run=opts.run, n_entities=n_entities)
+    return _Work(
+        opts, spec, ds, files, fmt, id_kind, splits, entities, relations, entities.count(), relations.count(),
+        popularity, total, {name: f"{work}/{name}" for name in tables},
+        rankfiles.batches_of(files, int(config.scoring.batch_bytes)),
+    )  # fmt: skip
 
-    def validate(raw: DataFrame, facts: rankfiles.ParquetFacts | None = None) -> DataFrame:
-        return rankfiles.validate_ranks(raw, entities, relations, id_kind, n_entities, n_relations, broadcast, facts)
 
-    batches = rankfiles.batches_of(files, int(config.scoring.batch_bytes))
-    done = _done_batches(spark, paths["batches"])
-    repeated, repeats = None, 0
-    if config.scoring.check_duplicate_queries:
-        with ctx.step("duplicates"):
-            repeated, repeats = _repeated_queries(
-                ctx, files, read_opts, paths["repeated_queries"], validate, n_entities, n_relations
-            )
-    skipped = 0
-    with ctx.step("batches"):
-        for index, batch in enumerate(batches):
-            batch_id = f"{index:06d}-{_digest(batch)}"
-            if batch_id in done:
-                skipped += 1
-                continue
-            facts = (
-                rankfiles.parquet_facts(spark, batch)
-                if fmt == "parquet" and config.scoring.parquet_statistics
-                else None
-            )
-            raw = rankfiles.read_ranks(spark, [f for f, _, _ in batch], read_opts)
-            checked = validate(raw, facts)
-            if repeated is not None:
-                checked = rankfiles.mark_duplicate_queries(checked, repeated, repeats <= REPEATS_BROADCAST)
-            rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
-            if popularity is not None:
-                rows = scoring.with_target_degrees(rows, *popularity, broadcast=broadcast)
-            sums = scoring.group_sums(rows, spec, facts.constants(rankfiles.OPTIONAL) if facts else None).cache()
-            totals = sums.agg(F.sum("n").alias("n"), F.sum("quarantined").alias("quarantined")).first()
-            scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
-            if bad:
-                _replace_batch(ctx, rankfiles.quarantine_of(checked, batch_id), paths["quarantine"], batch_id)
-            _replace_batch(
-                ctx,
-                sums.filter(F.col("n") > 0).drop("quarantined").select(F.lit(batch_id).alias("batch_id"), "*"),
-                paths["partials"],
-                batch_id,
-            )
-            sums.unpersist()
-            record = {
-                "batch_id": batch_id,
-                "files": json.dumps([f for f, _, _ in batch]),
-                "rows": scored_rows + bad,
-                "quarantined": bad,
-            }
-            _replace_batch(
-                ctx,
-                spark.createDataFrame([record], "batch_id string, files string, rows long, quarantined long"),
-                paths["batches"],
-                batch_id,
-            )
-    batch_ids = [f"{i:06d}-{_digest(b)}" for i, b in enumerate(batches)]
-    partials = read_table(spark, paths["partials"]).filter(F.col("batch_id").isin(batch_ids))
+def _score_batch(ctx: JobContext, work: _Work, batch: list, batch_id: str, repeated, repeats: int) -> None:
+    """One batch's group sums to ``partials``, its bad rows to ``quarantine``, then its row in ``batches``
+    (each write replaces the batch's rows: a batch run again is idempotent)."""
+    spark, config = ctx.spark, ctx.config
+    broadcast = bool(config.scoring.broadcast_tables)
+    use_facts = work.fmt == "parquet" and config.scoring.parquet_statistics
+    facts = rankfiles.parquet_facts(spark, batch) if use_facts else None
+    checked = work.validate(rankfiles.read_ranks(spark, [f for f, _, _ in batch], work.read_opts), facts, broadcast)
+    if repeated is not None:
+        checked = rankfiles.mark_duplicate_queries(checked, repeated, repeats <= REPEATS_BROADCAST)
+    rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
+    if work.popularity is not None:
+        rows = scoring.with_target_degrees(rows, *work.popularity, broadcast=broadcast)
+    sums = scoring.group_sums(rows, work.spec, facts.constants(rankfiles.OPTIONAL) if facts else None).cache()
+    totals = sums.agg(F.sum("n").alias("n"), F.sum("quarantined").alias("quarantined")).first()
+    scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
+    if bad:
+        _replace_batch(ctx, rankfiles.quarantine_of(checked, batch_id), work.paths["quarantine"], batch_id)
+    partial = sums.filter(F.col("n") > 0).drop("quarantined").select(F.lit(batch_id).alias("batch_id"), "*")
+    _replace_batch(ctx, partial, work.paths["partials"], batch_id)
+    sums.unpersist()
+    record = {"batch_id": batch_id, "files": json.dumps([f for f, _, _ in batch]), "rows": scored_rows + bad}
+    record["quarantined"] = bad
+    schema = "batch_id string, files string, rows long, quarantined long"
+    _replace_batch(ctx, spark.createDataFrame([record], schema), work.paths["batches"], batch_id)
+
+
+def _tally(ctx: JobContext, work: _Work, summary: JobSummary) -> DataFrame:
+    """The partials of this run's batches; the rows scored and quarantined (by reason) counted, and the job
+    failed past ``scoring.max_bad_fraction`` or without rows."""
+    spark, paths = ctx.spark, work.paths
+    partials = read_table(spark, paths["partials"]).filter(F.col("batch_id").isin(work.batch_ids))
     scored = int(partials.agg(F.sum("n")).first()[0] or 0)
     by_reason: dict[str, int] = {}
     if table_exists(spark, paths["quarantine"]):
-        bad_rows = read_table(spark, paths["quarantine"]).filter(F.col("batch_id").isin(batch_ids))
+        bad_rows = read_table(spark, paths["quarantine"]).filter(F.col("batch_id").isin(work.batch_ids))
         by_reason = {r["reason"]: int(r["count"]) for r in bad_rows.groupBy("reason").count().collect()}
     quarantined = sum(by_reason.values())
-    summary.counts.update(
-        rank_files=len(files),
-        batches=len(batches),
-        batches_skipped=skipped,
-        rows=scored + quarantined,
-        scored=scored,
-        quarantined=quarantined,
-        quarantined_by_reason=by_reason,
-    )
+    summary.counts.update(rows=scored + quarantined, scored=scored, quarantined=quarantined)
+    summary.counts["quarantined_by_reason"] = by_reason
     if quarantined:
-        summary.outputs["quarantine"] = TableVersion(
-            paths["quarantine"], latest_version(spark, paths["quarantine"]), quarantined
-        )
-    limit = float(config.scoring.max_bad_fraction)
+        version = latest_version(spark, paths["quarantine"])
+        summary.outputs["quarantine"] = TableVersion(paths["quarantine"], version, quarantined)
     if scored + quarantined == 0:
-        raise ScoreError(f"{opts.ranks}: no rank rows", summary)
+        raise ScoreError(f"{work.opts.ranks}: no rank rows", summary)
+    limit = float(ctx.config.scoring.max_bad_fraction)
+    where = f"see {paths['quarantine']}"
     fail_past_bad_fraction(
-        summary,
-        by_reason,
-        scored + quarantined,
-        limit,
-        "scoring.max_bad_fraction",
-        "rank rows",
-        f"see {paths['quarantine']}",
+        summary, by_reason, scored + quarantined, limit, "scoring.max_bad_fraction", "rank rows", where
     )
+    return partials
+
+
+def _write_results(ctx: JobContext, work: _Work, scores, summary: JobSummary) -> pd.DataFrame:
+    """``results`` (described by the run's record, which ``refresh`` reads back) and ``groups``."""
+    spark, opts = ctx.spark, work.opts
+    results = scores.frame()
+    inputs = {k: v.as_dict() for k, v in summary.inputs.items()}
+    record = runs.run_record(opts.ranks, work.fmt, work.id_kind, opts.model, opts.run, work.splits, work.spec, inputs)
+    frame = spark.createDataFrame(
+        results.astype(object).where(results.notna(), None), catalog.table("score.results").schema
+    )
+    ctx.write("results", frame, work.paths["results"], description=runs.describe(record))
+    if scores.groups:
+        groups = spark.createDataFrame(pd.DataFrame(scores.groups))
+        ctx.write("groups", groups, work.paths["groups"], description="popularity groups (Fig. 11)")
+    return results
+
+
+@job("score", "PROBE and the classic rank metrics of rank files", ScoreOptions, steps=4)
+def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
+    work = _open(ctx, opts)
+    summary = ctx.summary
+    done = _done_batches(ctx.spark, work.paths["batches"])
+    repeated, repeats = None, 0
+    if ctx.config.scoring.check_duplicate_queries:
+        with ctx.step("duplicates"):
+            repeated, repeats = _repeated_queries(ctx, work)
+    with ctx.step("batches"):
+        todo = [(b, i) for b, i in zip(work.batches, work.batch_ids) if i not in done]
+        for batch, batch_id in todo:
+            _score_batch(ctx, work, batch, batch_id, repeated, repeats)
+    summary.counts.update(
+        rank_files=len(work.files), batches=len(work.batches), batches_skipped=len(work.batches) - len(todo)
+    )
+    partials = _tally(ctx, work, summary)
     with ctx.step("finish"):
-        merged = scoring.with_deltas(scoring.merge_group_sums(partials, spec), total).toPandas()
-        scores = scoring.finish(merged, spec)
+        merged = scoring.with_deltas(scoring.merge_group_sums(partials, work.spec), work.total).toPandas()
+        scores = scoring.finish(merged, work.spec)
     summary.results = scores.results
     summary.extra["groups"] = scores.groups
     summary.extra["eps"] = [
         {"model": m, "run": r, "eps_entity": e, "eps_relation": er} for (m, r), (e, er) in sorted(scores.eps.items())
     ]
-    results = scores.frame()
-    ctx.write(
-        "results",
-        spark.createDataFrame(
-            results.astype(object).where(results.notna(), None), catalog.table("score.results").schema
-        ),
-        paths["results"],
-        description=runs.describe(
-            runs.run_record(
-                opts.ranks,
-                fmt,
-                id_kind,
-                opts.model,
-                opts.run,
-                splits,
-                spec,
-                {k: v.as_dict() for k, v in summary.inputs.items()},
-            )
-        ),
-    )
-    if scores.groups:
-        ctx.write(
-            "groups",
-            spark.createDataFrame(pd.DataFrame(scores.groups)),
-            paths["groups"],
-            description="popularity groups (Fig. 11)",
-        )
+    results = _write_results(ctx, work, scores, summary)
     summary.counts["models"] = len({r["model"] for r in scores.results})
     if opts.plots_dir:
         from kgbrink.probe import plots

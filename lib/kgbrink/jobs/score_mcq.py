@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
@@ -66,8 +67,27 @@ def _parent(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0]
 
 
-@job("score-mcq", "accuracy and NKD of predictions on ProbeKGC multiple-choice questions", ScoreMcqOptions, steps=4)
-def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
+@dataclass
+class _Work:
+    """One scoring: its settings, the pinned questions and predictions, and the output tables."""
+
+    api_raw: bool
+    bins: str
+    n_groups: int
+    questions: DataFrame
+    n_questions: int
+    fmt: str
+    files: list
+    table: DataFrame | None  # the predictions' Delta table, pinned
+    out: str
+
+    def path(self, table: str) -> str:
+        return f"{self.out}/{table}"
+
+
+def _open(ctx: JobContext, opts: ScoreMcqOptions) -> _Work:
+    """The settings checked, the questions (unique ids) and predictions pinned, the output folder named
+    by the fingerprint of all of them."""
     spark, cfg = ctx.spark, ctx.config.mcq_scoring
     api_raw = cfg.api_raw if opts.api_raw is None else bool(opts.api_raw)
     bins = opts.degree_bins or cfg.degree_bins
@@ -112,34 +132,32 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
         }
     )
     out = (opts.out or f"{_parent(questions_path)}/scores/{fingerprint}").rstrip("/")
-    paths = {t: f"{out}/{t}" for t in ("mcq_scores", "mcq_overlap", "mcq_quarantine")}
     summary.params.update(format=fmt, out=out)
+    return _Work(api_raw, bins, n_groups, questions, n_questions, fmt, files, table, out)
 
-    with ctx.step("validate"):
-        predictions = scoring.read_predictions(
-            spark, opts.predictions, fmt, [f for f, _, _ in files], opts.model, opts.run, table
-        )
-        checked = scoring.validate(predictions, questions).transform(checkpoint)
-        by_reason = {
-            r["reason"]: int(r["count"])
-            for r in checked.filter(F.col("reason").isNotNull()).groupBy("reason").count().collect()
-        }
-        total = checked.count()
-        blank = predictions.filter(F.col("_skip")).count() if fmt == "jsonl" else 0
-    quarantined = sum(by_reason.values())
-    summary.counts.update(
-        questions=n_questions,
-        predictions=total,
-        blank_lines=blank,
-        scored=total - quarantined,
-        quarantined=quarantined,
-        quarantined_by_reason=by_reason,
+
+def _validate(ctx: JobContext, opts: ScoreMcqOptions, work: _Work):
+    """The predictions checked against the questions (``reason`` set on the bad ones); the bad ones
+    quarantined and counted, and the job failed past ``mcq_scoring.max_bad_fraction`` or without rows."""
+    summary = ctx.summary
+    predictions = scoring.read_predictions(
+        ctx.spark, opts.predictions, work.fmt, [f for f, _, _ in work.files], opts.model, opts.run, work.table
     )
+    checked = scoring.validate(predictions, work.questions).transform(checkpoint)
+    by_reason = {
+        r["reason"]: int(r["count"])
+        for r in checked.filter(F.col("reason").isNotNull()).groupBy("reason").count().collect()
+    }
+    total = checked.count()
+    blank = predictions.filter(F.col("_skip")).count() if work.fmt == "jsonl" else 0
+    quarantined = sum(by_reason.values())
+    summary.counts.update(questions=work.n_questions, predictions=total, blank_lines=blank)
+    summary.counts.update(scored=total - quarantined, quarantined=quarantined, quarantined_by_reason=by_reason)
     if quarantined:
         ctx.write(
             "mcq_quarantine",
             scoring.quarantine_rows(checked, predictions),
-            paths["mcq_quarantine"],
+            work.path("mcq_quarantine"),
             "predictions that were not scored",
             table="mcq.prediction_quarantine",
         )
@@ -149,55 +167,73 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
         summary,
         by_reason,
         total,
-        float(cfg.max_bad_fraction),
+        float(ctx.config.mcq_scoring.max_bad_fraction),
         "mcq_scoring.max_bad_fraction",
         "predictions",
-        f"see {paths['mcq_quarantine']}",
+        f"see {work.path('mcq_quarantine')}",
     )
+    return checked
 
-    with ctx.step("aggregate"):
-        grouping = scoring.degree_grouping(questions, bins, n_groups)
-        good = scoring.scored(checked.filter(F.col("reason").isNull()), api_raw)
-        rows = grouping.column(spark, good).cache()
-        sums = [r.asDict() for r in scoring.group_sums(rows).collect()]
-        scores = scoring.finish(sums)
-        venn = rows.transform(scoring.overlap).orderBy("model", "run", *scoring.DIFFICULTIES).collect()
-        per_run = scoring.answer_counts(rows)
-        rows.unpersist()
-    summary.counts.update(
+
+def _aggregate(ctx: JobContext, work: _Work, checked) -> tuple[list[dict], list[dict]]:
+    """Accuracy and NKD per model, run, difficulty and degree group, and the correct answers' overlap
+    across difficulties; the letter and unanswered counts."""
+    grouping = scoring.degree_grouping(work.questions, work.bins, work.n_groups)
+    good = scoring.scored(checked.filter(F.col("reason").isNull()), work.api_raw)
+    rows = grouping.column(ctx.spark, good).cache()
+    scores = scoring.finish([r.asDict() for r in scoring.group_sums(rows).collect()])
+    overlap = [
+        r.asDict() for r in rows.transform(scoring.overlap).orderBy("model", "run", *scoring.DIFFICULTIES).collect()
+    ]
+    per_run = scoring.answer_counts(rows)
+    rows.unpersist()
+    ctx.summary.counts.update(
         letter_predictions=sum(int(r["letters"]) for r in per_run),
         letters_disagreeing_with_scores=sum(int(r["disagree"]) for r in per_run),
-        unanswered={f"{r['model']}/{r['run']}": n_questions - int(r["answered"]) for r in per_run},
+        unanswered={f"{r['model']}/{r['run']}": work.n_questions - int(r["answered"]) for r in per_run},
     )
-    overlap = [r.asDict() for r in venn]
+    return scores, overlap
 
+
+def _write(ctx: JobContext, opts: ScoreMcqOptions, work: _Work, scores: list[dict], overlap: list[dict]) -> None:
+    spark = ctx.spark
+    schema = catalog.table("mcq.scores").schema
+    columns = [c.split()[0] for c in schema.split(", ")]
+    ctx.write(
+        "mcq_scores",
+        spark.createDataFrame([tuple(r[c] for c in columns) for r in scores], schema),
+        work.path("mcq_scores"),
+        f"score-mcq {opts.predictions}",
+        table="mcq.scores",
+    )
+    ctx.write(
+        "mcq_overlap",
+        spark.createDataFrame(
+            [tuple(r[c] for c in ("model", "run", *scoring.DIFFICULTIES, "n")) for r in overlap],
+            catalog.table("mcq.overlap").schema,
+        ),
+        work.path("mcq_overlap"),
+        "correct answers across difficulties",
+        table="mcq.overlap",
+    )
+
+
+@job("score-mcq", "accuracy and NKD of predictions on ProbeKGC multiple-choice questions", ScoreMcqOptions, steps=4)
+def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
+    work = _open(ctx, opts)
+    summary = ctx.summary
+    with ctx.step("validate"):
+        checked = _validate(ctx, opts, work)
+    with ctx.step("aggregate"):
+        scores, overlap = _aggregate(ctx, work, checked)
     with ctx.step("write"):
-        schema = catalog.table("mcq.scores").schema
-        columns = [c.split()[0] for c in schema.split(", ")]
-        ctx.write(
-            "mcq_scores",
-            spark.createDataFrame([tuple(r[c] for c in columns) for r in scores], schema),
-            paths["mcq_scores"],
-            f"score-mcq {opts.predictions}",
-            table="mcq.scores",
-        )
-        ctx.write(
-            "mcq_overlap",
-            spark.createDataFrame(
-                [tuple(r[c] for c in ("model", "run", *scoring.DIFFICULTIES, "n")) for r in overlap],
-                catalog.table("mcq.overlap").schema,
-            ),
-            paths["mcq_overlap"],
-            "correct answers across difficulties",
-            table="mcq.overlap",
-        )
+        _write(ctx, opts, work, scores, overlap)
     summary.results = scoring.headline_results(scores)
     summary.extra["scores"] = scores
     summary.extra["overlap"] = overlap
-    questions.unpersist()
-
+    work.questions.unpersist()
     with ctx.step("report"):
-        where = local_dir(opts.report_dir or f"{out}/report")
+        where = local_dir(opts.report_dir or f"{work.out}/report")
         summary.artifacts.extend(report.write(scores, overlap, Path(where), summary.params, summary.counts))
     summary.highlights["report"] = str(Path(where) / "report.md")
     return summary

@@ -33,12 +33,7 @@ from kgbrink.jobs.variant_options import (
 from kgbrink.rules import grounding
 
 
-@job(
-    "remove",
-    "sample groundings per rule and remove their heads under BRINK's constraints",
-    RemoveOptions,
-    steps=4,
-)
+@job("remove", "sample groundings per rule and remove their heads under BRINK's constraints", RemoveOptions, steps=4)
 def remove(ctx: JobContext, opts: RemoveOptions) -> JobSummary:
     """``kgbrink remove``: sample N groundings per rule, select a conflict-free set, write the complete
     KG, the incomplete KG, the removed triples and their provenance."""
@@ -84,22 +79,8 @@ def remove(ctx: JobContext, opts: RemoveOptions) -> JobSummary:
         else:
             selected = removal.select_groundings(sample, mode)
         selected = selected.transform(checkpoint)
-    rule_strings = spark.createDataFrame([(r.rule_id(), r.text()) for r in rules], "rule_id string, rule string")
-    provenance = selected.select(
-        F.col("head.h").alias("h"),
-        F.col("head.r").alias("r"),
-        F.col("head.t").alias("t"),
-        "rule_id",
-        "bindings",
-        "body",
-        "sample_hash",
-    ).join(rule_strings, "rule_id")
     with ctx.step("write"):
-        v.write(
-            "provenance",
-            provenance.select("h", "r", "t", "rule_id", "rule", "bindings", "body", "sample_hash"),
-            f"groundings selected by the {mode} rule",
-        )
+        v.write("provenance", removal.provenance(selected, rules), f"groundings selected by the {mode} rule")
         removed = v.write("removed", removal.removed_triples(selected), "removed triples")
         v.write(
             "incomplete", removal.incomplete_kg(complete, v.read("removed")), "complete KG without the removed triples"
@@ -181,19 +162,8 @@ def make_questions(ctx: JobContext, opts: OutOptions) -> JobSummary:
             .unionByName(picked["grounding"].select(*questions.ANSWER_KEY))
         )
         answers = questions.answer_sets(keys, v.read("complete"), s["max_answers"]).transform(checkpoint)
-        by_unit = {}
-        for u in questions.UNITS:
-            both = questions.with_answers(picked[u], answers)
-            row = both.agg(F.count(F.lit(1)).alias("n"), F.count_if(F.col("answers").isNull()).alias("dropped")).first()
-            asked = both.filter(F.col("answers").isNotNull()).transform(checkpoint)
-            by_unit[u] = {
-                "candidates": row["n"],
-                "dropped_too_many_answers": row["dropped"],
-                "before_downsampling": row["n"] - row["dropped"],
-                "after_downsampling": questions.downsampled_count(asked, s["tau"]),
-            }
-            if u == unit:
-                records = asked
+        tallies = {u: questions.unit_tally(picked[u], answers, s["tau"]) for u in questions.UNITS}
+        records, by_unit = tallies[unit][0], {u: tally for u, (_, tally) in tallies.items()}
         total = by_unit[unit]["before_downsampling"]
         if records.select("id").distinct().count() != total:
             raise JobFailed("question ids collide (64-bit hash); change variant.seed", summary)

@@ -94,3 +94,15 @@ def question_subgraphs(triples: DataFrame, seeds: DataFrame, cfg: OkgqaSubgraphS
         )
     )
     return pruned, sizes
+
+
+def size_totals(sizes: DataFrame) -> dict[str, int]:
+    """Over ``subgraph_sizes``: subgraphs, raw and pruned edges, PPR runs not converged, questions capped."""
+    row = sizes.agg(
+        F.count("*").alias("subgraphs"),
+        F.sum("n_edges_raw").alias("edges_raw"),
+        F.sum("n_edges_pruned").alias("edges_pruned"),
+        F.sum(F.when(~F.col("ppr_converged"), 1).otherwise(0)).alias("ppr_not_converged"),
+        F.sum(F.when(F.size("caps_applied") > 0, 1).otherwise(0)).alias("questions_capped"),
+    ).first()
+    return {name: int(row[name] or 0) for name in row.asDict()}

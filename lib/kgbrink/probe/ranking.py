@@ -335,6 +335,43 @@ def query_outcomes(
     )
 
 
+SCORE_COLUMNS = ("h", "r", "t", "side", "candidate", "score")
+
+
+def candidate_scores(named: DataFrame, n_entities: int, n_relations: int) -> DataFrame:
+    """``model, run, h, r, t, side, candidate, score`` of candidate-score rows (the columns of
+    ``SCORE_COLUMNS`` with ``model`` and ``run``): ids outside ``0..n-1`` become null (quarantined as
+    ``null_key`` / ``null_candidate`` by :func:`query_outcomes`), ``side`` trimmed and lower-cased."""
+
+    def in_range(column: str, n: int) -> Column:
+        return F.when(F.col(column).between(0, n - 1), F.col(column).cast("int"))
+
+    return named.select(
+        "model",
+        "run",
+        in_range("h", n_entities).alias("h"),
+        in_range("r", n_relations).alias("r"),
+        in_range("t", n_entities).alias("t"),
+        F.lower(F.trim(F.col("side").cast("string"))).alias("side"),
+        in_range("candidate", n_entities).alias("candidate"),
+        F.col("score").cast("double").alias("score"),
+    )
+
+
+def outcome_counts(outcomes: DataFrame) -> tuple[int, dict[str, int], int]:
+    """``(ranked, quarantined by reason, partial)`` of :func:`query_outcomes`: ``partial`` counts the
+    queries ranked over fewer than all entities (``--partial-candidates``) or quarantined for it."""
+    by_reason = outcomes.groupBy("reason").agg(
+        F.count(F.lit(1)).alias("n"), F.count(F.when(F.col("unscored") > 0, 1)).alias("partial")
+    )
+    tally, partial = {}, 0
+    for row in by_reason.collect():
+        tally[row["reason"]] = int(row["n"])
+        partial += int(row["partial"])
+    ranked = tally.pop(None, 0)
+    return ranked, tally, partial + tally.get("missing_candidates", 0)
+
+
 def split_outcomes(outcomes: DataFrame) -> tuple[DataFrame, DataFrame]:
     """``(ranks, quarantine)`` from :func:`query_outcomes`."""
     ranks = outcomes.filter(F.col("reason").isNull()).select(*RANK_COLUMNS)

@@ -356,3 +356,21 @@ def graph_tables(out: DataFrame, questions: DataFrame, cfg: QuestionGraphSetting
         )
     )
     return graphs, sizes
+
+
+def graph_totals(sizes: DataFrame, graphs: DataFrame) -> dict[str, int]:
+    """Over ``question_graph_sizes`` and ``question_graphs``: graphs, triples, the largest graph, GT triples
+    re-added, PPR runs not converged, questions capped, and the graphs' triples by ``source``."""
+    row = sizes.agg(
+        F.count("*").alias("graphs"),
+        F.sum("n_final").alias("triples"),
+        F.max("n_final").alias("largest_graph"),
+        F.sum("n_gt_readded").alias("gt_triples_readded"),
+        F.sum(F.when(~F.col("ppr_converged"), 1).otherwise(0)).alias("ppr_not_converged"),
+        F.sum(F.when(F.size("caps_applied") > 0, 1).otherwise(0)).alias("questions_capped"),
+    ).first()
+    by_source = {r["source"]: r["count"] for r in graphs.groupBy("source").count().collect()}
+    return {
+        **{k: int(v or 0) for k, v in row.asDict().items()},
+        **{f"triples_{k}": v for k, v in sorted(by_source.items())},
+    }
