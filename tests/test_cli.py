@@ -145,3 +145,17 @@ def test_a_jvm_failure_names_the_file_and_cause_without_a_stack_trace(spark, con
     trace = Path(err.split("(full trace: ")[1].split(")")[0])
     assert "Py4JJavaError" in trace.read_text()
     assert json.loads((tmp_path / "s.json").read_text())["status"] == "failed"
+
+
+def test_a_file_on_object_storage_is_named_in_the_run_not_uploaded(config, tmp_path):
+    from kgbrink.core.tracking import JobSummary, record_in_mlflow
+
+    report = tmp_path / "report.md"
+    report.write_text("# report\n")
+    summary = JobSummary(job="release")
+    summary.artifacts += [str(report), "s3a://bucket/releases/v1/README.md"]
+    run_id = record_in_mlflow(config, summary)
+    client = MlflowClient(tracking_uri=config.tracking.uri)
+    assert [a.path for a in client.list_artifacts(run_id, "plots")] == ["plots/report.md"]
+    logged = json.loads(Path(client.download_artifacts(run_id, "summary.json", str(tmp_path))).read_text())
+    assert logged["artifacts"] == [str(report), "s3a://bucket/releases/v1/README.md"]

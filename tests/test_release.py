@@ -271,6 +271,29 @@ def test_shards_hold_every_row_once_whatever_the_partitioning(spark, tmp_path_fa
     assert written[0] == written[1]
 
 
+def test_a_parquet_shard_is_the_pyarrow_encoding_of_its_sorted_rows(spark, tmp_path):
+    """The bytes are a function of the rows alone (pyarrow's encoder), not of the JVM that ran the job:
+    Spark's own Parquet writer lists a column chunk's encodings in the JVM's hash order."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as parquet
+
+    rows = [(n % 7, ["test", "train"][n % 2], f"s{n % 5}") for n in range(40)]
+    frame = spark.createDataFrame(rows, "n int, split string, s string").repartition(3)
+    files = publish.write_shards(frame, str(tmp_path / "shards"), len(rows), 1000, "parquet", "split")
+    assert sorted(files) == ["test", "train"]
+    for split, (path,) in files.items():
+        kept = sorted((n, s) for n, sp, s in rows if sp == split)
+        expected = pa.table(
+            {"n": [n for n, _ in kept], "s": [s for _, s in kept]},
+            schema=pa.schema([("n", pa.int32()), ("s", pa.string())]),
+        )
+        sink = io.BytesIO()
+        parquet.write_table(expected, sink, compression="snappy")
+        assert Path(path).read_bytes() == sink.getvalue(), split
+
+
 def test_table_1_counts_a_removed_triple_once_per_rule_type_of_its_rules():
     import pandas as pd
 

@@ -1,16 +1,19 @@
 """The release folder's I/O: tables as sharded Parquet or JSON Lines, copied files, text and SHA-256.
 
 Every location is a local path or a URI of the session's Hadoop file systems (``s3a://``). A file's bytes
-depend only on the rows, never on the partitioning or on lost executors: a shard is a hash bucket of the
-row's content, its rows sorted, written by one task (a retried task rewrites the whole file).
+depend only on the rows, never on the partitioning, the JVM or lost executors: a shard is a hash bucket of
+the row's content, its rows sorted, encoded by one task (a retried task encodes the whole file again).
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
+from pathlib import Path
 from urllib.parse import unquote
 
 from py4j.protocol import Py4JJavaError
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -33,28 +36,32 @@ def write_shards(
     per value of the column ``split`` (without it: split ``train``); the file paths by split.
 
     n = max(1, ceil(rows / shard_rows)) hash buckets of all the sortable columns; each is sorted by them
-    and written by one task, in one job for all splits. Buckets a split leaves empty are not written, the
-    others are numbered in order. A frame without rows gives no files."""
+    and encoded by one task, in one job for all splits. Buckets a split leaves empty are not written, the
+    others are numbered in order. A frame without rows gives no files. Parquet is encoded by pyarrow in
+    the tasks (:func:`_parquet_files`): Spark's writer lists a column chunk's encodings in the JVM's hash
+    order, so its bytes differ from one JVM to the next."""
     if fmt not in EXTENSIONS:
         raise ValueError(f"unknown release format {fmt!r} (parquet or json)")
-    spark = frame.sparkSession
     keys = [c for c in _orderable(frame) if c != split]
     if not keys:  # a round-robin shuffle would place rows by partitioning, not by content
         raise ValueError(f"{directory}: a release table needs a sortable column (has {frame.columns})")
     shards = max(1, -(-rows // max(1, shard_rows)))
-    staging = f"{directory}/_staging"
-    delete_path(spark, staging)
     if split is None:
         frame = frame.withColumn("_split", F.lit("train"))
         split = "_split"
     # a shuffle even to one shard: the steps before it keep their parallelism (coalesce(1) would not)
-    writer = (
-        frame.repartition(shards, *keys).sortWithinPartitions(split, *keys).write.mode("overwrite").partitionBy(split)
-    )
-    if fmt == "json":
-        writer.option("ignoreNullFields", "false").json(staging)
-    else:
-        writer.option("compression", "snappy").parquet(staging)
+    bucketed = frame.repartition(shards, *keys).sortWithinPartitions(split, *keys)
+    if fmt == "parquet":
+        return _parquet_files(bucketed, directory, split)
+    return _json_files(bucketed, directory, split)
+
+
+def _json_files(bucketed: DataFrame, directory: str, split: str) -> dict[str, list[str]]:
+    """Each bucket's rows of each split as a JSON Lines file written by Spark (text: its bytes are the rows')."""
+    spark = bucketed.sparkSession
+    staging = f"{directory}/_staging"
+    delete_path(spark, staging)
+    bucketed.write.mode("overwrite").partitionBy(split).option("ignoreNullFields", "false").json(staging)
     hpath, fs = hadoop_path(spark, staging)
     out: dict[str, list[str]] = {}
     for folder in sorted(fs.listStatus(hpath), key=lambda s: s.getPath().getName()):
@@ -68,7 +75,7 @@ def write_shards(
             if _PART.match(s.getPath().getName())
         )
         for index, (_, part) in enumerate(parts):
-            target = f"{directory}/{value}-{index:05d}-of-{len(parts):05d}.{EXTENSIONS[fmt]}"
+            target = f"{directory}/{value}-{index:05d}-of-{len(parts):05d}.{EXTENSIONS['json']}"
             target_path, _ = hadoop_path(spark, target)
             fs.delete(target_path, False)
             if not fs.rename(part, target_path):
@@ -76,6 +83,67 @@ def write_shards(
             out.setdefault(value, []).append(target)
     delete_path(spark, staging)
     return out
+
+
+NULL_SPLIT = "__HIVE_DEFAULT_PARTITION__"  # the folder name Spark's writer gives a null partition value
+
+
+def _parquet_encoder(split: str):
+    """The ``mapInArrow`` function of :func:`_parquet_files`: a bucket's rows (sorted by ``split`` first) as
+    one Parquet file per split value, ``split, bucket, data`` (the file's bytes, snappy, pyarrow)."""
+
+    def encode(batches):
+        import io
+
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+        from pyspark import TaskContext
+
+        bucket = TaskContext.get().partitionId()
+        batches = [b for b in batches if b.num_rows]
+        if not batches:  # a bucket no row hashed to
+            return
+        table = pa.Table.from_batches(batches)
+        values = table.column(split)
+        for value in pc.unique(values).to_pylist():  # in order: the rows are sorted by split
+            rows = pc.is_null(values) if value is None else pc.equal(values, value)
+            sink = io.BytesIO()
+            pq.write_table(table.filter(rows).drop_columns([split]), sink, compression="snappy")
+            yield pa.RecordBatch.from_pydict(
+                {"split": [NULL_SPLIT if value is None else value], "bucket": [bucket], "data": [sink.getvalue()]},
+                schema=pa.schema([("split", pa.string()), ("bucket", pa.int32()), ("data", pa.binary())]),
+            )
+
+    return encode
+
+
+def _parquet_files(bucketed: DataFrame, directory: str, split: str) -> dict[str, list[str]]:
+    """Each bucket's rows of each split as a Parquet file encoded by pyarrow in its task; the files' bytes
+    come to the driver one bucket at a time and are copied to ``directory`` (local or s3a)."""
+    spark = bucketed.sparkSession
+    encoded = bucketed.mapInArrow(_parquet_encoder(split), "split string, bucket int, data binary").persist(
+        StorageLevel.DISK_ONLY
+    )
+    try:
+        made = sorted((r["split"], r["bucket"]) for r in encoded.select("split", "bucket").collect())
+        numbers: dict[tuple[str, int], tuple[int, int]] = {}
+        for value in sorted({v for v, _ in made}):
+            buckets = [b for v, b in made if v == value]
+            numbers.update({(value, b): (i, len(buckets)) for i, b in enumerate(buckets)})
+        out: dict[str, list[str]] = {}
+        with tempfile.TemporaryDirectory(prefix="kgbrink-shards-") as local:
+            for row in encoded.toLocalIterator():
+                index, count = numbers[(row["split"], row["bucket"])]
+                target = f"{directory}/{row['split']}-{index:05d}-of-{count:05d}.{EXTENSIONS['parquet']}"
+                staged = Path(local) / f"{row['split']}-{index}"
+                staged.write_bytes(row["data"])
+                copy_file(spark, str(staged), target)
+                staged.unlink()
+                out.setdefault(row["split"], []).append(target)
+    finally:
+        encoded.unpersist()
+    return {value: sorted(paths) for value, paths in sorted(out.items())}
 
 
 def clear(spark: SparkSession, directory: str, stem: str) -> None:

@@ -167,7 +167,8 @@ def record_in_mlflow(config: Settings, summary: JobSummary, experiment: Future |
             }
         )
         for artifact in summary.artifacts:
-            mlflow.log_artifact(artifact, "plots")
+            if not is_uri(artifact):  # a file on object storage is named in summary.json, not copied
+                mlflow.log_artifact(artifact, "plots")
         mlflow.log_dict(summary.as_dict(), "summary.json")
         return run.info.run_id
 

@@ -3,7 +3,7 @@ work in Python tasks (k-hop balls, induced subgraphs, relation steps) without a 
 
 :func:`share` collects the distinct triples once on the driver, sorts them and writes the arrays to a
 directory the tasks can read: in local mode the driver's own directory, on a cluster a copy per executor
-(``SparkContext.addFile``). :func:`load` maps them read-only, once per Python worker process; the
+(an uncompressed zip of it, ``SparkContext.addArchive``: Spark adds no local directory outside local mode). :func:`load` maps them read-only, once per Python worker process; the
 operating system shares the pages between the workers.
 
 Nodes are indices 0..n-1 (the ids themselves when they are small non-negative integers, else their
@@ -25,6 +25,7 @@ import json
 import shutil
 import tempfile
 import uuid
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,7 +128,8 @@ def load(directory: str) -> Adjacency:
 
 @dataclass(frozen=True)
 class Shared:
-    """Where tasks find a shared adjacency: a local directory, or a file added to the SparkContext."""
+    """Where tasks find a shared adjacency: a local directory, or an archive added to the SparkContext
+    (unpacked by each executor into the folder ``SparkFiles.get(spark_file)``)."""
 
     directory: str
     spark_file: str | None
@@ -153,8 +155,12 @@ def share(kg: DataFrame, work_dir: str | None = None) -> Shared:
     _LOADED[str(directory)] = adjacency  # the driver's own calls need no reload
     if spark.sparkContext.master.startswith("local"):
         return Shared(str(directory), None)
-    spark.sparkContext.addFile(str(directory), recursive=True)
-    return Shared(str(directory), name)
+    archive = directory.with_name(f"{name}.zip")
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as packed:  # stored: the arrays are memory-mapped
+        for path in sorted(directory.iterdir()):
+            packed.write(path, path.name)
+    spark.sparkContext.addArchive(str(archive))
+    return Shared(str(directory), archive.name)
 
 
 def release(shared: Shared) -> None:
