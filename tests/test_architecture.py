@@ -127,5 +127,7 @@ def test_every_job_body_is_short():
 
 
 def test_the_length_check_counts_the_decorator_and_sees_a_long_job():
-    source = '@job(\n    "x",\n)\ndef run(ctx, opts):\n' + "    pass\n" * (JOB_LINES - 3) + "\ndef helper():\n    pass\n"
+    source = (
+        '@job(\n    "x",\n)\ndef run(ctx, opts):\n' + "    pass\n" * (JOB_LINES - 3) + "\ndef helper():\n    pass\n"
+    )
     assert _job_lengths(ast.parse(source)) == {"run": JOB_LINES + 1}
