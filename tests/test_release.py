@@ -271,7 +271,20 @@ def test_shards_hold_every_row_once_whatever_the_partitioning(spark, tmp_path_fa
     assert written[0] == written[1]
 
 
-def test_a_parquet_shard_is_the_pyarrow_encoding_of_its_sorted_rows(spark, tmp_path):
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(-3, 3),
+            st.sampled_from(["train", "valid", "test"]),
+            st.one_of(st.none(), st.text(max_size=3)),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    partitions=st.integers(1, 4),
+)
+def test_a_parquet_shard_is_the_pyarrow_encoding_of_its_sorted_rows(spark, tmp_path_factory, rows, partitions):
     """The bytes are a function of the rows alone (pyarrow's encoder), not of the JVM that ran the job:
     Spark's own Parquet writer lists a column chunk's encodings in the JVM's hash order."""
     import io
@@ -279,16 +292,18 @@ def test_a_parquet_shard_is_the_pyarrow_encoding_of_its_sorted_rows(spark, tmp_p
     import pyarrow as pa
     import pyarrow.parquet as parquet
 
-    rows = [(n % 7, ["test", "train"][n % 2], f"s{n % 5}") for n in range(40)]
-    frame = spark.createDataFrame(rows, "n int, split string, s string").repartition(3)
-    files = publish.write_shards(frame, str(tmp_path / "shards"), len(rows), 1000, "parquet", "split")
-    assert sorted(files) == ["test", "train"]
+    frame = spark.createDataFrame(rows, "n int, split string, s string").repartition(partitions)
+    folder = tmp_path_factory.mktemp("shards")
+    files = publish.write_shards(frame, str(folder), len(rows), 1000, "parquet", "split")
+    assert sorted(files) == sorted({split for _, split, _ in rows})
+    schema = pa.schema([("n", pa.int32()), ("s", pa.string())])
     for split, (path,) in files.items():
-        kept = sorted((n, s) for n, sp, s in rows if sp == split)
-        expected = pa.table(
-            {"n": [n for n, _ in kept], "s": [s for _, s in kept]},
-            schema=pa.schema([("n", pa.int32()), ("s", pa.string())]),
+        # Spark's ascending order: nulls first; strings by UTF-8 bytes
+        kept = sorted(
+            ((n, s) for n, sp, s in rows if sp == split),
+            key=lambda row: (row[0], row[1] is not None, (row[1] or "").encode()),
         )
+        expected = pa.table({"n": [n for n, _ in kept], "s": [s for _, s in kept]}, schema=schema)
         sink = io.BytesIO()
         parquet.write_table(expected, sink, compression="snappy")
         assert Path(path).read_bytes() == sink.getvalue(), split

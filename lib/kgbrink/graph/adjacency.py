@@ -164,10 +164,10 @@ def share(kg: DataFrame, work_dir: str | None = None) -> Shared:
 
 
 def release(shared: Shared) -> None:
-    """Forget the driver's copy (tasks of a finished job no longer need it)."""
+    """Forget the driver's copy (tasks of a finished job no longer need it). On a cluster the archive
+    stays for the application's life: an executor that joins later fetches it from the driver."""
     _LOADED.pop(shared.directory, None)
-    if shared.spark_file is None:
-        shutil.rmtree(shared.directory, ignore_errors=True)
+    shutil.rmtree(shared.directory, ignore_errors=True)
 
 
 # ---------------------------------------------------------------------------------------------------------
