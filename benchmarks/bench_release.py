@@ -4,6 +4,9 @@ configurations (triples by split with keys, entities, relations: the same joins,
 the dataset's Delta files, and Python's hashlib hashing the release's files.
 
     .venv/bin/python benchmarks/bench_release.py --triples 2000000
+    .venv/bin/python benchmarks/bench_release.py --triples 20000000 --set release.benchmarks=kg,brink,probe
+
+A subset of benchmarks (``release.benchmarks``) writes its own results file, ``release-<triples>-<subset>.json``.
 
 The question graphs run with the caps of bench_question_graphs.py (``DEFAULT_OVERRIDES``): without them a
 3-hop ball of a generated KG's hub reaches most of the graph, for every one of the 800 planted questions.
@@ -25,7 +28,7 @@ from harness import generated_kg, jvm_peak_rss_mb, load, machine, new_results, p
 
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import spark_session
-from kgbrink.core.settings import load_config
+from kgbrink.core.settings import ReleaseSettings, load_config
 from kgbrink.jobs import ingest, release
 
 DEFAULT_OVERRIDES = ["question_graphs.max_expand_degree=1000", "question_graphs.max_neighbourhood_edges=50000"]
@@ -113,7 +116,10 @@ def main() -> None:
         "settings": settings,
     }
     results["runs"].append(run)
-    target = HERE / "results" / f"release-{args.triples}.json"
+    part = (
+        "" if config.release.benchmarks == ReleaseSettings().benchmarks else "-" + "-".join(config.release.benchmarks)
+    )
+    target = HERE / "results" / f"release-{args.triples}{part}.json"
     target.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(run, indent=1))
 
