@@ -50,6 +50,38 @@ def test_the_check_sees_a_write():
     assert sorted(_delta_writes(ast.parse(source))) == sorted(["import merge", '.format("delta")', "'ALTER TABLE x'"])
 
 
+def _file_writes_and_recordings(tree: ast.AST) -> list[str]:
+    """Spark's DataFrame writers (``x.write.<...>``, ``writeStream``) and outputs recorded by hand
+    (``<summary>.outputs[name] = ...``) in a module."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+            if node.value.attr == "write":
+                found.append(f".write.{node.attr}")
+        if isinstance(node, ast.Attribute) and node.attr == "writeStream":
+            found.append(".writeStream")
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Attribute):
+                    if target.value.attr == "outputs":
+                        found.append(".outputs[...] =")
+    return found
+
+
+def test_files_are_written_and_outputs_recorded_only_in_core():
+    offenders = {}
+    for path in _outside_core():
+        found = _file_writes_and_recordings(ast.parse(path.read_text()))
+        if found:
+            offenders[str(path.relative_to(PACKAGE))] = found
+    assert offenders == {}, "write through ctx (write_files, keep, ...) or kgbrink.core.files (spill, write_lines)"
+
+
+def test_the_file_write_check_sees_a_writer_and_a_recording():
+    source = 'df.write.mode("overwrite").parquet(p)\nsummary.outputs["x"] = v\nstream.write(b"")\nf.write_text("")\n'
+    assert sorted(_file_writes_and_recordings(ast.parse(source))) == [".outputs[...] =", ".write.mode"]
+
+
 def _registers_a_job(tree: ast.AST) -> bool:
     return any(
         isinstance(d, ast.Call) and isinstance(d.func, ast.Name) and d.func.id == "job"

@@ -37,3 +37,9 @@ def test_formats_lists_every_quarantine_reason():
     text = (PROJECT_ROOT / "docs" / "formats.md").read_text()
     assert len(reasons) > 40
     assert sorted(r for r in reasons if f"`{r}`" not in text) == []
+
+
+def test_readme_and_benchmarks_stay_short():
+    """Issue 46: README at most 200 lines, BENCHMARKS.md at most 170 (history goes to benchmarks/journal.md)."""
+    lines = {name: len((PROJECT_ROOT / name).read_text().splitlines()) for name in ("README.md", "BENCHMARKS.md")}
+    assert lines["README.md"] <= 200 and lines["BENCHMARKS.md"] <= 170, lines

@@ -20,7 +20,7 @@ class TableVersion:
     """Where a table is and which Delta version a job read or wrote."""
 
     path: str
-    version: int
+    version: int | None  # None: Parquet files (JobContext.write_files)
     rows: int | None = None
 
     def as_dict(self) -> dict:

@@ -102,6 +102,32 @@ def file_size(spark: SparkSession, path: str) -> int:
     return int(fs.getFileStatus(hpath).getLen())
 
 
+def write_parquet(frame: DataFrame, path: str, mode: str = "overwrite") -> None:
+    """``frame`` as Parquet files at ``path`` (a spill, a staging folder or a Parquet table)."""
+    frame.write.mode(mode).parquet(path)
+
+
+def spill(frame: DataFrame, path: str) -> DataFrame:
+    """``frame`` computed once into Parquet at ``path`` (a new folder), read back."""
+    frame.write.parquet(path)
+    return frame.sparkSession.read.parquet(path)
+
+
+def write_lines(frame: DataFrame, directory: str, fmt: str, partition_by: str | None = None) -> None:
+    """``frame`` as ``part-*`` files of JSON Lines (``fmt`` json, Spark's: null fields left out) or text (one column)
+    under ``directory`` (replaced), split into ``<partition_by>=<value>`` folders when given; the parts are
+    then put together by :func:`merge_parts`."""
+    writer = frame.write.mode("overwrite")
+    if partition_by:
+        writer = writer.partitionBy(partition_by)
+    if fmt == "json":
+        writer.json(directory)
+    elif fmt == "text":
+        writer.text(directory)
+    else:
+        raise ValueError(f"unknown line format {fmt!r} (json or text)")
+
+
 def merge_parts(spark: SparkSession, directory: str, target: str) -> int:
     """Append the ``part-NNNNN-*`` files of ``directory`` (any file system the session reads: local, s3a,
     ...) in part-number order into the driver-local file ``target``; returns the bytes written. The driver

@@ -22,6 +22,7 @@ from typing import Any
 from kgbrink.core import catalog, delta
 from kgbrink.core.console import Progress
 from kgbrink.core.delta import TableVersion, delta_commits, read_table, write_table
+from kgbrink.core.files import write_parquet
 from kgbrink.core.session import job_checkpoints, spark_actions
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
@@ -173,25 +174,46 @@ class JobContext:
         return self.summary.outputs[name]
 
     def replace_where(
-        self, frame, path: str, predicate: str, description: str = "", name: str | None = None, rows: int | None = None
+        self,
+        name: str,
+        frame,
+        path: str,
+        predicate: str,
+        description: str = "",
+        rows: int | None = None,
+        output: bool = True,
     ) -> TableVersion:
         """Replace the rows of the Delta table at ``path`` matching the SQL ``predicate`` by ``frame`` (one
         new version; a new table holds ``frame``); a catalogued table's columns are checked. Recorded under
-        ``name`` in the outputs (with ``rows``, else the rows written) when a name is given."""
+        ``name`` in the outputs, with ``rows`` (else the rows written), unless ``output`` is False: a part
+        of a table the job records once whole (:meth:`keep`) or its own bookkeeping."""
         _checked(frame, path, name)
         written = delta.replace_where(frame, path, predicate, description or None)
-        if name is not None:
+        if output:
             self.summary.outputs[name] = TableVersion(path, written.version, written.rows if rows is None else rows)
         return written
 
-    def merge(self, path: str, source, on, name: str | None = None, rows: int | None = None, **clauses) -> int:
+    def merge(self, name: str, path: str, source, on, rows: int | None = None, **clauses) -> int:
         """MERGE ``source`` into the Delta table at ``path`` (:func:`kgbrink.core.delta.merge`'s clauses);
-        the new version (unchanged when nothing changed), recorded under ``name`` with ``rows`` when a name
-        is given."""
+        the new version (unchanged when nothing changed), recorded under ``name`` with ``rows``."""
         version = delta.merge(self.spark, path, source, on, **clauses)
-        if name is not None:
-            self.summary.outputs[name] = TableVersion(path, version, rows)
+        self.summary.outputs[name] = TableVersion(path, version, rows)
         return version
+
+    def keep(self, name: str, path: str, rows: int | None, version: int | None = None) -> TableVersion:
+        """Record under ``name`` a table this job leaves as it is (its rows already the ones it computed):
+        ``version``, else the latest."""
+        pinned = delta.latest_version(self.spark, path) if version is None else version
+        self.summary.outputs[name] = TableVersion(path, pinned, rows)
+        return self.summary.outputs[name]
+
+    def write_files(self, name: str, frame, path: str, table: str) -> TableVersion:
+        """Overwrite the Parquet (not Delta) table ``table`` of the catalog at ``path`` with ``frame``,
+        columns checked, recorded under ``name`` (without a version: files have none)."""
+        _checked(frame, path, name, table)
+        write_parquet(frame, path)
+        self.summary.outputs[name] = TableVersion(path, None, None)
+        return self.summary.outputs[name]
 
     def set_table_property(self, path: str, key: str, value: str) -> bool:
         """Set the property ``key`` of the Delta table at ``path`` (one metadata commit when it differs)."""

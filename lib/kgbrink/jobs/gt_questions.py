@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
-from kgbrink.core.files import delete_path, local_dir, merge_parts, read_lines, require_files
+from kgbrink.core.files import delete_path, local_dir, merge_parts, read_lines, require_files, write_lines
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.settings import is_uri
@@ -222,7 +222,7 @@ def _export(ctx: JobContext, opts: GtQuestionOptions, qs: _QuestionSet, written:
     path = local_dir(str(Path(target).parent)) / Path(target).name
     records = generator.to_records(written, qs.entities, qs.relations).orderBy("id").select("value")
     staging = f"{qs.base}/_export_staging"
-    records.write.mode("overwrite").text(staging)
+    write_lines(records, staging, "text")
     merge_parts(spark, staging, str(path))
     delete_path(spark, staging)
     summary.highlights["export"] = str(path)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from py4j.protocol import Py4JJavaError
 from pyspark import StorageLevel
@@ -33,6 +33,7 @@ from kgbrink.core.files import (
     read_lines,
     reported_path,
     require_files,
+    spill,
 )
 from kgbrink.core.frames import tasks_for
 from kgbrink.core.jobs import JobContext
@@ -140,7 +141,7 @@ def ingest_dump(
     staging = table_path(ds, f"_staging/{uuid.uuid4().hex}")
 
     def stage(frame: DataFrame, name: str) -> DataFrame:
-        return _stage(frame, f"{staging}/{name}")
+        return spill(frame, f"{staging}/{name}")
 
     try:
         try:
@@ -207,12 +208,6 @@ class _Parsed:
     staging: str
 
 
-def _stage(frame: DataFrame, path: str) -> DataFrame:
-    """``frame`` computed once into Parquet at ``path``, read back."""
-    frame.write.parquet(path)
-    return frame.sparkSession.read.parquet(path)
-
-
 def _keep_or_write(ctx: JobContext, name: str, frame: DataFrame, path: str, same: bool, rows: int, description: str):
     """Write ``frame`` as a new version of the table ``name`` unless ``same`` (it holds exactly the rows of
     the version this run read) and that version is still the latest: then no commit is made and the
@@ -220,7 +215,7 @@ def _keep_or_write(ctx: JobContext, name: str, frame: DataFrame, path: str, same
     written again, so the latest version is the consistent one again."""
     read = ctx.summary.inputs[name]
     if same and read.version == latest_version(ctx.spark, path):
-        ctx.summary.outputs[name] = replace(read, rows=rows)
+        ctx.keep(name, path, rows, read.version)
     else:
         ctx.write(name, frame, path, description=description)
 
@@ -243,7 +238,7 @@ class TableWrites:
         """The encoded triples of a dump replacing ``before`` (the read version); returns the changes per
         split (``split -> row with added, removed``; empty when the set is the same)."""
         fingerprint = Observation("triples_fingerprint")
-        triples = _stage(triples.observe(fingerprint, *ingest.triples_fingerprint()), f"{staging}/encoded")
+        triples = spill(triples.observe(fingerprint, *ingest.triples_fingerprint()), f"{staging}/encoded")
         same = fingerprint.get == before.agg(*ingest.triples_fingerprint()).collect()[0].asDict()
         changes = {} if same else {r["split"]: r for r in ingest.triple_changes(triples, before).collect()}
         partitions = int(ctx.spark.conf.get("spark.sql.shuffle.partitions"))
@@ -287,7 +282,7 @@ def _write_dataset(
         if before is None or before.count() != all_bad:
             ctx.write("quarantine", quarantine, paths["quarantine"], description="ingest quarantine")
         else:
-            quarantine = _stage(quarantine, f"{state.staging}/quarantine_table") if all_bad else quarantine
+            quarantine = spill(quarantine, f"{state.staging}/quarantine_table") if all_bad else quarantine
             same = not all_bad or quarantine.subtract(before).isEmpty()
             _keep_or_write(ctx, "quarantine", quarantine, paths["quarantine"], same, all_bad, "ingest quarantine")
         if summary.outputs["quarantine"].rows not in (None, all_bad):
@@ -357,7 +352,7 @@ def _write_dataset(
                 table = ctx.written(name)
             else:
                 table = table.observe(used, *observed).drop("label_lines")
-                table = _stage(table, f"{state.staging}/{name}_table")
+                table = spill(table, f"{state.staging}/{name}_table")
                 rows = used.get["rows"]
                 # known keys keep their ids and labels unless the dump gives labels: then only a diff tells
                 same = rows == previous_rows[name] and (labels is None or table.subtract(previous[name]).isEmpty())

@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
 from kgbrink.core.delta import read_table, table_exists
-from kgbrink.core.files import delete_path, json_array_from_lines, local_dir, merge_parts
+from kgbrink.core.files import delete_path, json_array_from_lines, local_dir, merge_parts, write_lines
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
@@ -300,7 +300,7 @@ def _export(ctx, cfg, entities, relations, templates, out: Path, staging: str, d
         variant = variant.withColumn("file", F.concat(prefix, file_name))
         records = render.records(variant, rendering, cfg.options, F.col("_fixed"), keep=["file"]).transform(checkpoint)
         target = f"{staging}/{rendering}"
-        records.orderBy("file", "id").write.mode("overwrite").partitionBy("file").json(target)
+        write_lines(records.orderBy("file", "id"), target, "json", partition_by="file")
         keys = [r["file"] for r in records.select("file").distinct().collect()]
         for key in sorted(keys):
             sub, _, stem = key.rpartition(".")  # fixed_A.test_simple -> fixed_A/test_simple.jsonl

@@ -96,7 +96,7 @@ def run(ctx: JobContext, opts: RankOptions) -> JobSummary:
         )
         outcomes = outcomes.transform(checkpoint)
         ranks, quarantine = ranking.split_outcomes(outcomes)
-        ranks.write.mode("overwrite").parquet(f"{opts.out}/ranks")
+        ctx.write_files("ranks", ranks, f"{opts.out}/ranks", table="rank.ranks")
         ctx.write("quarantine", quarantine, f"{opts.out}/quarantine", f"rank {opts.scores}", table="rank.quarantine")
     ranked, tally, partial = ranking.outcome_counts(outcomes)
     bad = sum(tally.values())

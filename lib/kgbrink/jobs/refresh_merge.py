@@ -10,16 +10,12 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
-from kgbrink.core.delta import TableVersion, latest_version, read_table, table_exists
+from kgbrink.core.delta import latest_version, read_table, table_exists
+from kgbrink.core.files import spill
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import ingest_steps
 from kgbrink.kg import ingest as kg_ingest
 from kgbrink.kg import refresh
-
-
-def _stage(frame: DataFrame, path: str) -> DataFrame:
-    frame.write.parquet(path)
-    return frame.sparkSession.read.parquet(path)
 
 
 def enable_deletion_vectors(ctx: JobContext, path: str) -> None:
@@ -29,15 +25,17 @@ def enable_deletion_vectors(ctx: JobContext, path: str) -> None:
     ctx.set_table_property(path, "delta.enableDeletionVectors", "true")
 
 
-def merge_dictionary(ctx: JobContext, path: str, table: DataFrame, reconcile: bool) -> None:
-    """MERGE the dictionary ``table`` (``id, key, label``) into the table at ``path`` on ``key``: new keys
-    inserted, a row whose id or label differs updated, the rest untouched. ``reconcile`` also deletes keys
-    ``table`` lacks (left by a killed run after the version this run read). A MERGE that changes nothing
-    commits nothing."""
+def merge_dictionary(ctx: JobContext, name: str, path: str, table: DataFrame, rows: int, reconcile: bool) -> None:
+    """MERGE the dictionary ``table`` (``id, key, label``) into the table ``name`` at ``path`` on ``key``: new
+    keys inserted, a row whose id or label differs updated, the rest untouched. ``reconcile`` also deletes
+    keys ``table`` lacks (left by a killed run after the version this run read). A MERGE that changes
+    nothing commits nothing."""
     ctx.merge(
+        name,
         path,
         table,
         "t.key = s.key",
+        rows=rows,
         update_all_when="t.id <> s.id OR NOT (t.label <=> s.label)",
         insert_all=True,
         delete_missing=reconcile,
@@ -54,25 +52,27 @@ def _same_row(splits: list[str] | None = None):
     return same & F.col("t.split").isin(splits) if splits is not None else same
 
 
-def merge_changes(ctx: JobContext, path: str, diff: DataFrame, splits: list[str]) -> None:
+def merge_changes(ctx: JobContext, path: str, diff: DataFrame, splits: list[str], rows: int) -> None:
     """Apply :func:`kgbrink.kg.refresh.triple_diff` rows to the triples at ``path``: a ``removed`` row that
     matches is deleted, an ``added`` row that matches none is inserted. Only the files of ``splits`` (the
     splits with changes) are scanned."""
     ctx.merge(
+        "triples",
         path,
         diff,
         _same_row(splits),
+        rows=rows,
         delete_when=F.col("s.op") == refresh.REMOVED,
         insert_when=F.col("s.op") == refresh.ADDED,
         insert_values={c: F.col(f"s.{c}") for c in refresh.KEY},
     )
 
 
-def merge_all(ctx: JobContext, path: str, triples: DataFrame) -> None:
+def merge_all(ctx: JobContext, path: str, triples: DataFrame, rows: int) -> None:
     """Make the triples at ``path`` the set ``triples``: rows it lacks inserted, rows not in it deleted
     (``whenNotMatchedBySource``), matching rows untouched. Used when the latest version is not the one this
     run read (a killed run wrote after it)."""
-    ctx.merge(path, triples, _same_row(), insert_all=True, delete_missing=True)
+    ctx.merge("triples", path, triples, _same_row(), rows=rows, insert_all=True, delete_missing=True)
 
 
 def write_changes(ctx: JobContext, path: str, diff: DataFrame, n: int, before: int, after: int) -> bool:
@@ -93,12 +93,12 @@ def write_changes(ctx: JobContext, path: str, diff: DataFrame, n: int, before: i
     exists = table_exists(spark, path)
     earlier = read_table(spark, path).filter(F.col("version_before") == before) if exists else None
     if earlier is not None and _same_rows(earlier, rows):
-        ctx.summary.outputs["changes"] = TableVersion(path, latest_version(spark, path), n)
+        ctx.keep("changes", path, n)
         return False
     if n == 0 and earlier is None:
         return False
     description = f"refresh of triples version {before} to {after}"
-    ctx.replace_where(rows.coalesce(1), path, f"version_before = {int(before)}", description, name="changes", rows=n)
+    ctx.replace_where("changes", rows.coalesce(1), path, f"version_before = {int(before)}", description, rows=n)
     return True
 
 
@@ -125,26 +125,29 @@ class MergeWrites(ingest_steps.TableWrites):
         latest = latest_version(spark, path)
         if not (same and read.version == latest):
             enable_deletion_vectors(ctx, path)
-            merge_dictionary(ctx, path, table, reconcile=read.version != latest)
-        ctx.summary.outputs[name] = TableVersion(path, latest_version(spark, path), rows)
+            merge_dictionary(ctx, name, path, table, rows, reconcile=read.version != latest)
+        else:
+            ctx.keep(name, path, rows, latest)
 
     def triples(self, ctx, triples, before, path, staging, description):
         spark = ctx.spark
         fingerprint = Observation("triples_fingerprint")
-        triples = _stage(triples.observe(fingerprint, *kg_ingest.triples_fingerprint()), f"{staging}/encoded")
+        triples = spill(triples.observe(fingerprint, *kg_ingest.triples_fingerprint()), f"{staging}/encoded")
         same = fingerprint.get == before.agg(*kg_ingest.triples_fingerprint()).collect()[0].asDict()
         read = ctx.summary.inputs["triples"].version
         latest = latest_version(spark, path)
-        diff = _stage(refresh.triple_diff(triples, before), f"{staging}/diff") if not same else None
+        diff = spill(refresh.triple_diff(triples, before), f"{staging}/diff") if not same else None
         changes = {} if same else {r["split"]: r for r in refresh.changes_per_split(diff).collect()}
         if not same or read != latest:
             enable_deletion_vectors(ctx, path)
+        rows = fingerprint.get["triples"]
         if read != latest:
-            merge_all(ctx, path, triples)
+            merge_all(ctx, path, triples, rows)
         elif not same:
-            merge_changes(ctx, path, diff, sorted(changes))
-        after = latest_version(spark, path)
-        ctx.summary.outputs["triples"] = TableVersion(path, after, fingerprint.get["triples"])
+            merge_changes(ctx, path, diff, sorted(changes), rows)
+        else:
+            ctx.keep("triples", path, rows, latest)
+        after = ctx.summary.outputs["triples"].version
         self.after("triples")
         n = sum(r["added"] + r["removed"] for r in changes.values())
         empty = spark.createDataFrame([], "h int, r int, t int, split string, op string")

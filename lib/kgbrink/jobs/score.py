@@ -31,7 +31,6 @@ from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
 from kgbrink.core.delta import (
-    TableVersion,
     latest_version,
     read_table,
     table_exists,
@@ -144,9 +143,11 @@ def _digest(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _replace_batch(ctx: JobContext, frame: DataFrame, path: str, batch_id: str) -> None:
-    """Write ``frame`` (all rows of ``batch_id``) replacing that batch's rows: idempotent per batch."""
-    ctx.replace_where(frame, path, f"batch_id = '{batch_id}'")
+def _replace_batch(ctx: JobContext, name: str, frame: DataFrame, path: str, batch_id: str) -> None:
+    """Write ``frame`` (all rows of ``batch_id``) replacing that batch's rows of the table ``name``:
+    idempotent per batch. Not an output of its own: the run's quarantine is recorded whole by ``_tally``,
+    the partials and batches are the run's bookkeeping."""
+    ctx.replace_where(name, frame, path, f"batch_id = '{batch_id}'", output=False)
 
 
 def _done_batches(spark: SparkSession, path: str) -> set[str]:
@@ -270,14 +271,16 @@ def _score_batch(ctx: JobContext, work: _Work, batch: list, batch_id: str, repea
     totals = sums.agg(F.sum("n").alias("n"), F.sum("quarantined").alias("quarantined")).first()
     scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
     if bad:
-        _replace_batch(ctx, rankfiles.quarantine_of(checked, batch_id), work.paths["quarantine"], batch_id)
+        _replace_batch(
+            ctx, "quarantine", rankfiles.quarantine_of(checked, batch_id), work.paths["quarantine"], batch_id
+        )
     partial = sums.filter(F.col("n") > 0).drop("quarantined").select(F.lit(batch_id).alias("batch_id"), "*")
-    _replace_batch(ctx, partial, work.paths["partials"], batch_id)
+    _replace_batch(ctx, "partials", partial, work.paths["partials"], batch_id)
     sums.unpersist()
     record = {"batch_id": batch_id, "files": json.dumps([f for f, _, _ in batch]), "rows": scored_rows + bad}
     record["quarantined"] = bad
     schema = "batch_id string, files string, rows long, quarantined long"
-    _replace_batch(ctx, spark.createDataFrame([record], schema), work.paths["batches"], batch_id)
+    _replace_batch(ctx, "batches", spark.createDataFrame([record], schema), work.paths["batches"], batch_id)
 
 
 def _tally(ctx: JobContext, work: _Work, summary: JobSummary) -> DataFrame:
@@ -294,8 +297,7 @@ def _tally(ctx: JobContext, work: _Work, summary: JobSummary) -> DataFrame:
     summary.counts.update(rows=scored + quarantined, scored=scored, quarantined=quarantined)
     summary.counts["quarantined_by_reason"] = by_reason
     if quarantined:
-        version = latest_version(spark, paths["quarantine"])
-        summary.outputs["quarantine"] = TableVersion(paths["quarantine"], version, quarantined)
+        ctx.keep("quarantine", paths["quarantine"], quarantined)
     if scored + quarantined == 0:
         raise ScoreError(f"{work.opts.ranks}: no rank rows", summary)
     limit = float(ctx.config.scoring.max_bad_fraction)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.core.files import write_parquet
 from kgbrink.rules.plan import (
     Shape,
     X,
@@ -182,7 +183,7 @@ def batched_shape_supports(
         started = time.perf_counter()
         part = facts.filter(F.pmod(F.xxhash64("v0", "v1"), F.lit(buckets)) == b)
         counts = shape_supports(shape, dataclasses.replace(inputs, head_facts=part), relations, passing=False)
-        counts.write.mode("overwrite").parquet(f"{directory}/bucket={b}")
+        write_parquet(counts, f"{directory}/bucket={b}")
         LOG.info("shape %s: bucket %d/%d, %.1f s", shape.atoms, b + 1, buckets, time.perf_counter() - started)
     partials = facts.sparkSession.read.parquet(directory).drop("bucket")
     return _passing(partials.groupBy("r", *slots).agg(F.sum("support").alias("support")), inputs.thresholds, slots)
