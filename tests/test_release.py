@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 import json
 import os
 from collections import Counter
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from kgbrink.core import publish
+from kgbrink.core.console import Progress, clock
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import ingest, release, synth
 from kgbrink.release import layout
@@ -141,8 +143,16 @@ def test_a_second_release_is_a_no_op_and_a_changed_setting_rebuilds_only_its_ben
     assert second.extra["version"] == "v1" and second.extra["rebuilt"] == []
     assert (Path(root) / "LATEST").read_text().strip() == "v1"
     changed = dataclasses.replace(small, mcq=dataclasses.replace(small.mcq, seed=small.mcq.seed + 1))
-    third = release.run(JobContext(spark, changed), release.ReleaseOptions(dataset=dataset, out=root))
+    timings = json.loads((Path(root) / layout.TIMINGS).read_text())
+    assert sorted(timings) == sorted(layout.BENCHMARKS) and timings["probekgc"] > 0
+    shown = io.StringIO()
+    third = release.run(
+        JobContext(spark, changed, progress=Progress(shown)), release.ReleaseOptions(dataset=dataset, out=root)
+    )
     assert third.extra["version"] == "v2" and third.extra["rebuilt"] == ["probekgc"]
+    left = f"about {clock(timings['probekgc'])} left at the times of the last release that built them"
+    assert [line.strip() for line in shown.getvalue().splitlines() if "left at" in line] == [left]
+    assert json.loads((Path(root) / layout.TIMINGS).read_text())["brink"] == timings["brink"]
     assert (Path(root) / "LATEST").read_text().strip() == "v2"
     v1, v2 = (_manifest(Path(root) / v) for v in ("v1", "v2"))
     assert v2["benchmarks"]["brink"]["fingerprint"] == v1["benchmarks"]["brink"]["fingerprint"]
@@ -186,6 +196,24 @@ def test_a_damaged_previous_release_fails_naming_the_file(spark, released):
         damaged.write_bytes(original)
         checksum.write_bytes(crc)
     assert (Path(root) / "LATEST").read_text().strip() == latest  # the failed release is not the current one
+
+
+def test_the_time_left_comes_from_trusted_timings_only():
+    assert layout.read_timings('{"brink": 95.2, "kg": 13}') == {"brink": 95.2, "kg": 13.0}
+    assert layout.time_left({"brink": 95.2, "kg": 13.0}, ["kg", "brink"]) == 108.2
+    assert layout.time_left({"brink": 95.2}, ["kg", "brink"]) is None  # kg never timed: no estimate
+    assert layout.time_left({}, []) == 0
+    for text in (None, "", "[1]", "{", '{"brink": -1}', '{"brink": "95"}', '{"x": 1}', '{"kg": true}', '{"kg": 1e999}'):
+        assert layout.read_timings(text) == {}, text
+
+
+@given(
+    st.dictionaries(st.sampled_from(layout.BENCHMARKS), st.floats(0, 1e6)), st.lists(st.sampled_from(layout.BENCHMARKS))
+)
+def test_the_time_left_is_the_sum_of_the_known_times(timings, todo):
+    assert layout.read_timings(json.dumps(timings)) == timings
+    left = layout.time_left(timings, todo)
+    assert left == (sum(timings[b] for b in todo) if set(todo) <= set(timings) else None)
 
 
 def test_untrusted_latest_and_manifests_fail_naming_the_field(tmp_path):

@@ -609,7 +609,7 @@ def test_single_file_appends_the_ordered_parts(spark, tmp_path):
 def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark, config, family_build, tmp_path):
     """``export --out``: the same release files, byte for byte, written with 7 shuffle partitions instead of 4
     and no adaptive coalescing: every plain file is written in 7 parts appended in order)."""
-    from kgbrink.jobs import build, variant
+    from kgbrink.jobs import build
 
     dataset, _, root = family_build
     out = tmp_path / "release"
@@ -619,7 +619,7 @@ def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark
     ):
         build.export(
             JobContext(spark, config.with_overrides(["mining.splits=[train]"])),
-            variant.OutOptions(dataset=dataset, out=str(out)),
+            build.ExportOptions(dataset=dataset, out=str(out)),
         )
     release = root / "release"
     files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
@@ -627,6 +627,13 @@ def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark
     # of questions, and the two KGs in the private_id and text_label renderings
     assert len(files) == 19 and files == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert [f for f in files if (release / f).read_bytes() != (out / f).read_bytes()] == []
+    # --no-kg-files (the release's export): the 7 KG files left out, the others the same bytes
+    lean = tmp_path / "lean"
+    config_train = config.with_overrides(["mining.splits=[train]"])
+    build.export(JobContext(spark, config_train), build.ExportOptions(dataset=dataset, out=str(lean), no_kg_files=True))
+    kept = sorted(str(p.relative_to(lean)) for p in lean.rglob("*") if p.is_file())
+    assert kept == [f for f in files if not f.endswith(".tsv") or f == "rules.tsv"] and len(kept) == 12
+    assert [f for f in kept if f != "DATA_CARD.md" and (lean / f).read_bytes() != (out / f).read_bytes()] == []
 
 
 def test_family_report(family_build):

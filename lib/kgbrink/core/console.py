@@ -24,7 +24,8 @@ from typing import Any, TextIO
 STAGE_REPORT_SECONDS = 30.0
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """``4m05s``, or ``12.3s`` under a minute."""
     minutes, secs = divmod(int(round(seconds)), 60)
     return f"{minutes}m{secs:02d}s" if minutes else f"{seconds:.1f}s"
 
@@ -68,7 +69,7 @@ class Progress:
             if watcher:
                 watcher.stop()
             if self.depth == 0:
-                self._print(f"      {name} done in {_clock(time.perf_counter() - start)}")
+                self._print(f"      {name} done in {clock(time.perf_counter() - start)}")
 
 
 def stage_line(finished: int, tasks: int, done_since: int = 0, seconds: float = 0.0) -> str:
@@ -78,7 +79,7 @@ def stage_line(finished: int, tasks: int, done_since: int = 0, seconds: float = 
         return f"{finished}/{tasks} tasks"
     text = f"{finished}/{tasks} tasks ({100 * finished / tasks:.0f}%"
     if finished < tasks and done_since > 0 and seconds > 0:
-        text += f", about {_clock(seconds * (tasks - finished) / done_since)} left"
+        text += f", about {clock(seconds * (tasks - finished) / done_since)} left"
     return text + ")"
 
 
@@ -107,7 +108,7 @@ class _StageWatcher:
                 tasks = sum(i.numTasks for i in infos)
                 finished = sum(i.numCompletedTasks for i in infos)
                 line = stage_line(finished, tasks, finished - sum(n for _, n in seen), now - min(t for t, _ in seen))
-                self.progress._print(f"{'  ' * (self.progress.depth + 1)}... {_clock(now - self.start)}: {line}")
+                self.progress._print(f"{'  ' * (self.progress.depth + 1)}... {clock(now - self.start)}: {line}")
 
     def stop(self) -> None:
         self.done.set()
@@ -174,7 +175,7 @@ _WIDTH = 100
 def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None) -> list[str]:
     """A few lines on what a job built: status and time, where its files are, its key counts."""
     seconds = sum(v for k, v in summary.timings.items() if "." not in k)
-    lines = [f"kgbrink {summary.job}: {summary.status}" + (f" in {_clock(seconds)}" if seconds else "")]
+    lines = [f"kgbrink {summary.job}: {summary.status}" + (f" in {clock(seconds)}" if seconds else "")]
     # the dataset the job read or wrote, also when it failed (overwriting jobs may default to a setting)
     if summary.params.get("dataset") and "dataset" not in summary.highlights:
         lines.append(f"  dataset: {summary.params['dataset']}")

@@ -17,7 +17,8 @@ from kgbrink.core.files import local_dir, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.tracking import JobSummary
 from kgbrink.jobs.variant_options import (
-    OutOptions,
+    NO_KG_FILES,
+    ExportOptions,
     Variant,
     VariantOptions,
     open_variant,
@@ -38,15 +39,17 @@ class BuildOptions(VariantOptions):
         "local directory of the release files and report (default: <dataset>/variants/<variant>/; "
         "required for a dataset on s3a://)",
     )
+    no_kg_files: bool = arg(False, NO_KG_FILES, action="store_true")
 
 
-@job("export", "a variant as plain files (TSV, AMIE3 rules, provenance, questions, data card)", OutOptions, steps=3)
-def export(ctx: JobContext, opts: OutOptions) -> JobSummary:
+@job("export", "a variant as plain files (TSV, AMIE3 rules, provenance, questions, data card)", ExportOptions, steps=3)
+def export(ctx: JobContext, opts: ExportOptions) -> JobSummary:
     """``kgbrink export``: the variant as plain files (module docstring of :mod:`kgbrink.jobs.variant`)."""
     v = open_variant(ctx, opts)
     s, out, dataset, name = variant_settings(v), opts.out, v.dataset, v.name
     summary = ctx.begin(dataset=dataset, variant=name)
     target = local_dir(out) if out else local_dir(v.root) / "release"
+    target.mkdir(parents=True, exist_ok=True)
     summary.params["out"] = str(target)
     relations = questions.relation_names(v.read("relations"))
     keys = {
@@ -55,7 +58,7 @@ def export(ctx: JobContext, opts: OutOptions) -> JobSummary:
     }
     written = []
     with ctx.step("kg"):
-        for table in ("complete", "incomplete", "removed"):
+        for table in () if opts.no_kg_files else ("complete", "incomplete", "removed"):
             # one scan and de-duplication per table, rendered by keys and, for the two KGs, by two schemes
             triples = v.read(table).select("h", "r", "t").distinct().persist()
             renderings = [(target / f"{table}.tsv", keys["entity"], keys["relation"])]
@@ -210,7 +213,7 @@ def build(ctx: JobContext, opts: BuildOptions) -> JobSummary:
         q = ctx.run("questions", **common, out=out)
     steps.append(q)
     with ctx.step("export"):
-        exported = ctx.run("export", **common, out=out)
+        exported = ctx.run("export", **common, out=out, no_kg_files=opts.no_kg_files)
     steps.append(exported)
     with ctx.step("report"):
         report_dir = f"{out}/report" if out else None

@@ -1,7 +1,8 @@
 """``kgbrink release``: the benchmarks a settings file enables, from one dataset, as one versioned release.
 
 Under the release root (``--out``, default ``release.out``; local or ``s3a://``) each release is a folder
-``v1``, ``v2``, ... and ``LATEST`` names the current one. A release holds one folder per configuration
+``v1``, ``v2``, ... and ``LATEST`` names the current one; ``_timings.json`` beside it keeps each benchmark's
+seconds when last built, the next release's estimate of its time left. A release holds one folder per configuration
 (Parquet tables, JSON Lines questions; :mod:`kgbrink.release.layout`), ``README.md`` (the Hugging Face
 dataset card), ``croissant.json``, ``SHA256SUMS``, ``release.json`` (the manifest: the dataset's input
 table versions, each benchmark's fingerprint, configurations, files and rows), ``report/`` and, last,
@@ -27,6 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog, publish
+from kgbrink.core.console import clock
 from kgbrink.core.delta import commit_timestamp
 from kgbrink.core.files import delete_path
 from kgbrink.core.jobs import JobContext, arg, job
@@ -82,8 +84,33 @@ def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
     )
     delete_path(ctx.spark, env.target)
     shutil.rmtree(env.work, ignore_errors=True)
-    configs: list[layout.Config] = []
+    configs = _build(env, plan, enabled, root)
+    with ctx.step("describe"):
+        files = _describe(env, plan, enabled, configs)
+        publish.write_text(ctx.spark, f"{root}/LATEST", f"v{plan.number}\n")
+    shutil.rmtree(env.work, ignore_errors=True)
+    rebuilt = [b for b in enabled if b in plan.todo]
+    timings = {**plan.timings, **{b: round(summary.timings[b], 1) for b in rebuilt}}
+    publish.write_text(ctx.spark, f"{root}/{layout.TIMINGS}", layout.canonical_json(timings) + "\n")
+    reused = [b for b in enabled if b not in plan.todo]
+    summary.counts.update(rebuilt=len(rebuilt), reused=len(reused), configs=len(configs), files=files)
+    summary.counts.update({f"rows_{c.name}": sum(c.rows.values()) for c in configs})
+    summary.extra.update(version=f"v{plan.number}", rebuilt=rebuilt, reused=reused)
+    summary.highlights["release"] = f"{env.target}: rebuilt {', '.join(rebuilt) or 'none'}" + (
+        f"; reused {', '.join(reused)} from {plan.latest}" if reused else ""
+    )
+    summary.artifacts.append(f"{env.target}/README.md")
+    return summary
+
+
+def _build(env: _Env, plan: _Plan, enabled: list[str], root: str) -> list[layout.Config]:
+    """Each enabled benchmark's configurations, built or copied from the current release, with the time
+    left at the last build's times before each build."""
+    ctx, configs = env.ctx, []
     for benchmark in enabled:
+        left = layout.time_left(plan.timings, [b for b in plan.todo if enabled.index(b) >= enabled.index(benchmark)])
+        if benchmark in plan.todo and left:
+            ctx.progress.note(f"      about {clock(left)} left at the times of the last release that built them")
         with ctx.step(benchmark):
             if benchmark in plan.todo:
                 built = BUILDERS[benchmark](env)
@@ -94,20 +121,7 @@ def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
                 note = f"Without rows, so not in this release: {', '.join(empty)}."
                 env.notes[benchmark] = " ".join(x for x in (env.notes.get(benchmark, ""), note) if x)
             configs += [c for c in built if c.files]
-    with ctx.step("describe"):
-        files = _describe(env, plan, enabled, configs)
-        publish.write_text(ctx.spark, f"{root}/LATEST", f"v{plan.number}\n")
-    shutil.rmtree(env.work, ignore_errors=True)
-    rebuilt = [b for b in enabled if b in plan.todo]
-    reused = [b for b in enabled if b not in plan.todo]
-    summary.counts.update(rebuilt=len(rebuilt), reused=len(reused), configs=len(configs), files=files)
-    summary.counts.update({f"rows_{c.name}": sum(c.rows.values()) for c in configs})
-    summary.extra.update(version=f"v{plan.number}", rebuilt=rebuilt, reused=reused)
-    summary.highlights["release"] = f"{env.target}: rebuilt {', '.join(rebuilt) or 'none'}" + (
-        f"; reused {', '.join(reused)} from {plan.latest}" if reused else ""
-    )
-    summary.artifacts.append(f"{env.target}/README.md")
-    return summary
+    return configs
 
 
 @dataclass
@@ -122,6 +136,7 @@ class _Plan:
     previous: dict | None
     todo: list
     number: int
+    timings: dict  # seconds of each benchmark when last built (layout.read_timings)
 
 
 def _plan(ctx: JobContext, opts: ReleaseOptions, dataset: str, root: str, enabled: list[str]) -> _Plan:
@@ -144,7 +159,8 @@ def _plan(ctx: JobContext, opts: ReleaseOptions, dataset: str, root: str, enable
     previous = layout.checked_manifest(publish.read_text(spark, where), where) if latest else None
     todo = list(enabled) if opts.force else layout.changed(previous, fingerprints)
     number = int(previous["version_number"].split(".")[0]) + 1 if previous else 1
-    return _Plan(inputs, sections, fingerprints, latest, previous, todo, number)
+    timings = layout.read_timings(publish.read_text(spark, f"{root}/{layout.TIMINGS}"))
+    return _Plan(inputs, sections, fingerprints, latest, previous, todo, number, timings)
 
 
 def _describe(env: _Env, plan: _Plan, enabled: list[str], configs: list[layout.Config]) -> int:
@@ -385,7 +401,7 @@ def _kg(env: _Env) -> list[layout.Config]:
 
 def _brink(env: _Env) -> list[layout.Config]:
     exported = env.work / "brink"
-    built = env.ctx.run("build", dataset=env.dataset, out=str(exported))
+    built = env.ctx.run("build", dataset=env.dataset, out=str(exported), no_kg_files=True)
     env.notes["brink"] = built.highlights.get("built", "")
     return _tables(env, "brink") + _files(env, "brink", exported)
 

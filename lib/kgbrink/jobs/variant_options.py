@@ -109,6 +109,14 @@ class OutOptions(VariantOptions):
     out: str | None = arg(None, "output directory of the plain files (default: <dataset>/variants/<variant>/release)")
 
 
+NO_KG_FILES = "leave out the KGs' TSV files (complete, incomplete, removed): `release` publishes the tables"
+
+
+@dataclass
+class ExportOptions(OutOptions):
+    no_kg_files: bool = arg(False, NO_KG_FILES, action="store_true")
+
+
 def open_variant(ctx: JobContext, opts: VariantOptions) -> Variant:
     return Variant(ctx, ctx.config.require_dataset(opts.dataset), opts.variant or ctx.config.variant.name)
 

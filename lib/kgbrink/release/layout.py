@@ -177,6 +177,37 @@ def canonical_json(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
 
 
+TIMINGS = "_timings.json"  # under the release root, beside LATEST: not part of any release's files
+
+
+def read_timings(text: str | None) -> dict[str, float]:
+    """The seconds each benchmark took when a release last built it, from ``<root>/_timings.json``.
+
+    Untrusted (any writer of the root): anything but a JSON object of known benchmark names to finite
+    non-negative numbers gives ``{}``, an estimate left out rather than a release failed."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    out = {}
+    for name, seconds in value.items():
+        number = isinstance(seconds, (int, float)) and not isinstance(seconds, bool)
+        if name not in BENCHMARKS or not number or not 0 <= seconds < float("inf"):
+            return {}
+        out[name] = float(seconds)
+    return out
+
+
+def time_left(timings: dict[str, float], todo: list[str]) -> float | None:
+    """The seconds the benchmarks ``todo`` took when last built: the release's time left at those times
+    (None when one of them has no time yet)."""
+    if any(b not in timings for b in todo):
+        return None
+    return sum(timings[b] for b in todo)
+
+
 def fingerprint(benchmark: str, inputs: dict[str, int], settings: dict, extra: dict | None = None) -> dict:
     """What a benchmark is built from: the dataset's input table versions, the digest of its settings
     sections (``settings``: section name -> dict) and of ``extra`` (input files, options)."""
