@@ -36,13 +36,14 @@ def _delta_writes(tree: ast.AST) -> list[str]:
     return found
 
 
+def _offenders(check) -> dict[str, list[str]]:
+    """What ``check`` finds in each module outside ``kgbrink.core``, by module."""
+    found = {str(p.relative_to(PACKAGE)): check(ast.parse(p.read_text())) for p in _outside_core()}
+    return {name: hits for name, hits in found.items() if hits}
+
+
 def test_no_delta_write_outside_core():
-    offenders = {}
-    for path in _outside_core():
-        found = _delta_writes(ast.parse(path.read_text()))
-        if found:
-            offenders[str(path.relative_to(PACKAGE))] = found
-    assert offenders == {}, "write through JobContext (ctx.write, ctx.replace_where, ctx.merge, ...)"
+    assert _offenders(_delta_writes) == {}, "write through JobContext (ctx.write, ctx.replace_where, ctx.merge, ...)"
 
 
 def test_the_check_sees_a_write():
@@ -69,12 +70,9 @@ def _file_writes_and_recordings(tree: ast.AST) -> list[str]:
 
 
 def test_files_are_written_and_outputs_recorded_only_in_core():
-    offenders = {}
-    for path in _outside_core():
-        found = _file_writes_and_recordings(ast.parse(path.read_text()))
-        if found:
-            offenders[str(path.relative_to(PACKAGE))] = found
-    assert offenders == {}, "write through ctx (write_files, keep, ...) or kgbrink.core.files (spill, write_lines)"
+    assert _offenders(_file_writes_and_recordings) == {}, (
+        "write through ctx (write_files, keep, ...) or kgbrink.core.files (spill, write_lines)"
+    )
 
 
 def test_the_file_write_check_sees_a_writer_and_a_recording():

@@ -109,7 +109,7 @@ def write_parquet(frame: DataFrame, path: str, mode: str = "overwrite") -> None:
 
 def spill(frame: DataFrame, path: str) -> DataFrame:
     """``frame`` computed once into Parquet at ``path`` (a new folder), read back."""
-    frame.write.parquet(path)
+    write_parquet(frame, path, mode="errorifexists")
     return frame.sparkSession.read.parquet(path)
 
 
