@@ -162,3 +162,34 @@ def test_stage_progress_gives_percent_and_time_left_at_the_watched_pace():
     assert stage_line(3, 12) == "3/12 tasks (25%)"  # no pace yet: no estimate
     assert stage_line(6, 12, done_since=3, seconds=30.0) == "6/12 tasks (50%, about 1m00s left)"
     assert stage_line(12, 12, done_since=6, seconds=10.0) == "12/12 tasks (100%)"
+
+
+def test_nested_steps_report_each_stage_once_from_the_innermost(monkeypatch):
+    """A job run by a step of another: both steps watch the same stages; the inner one alone reports."""
+    import io
+    import time
+    from types import SimpleNamespace
+
+    from kgbrink.core import console
+
+    stage = SimpleNamespace(stageId=1, numTasks=4, numCompletedTasks=1)
+    tracker = SimpleNamespace(getActiveStageIds=lambda: [1], getStageInfo=lambda _: stage)
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(statusTracker=lambda: tracker))
+    monkeypatch.setattr(console, "STAGE_REPORT_SECONDS", 0.02)
+    stream = io.StringIO()
+    top = console.Progress(stream).child(1)  # the job the command line started: depth 0
+    with top.step("outer", spark):
+        time.sleep(0.2)
+        before = stream.getvalue().splitlines()
+        with top.child(1).step("inner", spark):
+            time.sleep(0.3)
+            during = stream.getvalue().splitlines()[len(before) :]
+        time.sleep(0.2)
+        after = stream.getvalue().splitlines()[len(before) + len(during) :]
+    outer = [line for line in before if line.startswith("  ... ")]
+    inner = [line for line in during if line.startswith("    ... ")]
+    assert len(outer) >= 3 and len(inner) >= 3
+    # the outer watcher at most finishes a report it began as the inner step started
+    assert sum(line.startswith("  ... ") for line in during) <= 1
+    assert any(line.startswith("  ... ") for line in after)  # and reports again once it ended
+    assert not top.watchers

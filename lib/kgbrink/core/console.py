@@ -40,10 +40,13 @@ class Progress:
     counter: list[int] = field(default_factory=lambda: [0])
     # False for the command line's own reporter: the job it starts is at depth 0.
     parent_job: bool = False
+    # the stage watchers of the steps running, outermost first, shared with the children: only the last reports
+    watchers: list = field(default_factory=list)
 
     def child(self, total: int | None = None) -> Progress:
         """The reporter of a job run by this one (or by the command line, for the top job: depth 0)."""
-        return Progress(self.stream, self.depth + 1 if self.parent_job else self.depth, total, [0], True)
+        depth = self.depth + 1 if self.parent_job else self.depth
+        return Progress(self.stream, depth, total, [0], True, self.watchers)
 
     def _print(self, text: str) -> None:
         stream = self.stream or sys.stderr
@@ -84,17 +87,21 @@ def stage_line(finished: int, tasks: int, done_since: int = 0, seconds: float = 
 
 
 class _StageWatcher:
-    """Reports the active Spark stage's task progress while a step runs past STAGE_REPORT_SECONDS."""
+    """Reports the active Spark stage's task progress while a step runs past STAGE_REPORT_SECONDS (the
+    innermost step's watcher alone: the stages are the whole application's)."""
 
     def __init__(self, spark: Any, progress: Progress, start: float):
         self.spark, self.progress, self.start = spark, progress, start
         self.done = threading.Event()
         self.first_seen: dict[int, tuple[float, int]] = {}  # stage id -> (time, tasks done) when first seen
+        progress.watchers.append(self)
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
 
     def _watch(self) -> None:
         while not self.done.wait(STAGE_REPORT_SECONDS):
+            if self.progress.watchers[-1:] != [self]:  # a step inside this one reports the same stages
+                continue
             try:
                 tracker = self.spark.sparkContext.statusTracker()
                 active = list(tracker.getActiveStageIds())
@@ -112,6 +119,8 @@ class _StageWatcher:
 
     def stop(self) -> None:
         self.done.set()
+        if self in self.progress.watchers:
+            self.progress.watchers.remove(self)
 
 
 def java_causes(exc: BaseException) -> list[str]:
