@@ -267,6 +267,28 @@ def test_an_id_without_a_key_fails_naming_the_column(spark):
     assert ok.collect() == []
 
 
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    rows=st.lists(
+        st.tuples(st.one_of(st.none(), st.integers(0, 9)), st.integers(0, 3), st.integers(0, 9), st.integers(-5, 5)),
+        max_size=40,
+    ),
+    partitions=st.integers(1, 4),
+)
+def test_keyed_replaces_each_id_in_place_and_keeps_every_row(spark, rows, partitions):
+    """Parallel edges, self-loops, hubs and null ids: every row once, each id column by its own key."""
+    entity_keys = {i: f"Q{(i * 7) % 10}-{i}" for i in range(10)}
+    relation_keys = {i: f"P{3 - i}" for i in range(4)}
+    entities = spark.createDataFrame(sorted(entity_keys.items()), "id int, key string")
+    relations = spark.createDataFrame(sorted(relation_keys.items()), "id int, key string")
+    frame = spark.createDataFrame(rows, "h int, r int, t int, n int").repartition(partitions)
+    got = layout.keyed(frame, entities, relations, ("h", "t"), ("r",))
+    assert got.columns == ["h", "r", "t", "n"]
+    expected = [(entity_keys.get(h), relation_keys[r], entity_keys[t], n) for h, r, t, n in rows]
+    order = repr  # None sorts with the strings
+    assert sorted((tuple(row) for row in got.collect()), key=order) == sorted(expected, key=order)
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     rows=st.lists(
@@ -282,7 +304,8 @@ def test_shards_hold_every_row_once_whatever_the_partitioning(spark, tmp_path_fa
     written = []
     for layout_frame in (frame.coalesce(1), frame.repartition(partitions)):
         folder = tmp_path_factory.mktemp("shards")
-        files = publish.write_shards(layout_frame, str(folder), len(rows), shard_rows, "parquet", "split")
+        digests: publish.Digests = {}
+        files = publish.write_shards(layout_frame, str(folder), len(rows), shard_rows, "parquet", "split", digests)
         written.append({split: [Path(f).read_bytes() for f in paths] for split, paths in files.items()})
         got = sorted(
             (row["n"], split, row["s"])
@@ -296,6 +319,13 @@ def test_shards_hold_every_row_once_whatever_the_partitioning(spark, tmp_path_fa
                 f"{split}-{i:05d}-of-{len(paths):05d}.parquet" for i in range(len(paths))
             ]
             assert len(paths) <= max(1, -(-len(rows) // shard_rows))
+        # the digests recorded while writing are the files' own; with them, digests() reads no file back
+        assert sorted(digests) == sorted(f for paths in files.values() for f in paths)
+        for path, (digest, size) in digests.items():
+            assert (digest, size) == (hashlib.sha256(Path(path).read_bytes()).hexdigest(), Path(path).stat().st_size)
+            Path(path).unlink()
+        names = [str(Path(f).relative_to(folder)) for f in digests]
+        assert publish.digests(spark, str(folder), names, digests) == {n: digests[f"{folder}/{n}"] for n in names}
     assert written[0] == written[1]
 
 

@@ -7,6 +7,7 @@ the row's content, its rows sorted, encoded by one task (a retried task encodes 
 
 from __future__ import annotations
 
+import hashlib
 import re
 import tempfile
 from pathlib import Path
@@ -19,8 +20,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from kgbrink.core.files import delete_path, hadoop_path, path_exists
+from kgbrink.core.settings import is_uri
 
 EXTENSIONS = {"parquet": "parquet", "json": "jsonl"}
+Digests = dict[str, tuple[str, int]]  # a file (as its writer named it) -> (SHA-256 hex, bytes)
 _PART = re.compile(r"part-(\d+)-")
 
 
@@ -30,10 +33,17 @@ def _orderable(frame: DataFrame) -> list[str]:
 
 
 def write_shards(
-    frame: DataFrame, directory: str, rows: int, shard_rows: int, fmt: str, split: str | None = None
+    frame: DataFrame,
+    directory: str,
+    rows: int,
+    shard_rows: int,
+    fmt: str,
+    split: str | None = None,
+    written: Digests | None = None,
 ) -> dict[str, list[str]]:
     """``frame`` as ``<directory>/<split>-0000i-of-0000n.<ext>`` (Parquet or JSON Lines), one set of files
-    per value of the column ``split`` (without it: split ``train``); the file paths by split.
+    per value of the column ``split`` (without it: split ``train``); the file paths by split. ``written``
+    gets each Parquet file's digest, from the bytes the driver copies (JSON Lines files are Spark's).
 
     n = max(1, ceil(rows / shard_rows)) hash buckets of all the sortable columns; each is sorted by them
     and encoded by one task, in one job for all splits. Buckets a split leaves empty are not written, the
@@ -52,7 +62,7 @@ def write_shards(
     # a shuffle even to one shard: the steps before it keep their parallelism (coalesce(1) would not)
     bucketed = frame.repartition(shards, *keys).sortWithinPartitions(split, *keys)
     if fmt == "parquet":
-        return _parquet_files(bucketed, directory, split)
+        return _parquet_files(bucketed, directory, split, written)
     return _json_files(bucketed, directory, split)
 
 
@@ -118,7 +128,7 @@ def _parquet_encoder(split: str):
     return encode
 
 
-def _parquet_files(bucketed: DataFrame, directory: str, split: str) -> dict[str, list[str]]:
+def _parquet_files(bucketed: DataFrame, directory: str, split: str, written: Digests | None) -> dict[str, list[str]]:
     """Each bucket's rows of each split as a Parquet file encoded by pyarrow in its task; the files' bytes
     come to the driver one bucket at a time and are copied to ``directory`` (local or s3a)."""
     spark = bucketed.sparkSession
@@ -140,6 +150,8 @@ def _parquet_files(bucketed: DataFrame, directory: str, split: str) -> dict[str,
                 staged.write_bytes(row["data"])
                 copy_file(spark, str(staged), target)
                 staged.unlink()
+                if written is not None:
+                    written[target] = (hashlib.sha256(row["data"]).hexdigest(), len(row["data"]))
                 out.setdefault(row["split"], []).append(target)
     finally:
         encoded.unpersist()
@@ -156,8 +168,11 @@ def clear(spark: SparkSession, directory: str, stem: str) -> None:
             fs.delete(status.getPath(), False)
 
 
-def copy_file(spark: SparkSession, source: str, target: str) -> None:
-    """Copy one file between any two file systems of the session (local to s3a included)."""
+def copy_file(spark: SparkSession, source: str, target: str, written: Digests | None = None) -> None:
+    """Copy one file between any two file systems of the session (local to s3a included); ``written`` gets
+    the target's digest when the source is a local file (hashed here, before the copy)."""
+    if written is not None and not is_uri(source):
+        written[target] = _file_digest(Path(source))
     jvm = spark.sparkContext._jvm
     src, src_fs = hadoop_path(spark, source)
     dst, dst_fs = hadoop_path(spark, target)
@@ -171,14 +186,26 @@ def copy_file(spark: SparkSession, source: str, target: str) -> None:
         raise OSError(f"could not copy {source} to {target}")
 
 
-def write_text(spark: SparkSession, path: str, text: str) -> None:
-    """Write ``text`` (UTF-8) as the whole file ``path``, replacing it."""
+def _file_digest(path: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def write_text(spark: SparkSession, path: str, text: str, written: Digests | None = None) -> None:
+    """Write ``text`` (UTF-8) as the whole file ``path``, replacing it; ``written`` gets its digest."""
+    data = text.encode("utf-8")
     hpath, fs = hadoop_path(spark, path)
     stream = fs.create(hpath, True)
     try:
-        stream.write(bytearray(text.encode("utf-8")))
+        stream.write(bytearray(data))
     finally:
         stream.close()
+    if written is not None:
+        written[path] = (hashlib.sha256(data).hexdigest(), len(data))
 
 
 def read_text(spark: SparkSession, path: str) -> str | None:
@@ -196,11 +223,15 @@ def read_text(spark: SparkSession, path: str) -> str | None:
         stream.close()
 
 
-def digests(spark: SparkSession, directory: str, names: list[str]) -> dict[str, tuple[str, int]]:
-    """``{name: (sha256 hex, bytes)}`` of files under ``directory``, hashed by the executors (each file
-    whole in one task: the release's shards are bounded by ``release.shard_rows``)."""
+def digests(spark: SparkSession, directory: str, names: list[str], written: Digests | None = None) -> Digests:
+    """``{name: (sha256 hex, bytes)}`` of files under ``directory``: those ``written`` holds (as
+    ``<directory>/<name>``) from it, the others read back and hashed by the executors (each file whole in
+    one task: the release's shards are bounded by ``release.shard_rows``)."""
+    written = written or {}
+    out = {name: written[f"{directory}/{name}"] for name in names if f"{directory}/{name}" in written}
+    names = [name for name in names if name not in out]
     if not names:
-        return {}
+        return out
     hpath, fs = hadoop_path(spark, directory)
     root = fs.makeQualified(hpath).toString().rstrip("/")
     paths = [f"{root}/{name}" for name in names]
@@ -211,7 +242,6 @@ def digests(spark: SparkSession, directory: str, names: list[str]) -> dict[str, 
         .collect()
     )
     by_path = {r["path"]: (r["sha256"], int(r["length"])) for r in rows}
-    out = {}
     for name, path in zip(names, paths):
         found = by_path.get(path) or next((v for k, v in by_path.items() if k.endswith("/" + name)), None)
         if found is None:

@@ -189,16 +189,16 @@ def _describe(env: _Env, plan: _Plan, enabled: list[str], configs: list[layout.C
         for kind in ("files", "jsonl"):
             c[kind] = {s: [f[len(target) + 1 :] for f in fs] for s, fs in c[kind].items()}
     data = sorted(f for c in manifest["configs"] for kind in ("files", "jsonl") for fs in c[kind].values() for f in fs)
-    digests = publish.digests(spark, target, data)
+    digests = publish.digests(spark, target, data, env.written)  # read back: only Spark's files and copies
     if plan.previous is not None:
         reused = [b for b in enabled if b not in plan.todo]
         _check_reused(spark, f"{target.rsplit('/', 1)[0]}/{plan.latest}", digests, reused, manifest)
-    publish.write_text(spark, f"{target}/README.md", card.dataset_card(manifest))
+    publish.write_text(spark, f"{target}/README.md", card.dataset_card(manifest), env.written)
     document = croissant.metadata(manifest, digests)
-    publish.write_text(spark, f"{target}/croissant.json", layout.canonical_json(document) + "\n")
-    publish.write_text(spark, f"{target}/release.json", layout.canonical_json(manifest) + "\n")
+    publish.write_text(spark, f"{target}/croissant.json", layout.canonical_json(document) + "\n", env.written)
+    publish.write_text(spark, f"{target}/release.json", layout.canonical_json(manifest) + "\n", env.written)
     described = ["README.md", "croissant.json", "release.json", *_report(env, manifest, configs)]
-    digests.update(publish.digests(spark, target, described))
+    digests.update(publish.digests(spark, target, described, env.written))
     sums = "".join(f"{digests[n][0]}  {n}\n" for n in sorted(digests))
     publish.write_text(spark, f"{target}/SHA256SUMS", sums)
     digests["SHA256SUMS"] = (hashlib.sha256(sums.encode()).hexdigest(), len(sums.encode()))
@@ -253,7 +253,7 @@ def _report(env: _Env, manifest: dict, configs: list[layout.Config]) -> list[str
     local = env.work / "report"
     written = []
     for path in release_report.write(manifest, tables, local):
-        publish.copy_file(spark, str(path), f"{env.target}/report/{path.name}")
+        publish.copy_file(spark, str(path), f"{env.target}/report/{path.name}", env.written)
         written.append(f"report/{path.name}")
     return sorted(written)
 
@@ -277,6 +277,7 @@ class _Env:
     target: str
     work: Path
     notes: dict = dataclasses.field(default_factory=dict)
+    written: publish.Digests = dataclasses.field(default_factory=dict)  # digests of the files written
 
     def where(self, kind: str) -> dict:
         config = self.ctx.config
@@ -314,11 +315,12 @@ def _publish(
         shard_rows = env.ctx.config.release.shard_rows
         if not sum(rows.values()):
             return layout.Config(config, benchmark, description)  # no rows: left out of the release, and named
-        files = _ordered(publish.write_shards(frame, folder, sum(rows.values()), shard_rows, "parquet", split))
+        total = sum(rows.values())
+        files = _ordered(publish.write_shards(frame, folder, total, shard_rows, "parquet", split, env.written))
         fields = [(f.name, f.dataType.jsonValue()) for f in frame.schema.fields if f.name != split]
         result = layout.Config(config, benchmark, description, files, {s: rows[s] for s in files}, fields)
         if jsonl:
-            result.jsonl = _ordered(publish.write_shards(frame, folder, sum(rows.values()), shard_rows, "json", split))
+            result.jsonl = _ordered(publish.write_shards(frame, folder, total, shard_rows, "json", split))
             result.jsonl_fields = fields
         return result
     finally:
@@ -365,7 +367,7 @@ def _files(env: _Env, benchmark: str, exported: Path) -> list[layout.Config]:
         folder = f"{env.target}/{benchmark}/{part.config[len(benchmark) + 1 :]}"
         jsonl = {}
         for split, source in found:
-            publish.copy_file(spark, str(source), f"{folder}/{split}.jsonl")
+            publish.copy_file(spark, str(source), f"{folder}/{split}.jsonl", env.written)
             jsonl[split] = [f"{folder}/{split}.jsonl"]
         # one read of every split's file: one schema for all (a field null in one file keeps its type)
         by_name = F.create_map(*[F.lit(x) for split, source in found for x in (source.name, split)])
