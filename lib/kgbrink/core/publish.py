@@ -21,6 +21,7 @@ from pyspark.sql import types as T
 
 from kgbrink.core.files import delete_path, hadoop_path, path_exists
 from kgbrink.core.settings import is_uri
+from kgbrink.storage.staging import sha256_of
 
 EXTENSIONS = {"parquet": "parquet", "json": "jsonl"}
 Digests = dict[str, tuple[str, int]]  # a file (as its writer named it) -> (SHA-256 hex, bytes)
@@ -172,7 +173,7 @@ def copy_file(spark: SparkSession, source: str, target: str, written: Digests | 
     """Copy one file between any two file systems of the session (local to s3a included); ``written`` gets
     the target's digest when the source is a local file (hashed here, before the copy)."""
     if written is not None and not is_uri(source):
-        written[target] = _file_digest(Path(source))
+        written[target] = (sha256_of(Path(source)), Path(source).stat().st_size)
     jvm = spark.sparkContext._jvm
     src, src_fs = hadoop_path(spark, source)
     dst, dst_fs = hadoop_path(spark, target)
@@ -184,15 +185,6 @@ def copy_file(spark: SparkSession, source: str, target: str, written: Digests | 
         raise OSError(f"could not copy {source} to {target}: {cause}") from None
     if not copied:
         raise OSError(f"could not copy {source} to {target}")
-
-
-def _file_digest(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
 
 
 def write_text(spark: SparkSession, path: str, text: str, written: Digests | None = None) -> None:

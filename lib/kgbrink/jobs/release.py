@@ -55,7 +55,7 @@ class ReleaseOptions:
 def _file_digest(path: str | None) -> str | None:
     if path is None or is_uri(path) or not Path(path).is_file():
         return path
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return staging.sha256_of(Path(path))
 
 
 @job(
