@@ -103,9 +103,10 @@ def run_stage(ctx: JobContext, opts: StageOptions) -> JobSummary:
             "drifted": result.drifted,
         },
     )
-    summary.params["dump_version"] = result.manifest.version
+    version = staging.printable(result.manifest.version, 200)  # the staged manifest's, when unchanged
+    summary.params["dump_version"] = version
     state = "changed" if result.changed else "unchanged"
-    summary.highlights.update(staged=f"{uri} ({state}, version {result.manifest.version})")
+    summary.highlights.update(staged=f"{uri} ({state}, version {version})")
     if result.repaired:
         summary.highlights.update(repaired=f"the staged manifest was unreadable and is rewritten ({result.repaired})")
     return summary
@@ -118,7 +119,17 @@ class FetchOptions:
     )
     variant: str | None = arg(None, "fetch the release of <dataset>/variants/<variant>/release instead of --from")
     dataset: str | None = arg(None, "dataset of --variant (default: setting 'dataset')")
-    out: str | None = arg(None, "local directory the files go to", required=True)
+    out: str | None = arg(
+        None,
+        "local directory the files go to: new, empty, or written by an earlier fetch of the same location",
+        required=True,
+    )
+    replace: bool = arg(
+        False,
+        "replace --out even if no earlier fetch of this location wrote it or it holds other files "
+        "(they are deleted); never a file or a symbolic link",
+        action="store_true",
+    )
 
 
 @job(
@@ -131,10 +142,12 @@ def run_fetch(ctx: JobContext, opts: FetchOptions) -> JobSummary:
     config = ctx.config
     if not opts.out or is_uri(opts.out):
         raise ConfigError(f"--out must be a local directory, got {opts.out!r}")
-    uri = release_version(client_for(config), _location(config, opts.source, opts.dataset, opts.variant, "--from"))
-    summary = ctx.begin(source=uri, out=str(Path(opts.out).resolve()))
+    client = client_for(config)
+    location = _location(config, opts.source, opts.dataset, opts.variant, "--from")
+    uri = release_version(client, location)
+    summary = ctx.begin(source=uri, out=str(Path(opts.out).absolute()), replace=bool(opts.replace))
     with ctx.step("fetch"):
-        result = staging.fetch(client_for(config), uri, Path(opts.out))
+        result = staging.fetch(client, uri, Path(opts.out), replace=bool(opts.replace), source=location)
     summary.counts.update(
         files=len(result.manifest.files),
         downloaded=len(result.downloaded),
@@ -142,7 +155,13 @@ def run_fetch(ctx: JobContext, opts: FetchOptions) -> JobSummary:
         removed=len(result.removed),
         downloaded_bytes=result.downloaded_bytes,
     )
-    summary.extra.update(dump_version=result.manifest.version, removed=result.removed)
-    summary.params["dump_version"] = result.manifest.version
-    summary.highlights.update(fetched=f"{opts.out} (version {result.manifest.version})")
+    # the version comes from the bucket: printed escaped (the JSON summary escapes it by itself)
+    version = staging.printable(result.manifest.version, 200)
+    summary.extra.update(
+        dump_version=result.manifest.version, removed=result.removed, replaced=result.replaced, cleaned=result.cleaned
+    )
+    summary.params["dump_version"] = version
+    summary.highlights.update(fetched=f"{opts.out} (version {version})")
+    if result.removed:
+        summary.highlights.update(removed=f"{len(result.removed):,} files the manifest does not list")
     return summary

@@ -12,16 +12,52 @@ and the dump version. The manifest's name starts with ``_``, so Spark and Hadoop
   multipart upload), and the object is checked after upload: its size, and the SHA-256 the store
   returns: the file's, or for a multipart upload the SHA-256 of its parts' SHA-256s (S3's composite
   checksum, with or without AWS's ``-<parts>`` suffix), computed here from the file. An unchanged
-  directory writes nothing.
+  directory writes nothing. A fetch's marker (:data:`MARKER`, at the top) is not a file of the directory.
 - :func:`fetch` makes a local folder equal the staged version: every file the manifest lists is
-  downloaded (or linked, when the local copy already matches) into a new folder beside it and checked
-  (size and SHA-256); only when every file checked does the new folder replace the old one, so files the
-  manifest no longer lists are gone and a failed fetch leaves the folder as it was.
+  downloaded (or linked, when the local copy already matches) into a new folder beside it,
+  ``.NAME.fetch-XXXXXXXX``, and checked (size and SHA-256); only when every file checked does the new
+  folder replace the old one, so files the manifest no longer lists are gone and a failed fetch leaves
+  the folder as it was.
+
+What a fetch may replace (nothing of the user's disappears unless they asked for it: ``replace=True``,
+``kgbrink fetch --replace``):
+
+- The new folder holds the fetch's marker :data:`MARKER` (``.kgbrink-fetch.json``: the location fetched,
+  the location asked for, when that was a release root whose ``LATEST`` named it, the version, the
+  content digest and the names of the files it wrote). The name starts with ``.``, so listings that skip
+  hidden files (Hadoop's ``.crc``) skip it too.
+- An existing folder is replaced only when it is empty, or when its marker names the same bucket and
+  prefix (either location) and it holds nothing but what that fetch wrote: the marker's files (modified
+  or not: a fetch restores them) and their folders. Anything else in it (a file, link or empty folder the
+  marker does not list), a marker of another location, or no marker at all is a :class:`StagingError`
+  naming the folder and ``--replace``, before anything is downloaded (and checked again just before the
+  swap). With ``replace`` the folder is replaced whatever it holds. ``removed`` names the files of a
+  folder that was really replaced that the manifest does not list.
+- A regular file, a symbolic link (to anything) or any other non-folder at ``--out`` is refused, also
+  with ``replace``: it is never deleted, nor what a link points to.
+- The swap is one step: the new folder and the old one are exchanged (``renameat2(RENAME_EXCHANGE)`` on
+  Linux, ``renamex_np(RENAME_SWAP)`` on macOS; a missing folder is created by one rename that replaces
+  nothing), and the old contents, now in the staging folder, are then removed. Where the file system
+  has no exchange, the old folder is renamed aside to ``.NAME.old-XXXXXXXX`` first and removed after
+  (a crash between the two renames leaves no folder; the next fetch fetches it again).
+- Leftovers of a crashed fetch beside the folder, folders named exactly ``.NAME.fetch-XXXXXXXX`` or
+  ``.NAME.old-XXXXXXXX`` (eight of ``a-z0-9_``) for that folder's NAME, hold only what a fetch downloaded
+  or what a fetch was allowed to replace: the next fetch into the same folder removes them (``cleaned``).
+  A running fetch holds a lock (``flock``) on its staging folder, and a locked leftover is left alone.
 
 A manifest comes from the bucket and is not trusted: a file name must be a relative POSIX path without
-``.`` or ``..`` segments, backslashes, NUL or empty segments (:func:`checked_name`), and its target must
-resolve inside the folder; sizes and SHA-256s must be well formed. A corrupt manifest does not block
-:func:`stage`: the prefix is restaged from its listing (``repaired``).
+``.`` or ``..`` segments, backslashes, empty segments, or control, format or line/paragraph separator
+characters (Unicode categories Cc, Cf, Zl, Zp, and lone surrogates; NUL among them)
+(:func:`checked_name`), and its target must resolve inside the folder; sizes and SHA-256s must be well
+formed. A corrupt manifest does not block :func:`stage`: the prefix is restaged from its listing
+(``repaired``). For :func:`fetch` a manifest must also list at most :data:`MAX_FILES` files, none named
+like the marker, and no two names that one file system would take for the same file or folder: a file
+that is another entry's folder (``a``, ``a/b``), or names equal up to case or Unicode normalisation
+(``A``, ``a``: one would overwrite the other on a case-insensitive file system) (:func:`check_layout`).
+An object is checked before it is downloaded (its length must be the manifest's size) and streamed
+into its file, counted and hashed as it comes: a download stops as soon as it outgrows the manifest's
+size, so a hostile bucket writes at most the sizes its manifest declares. Untrusted strings (the
+manifest's version, file names) are printed escaped (:func:`printable`, ``repr``).
 
 Credentials come from boto3's usual sources (the environment first); nothing here reads or records them.
 """
@@ -29,19 +65,32 @@ Credentials come from boto3's usual sources (the environment first); nothing her
 from __future__ import annotations
 
 import base64
+import ctypes
+import errno
+import functools
 import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
+import stat
+import sys
 import tempfile
 import time
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 MANIFEST = "_kgbrink_manifest.json"
 MANIFEST_FORMAT = 1
+# What a fetch leaves in its folder: the location and the files it wrote (see the module docstring).
+MARKER = ".kgbrink-fetch.json"
+MARKER_FORMAT = 1
+# The most files a manifest may list for a fetch, and the most bytes of a marker read back.
+MAX_FILES = 100_000
+MARKER_BYTES = 64 << 20
 SCHEMES = ("s3://", "s3a://", "s3n://")
 CHUNK = 8 << 20
 # Files above this size are uploaded in parts of this size (multipart; S3's minimum part is 5 MiB).
@@ -53,16 +102,34 @@ class StagingError(RuntimeError):
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# Unicode categories refused in a file name: controls (C0, DEL, C1: escape sequences, newlines), format
+# characters (bidirectional overrides, zero-width ones), line and paragraph separators, lone surrogates.
+UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def printable(text: Any, limit: int | None = None) -> str:
+    """``text`` safe to print: each character that is not printable (controls, format characters,
+    separators but the space) escaped as ``\\xNN``/``\\uNNNN``, a backslash doubled; the rest as is.
+    With ``limit``, at most that many characters of ``text`` are shown, then ``...``."""
+    text = str(text)
+    shown = text if limit is None or len(text) <= limit else text[:limit]
+    out = "".join(
+        "\\\\" if c == "\\" else c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in shown
+    )
+    return out + ("..." if shown is not text else "")
 
 
 def checked_name(name: Any, where: str) -> str:
     """``name`` if it is a safe relative file name: a non-empty POSIX path whose segments are neither empty,
-    ``.`` nor ``..``, without backslash or NUL; else :class:`StagingError` naming ``where``."""
+    ``.`` nor ``..``, without backslash, NUL or other characters of :data:`UNSAFE_CATEGORIES`; else
+    :class:`StagingError` naming ``where`` and the name (escaped)."""
     problem = None
     if not isinstance(name, str) or not name:
         problem = "is not a non-empty string"
     elif "\x00" in name:
         problem = "contains NUL"
+    elif unsafe := [c for c in name if unicodedata.category(c) in UNSAFE_CATEGORIES]:
+        problem = f"contains the control or format character U+{ord(unsafe[0]):04X}"
     elif "\\" in name:
         problem = "contains a backslash"
     elif name.startswith("/"):
@@ -134,9 +201,9 @@ class Manifest:
                 name = checked_name(f["name"], f"{where}, files[{number}]")
                 size, digest = f["size"], f["sha256"]
                 if type(size) is not int or size < 0 or not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-                    raise StagingError(f"{where}, files[{number}] ({name}): size or sha256 malformed")
+                    raise StagingError(f"{where}, files[{number}] ({name!r}): size or sha256 malformed")
                 if name in files:
-                    raise StagingError(f"{where}, files[{number}]: {name} is listed twice")
+                    raise StagingError(f"{where}, files[{number}]: {name!r} is listed twice")
                 files[name] = FileEntry(name, size, digest, f.get("etag"))
             manifest = cls(str(body["version"]), files, body.get("created", ""), int(body.get("format", 1)))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -184,7 +251,8 @@ def sha256_of(path: Path) -> str:
 
 
 def local_manifest(directory: Path, version: str | None = None) -> Manifest:
-    """The manifest of every regular file under ``directory`` (recursively; a manifest file excluded).
+    """The manifest of every regular file under ``directory`` (recursively; a manifest file and a fetch's
+    marker at the top excluded).
     ``version`` defaults to the first 16 hex digits of the content digest."""
     directory = Path(directory)
     if not directory.is_dir():
@@ -192,7 +260,7 @@ def local_manifest(directory: Path, version: str | None = None) -> Manifest:
     files = {}
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         name = checked_name(path.relative_to(directory).as_posix(), str(directory))
-        if path.name == MANIFEST:
+        if path.name == MANIFEST or name == MARKER:
             continue
         _inside(directory, name, str(directory))
         files[name] = FileEntry(name, path.stat().st_size, sha256_of(path))
@@ -381,24 +449,72 @@ class FetchResult:
     downloaded: list[str]
     present: list[str]
     downloaded_bytes: int
-    removed: list[str] = field(default_factory=list)  # local files the manifest does not list
+    removed: list[str] = field(default_factory=list)  # files of the replaced folder the manifest does not list
+    replaced: bool = False  # whether a folder was there and is replaced
+    cleaned: list[str] = field(default_factory=list)  # leftovers of crashed fetches removed beside the folder
 
 
-def fetch(client: Any, uri: str, directory: Path) -> FetchResult:
+def _fold(name: str) -> str:
+    """``name`` as a case- and normalisation-insensitive file system compares it (canonical caseless)."""
+    return unicodedata.normalize("NFD", unicodedata.normalize("NFD", name).casefold())
+
+
+def check_layout(manifest: Manifest, where: str) -> None:
+    """:class:`StagingError` naming ``where`` and the entries, unless ``manifest`` can be fetched into one
+    folder on any file system: at most :data:`MAX_FILES` files, none at the marker's name (up to case),
+    no file that is another entry's folder (``a``, ``a/b``), no two files or folders equal up to case or
+    Unicode normalisation (``A``, ``a``; ``A/x``, ``a/y``)."""
+    if len(manifest.files) > MAX_FILES:
+        raise StagingError(f"{where}: lists {len(manifest.files):,} files, more than a fetch takes ({MAX_FILES:,})")
+    seen: dict[str, tuple[str, bool, str]] = {_fold(MARKER): (MARKER, True, MARKER)}
+    for name in sorted(manifest.files):
+        parts = name.split("/")
+        for depth in range(1, len(parts) + 1):
+            path, is_file = "/".join(parts[:depth]), depth == len(parts)
+            other_path, other_is_file, other = seen.setdefault(_fold(path), (path, is_file, name))
+            if other == name or (other_path == path and not is_file and not other_is_file):
+                continue
+            # names shown with ascii(): names equal up to Unicode normalisation look alike otherwise
+            if other == MARKER:
+                raise StagingError(f"{where}: {ascii(name)} takes the name of fetch's marker {MARKER}")
+            if is_file != other_is_file:
+                file, folder = (other, name) if other_is_file else (name, other)
+                raise StagingError(
+                    f"{where}: {ascii(file)} is a file, and {ascii(folder)} needs a folder of that name"
+                    + ("" if other_path == path else " (up to case)")
+                )
+            raise StagingError(
+                f"{where}: {ascii(other)} and {ascii(name)} are the same {'file' if is_file else 'folder'} "
+                f"on a case-insensitive file system ({ascii(other_path)}, {ascii(path)})"
+            )
+
+
+def fetch(client: Any, uri: str, directory: Path, replace: bool = False, source: str | None = None) -> FetchResult:
     """Make ``directory`` equal the version staged at ``uri``: every file the manifest lists, each checked
     (size and SHA-256), in a new folder beside ``directory`` (a local file that already matches is linked
-    or copied, not downloaded) that replaces it once all are checked. Files the manifest does not list
-    are gone afterwards; on any failure ``directory`` is left as it was."""
+    or copied, not downloaded) that replaces it in one step once all are checked. Files the manifest does
+    not list are gone afterwards; on any failure ``directory`` is left as it was.
+
+    ``directory`` must be absent, empty, or a folder an earlier fetch of the same location wrote and that
+    holds nothing else (its :data:`MARKER`); ``replace`` allows any folder, never a file or a link.
+    ``source``: the location asked for, when ``uri`` is the version a release root's ``LATEST`` names
+    (recorded in the marker: a later fetch of the root replaces the folder). See the module docstring."""
     bucket, prefix = parse_uri(uri)
+    source = source or uri
+    locations = {parse_uri(source), (bucket, prefix)}
     manifest = read_manifest(client, uri)
     if manifest is None:
         raise StagingError(f"no {MANIFEST} at {uri} (stage it with `kgbrink stage`)")
-    directory = Path(directory)
     where = f"{uri.rstrip('/')}/{MANIFEST}"
+    check_layout(manifest, where)
+    directory = _folder_path(directory)
+    _replaceable(directory, locations, replace)  # before anything is downloaded
     directory.parent.mkdir(parents=True, exist_ok=True)
+    result = FetchResult(uri, manifest, [], [], 0, cleaned=_clean_leftovers(directory))
     staged = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.fetch-"))
-    result = FetchResult(uri, manifest, [], [], 0)
+    lock = None
     try:
+        lock = _lock(staged)  # a fetch into the same folder meanwhile leaves it alone
         for name, entry in sorted(manifest.files.items()):
             target = _inside(staged, name, where)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -412,22 +528,177 @@ def fetch(client: Any, uri: str, directory: Path) -> FetchResult:
                 _link_or_copy(old, target)
                 result.present.append(name)
                 continue
-            client.download_file(bucket, _key(prefix, name), str(target))
-            size, digest = os.path.getsize(target), sha256_of(target)
-            if (size, digest) != (entry.size, entry.sha256):
-                raise StagingError(
-                    f"{uri.rstrip('/')}/{name}: downloaded {size} bytes with SHA-256 {digest[:12]}..., "
-                    f"the manifest says {entry.size} bytes, {entry.sha256[:12]}..."
-                )
+            _download(client, bucket, _key(prefix, name), target, entry, f"{uri.rstrip('/')}/{printable(name)}")
             result.downloaded.append(name)
             result.downloaded_bytes += entry.size
-        if directory.is_dir():
-            local = (p.relative_to(directory).as_posix() for p in directory.rglob("*") if not p.is_dir())
-            result.removed = sorted(set(local) - set(manifest.files))
+        _write_marker(staged, manifest, uri, source)
+        before = _replaceable(directory, locations, replace)  # again: it may have changed meanwhile
+        if before is not None:
+            listed = set(manifest.files) | {MARKER}
+            result.removed = sorted(n for n in before if not n.endswith("/") and n not in listed)
+            result.replaced = True
         _swap(staged, directory)
     finally:
-        shutil.rmtree(staged, ignore_errors=True)
+        _remove_tree(staged)  # after a swap: the old contents
+        if lock is not None:
+            os.close(lock)
     return result
+
+
+def _folder_path(directory: Path) -> Path:
+    """``directory`` absolute, its last component kept (a link there is refused, not followed)."""
+    path = Path(os.path.abspath(directory))
+    if not path.name:
+        raise StagingError(f"--out {directory}: not a folder a fetch can replace")
+    return path
+
+
+def _replaceable(directory: Path, locations: set[tuple[str, str]], replace: bool) -> list[str] | None:
+    """The entries of ``directory`` (:func:`_entries`), None when there is none, if a fetch of one of
+    ``locations`` may replace it (see the module docstring); else :class:`StagingError`."""
+    try:
+        mode = os.lstat(directory).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(mode):
+        raise StagingError(
+            f"--out {directory} is a symbolic link: a fetch replaces only a folder, never a link (nor what it "
+            "points to), also with --replace; give the folder itself or a new path"
+        )
+    if not stat.S_ISDIR(mode):
+        raise StagingError(
+            f"--out {directory} is a file, not a folder: a fetch never deletes it, also with --replace; "
+            "give a folder or a new path"
+        )
+    if replace:
+        return _entries(directory)
+    marker = _read_marker(directory)
+    if marker is None:  # only a few entries looked at: --out may be a home folder
+        if not (entries := _entries(directory, limit=_SHOWN)):
+            return entries
+        why = f"holds files no fetch wrote ({_some(entries)}) and no {MARKER}"
+    elif not marker.locations & locations:
+        why = f"holds a fetch of {printable(marker.source, 300)} (its {MARKER}), not of this location"
+    else:
+        entries = _entries(directory)
+        owned = marker.files | {MARKER} | _folders(marker.files)
+        if not (theirs := [n for n in entries if n not in owned]):
+            return entries
+        why = f"holds files its last fetch did not write ({_some(theirs)})"
+    raise StagingError(
+        f"--out {directory} {why}: nothing was changed; give --replace to replace the folder and delete what it holds"
+    )
+
+
+def _folders(names: set[str]) -> set[str]:
+    """The folders (with a trailing ``/``) that hold ``names``: ``a/b/c`` -> ``a/``, ``a/b/``."""
+    out = set()
+    for name in names:
+        parts = name.split("/")[:-1]
+        out.update("/".join(parts[: depth + 1]) + "/" for depth in range(len(parts)))
+    return out
+
+
+_SHOWN = 5  # entries an error names
+
+
+def _some(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names[:_SHOWN]) + (", ..." if len(names) > _SHOWN else "")
+
+
+def _entries(directory: Path, limit: int | None = None) -> list[str]:
+    """What ``directory`` holds, sorted: the relative names of everything but folders (files, links to
+    anything: links are not followed), and of empty folders with a trailing ``/``. With ``limit``, the
+    walk stops once it found more than ``limit``."""
+    out, folders = [], [(str(directory), "")]
+    while folders and (limit is None or len(out) <= limit):
+        folder, prefix = folders.pop()
+        with os.scandir(folder) as scan:
+            items = list(scan)
+        if not items and prefix:
+            out.append(prefix)
+        for item in items:
+            if item.is_dir(follow_symlinks=False):
+                folders.append((item.path, f"{prefix}{item.name}/"))
+            else:
+                out.append(prefix + item.name)
+    return sorted(out)
+
+
+class _Marker(NamedTuple):
+    locations: set[tuple[str, str]]  # (bucket, prefix) of the location fetched and of the one asked for
+    source: str
+    files: set[str]
+
+
+def _read_marker(directory: Path) -> _Marker | None:
+    """The locations, source and file names of the marker in ``directory``; None when there is no
+    readable one (a link, not a regular file, too large, not a marker)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        descriptor = os.open(directory / MARKER, flags)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
+            text = handle.read(MARKER_BYTES + 1)
+        if len(text) > MARKER_BYTES:
+            return None
+        body = json.loads(text)
+        if body["kgbrink_fetch"] != MARKER_FORMAT:
+            return None
+        files = body["files"]
+        if not all(isinstance(n, str) for n in files):
+            return None
+        return _Marker({parse_uri(body["source"]), parse_uri(body["uri"])}, body["source"], set(files))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write_marker(folder: Path, manifest: Manifest, uri: str, source: str) -> None:
+    body = {
+        "kgbrink_fetch": MARKER_FORMAT,
+        "source": source,
+        "uri": uri,
+        "version": manifest.version,
+        "content_sha256": manifest.content_digest(),
+        "files": sorted(manifest.files),
+    }
+    with open(folder / MARKER, "x") as handle:
+        handle.write(json.dumps(body, indent=1) + "\n")
+
+
+def _download(client: Any, bucket: str, key: str, target: Path, entry: FileEntry, where: str) -> None:
+    """The object into ``target`` (a new file), streamed, counted and hashed: its length is checked first,
+    and the download stops before more than the manifest's size is written."""
+    head = _head(client, bucket, key)
+    if head is None:
+        raise StagingError(f"{where}: no such object, the manifest lists it")
+    if head["ContentLength"] != entry.size:
+        raise StagingError(
+            f"{where}: the object has {head['ContentLength']} bytes, the manifest says {entry.size}; not downloaded"
+        )
+    body = client.get_object(Bucket=bucket, Key=key)["Body"]
+    digest, size = hashlib.sha256(), 0
+    try:
+        with open(target, "xb") as out:
+            while block := body.read(CHUNK):
+                size += len(block)
+                if size > entry.size:
+                    raise StagingError(
+                        f"{where}: the object outgrows the {entry.size} bytes the manifest says; download stopped"
+                    )
+                digest.update(block)
+                out.write(block)
+    finally:
+        body.close()
+    if (size, digest.hexdigest()) != (entry.size, entry.sha256):
+        raise StagingError(
+            f"{where}: downloaded {size} bytes with SHA-256 {digest.hexdigest()[:12]}..., "
+            f"the manifest says {entry.size} bytes, {entry.sha256[:12]}..."
+        )
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -437,21 +708,102 @@ def _link_or_copy(source: Path, target: Path) -> None:
         shutil.copy2(source, target)
 
 
+def _remove_tree(path: Path) -> None:
+    """``path`` and what it holds (links removed, not followed), when it is a folder."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: no locks
+    fcntl = None
+
+
+def _lock(folder: Path) -> int:
+    """An open descriptor of ``folder`` holding an exclusive ``flock`` on it (a running fetch's folder)."""
+    descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    if fcntl is not None:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return descriptor
+
+
+def _clean_leftovers(directory: Path) -> list[str]:
+    """Remove the leftovers of crashed fetches into ``directory`` beside it: folders named exactly
+    ``.NAME.fetch-XXXXXXXX`` or ``.NAME.old-XXXXXXXX`` that no running fetch holds locked; their names."""
+    pattern = re.compile(rf"\.{re.escape(directory.name)}\.(?:fetch|old)-[a-z0-9_]{{8}}")
+    cleaned = []
+    with os.scandir(directory.parent) as scan:
+        leftovers = [item for item in scan if pattern.fullmatch(item.name) and item.is_dir(follow_symlinks=False)]
+    for item in leftovers:
+        try:
+            descriptor = _lock(Path(item.path))
+        except OSError:  # locked by a running fetch, or gone
+            continue
+        try:
+            _remove_tree(Path(item.path))
+            cleaned.append(item.name)
+        finally:
+            os.close(descriptor)
+    return sorted(cleaned)
+
+
+_AT_FDCWD, _RENAME_NOREPLACE, _RENAME_EXCHANGE = -100, 1, 2  # linux/fcntl.h, linux/fs.h
+_RENAME_SWAP, _RENAME_EXCL = 2, 4  # macOS stdio.h
+
+
+@functools.cache
+def _libc(name: str) -> Any:
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+
+
+def _rename2(source: Path, target: Path, exchange: bool) -> bool:
+    """One atomic rename of ``source`` to ``target``: exchanging the two when ``exchange``, else failing
+    when ``target`` exists (``FileExistsError``). False where the system or file system has neither."""
+    if sys.platform.startswith("linux") and (call := _libc("renameat2")) is not None:
+        flag = _RENAME_EXCHANGE if exchange else _RENAME_NOREPLACE
+        done = call(_AT_FDCWD, os.fsencode(source), _AT_FDCWD, os.fsencode(target), ctypes.c_uint(flag))
+    elif sys.platform == "darwin" and (call := _libc("renamex_np")) is not None:
+        flag = _RENAME_SWAP if exchange else _RENAME_EXCL
+        done = call(os.fsencode(source), os.fsencode(target), ctypes.c_uint(flag))
+    else:
+        return False
+    if done == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(source), None, str(target))
+
+
 def _swap(new: Path, directory: Path) -> None:
-    """``new`` renamed to ``directory``; an existing ``directory`` is moved aside first and removed after."""
-    if not directory.exists():
-        os.rename(new, directory)
+    """Put the folder ``new`` at ``directory`` in one step: a missing ``directory`` by a rename that
+    replaces nothing; an existing one is exchanged with ``new`` (which then holds the old contents, for
+    the caller to remove). Without an atomic exchange: ``directory`` renamed aside to
+    ``.NAME.old-XXXXXXXX``, ``new`` renamed to it, and the old folder removed (put back if that fails)."""
+    if not os.path.lexists(directory):
+        try:
+            if not _rename2(new, directory, exchange=False):
+                os.rename(new, directory)  # onto at most an empty folder made meanwhile
+        except FileExistsError as exc:
+            raise StagingError(f"--out {directory} appeared during the fetch: fetch again") from exc
         return
-    aside = Path(tempfile.mkdtemp(dir=directory.parent, prefix=f".{directory.name}.old-"))
-    os.rename(directory, aside / "old")
+    if _rename2(new, directory, exchange=True):
+        if not stat.S_ISDIR(os.lstat(new).st_mode):  # not the folder checked before: put it back
+            _rename2(new, directory, exchange=True)
+            raise StagingError(f"--out {directory} changed during the fetch into a file or link: left as it is")
+        return
+    aside = directory.parent / f".{directory.name}.old-{secrets.token_hex(4)}"
+    os.rename(directory, aside)
     try:
         os.rename(new, directory)
     except OSError:
-        os.rename(aside / "old", directory)
+        os.rename(aside, directory)
         raise
-    finally:
-        if directory.exists():
-            shutil.rmtree(aside, ignore_errors=True)
+    _remove_tree(aside)
 
 
 def s3_client(endpoint_url: str | None = None, region: str | None = None, path_style: bool = False):
