@@ -74,8 +74,15 @@ def echo(body: dict) -> dict:
     return {"content": text, "top_logprobs": alternatives}
 
 
+def letter(body: dict) -> dict:
+    """Option A, with the four option letters' first-token log-probabilities (a ProbeKGC answer)."""
+    tops = [{"token": x, "logprob": value} for x, value in zip("ABCD", (-0.05, -3.2, -4.0, -5.0))]
+    return {"content": "A", "top_logprobs": tops}
+
+
 BUILTIN_MODELS = {
     "echo": echo,
+    "letter": letter,
     "empty": lambda body: {"content": "  "},
     "refuse": lambda body: {"content": None, "refusal": "I can't help with that."},
     "truncate": lambda body: {"content": last_text(body)[:8], "finish_reason": "length"},

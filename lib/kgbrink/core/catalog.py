@@ -383,6 +383,40 @@ TABLES: tuple[Table, ...] = (
         "queries (triple, task) by the difficulties answered correctly (null: no prediction), the Venn counts",
     ),
     Table(
+        "predict.model_calls",
+        "{dataset}/predict/model_calls",
+        "call_id string, model string, params string, prompt_sha256 string, status string, content string, "
+        "finish_reason string, top_logprobs string, prompt_tokens bigint, completion_tokens bigint, tries int, "
+        "latency_s double, http_status int, response_model string, system_fingerprint string, detail string, "
+        "created_at string",
+        "predict",
+        "every answer of a chat-completions endpoint, keyed by call_id = SHA-256 of (model, params, prompt_sha256); "
+        "status ok, empty, refused or truncated; top_logprobs: the first token's, as JSON",
+    ),
+    Table(
+        "predict.prompts",
+        "{out}/predict_prompts",
+        "item_id string, messages string, prompt_sha256 string, call_id string",
+        "predict",
+        "the prompts of a predict run: the benchmark's item, the chat messages (canonical JSON) and their call",
+    ),
+    Table(
+        "predict.quarantine",
+        "{out}/predict_quarantine",
+        "item_id string, call_id string, stage string, reason string, detail string",
+        "predict",
+        "items without a prediction: stage call (no answer after the tries; reason: the last try's status), answer "
+        "(empty, refused, truncated) or parse (the answer did not parse; reason: the parser's)",
+    ),
+    Table(
+        "predict.mcq_predictions",
+        "{out}/mcq_predictions",
+        "id string, letter string, logprobs array<double>, model string, run string",
+        "predict",
+        "a model's ProbeKGC predictions, the score-mcq input: the letter answered and the first token's option "
+        "log-probabilities (null: not among the top 20)",
+    ),
+    Table(
         "mcq.prediction_quarantine",
         "{out}/mcq_quarantine",
         "source_file string, line_number bigint, line string, reason string, detail string",

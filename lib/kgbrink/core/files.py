@@ -107,6 +107,13 @@ def write_parquet(frame: DataFrame, path: str, mode: str = "overwrite") -> None:
     frame.write.mode(mode).parquet(path)
 
 
+def read_json_lines(spark: SparkSession, path: str, schema: str) -> DataFrame:
+    """The JSON Lines files under ``path`` with ``schema``; a line that is not a whole JSON object (cut by a
+    kill) is dropped."""
+    frame = spark.read.schema(f"{schema}, _corrupt string").option("columnNameOfCorruptRecord", "_corrupt").json(path)
+    return frame.filter(F.col("_corrupt").isNull()).drop("_corrupt")
+
+
 def spill(frame: DataFrame, path: str) -> DataFrame:
     """``frame`` computed once into Parquet at ``path`` (a new folder), read back."""
     write_parquet(frame, path, mode="errorifexists")

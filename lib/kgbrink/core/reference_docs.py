@@ -24,7 +24,22 @@ ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs"
 PACKAGE = Path(__file__).resolve().parents[1]
 # The packages from the bottom floor to the top: each builds only on those before it.
-PACKAGES = ("core", "storage", "kg", "rules", "brink", "probe", "graph", "synthkgqa", "mcq", "okgqa", "release", "jobs")
+PACKAGES = (
+    "core",
+    "storage",
+    "llm",
+    "kg",
+    "rules",
+    "brink",
+    "probe",
+    "graph",
+    "synthkgqa",
+    "mcq",
+    "okgqa",
+    "release",
+    "evaluation",
+    "jobs",
+)
 
 
 COMMON = ("help", "conf", "set", "json", "no_tracking")

@@ -310,6 +310,41 @@ class ShortestPathSettings:
 
 
 @dataclass
+class PredictSettings:
+    base_url: str = setting(
+        "http://127.0.0.1:8000/v1",
+        "OpenAI-compatible endpoint: POST <base_url>/chat/completions (vLLM, llama.cpp, Ollama)",
+    )
+    model: str | None = setting(None, "model name sent with every request (null: --model is required)")
+    api_key_env: str | None = setting(
+        None, "name of the environment variable holding the API key (null: no Authorization header); never the key"
+    )
+    temperature: float | None = setting(None, "sampling temperature (null: the benchmark's default, spec 0)")
+    top_p: float | None = setting(None, "nucleus sampling (null: not sent)")
+    max_tokens: int | None = setting(None, "completion tokens at most (null: the benchmark's default, spec 0)")
+    seed: int | None = setting(None, "the request's seed (best effort on most servers; null: not sent)")
+    tasks: int = setting(2, "Spark tasks sending requests at once (the pending prompts' partitions)")
+    in_flight: int = setting(16, "requests in flight per task")
+    requests_per_minute: float | None = setting(None, "global limit on requests per minute, shared by the tasks")
+    tokens_per_minute: float | None = setting(None, "global limit on prompt + completion tokens per minute")
+    timeout_seconds: float = setting(120.0, "one request's timeout")
+    max_tries: int = setting(6, "tries per prompt (429, 5xx, timeouts, dropped connections, malformed bodies)")
+    backoff_seconds: float = setting(1.0, "first retry's back-off; doubled per try, full jitter, Retry-After honoured")
+    backoff_max_seconds: float = setting(60.0, "longest back-off between two tries")
+    price_prompt_per_million: float | None = setting(None, "price of 10^6 prompt tokens (null: no cost reported)")
+    price_completion_per_million: float | None = setting(None, "price of 10^6 completion tokens")
+    max_bad_fraction: float = setting(
+        0.05, "predict fails when unanswered or unparseable prompts exceed this share of the prompts"
+    )
+    spool_dir: str | None = setting(
+        None,
+        "folder of the answers as they arrive, seen by the driver and every executor (null: <dataset>/predict/_spool "
+        "for a local dataset; a dataset on object storage needs a shared file system folder here)",
+        path=True,
+    )
+
+
+@dataclass
 class ReleaseSettings:
     out: str = setting(
         "./data/releases", "release root: versions v1, v2, ... under it, LATEST names the current", path=True
@@ -346,6 +381,7 @@ SECTIONS = {
     "question_graphs": QuestionGraphSettings,
     "shortest_paths": ShortestPathSettings,
     "release": ReleaseSettings,
+    "predict": PredictSettings,
 }
 TOP_LEVEL = {
     "env": (str, "local", "environment name (recorded with every MLflow run)"),
@@ -380,6 +416,7 @@ class Settings:
     question_graphs: QuestionGraphSettings
     shortest_paths: ShortestPathSettings
     release: ReleaseSettings
+    predict: PredictSettings
     source: str = "<defaults>"
     overrides: list[str] = field(default_factory=list)
 

@@ -1,0 +1,441 @@
+"""``kgbrink predict``: a benchmark's prompts sent to an OpenAI-compatible chat-completions endpoint, every
+answer kept, parsed the paper's way and scored (issue 58; ``../shared/specs/model-evaluation.md``).
+
+Inputs: the benchmark's questions in the dataset (ProbeKGC: ``mcq/<name>/questions``; BRINK: the variant
+``<name>``'s questions, provenance and dictionaries). Every request is a row of ``predict/model_calls``
+keyed by ``call_id`` = SHA-256 of (model, request parameters, prompt SHA-256): a prompt whose key has a
+row is never asked again (a rerun asks nothing; a new model or setting asks only what it lacks), and
+answers reach a spool file as they arrive (:mod:`kgbrink.llm.spool`), so a killed run or a lost executor
+asks no answered prompt twice. Prompts whose call failed (after ``predict.max_tries``) or whose answer did
+not parse go to ``predict_quarantine`` with the reason; past ``predict.max_bad_fraction`` the job fails.
+The parsed answers go to the benchmark's scorer (``score-mcq``, ``evaluate-qa``). Output under ``--out``
+(default ``<dataset>/predict/<benchmark>/<name>/<fingerprint>``): ``predict_prompts``, the parsed
+predictions, ``predict_quarantine`` and the scorer's tables and report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.brink.questions import entity_names, relation_names
+from kgbrink.core import catalog
+from kgbrink.core.delta import table_exists
+from kgbrink.core.files import delete_path, local_dir, read_json_lines, write_single_file
+from kgbrink.core.jobs import JobContext, arg, job
+from kgbrink.core.settings import ConfigError, is_uri
+from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
+from kgbrink.evaluation import brink, probekgc
+from kgbrink.evaluation.calls import call_rows, canonical
+from kgbrink.llm import spool
+from kgbrink.llm.client import EndpointConfig
+
+CALLS = "model_calls"
+
+
+QUARANTINE = "predict_quarantine"
+
+
+def _params(defaults: dict, settings) -> dict:
+    """The request's parameters: the benchmark's defaults, then the settings that are set."""
+    params = dict(defaults)
+    for key in ("temperature", "top_p", "max_tokens", "seed"):
+        value = getattr(settings, key)
+        if value is not None:
+            params[key] = value
+    return params
+
+
+def _answers(prompts: DataFrame, calls: DataFrame | None, failed: DataFrame | None) -> tuple[DataFrame, DataFrame]:
+    """``(answers, quarantine)``: the prompts (``item_id, call_id``) with an ``ok`` answer and its
+    ``content, top_logprobs``; the others as quarantine rows (stage ``call``: no answer, the last try's
+    status as the reason; stage ``answer``: an empty, refused or truncated answer)."""
+    spark = prompts.sparkSession
+    keys = prompts.select("item_id", "call_id")
+    if calls is None:
+        calls = spark.createDataFrame([], catalog.table("predict.model_calls").schema)
+    got = keys.join(calls.select("call_id", "status", "content", "top_logprobs", "detail"), "call_id", "left")
+    if failed is None:
+        failed = spark.createDataFrame([], "call_id string, last struct<status: string, detail: string>")
+    missing = got.filter(F.col("status").isNull()).select("item_id", "call_id").join(failed, "call_id", "left")
+    call_rows_ = missing.select(
+        "item_id",
+        "call_id",
+        F.lit("call").alias("stage"),
+        F.coalesce(F.col("last.status"), F.lit("no_answer")).alias("reason"),
+        F.col("last.detail").alias("detail"),
+    )
+    refused = got.filter(F.col("status").isNotNull() & (F.col("status") != "ok")).select(
+        "item_id", "call_id", F.lit("answer").alias("stage"), F.col("status").alias("reason"), "detail"
+    )
+    return got.filter(F.col("status") == "ok"), call_rows_.unionByName(refused)
+
+
+@dataclass(frozen=True)
+class _ProbeKGC:
+    """ProbeKGC: the mcq question table's prompts, letters and log-probabilities for score-mcq."""
+
+    inputs: tuple = (("questions", "mcq.questions"),)
+
+    def default_name(self, config) -> str:
+        return "probekgc"
+
+    def params(self, settings) -> dict:
+        return _params(probekgc.DEFAULT_PARAMS, settings)
+
+    def prompts(self, ctx: JobContext, work, opts) -> DataFrame:
+        return probekgc.prompts(work.sources["questions"])
+
+    def parse_and_write(self, ctx: JobContext, work, prompts, calls, failed, opts) -> dict[str, int]:
+        answers, quarantine = _answers(prompts, calls, failed)
+        sizes = work.sources["questions"].select(F.col("id").alias("item_id"), F.size("options").alias("n_options"))
+        parsed = probekgc.predictions(answers.join(sizes, "item_id")).cache()
+        bad = parsed.filter(F.col("reason").isNotNull()).join(
+            answers.select(F.col("item_id").alias("id"), "call_id"), "id"
+        )
+        quarantine = quarantine.unionByName(
+            bad.select(F.col("id").alias("item_id"), "call_id", F.lit("parse").alias("stage"), "reason", "detail")
+        )
+        good = parsed.filter(F.col("reason").isNull()).select(
+            "id", "letter", "logprobs", F.lit(work.model).alias("model"), F.lit(opts.run_name).alias("run")
+        )
+        ctx.write("mcq_predictions", good, work.path("mcq_predictions"), table="predict.mcq_predictions")
+        by_reason = _write_quarantine(ctx, work, quarantine)
+        parsed.unpersist()
+        return by_reason
+
+    def score(self, ctx: JobContext, work, opts) -> None:
+        summary = ctx.run(
+            "score-mcq",
+            predictions=work.path("mcq_predictions"),
+            questions=ctx.summary.inputs["questions"].path,
+            out=work.path("scores"),
+        )
+        ctx.summary.results.extend(summary.results)
+        ctx.summary.highlights.update(summary.highlights)
+        ctx.summary.artifacts.extend(summary.artifacts)
+
+
+def _write_quarantine(ctx: JobContext, work, quarantine: DataFrame) -> dict[str, int]:
+    """The quarantine rows written (when there are any); their count by reason."""
+    quarantine = quarantine.cache()
+    by_reason = {r["reason"]: int(r["count"]) for r in quarantine.groupBy("reason").count().collect()}
+    if by_reason:
+        ctx.write(QUARANTINE, quarantine, work.path(QUARANTINE), table="predict.quarantine")
+    ctx.summary.counts.update(quarantined=sum(by_reason.values()), quarantined_by_reason=by_reason)
+    quarantine.unpersist()
+    return by_reason
+
+
+@dataclass(frozen=True)
+class _Brink:
+    """BRINK: the reader's prompts on a variant's questions, its answers scored by evaluate-qa."""
+
+    inputs: tuple = (
+        ("questions", "variant.questions"),
+        ("provenance", "variant.provenance"),
+        ("entities", "entities"),
+        ("relations", "relations"),
+    )
+
+    def default_name(self, config) -> str:
+        return config.variant.name
+
+    def params(self, settings) -> dict:
+        return _params(brink.DEFAULT_PARAMS, settings)
+
+    def prompts(self, ctx: JobContext, work, opts) -> DataFrame:
+        sources, variant = work.sources, ctx.config.variant
+        entities = entity_names(sources["entities"], opts.scheme, variant.seed)
+        relations = relation_names(sources["relations"])
+        provenance = sources["provenance"] if opts.context == "oracle" else None
+        records = brink.records(sources["questions"], entities, relations, variant.templates, opts.split, provenance)
+        work.state["records"] = records.cache()
+        by_key = sources["relations"].select("key", "id").join(relations, "id").collect()
+        return brink.prompts(work.state["records"], opts.context, {r["key"]: r["name"] for r in by_key}, opts.template)
+
+    def parse_and_write(self, ctx: JobContext, work, prompts, calls, failed, opts) -> dict[str, int]:
+        answers, quarantine = _answers(prompts, calls, failed)
+        parsed = brink.predictions(answers.select("item_id", "content"), opts.scheme).cache()
+        ctx.summary.counts["refusals"] = parsed.filter("refusal").count()
+        folder = local_dir(work.out)
+        records = work.state["records"].select("id", "question", "topic_entity", "answers", "hard_answer")
+        for name, frame in (("questions", records), ("predictions", parsed.select("id", "prediction"))):
+            target = folder / f"{name}.jsonl"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_single_file(frame.orderBy("id"), target, "json", f"{work.out}/_staging_{name}")
+            ctx.summary.artifacts.append(str(target))
+        by_reason = _write_quarantine(ctx, work, quarantine)
+        parsed.unpersist()
+        return by_reason
+
+    def score(self, ctx: JobContext, work, opts) -> None:
+        folder = local_dir(work.out)
+        summary = ctx.run(
+            "evaluate-qa",
+            questions=[str(folder / "questions.jsonl")],
+            predictions=str(folder / "predictions.jsonl"),
+            scheme=opts.scheme,
+            per_question=str(folder / "per_question.jsonl"),
+        )
+        ctx.summary.results.extend(summary.results)
+        ctx.summary.artifacts.extend(summary.artifacts)
+        ctx.summary.extra["evaluate_qa"] = {k: summary.counts.get(k) for k in sorted(summary.counts)}
+
+
+BENCHMARKS = {"brink": _Brink(), "probekgc": _ProbeKGC()}
+
+
+@dataclass
+class PredictOptions:
+    benchmark: str = arg(None, "benchmark whose prompts are asked", required=True, choices=sorted(BENCHMARKS))
+    dataset: str | None = arg(None, "dataset (default: setting 'dataset')")
+    name: str | None = arg(
+        None, "question set (probekgc: kgbrink mcq --name, default probekgc; brink: the variant, default variant.name)"
+    )
+    model: str | None = arg(None, "model name sent to the endpoint (default: setting predict.model)")
+    base_url: str | None = arg(None, "endpoint, e.g. http://127.0.0.1:8000/v1 (default: setting predict.base_url)")
+    template: str | None = arg(None, "prompt template: a built-in name (name@version) or a YAML/JSON file")
+    scheme: str = arg("text_label", "brink: entity naming", choices=["private_id", "entity_id", "text_label"])
+    context: str = arg("none", "brink: the knowledge given with a question", choices=["none", "oracle"])
+    split: str = arg("test", "brink: question split asked")
+    limit: int | None = arg(None, "ask only the first N prompts (by item id)", type=int)
+    run_name: str = arg("1", "run label of the predictions (score-mcq's run)", flag="--run")
+    out: str | None = arg(None, "output folder (default: <dataset>/predict/<benchmark>/<name>/<fingerprint>)")
+    score: bool = arg(True, "skip the scorer", flag="--no-score", action="store_false")
+
+
+@dataclass
+class _Work:
+    dataset: str
+    benchmark: str
+    name: str
+    model: str
+    params: dict
+    endpoint: EndpointConfig
+    tasks: int
+    out: str
+    spool_dir: str
+    sources: dict = field(default_factory=dict)
+    state: dict = field(default_factory=dict)  # what a benchmark's steps pass on
+
+    def path(self, table: str) -> str:
+        return f"{self.out}/{table}"
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(canonical(value).encode()).hexdigest()[:16]
+
+
+def _endpoint(settings, base_url: str | None, tasks: int) -> EndpointConfig:
+    """The endpoint of the settings, each global rate limit split evenly among the tasks."""
+
+    def share(limit):
+        return None if limit is None else float(limit) / tasks
+
+    if settings.api_key_env and not os.environ.get(settings.api_key_env):
+        raise ConfigError(f"predict.api_key_env names {settings.api_key_env}, which is not set in the environment")
+    return EndpointConfig(
+        base_url=(base_url or settings.base_url).rstrip("/"),
+        api_key_env=settings.api_key_env,
+        timeout_s=float(settings.timeout_seconds),
+        max_tries=int(settings.max_tries),
+        backoff_initial_s=float(settings.backoff_seconds),
+        backoff_max_s=float(settings.backoff_max_seconds),
+        in_flight=int(settings.in_flight),
+        requests_per_minute=share(settings.requests_per_minute),
+        tokens_per_minute=share(settings.tokens_per_minute),
+    )
+
+
+def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
+    """Settings checked, the benchmark's inputs pinned, the output folder named by their fingerprint."""
+    settings = ctx.config.predict
+    benchmark = BENCHMARKS[opts.benchmark]
+    model = opts.model or settings.model
+    if not model:
+        raise ConfigError("no model: pass --model or set predict.model")
+    if settings.tasks < 1 or settings.in_flight < 1 or settings.max_tries < 1:
+        raise ConfigError("predict.tasks, predict.in_flight and predict.max_tries must be >= 1")
+    dataset = ctx.config.require_dataset(opts.dataset)
+    name = opts.name or benchmark.default_name(ctx.config)
+    params = benchmark.params(settings)
+    endpoint = _endpoint(settings, opts.base_url, settings.tasks)
+    summary = ctx.begin(
+        benchmark=opts.benchmark,
+        dataset=dataset,
+        name=name,
+        model=model,
+        base_url=endpoint.base_url,
+        api_key_env=settings.api_key_env,
+        params=params,
+        template=opts.template,
+        limit=opts.limit,
+    )
+    sources = {}
+    for source, table in benchmark.inputs:
+        path = catalog.table(table).path(dataset=dataset, questions=name, variant=name)
+        if not table_exists(ctx.spark, path):
+            raise JobFailed(f"no {source} table at {path}: build the {opts.benchmark} benchmark first", summary)
+        sources[source] = ctx.read(source, path)
+    fingerprint = _digest(
+        {
+            "inputs": {k: v.as_dict() for k, v in summary.inputs.items()},
+            "model": model,
+            "params": params,
+            "options": {k: getattr(opts, k) for k in ("template", "scheme", "context", "split", "limit", "run_name")},
+        }
+    )
+    out = (opts.out or f"{dataset}/predict/{opts.benchmark}/{name}/{fingerprint}").rstrip("/")
+    spool_dir = settings.spool_dir or f"{dataset}/predict/_spool"
+    if is_uri(spool_dir):
+        raise ConfigError(f"predict.spool_dir must be a file system folder every executor sees, not {spool_dir}")
+    summary.params.update(out=out)
+    return _Work(dataset, opts.benchmark, name, model, params, endpoint, settings.tasks, out, spool_dir, sources)
+
+
+def _calls_path(work: _Work) -> str:
+    return f"{work.dataset}/predict/{CALLS}"
+
+
+def _fold(ctx: JobContext, work: _Work, folder: str) -> DataFrame:
+    """The spool files under ``folder`` into ``model_calls`` (a call id's first answer kept); the rows of the
+    calls that got no answer (the last try's result of each) are returned for the quarantine."""
+    rows = read_json_lines(ctx.spark, folder, spool.SCHEMA)
+    rows = rows.cache()
+    answered = rows.filter("answered").drop("answered").dropDuplicates(["call_id"])
+    columns = [c.split()[0] for c in catalog.table("predict.model_calls").schema.split(", ")]
+    answered = answered.select(*columns)
+    path = _calls_path(work)
+    if table_exists(ctx.spark, path):
+        ctx.merge(CALLS, path, answered, "t.call_id = s.call_id", insert_all=True)
+    elif answered.limit(1).count():
+        ctx.write(CALLS, answered, path, "answers of chat-completions endpoints", table="predict.model_calls")
+    failed = rows.join(answered.select("call_id"), "call_id", "left_anti")
+    return failed.groupBy("call_id").agg(F.max_by(F.struct("status", "detail"), "tries").alias("last"))
+
+
+def _recover(ctx: JobContext, work: _Work) -> int:
+    """Spools of earlier runs that ended before folding them (killed) folded into ``model_calls``."""
+    root = Path(work.spool_dir)
+    left = sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else []
+    for folder in left:
+        if any(folder.glob("*.jsonl")):
+            _fold(ctx, work, str(folder))
+        delete_path(ctx.spark, str(folder))
+    return len(left)
+
+
+def _ask(ctx: JobContext, work: _Work, prompts: DataFrame) -> DataFrame | None:
+    """Ask the prompts ``model_calls`` has no answer for, from ``work.tasks`` tasks; the calls left
+    unanswered (``call_id, last``) or None when nothing was asked."""
+    summary = ctx.summary
+    path = _calls_path(work)
+    distinct = prompts.select("call_id", "body", "prompt_sha256").dropDuplicates(["call_id"])
+    if table_exists(ctx.spark, path):
+        distinct = distinct.join(ctx.read(CALLS, path).select("call_id"), "call_id", "left_anti")
+    pending = distinct.repartition(work.tasks, "call_id").sortWithinPartitions("call_id")
+    pending = pending.withColumns({"model": F.lit(work.model), "params": F.lit(canonical(work.params))}).cache()
+    n_pending = pending.count()
+    summary.counts["asked"] = n_pending
+    if n_pending == 0:
+        pending.unpersist()
+        return None
+    folder = f"{work.spool_dir}/{uuid.uuid4().hex}"
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    key = os.environ.get(work.endpoint.api_key_env) if work.endpoint.api_key_env else None
+    task = partial(_ask_task, endpoint=work.endpoint, folder=folder, api_key=spool.Secret(key) if key else None)
+    stats = pending.rdd.mapPartitionsWithIndex(task).collect()
+    pending.unpersist()
+    for key in ("requests", "retries", "prompt_tokens", "completion_tokens", "skipped"):
+        summary.counts[key] = summary.counts.get(key, 0) + sum(int(s.get(key) or 0) for s in stats)
+    summary.counts["rate_limit_wait_s"] = round(sum(float(s.get("waited_s") or 0) for s in stats), 3)
+    failed = _fold(ctx, work, folder).cache()
+    failed.count()
+    delete_path(ctx.spark, folder)
+    return failed
+
+
+def _ask_task(partition: int, rows, *, endpoint: EndpointConfig, folder: str, api_key: spool.Secret | None):
+    """One task's share of the pending prompts (runs on an executor)."""
+    attempt = TaskContext.get().attemptNumber() if TaskContext.get() else 0
+    rows = (r.asDict() for r in rows)
+    return spool.ask_partition(partition, rows, endpoint=endpoint, folder=folder, attempt=attempt, api_key=api_key)
+
+
+def _calls(ctx: JobContext, work: _Work) -> DataFrame | None:
+    """``model_calls`` as this run left it: the version it wrote, else the one it read, else None."""
+    if CALLS in ctx.summary.outputs:
+        return ctx.written(CALLS)
+    path = _calls_path(work)
+    return ctx.read(CALLS, path) if table_exists(ctx.spark, path) else None
+
+
+def _usage(ctx: JobContext, work: _Work, prompts: DataFrame) -> None:
+    """Token sums over the answers this run's prompts use, and their cost at the price settings."""
+    calls = _calls(ctx, work)
+    if calls is None:
+        return
+    used = prompts.select("call_id").distinct().join(calls, "call_id")
+    row = used.agg(F.sum("prompt_tokens").alias("p"), F.sum("completion_tokens").alias("c")).first()
+    p_tokens, c_tokens = int(row["p"] or 0), int(row["c"] or 0)
+    counts = ctx.summary.counts
+    counts.update(answer_prompt_tokens=p_tokens, answer_completion_tokens=c_tokens)
+    settings = ctx.config.predict
+    if settings.price_prompt_per_million is not None or settings.price_completion_per_million is not None:
+        cost = (p_tokens * float(settings.price_prompt_per_million or 0)) / 1e6
+        cost += (c_tokens * float(settings.price_completion_per_million or 0)) / 1e6
+        asked = (counts.get("prompt_tokens", 0) * float(settings.price_prompt_per_million or 0)) / 1e6
+        asked += (counts.get("completion_tokens", 0) * float(settings.price_completion_per_million or 0)) / 1e6
+        ctx.summary.results.extend(
+            [{"metric": "cost.answers", "value": round(cost, 6)}, {"metric": "cost.this_run", "value": round(asked, 6)}]
+        )
+
+
+@job(
+    "predict",
+    "a benchmark's prompts to an OpenAI-compatible endpoint, answers kept, parsed and scored",
+    PredictOptions,
+    steps=5,
+)
+def run(ctx: JobContext, opts: PredictOptions) -> JobSummary:
+    work = _open(ctx, opts)
+    summary, benchmark = ctx.summary, BENCHMARKS[opts.benchmark]
+    with ctx.step("prompts"):
+        items = benchmark.prompts(ctx, work, opts)
+        prompts = call_rows(items, work.model, work.params, opts.limit).cache()
+        ctx.write("predict_prompts", prompts.drop("body"), work.path("predict_prompts"), table="predict.prompts")
+        summary.counts.update(prompts=prompts.count(), distinct_prompts=prompts.select("call_id").distinct().count())
+    with ctx.step("recover"):
+        summary.counts["spools_recovered"] = _recover(ctx, work)
+    with ctx.step("ask"):
+        failed = _ask(ctx, work, prompts)
+    _usage(ctx, work, prompts)
+    with ctx.step("parse"):
+        calls = _calls(ctx, work)
+        bad = benchmark.parse_and_write(ctx, work, prompts, calls, failed, opts)
+        total = summary.counts["prompts"]
+        fail_past_bad_fraction(
+            summary,
+            bad,
+            total,
+            float(ctx.config.predict.max_bad_fraction),
+            "predict.max_bad_fraction",
+            "prompts",
+            f"see {work.path('predict_quarantine')}",
+        )
+    if opts.score:
+        with ctx.step("score"):
+            benchmark.score(ctx, work, opts)
+    prompts.unpersist()
+    if failed is not None:
+        failed.unpersist()
+    return summary
