@@ -32,7 +32,13 @@ def stack():
     missing = [k for k in CREDENTIALS if not os.environ.get(k)]
     if missing:
         pytest.fail(f"{', '.join(missing)} not set: `set -a; . {layout.state}/aws.env; set +a`")
-    return layout
+    yield layout
+    # every job removes its reliable checkpoints at its end, on success as after a lost executor
+    from kgbrink.storage import staging
+
+    client = staging.s3_client(layout.s3_endpoint, "us-east-1", path_style=True)
+    left = client.list_objects_v2(Bucket=layout.bucket, Prefix="checkpoints/").get("Contents", [])
+    assert not left, f"{len(left)} objects left under s3://{layout.bucket}/checkpoints/, e.g. {left[0]['Key']}"
 
 
 @pytest.fixture(scope="session")

@@ -20,6 +20,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import matplotlib.image
 import psutil
 import pytest
 
@@ -143,6 +144,8 @@ def _local_conf(local: Path) -> list[str]:
 # checkpoint; the worker is started again after each kill. ingest's dictionaries and stats have no
 # checkpoint, build's remove has; score's batches are its own recovery unit.
 STATS_STEP = "entity_relation_counts_and_entity_popularity"
+# A kill waits at most this long for its step to start a task on worker 2; past it the test fails.
+KILL_DEADLINE_S = 300
 RUN_KILLS = (("dictionaries", False), (STATS_STEP, False), ("remove", True))
 SCORE_KILLS = (("batches", False),)
 
@@ -327,7 +330,7 @@ def _killed_in_steps(stack, run_dir: Path, job: str, args: list[str], name: str,
     at_kill, killed_at, down = [], None, False
     try:
         for step, after_checkpoint in kills:
-            deadline, started, checkpoints, tasks = time.monotonic() + 900, None, None, None
+            deadline, started, checkpoints, tasks, ready = time.monotonic() + KILL_DEADLINE_S, None, None, None, False
             while process.poll() is None and time.monotonic() < deadline:
                 logs = [f for d in work.iterdir() if d not in before for f in d.glob("*/stderr")]
                 running = sum(f.read_text(errors="replace").count("Running task") for f in logs)
@@ -339,13 +342,15 @@ def _killed_in_steps(stack, run_dir: Path, job: str, args: list[str], name: str,
                     if _checkpoint_parts(client, stack.bucket) - checkpoints:
                         checkpoints, tasks = None, running
                 elif running > tasks:
+                    ready = True
                     break
                 time.sleep(0.1)
-            text = out_file.read_text(errors="replace")
             assert process.poll() is None, f"{name}: the job ended before a task of step {step} ran on worker 2"
+            if not ready:
+                pytest.fail(f"{name}: no task of step {step} ran on worker 2 within {KILL_DEADLINE_S} s")
             stack_module.kill_worker(stack, 2)
             down, killed_at = True, time.monotonic()
-            at_kill.append((step, text))
+            at_kill.append((step, out_file.read_text(errors="replace")))  # read once the worker is dead
             stack_module.restart_worker(stack, 2)
             down = False
         returncode = process.wait(timeout=1800)
@@ -358,12 +363,14 @@ def _killed_in_steps(stack, run_dir: Path, job: str, args: list[str], name: str,
         times.write(
             f"{name} {time.monotonic() - started_at:.1f} ({time.monotonic() - killed_at:.1f} after the last kill)\n"
         )
-    for step, text in at_kill:  # inside the step: begun, and neither ended nor followed at its level
+    for step, text in at_kill:  # inside the step when the worker was dead: begun, not ended nor followed
         assert _step_lines(text, step)[-1] == step and f"{step} done in" not in text, (step, text[-2000:])
+    done = out_file.read_text()
+    for step, text in at_kill:  # and its end line came after the kill
+        assert done.index(f"{step} done in") >= len(text), (step, done[-2000:])
     err = err_file.read_text()
     assert returncode == 0, err[-4000:]
     assert len(_lost_executors(err)) >= len(kills), err[-4000:]  # each kill reached the job
-    done = out_file.read_text()
     assert all(step in _step_lines(done) for step, _ in kills)
     result = json.loads(summary.read_text())
     assert result["status"] == "ok"
@@ -389,10 +396,15 @@ def test_benchmark_jobs_survive_a_killed_worker_with_identical_output(stack, run
     assert done["counts"] == expected["counts"] and done.get("results") == expected.get("results")
     compared = _same_tables(reader, _outputs(done), _outputs(expected), run_dir / "exported" / name)
     assert compared
-    if job != "okgqa_sweep":  # the sweep's report folder holds a plot
-        out = {mode: run_dir / f"{name}-{mode}" for mode in ("cluster", "local")}
-        files = {mode: _files(folder) for mode, folder in out.items()}
-        assert files["cluster"] == files["local"] and files["cluster"]
+    out = {mode: run_dir / f"{name}-{mode}" for mode in ("cluster", "local")}
+    files = {mode: _files(folder) for mode, folder in out.items()}
+    assert files["cluster"].keys() == files["local"].keys() and files["cluster"]
+    for path, digest in files["cluster"].items():  # a plot's pixels; every other file's bytes
+        if path.endswith(".png"):
+            pixels = [matplotlib.image.imread(out[mode] / path) for mode in ("cluster", "local")]
+            assert pixels[0].shape == pixels[1].shape and (pixels[0] == pixels[1]).all(), path
+        else:
+            assert digest == files["local"][path], path
 
 
 NEW_ENTITIES = [f"Q99{i:04d}" for i in range(1, 11)]
