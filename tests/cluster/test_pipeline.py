@@ -301,6 +301,25 @@ def _step_lines(text: str, step: str | None = None) -> list[str]:
     return [name for _, name in lines]
 
 
+_STEP_LINE = re.compile(r"^((?:  )?)\[\d+(?:/\d+)?\] (.+)$", re.M)
+_DONE_LINE = re.compile(r"^ +\S.* done in ", re.M)
+
+
+def _step_end(text: str, step: str) -> int | None:
+    """Where ``step`` ended in the progress ``text``: the offset of its own ``done in`` line (a top-level
+    step), else (a nested step, which prints none) of the first step line after it at its depth or above,
+    or of a ``done in`` line (its parent's end); None when it has not ended, or not begun."""
+    begun = next((m for m in _STEP_LINE.finditer(text) if m.group(2) == step), None)
+    if begun is None:
+        return None
+    if not begun.group(1):
+        found = text.find(f"{step} done in", begun.end())
+        return None if found < 0 else found
+    siblings = [m.start() for m in _STEP_LINE.finditer(text, begun.end()) if len(m.group(1)) <= len(begun.group(1))]
+    parents = [m.start() for m in _DONE_LINE.finditer(text, begun.end())]
+    return min(siblings + parents, default=None)
+
+
 def _checkpoint_parts(client, bucket: str) -> set[str]:
     """The checkpoints written so far under ``s3://<bucket>/checkpoints/``: each ``<job folder>/rdd-N``
     with at least one part file."""
@@ -363,11 +382,10 @@ def _killed_in_steps(stack, run_dir: Path, job: str, args: list[str], name: str,
         times.write(
             f"{name} {time.monotonic() - started_at:.1f} ({time.monotonic() - killed_at:.1f} after the last kill)\n"
         )
-    for step, text in at_kill:  # inside the step when the worker was dead: begun, not ended nor followed
-        assert _step_lines(text, step)[-1] == step and f"{step} done in" not in text, (step, text[-2000:])
     done = out_file.read_text()
-    for step, text in at_kill:  # and its end line came after the kill
-        assert done.index(f"{step} done in") >= len(text), (step, done[-2000:])
+    for step, text in at_kill:  # inside the step when the worker was dead: begun, not ended; it ended later
+        assert _step_lines(text, step)[-1] == step and _step_end(text, step) is None, (step, text[-2000:])
+        assert (_step_end(done, step) or -1) >= len(text), (step, done[-2000:])
     err = err_file.read_text()
     assert returncode == 0, err[-4000:]
     assert len(_lost_executors(err)) >= len(kills), err[-4000:]  # each kill reached the job
