@@ -147,6 +147,37 @@ def test_a_jvm_failure_names_the_file_and_cause_without_a_stack_trace(spark, con
     assert json.loads((tmp_path / "s.json").read_text())["status"] == "failed"
 
 
+def test_a_driver_killed_by_the_os_says_so_in_one_line(config, tmp_path):
+    """The driver JVM SIGKILLed under a running job, as the kernel's out-of-memory killer does: exit 1, one
+    error line that says so and names the memory setting, no Python or py4j traceback on stderr."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    lines = "".join(f"Q{i}\tP{i % 7}\tQ{(i * 31) % 5000}\n" for i in range(50_000))
+    (tmp_path / "kg.tsv").write_text(lines)
+    command = [sys.executable, "-m", "kgbrink.cli", "ingest", *_conf_args(config), "--format", "delimited"]
+    command += ["--split", f"train={tmp_path / 'kg.tsv'}", "--dataset", str(tmp_path / "ds"), "--no-tracking"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err = []
+    for line in process.stderr:  # the first progress line: the job runs on the JVM
+        err.append(line)
+        if line.startswith("[1/"):
+            break
+    java = [c for c in psutil.Process(process.pid).children(recursive=True) if "java" in c.name()]
+    assert java, "".join(err)
+    for child in java:
+        child.send_signal(signal.SIGKILL)
+    out, rest = process.communicate(timeout=120)
+    err = "".join(err) + rest
+    assert process.returncode == 1, err
+    errors = [line for line in err.splitlines() if line.startswith("kgbrink ingest: error:")]
+    assert len(errors) == 1 and "killed by SIGKILL" in errors[0] and "spark.driver.memory (now 4g)" in errors[0], err
+    assert "Traceback" not in err and "py4j" not in err.lower(), err
+
+
 def test_a_file_on_object_storage_is_named_in_the_run_not_uploaded(config, tmp_path):
     from kgbrink.core.tracking import JobSummary, record_in_mlflow
 

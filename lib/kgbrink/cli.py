@@ -43,15 +43,40 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _NotPy4j(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
 def _log_progress() -> None:
     """Messages of the ``kgbrink.*`` loggers on stderr: warnings, or every message at the level named by
     ``$KGBRINK_LOG_LEVEL`` (``INFO`` shows the miner's and the selection's details)."""
+    # py4j's own error log (its logger, and the root logger it also writes to) repeats as a traceback what
+    # reaches the job as an exception, which the trace file keeps
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    root = logging.getLogger()
+    if not any(isinstance(f, _NotPy4j) for f in root.filters):
+        root.addFilter(_NotPy4j())
     logger = logging.getLogger("kgbrink")
     if not logger.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("  %(name)s: %(message)s"))
         logger.addHandler(handler)
         logger.setLevel(os.environ.get("KGBRINK_LOG_LEVEL", "WARNING").upper())
+
+
+def _driver_gone(config, exc: BaseException) -> str | None:
+    """The one-line reason the driver JVM died under the job (an out-of-memory kill), or None. A lost
+    connection to the JVM gives a dying JVM a few seconds to exit."""
+    from kgbrink.core.session import driver_gone
+
+    chain, seen = [], exc
+    while seen is not None and len(chain) < 20:
+        chain.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    lost = any(isinstance(e, (ConnectionError, EOFError)) or type(e).__name__ == "Py4JNetworkError" for e in chain)
+    gone = driver_gone(str(config.spark.conf.get("spark.driver.memory", "")) or None, 5.0 if lost else 0.0)
+    return gone
 
 
 def _usage_error(command: str, message: str) -> int:
@@ -123,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - every failure becomes a clear message and exit status 1
         usage = isinstance(exc, ConfigError)
         summary = getattr(exc, "summary", None) or summary
-        summary.status, summary.error = "failed", error_message(exc)
+        gone = _driver_gone(config, exc) if job.spark else None
+        summary.status, summary.error = "failed", gone or error_message(exc)
         trace = write_trace(exc, config.log_dir, args.command)
         print(f"kgbrink {args.command}: error: {summary.error}", file=sys.stderr)
         if trace:

@@ -8,6 +8,7 @@ jar found under ``spark.jars_dirs`` with ``spark.jars``.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +28,36 @@ DELTA_SETTINGS = {
 }
 
 
+def driver_gone(memory: str | None = None, wait: float = 0.0) -> str | None:
+    """Why this process's Spark driver JVM is no longer running, in one line (None while it runs, or when
+    there is none): killed by a signal (SIGKILL is what the kernel's out-of-memory killer sends) or exited.
+    ``memory``: the driver heap setting, named in the advice; ``wait``: seconds to let a dying JVM exit."""
+    import subprocess
+
+    from pyspark import SparkContext
+
+    process = getattr(getattr(SparkContext, "_gateway", None), "proc", None)
+    if process is None:
+        return None
+    try:
+        process.wait(timeout=wait) if wait > 0 else process.poll()
+    except subprocess.TimeoutExpired:
+        return None
+    if process.returncode is None:
+        return None
+    code = process.returncode
+    if code >= 0:
+        return f"the Spark driver JVM exited with status {code} (its log: <log_dir>/jvm.log)"
+    name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+    heap = f" (now {memory})" if memory else ""
+    if code == -signal.SIGKILL:
+        return (
+            f"the Spark driver JVM was killed by {name}, most likely by the operating system for lack of memory "
+            f"(dmesg says): free memory or lower spark.conf.spark.driver.memory{heap}"
+        )
+    return f"the Spark driver JVM was killed by {name}"
+
+
 def find_jars(jars_dirs: list[str]) -> list[str]:
     """Every ``*.jar`` under the given directories, sorted for a stable classpath."""
     jars: list[str] = []
@@ -41,6 +72,21 @@ def has_jar(jars: list[str], artifact_prefix: str) -> bool:
     return any(Path(j).name.startswith(artifact_prefix) for j in jars)
 
 
+def _quiet_accumulator_server() -> None:
+    """The driver's accumulator server logs a lost JVM connection instead of printing its traceback (a
+    killed JVM is then reported in one line by the CLI, :func:`driver_gone`)."""
+    import logging
+
+    from pyspark import accumulators
+
+    def handle_error(self, request, client_address) -> None:
+        logging.getLogger("kgbrink.core.session").debug("accumulator server: %s", sys.exc_info()[1])
+
+    for name in ("AccumulatorTCPServer", "AccumulatorUnixServer"):
+        if hasattr(accumulators, name):
+            getattr(accumulators, name).handle_error = handle_error
+
+
 def spark_session(config: Settings) -> SparkSession:
     """Build (or return the running) SparkSession for ``config``.
 
@@ -48,6 +94,7 @@ def spark_session(config: Settings) -> SparkSession:
     them and fail later on the first Delta read.
     """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    _quiet_accumulator_server()
     # Python workers (mapInArrow, UDFs) run the driver's interpreter unless the environment names another
     # (PySpark reads PYSPARK_PYTHON on the driver when it ships a Python function).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -290,7 +290,10 @@ class WriterLease:
             else:
                 self._update(self.owner, {"owner": None, "host": None, "pid": None})
         except Exception as exc:  # noqa: BLE001 - it expires anyway
-            log.warning("releasing the writer lease of %s failed: %s", self.dataset, exc)
+            from kgbrink.core.session import driver_gone
+
+            level = logging.DEBUG if driver_gone() else logging.WARNING  # a dead JVM is reported once, by the CLI
+            log.log(level, "releasing the writer lease of %s failed: %s", self.dataset, exc)
 
     def __enter__(self) -> WriterLease:
         return self.acquire()
