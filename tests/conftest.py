@@ -165,6 +165,29 @@ def family(spark, config, reference, work_dir, tmp_path_factory):
     return built_once("family", work_dir, tmp_path_factory, make)
 
 
+@pytest.fixture(scope="session")
+def synth_5000(config, work_dir, tmp_path_factory) -> Path:
+    """``kgbrink synth --triples 5000`` (the config's seed) ingested through the command line, built once per
+    run (CI time: tests/test_okgqa_sweep.py and tests/test_synthkgqa_paths.py each built this same dataset).
+    Tests write into datasets: copy it with :func:`own_copy` first."""
+    from kgbrink.cli import main
+
+    def make(root: Path) -> Path:
+        conf = ["--conf", config.source] + [a for item in config.overrides for a in ("--set", item)]
+        assert main(["synth", *conf, "--out", str(root / "kg"), "--triples", "5000"]) == 0
+        assert main(["ingest", *conf, "--input", str(root / "kg"), "--dataset", str(root / "ds")]) == 0
+        return root / "ds"
+
+    return built_once("synth-5000", work_dir, tmp_path_factory, make)
+
+
+def own_copy(dataset: Path, tmp_path_factory, name: str) -> tuple[Path, Path]:
+    """A copy of ``dataset`` of the caller's own: ``(dataset, its new base folder)``."""
+    base = tmp_path_factory.mktemp(name)
+    shutil.copytree(dataset, base / "ds")
+    return base / "ds", base
+
+
 # Tests over ~10 s on 2 cores (pytest --durations): `make test-fast` (-m "not slow and not reference") skips
 # them and every test that reads ../shared/reference; CI runs everything.
 SLOW = {

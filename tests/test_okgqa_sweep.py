@@ -16,6 +16,7 @@ from kgbrink.okgqa import perturb as okgqa_perturb
 from kgbrink.okgqa import similarity as okgqa_similarity
 from kgbrink.okgqa import sweep
 from kgbrink.okgqa.scorers import Scorer
+from tests.conftest import own_copy
 from tests.test_cli import _conf_args
 
 # spec App. A.3: G = {(a,r,b), (b,r,c), (a,r,c), (c,r,d), (a,s,d)} with a..d = 0..3, r = 0, s = 1
@@ -93,11 +94,8 @@ def _norm_of_clustering(triples) -> float:
 
 
 @pytest.fixture(scope="module")
-def small_dataset(spark, config, tmp_path_factory):
-    base = tmp_path_factory.mktemp("okgqa-sweep")
-    kg, dataset = base / "kg", base / "ds"
-    assert main(["synth", *_conf_args(config), "--out", str(kg), "--triples", "5000"]) == 0
-    assert main(["ingest", *_conf_args(config), "--input", str(kg), "--dataset", str(dataset)]) == 0
+def small_dataset(spark, config, synth_5000, tmp_path_factory):
+    dataset, base = own_copy(synth_5000, tmp_path_factory, "okgqa-sweep")  # synth --triples 5000, ingested
     keys = [r.key for r in spark.read.format("delta").load(f"{dataset}/entities").orderBy("id").limit(30).collect()]
     questions = base / "qs.jsonl"
     questions.write_text(

@@ -22,6 +22,7 @@ from kgbrink.core.delta import latest_version
 from kgbrink.kg.synth import generate
 from kgbrink.kg.synth_graph import INSTANCE_OF
 from kgbrink.synthkgqa import generator, question_graph_local, shortest_paths
+from tests.conftest import own_copy
 from tests.test_cli import _conf_args
 from tests.test_synthkgqa_graphs import QUESTION_SCHEMA
 
@@ -231,12 +232,9 @@ def test_local_search_equals_the_whole_kg_search(spark):
 
 
 @pytest.fixture(scope="module")
-def planted_dataset(spark, config, tmp_path_factory):
+def planted_dataset(spark, config, synth_5000, tmp_path_factory):
     """A generated KG ingested, with chain questions planted on its ids written as a Parquet table."""
-    base = tmp_path_factory.mktemp("synthkgqa-paths")
-    kg, dataset = base / "kg", base / "ds"
-    assert main(["synth", *_conf_args(config), "--out", str(kg), "--triples", "5000"]) == 0
-    assert main(["ingest", *_conf_args(config), "--input", str(kg), "--dataset", str(dataset)]) == 0
+    dataset, base = own_copy(synth_5000, tmp_path_factory, "synthkgqa-paths")  # synth --triples 5000, ingested
     rows = spark.read.format("delta").load(f"{dataset}/triples").select("h", "r", "t").distinct().collect()
     triples = sorted(tuple(x) for x in rows)
     questions = _planted_chains(triples, 3, (1, 2, 3), seed=5)
