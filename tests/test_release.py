@@ -430,3 +430,70 @@ def test_keyed_questions_name_answers_in_order_and_keep_null_apart_from_empty(sp
     assert got["q1"]["answer_subgraph"] == [["Q0", "P0", "Q1"]]
     assert got["q2"]["all_answers"] is None and got["q2"]["split"] is None
     assert got["q3"]["all_answers"] == []
+
+
+def _plain(value):
+    """A value as JSON-ready plain data: Spark's dict and pyarrow's list of pairs for a map alike, rows as dicts."""
+    if hasattr(value, "asDict"):
+        value = value.asDict(recursive=True)
+    if isinstance(value, dict):
+        return sorted([[_plain(k), _plain(v)] for k, v in value.items()], key=lambda x: json.dumps(x, default=str))
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(x, tuple) and len(x) == 2 for x in value):  # pyarrow's map
+            return sorted([[_plain(k), _plain(v)] for k, v in value], key=lambda x: json.dumps(x, default=str))
+        return [_plain(x) for x in value]
+    return value
+
+
+def _content_digest(rows: list[dict]) -> str:
+    """SHA-256 of the rows' sorted canonical JSON lines: equal exactly when the rows are, in any order."""
+    lines = sorted(json.dumps({k: _plain(v) for k, v in row.items()}, sort_keys=True, default=str) for row in rows)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def test_each_table_config_is_its_delta_table_by_key(spark, released):
+    """Issue 57 B3: each configuration made of one Delta table holds, split by split, the rows of the table
+    version the release read, ids replaced by keys: the same count and content digest, computed here from
+    the Delta table and the dictionaries (not from release.json). A null or absent split is published as
+    ``train`` (docs/fidelity.md)."""
+    import pyarrow.parquet as parquet
+
+    from kgbrink.core import catalog
+
+    small, dataset, root, first, _ = released
+    folder = Path(root) / "v1"
+    configs = {c["name"]: c for c in _manifest(folder)["configs"]}
+    entity_key = {r["id"]: r["key"] for r in spark.read.format("delta").load(f"{dataset}/entities").collect()}
+    relation_key = {r["id"]: r["key"] for r in spark.read.format("delta").load(f"{dataset}/relations").collect()}
+    where = {
+        "dataset": {},
+        "variant": {"variant": small.variant.name},
+        "stats": {"splits": "+".join(sorted(small.stats.splits))},
+        "mcq": {"questions": release.NAME},
+        "synthkgqa": {"questions": release.NAME},
+        "okgqa": {"questions": "kg"},
+    }
+    for part in layout.TABLE_PARTS:
+        config = configs[part.config]
+        path = catalog.path(part.table, dataset=dataset, **where[part.where])
+        read = first.inputs[part.config]
+        assert read.path == path, part.config
+        table = spark.read.format("delta").option("versionAsOf", read.version).load(path)
+        columns = [c for c in (part.columns or table.columns) if c != part.split]  # the split names the files
+        assert [name for name, _ in config["fields"]] == columns, part.config
+        expected: dict[str, list[dict]] = {}
+        for row in table.collect():
+            values = {c: row[c] for c in columns}
+            for c in part.entity_columns:
+                values[c] = None if values[c] is None else entity_key[values[c]]
+            for c in part.relation_columns:
+                values[c] = None if values[c] is None else relation_key[values[c]]
+            split = (row[part.split] if part.split else None) or "train"
+            expected.setdefault(split, []).append(values)
+        got = {
+            split: [r for p in paths for r in parquet.read_table(folder / p).to_pylist()]
+            for split, paths in config["files"].items()
+        }
+        assert {s: len(rows) for s, rows in got.items()} == {s: len(rows) for s, rows in expected.items()}, part.config
+        digests = {s: _content_digest(rows) for s, rows in got.items()}
+        assert digests == {s: _content_digest(rows) for s, rows in expected.items()}, part.config
