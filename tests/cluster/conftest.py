@@ -37,7 +37,8 @@ def stack():
     from kgbrink.storage import staging
 
     client = staging.s3_client(layout.s3_endpoint, "us-east-1", path_style=True)
-    left = client.list_objects_v2(Bucket=layout.bucket, Prefix="checkpoints/").get("Contents", [])
+    listed = client.list_objects_v2(Bucket=layout.bucket, Prefix="checkpoints/").get("Contents", [])
+    left = [o for o in listed if not (o["Key"].endswith("/") and o["Size"] == 0)]  # S3A's empty-folder markers
     assert not left, f"{len(left)} objects left under s3://{layout.bucket}/checkpoints/, e.g. {left[0]['Key']}"
 
 
