@@ -119,7 +119,7 @@ format: venv
 # The suite in PYTEST_WORKERS processes (pytest-xdist, whole files per process; 1: one process).
 PYTEST_WORKERS ?= 2
 test: setup
-	$(BIN)/python -m pytest -q --durations=40 $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile) --ignore=tests/cluster --ignore=tests/airflow --ignore=tests/k8s tests
+	$(BIN)/python -m pytest -q --durations=40 $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder) --ignore=tests/cluster --ignore=tests/airflow --ignore=tests/k8s tests
 
 # The inner loop: everything but the slow tests and those on ../shared/reference (CI runs all of them).
 test-fast: setup
