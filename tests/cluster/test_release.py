@@ -43,29 +43,29 @@ def _files(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def released(stack, run_dir) -> dict:
-    kg = run_dir / "release-kg"
+    kg = run_dir / "suite-kg"
     synth = ["synth", "--conf", "conf/local.yaml", "--set", "synth.triples=5000", "--set", "synth.seed=11"]
-    run([KGBRINK, *synth, "--out", str(kg), "--no-tracking"], run_dir, "release-synth")
-    run([KGBRINK, "stage", "--conf", CLUSTER_CONF, "--input", str(kg), "--to", DUMP], run_dir, "release-stage")
+    run([KGBRINK, *synth, "--out", str(kg), "--no-tracking"], run_dir, "suite-synth")
+    run([KGBRINK, "stage", "--conf", CLUSTER_CONF, "--input", str(kg), "--to", DUMP], run_dir, "suite-stage")
     ingest = ["--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET]
-    _submit(run_dir, "ingest", ingest, "release-ingest")
+    _submit(run_dir, "ingest", ingest, "suite-ingest")
     out: dict = {"seconds": {}}
     for name in ("cluster", "again"):
-        summary = run_dir / f"release-{name}.json"
+        summary = run_dir / f"suite-{name}.json"
         args = ["--dataset", DATASET, "--out", ROOT_URI, *SETTINGS, "--json", str(summary)]
-        out["seconds"][name] = _submit(run_dir, "release", args, f"release-{name}")
+        out["seconds"][name] = _submit(run_dir, "release", args, f"suite-{name}")
         out[name] = json.loads(summary.read_text())
-    fetched = run_dir / "release-fetched"
-    summary = run_dir / "release-fetch.json"
+    fetched = run_dir / "suite-fetched"
+    summary = run_dir / "suite-fetch.json"
     fetch = ["fetch", "--conf", CLUSTER_CONF, "--from", ROOT_URI, "--out", str(fetched), "--json", str(summary)]
-    run([KGBRINK, *fetch], run_dir, "release-fetch")
+    run([KGBRINK, *fetch], run_dir, "suite-fetch")
     out["fetch"] = json.loads(summary.read_text())
     # the same dataset, released by a local-mode Spark into a local root
-    local_root = run_dir / "release-local"
-    summary = run_dir / "release-local.json"
+    local_root = run_dir / "suite-local"
+    summary = run_dir / "suite-local.json"
     local = ["release", "--conf", CLUSTER_CONF, "--set", "spark.master=local[2]", *SETTINGS]
     local += ["--dataset", DATASET, "--out", str(local_root), "--json", str(summary)]
-    out["seconds"]["local"] = run([KGBRINK, *local], run_dir, "release-local")
+    out["seconds"]["local"] = run([KGBRINK, *local], run_dir, "suite-local")
     out["local"] = json.loads(summary.read_text())
     out["fetched"], out["local_folder"] = fetched, local_root / out["local"]["version"]
     return out
