@@ -417,6 +417,40 @@ TABLES: tuple[Table, ...] = (
         "log-probabilities (null: not among the top 20)",
     ),
     Table(
+        "predict.judge_prompts",
+        "{out}/judge_prompts",
+        "item_id string, messages string, prompt_sha256 string, call_id string",
+        "predict",
+        "the judge's prompts of a predict run (okgqa: G-Eval, item_id = [answer item, criterion])",
+    ),
+    Table(
+        "predict.okgqa_answers",
+        "{out}/okgqa_answers",
+        "item_id string, qid string, method string, seed int, level double, n_triples bigint, n_facts int, "
+        "answer string, abstained boolean, model string, run string",
+        "predict",
+        "a model's OKGQA-P answers per question and graph (method, seed, level; level 0.0 the original subgraph; "
+        "method none: no knowledge), the graph's triples and the facts given, abstained (spec 5.2)",
+    ),
+    Table(
+        "predict.okgqa_scores",
+        "{out}/okgqa_scores",
+        "model string, judge_model string, run string, setting string, method string, seed int, level double, "
+        "metric string, value double, n bigint, n_scored bigint, n_responding bigint",
+        "predict",
+        "G-Eval per (method, seed, level) and criterion: mean score / 10 in % over the answers the judge scored "
+        "(paper 004 Sec. 3.3, App. A.3), with the answers, those scored and those not abstaining",
+    ),
+    Table(
+        "predict.okgqa_levels",
+        "{out}/okgqa_levels",
+        "method string, level double, metric string, value double, drop double, seeds bigint, ats double, "
+        "sc2d double, sd2 double",
+        "predict",
+        "OKGQA-P per method, level and metric: the score's mean over seeds, g(G) - g(G') against level 0.0, and "
+        "the mean ATS, SC2D, SD2 of the level's graphs (paper 004 Sec. 3.2, Fig. 5)",
+    ),
+    Table(
         "mcq.prediction_quarantine",
         "{out}/mcq_quarantine",
         "source_file string, line_number bigint, line string, reason string, detail string",

@@ -336,6 +336,12 @@ class PredictSettings:
     max_bad_fraction: float = setting(
         0.05, "predict fails when unanswered or unparseable prompts exceed this share of the prompts"
     )
+    judge_model: str | None = setting(None, "okgqa: the G-Eval judge's model (null: the answering model)")
+    criteria: list[str] = setting(
+        ["empowerment", "comprehensiveness", "correctness", "context_relevance"],
+        "okgqa: G-Eval criteria judged, each one call per answer (paper 004 App. A.3)",
+    )
+    max_facts: int = setting(200, "okgqa: triples of a question's graph given as facts at most (content-hash order)")
     spool_dir: str | None = setting(
         None,
         "folder of the answers as they arrive, seen by the driver and every executor (null: <dataset>/predict/_spool "

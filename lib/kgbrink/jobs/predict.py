@@ -18,10 +18,11 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+import pandas as pd
 from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -29,14 +30,15 @@ from pyspark.sql import functions as F
 from kgbrink.brink.questions import entity_names, relation_names
 from kgbrink.core import catalog
 from kgbrink.core.delta import table_exists
-from kgbrink.core.files import delete_path, local_dir, read_json_lines, write_single_file
+from kgbrink.core.files import delete_path, local_dir, read_json_lines, read_lines, require_files, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import ConfigError, is_uri
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
-from kgbrink.evaluation import brink, probekgc
+from kgbrink.evaluation import brink, okgqa, probekgc
 from kgbrink.evaluation.calls import call_rows, canonical
 from kgbrink.llm import spool
 from kgbrink.llm.client import EndpointConfig
+from kgbrink.okgqa import report as okgqa_report
 
 CALLS = "model_calls"
 
@@ -84,6 +86,8 @@ class _ProbeKGC:
     """ProbeKGC: the mcq question table's prompts, letters and log-probabilities for score-mcq."""
 
     inputs: tuple = (("questions", "mcq.questions"),)
+    optional: tuple = ()
+    contexts: tuple = ("none",)
 
     def default_name(self, config) -> str:
         return "probekgc"
@@ -145,6 +149,8 @@ class _Brink:
         ("entities", "entities"),
         ("relations", "relations"),
     )
+    optional: tuple = ()
+    contexts: tuple = ("none", "oracle")
 
     def default_name(self, config) -> str:
         return config.variant.name
@@ -191,7 +197,182 @@ class _Brink:
         ctx.summary.extra["evaluate_qa"] = {k: summary.counts.get(k) for k in sorted(summary.counts)}
 
 
-BENCHMARKS = {"brink": _Brink(), "probekgc": _ProbeKGC()}
+@dataclass(frozen=True)
+class _OKGQA:
+    """OKGQA-P: a question set's subgraphs at each perturbation level as knowledge, answers judged by G-Eval."""
+
+    inputs: tuple = (
+        ("perturbed", "okgqa.perturbed"),
+        ("perturbations", "okgqa.perturbations"),
+        ("entities", "entities"),
+        ("relations", "relations"),
+    )
+    optional: tuple = (("kg_similarity", "okgqa.kg_similarity"),)
+    contexts: tuple = ("subgraph", okgqa.NO_CONTEXT)
+
+    def default_name(self, config) -> str:
+        raise ConfigError("--name is required with --benchmark okgqa: the question set of okgqa-subgraphs")
+
+    def params(self, settings) -> dict:
+        return _params(okgqa.DEFAULT_PARAMS, settings)
+
+    def prompts(self, ctx: JobContext, work, opts) -> DataFrame:
+        if not opts.questions:
+            raise ConfigError('--questions is required with --benchmark okgqa: JSON Lines {"qid", "question"}')
+        perturbed = work.sources["perturbed"]
+        texts = _question_texts(ctx, work, opts.questions, perturbed.select(F.col("scope_key").alias("qid")))
+        graphs = (
+            None if opts.context == okgqa.NO_CONTEXT else okgqa.level_graphs(perturbed, work.sources["perturbations"])
+        )
+        settings = ctx.config.predict
+        sources = work.sources
+        records = okgqa.records(graphs, texts, sources["entities"], sources["relations"], settings.max_facts)
+        work.state["records"] = records.cache()
+        return okgqa.prompts(work.state["records"], opts.template)
+
+    def parse_and_write(self, ctx: JobContext, work, prompts, calls, failed, opts) -> dict[str, int]:
+        answered, quarantine = _answers(prompts, calls, failed)
+        parsed = okgqa.answers(answered.select("item_id", "content"))
+        records = work.state["records"]
+        n_facts = F.when(F.col("facts").isNull(), 0).otherwise(F.size("facts")).alias("n_facts")
+        table = records.join(parsed, "item_id").select(
+            "item_id",
+            "qid",
+            "method",
+            "seed",
+            "level",
+            "n_triples",
+            n_facts,
+            "answer",
+            "abstained",
+            F.lit(work.model).alias("model"),
+            F.lit(opts.run_name).alias("run"),
+        )
+        ctx.write("okgqa_answers", table, work.path("okgqa_answers"), table="predict.okgqa_answers")
+        row = ctx.written("okgqa_answers").agg(F.count("*"), F.sum(F.col("abstained").cast("int"))).first()
+        ctx.summary.counts.update(answers=int(row[0]), abstained=int(row[1] or 0))
+        by_reason = _write_quarantine(ctx, work, quarantine.unionByName(work.state["text_quarantine"]))
+        # bad question lines were weighed against the lines already (_question_texts), not the prompts
+        texts = work.state["text_counts"]
+        return {k: n - texts.get(k, 0) for k, n in by_reason.items() if n > texts.get(k, 0)}
+
+    def score(self, ctx: JobContext, work, opts) -> None:
+        settings, summary = ctx.config.predict, ctx.summary
+        judge = replace(
+            work, model=opts.judge_model or settings.judge_model or work.model, params=dict(okgqa.JUDGE_PARAMS)
+        )
+        if settings.seed is not None:
+            judge.params["seed"] = settings.seed
+        answers = ctx.written("okgqa_answers")
+        texts = work.state["records"].select("item_id", "question", "references")
+        items = okgqa.judge_prompts(answers.join(texts, "item_id"), list(settings.criteria)).cache()
+        prompts = call_rows(items.select("item_id", "messages"), judge.model, judge.params).cache()
+        ctx.write("judge_prompts", prompts.drop("body"), work.path("judge_prompts"), table="predict.judge_prompts")
+        n_judge = prompts.count()
+        asked = summary.counts.get("asked", 0)
+        failed = _ask(ctx, judge, prompts)
+        summary.counts.update(judge_prompts=n_judge, judge_asked=summary.counts["asked"], asked=asked)
+        answered, bad_calls = _answers(prompts, _calls(ctx, judge), failed)
+        judged = okgqa.judged(answered.select("item_id", "content")).join(items.drop("messages"), "item_id").cache()
+        unscored = judged.filter(F.col("score").isNull()).join(prompts.select("item_id", "call_id"), "item_id")
+        bad = bad_calls.unionByName(
+            unscored.select(
+                "item_id",
+                "call_id",
+                F.lit("parse").alias("stage"),
+                F.lit("no_score").alias("reason"),
+                F.lit("no 'Score: n' line with 0 <= n <= 10").alias("detail"),
+            )
+        ).withColumn("stage", F.concat(F.lit("judge_"), F.col("stage")))
+        if QUARANTINE in summary.outputs:
+            bad = bad.unionByName(ctx.written(QUARANTINE))
+        by_reason = _write_quarantine(ctx, work, bad)
+        texts = work.state["text_counts"]
+        judge_bad = {k: n - texts.get(k, 0) for k, n in by_reason.items() if n > texts.get(k, 0)}
+        labels = {"model": work.model, "judge_model": judge.model, "run": opts.run_name, "setting": opts.context}
+        rows = okgqa.scores(answers, judged.select("answer_id", "criterion", "score"), labels)
+        ctx.write("okgqa_scores", rows, work.path("okgqa_scores"), table="predict.okgqa_scores")
+        similarity = work.sources.get("kg_similarity")
+        levels = okgqa.levels(ctx.written("okgqa_scores"), similarity)
+        ctx.write("okgqa_levels", levels, work.path("okgqa_levels"), table="predict.okgqa_levels")
+        table = ctx.written("okgqa_levels").toPandas()
+        for row in table.sort_values(["metric", "method", "level"]).itertuples():
+            summary.results.append(
+                {
+                    "metric": row.metric,
+                    "method": row.method,
+                    "level": row.level,
+                    "value": None if pd.isna(row.value) else round(float(row.value), 6),
+                    "drop": None if pd.isna(row.drop) else round(float(row.drop), 6),
+                    "sd2": None if pd.isna(row.sd2) else round(float(row.sd2), 6),
+                }
+            )
+        folder = local_dir(work.out) / "report"
+        heading = f"OKGQA-P: {work.model} judged by {judge.model} (setting {opts.context})"
+        summary.artifacts.append(str(okgqa_report.answers_figure(table, folder / "answers.png", heading)))
+        (folder / "report.md").write_text(okgqa_report.answers_markdown(table, heading) + "\n![answers](answers.png)\n")
+        summary.artifacts.append(str(folder / "report.md"))
+        judged.unpersist()
+        items.unpersist()
+        prompts.unpersist()
+        if failed is not None:
+            failed.unpersist()
+        fail_past_bad_fraction(
+            summary,
+            judge_bad,
+            n_judge + summary.counts["prompts"],
+            float(settings.max_bad_fraction),
+            "predict.max_bad_fraction",
+            "prompts and judge prompts",
+            f"see {work.path(QUARANTINE)}",
+        )
+
+
+def _question_texts(ctx: JobContext, work, path: str, qids: DataFrame) -> DataFrame:
+    """The good question texts (``qid, question, references``) of the questions in ``qids``; bad lines, and
+    texts of questions the set has not, kept in ``work.state["text_quarantine"]``; fails past
+    ``predict.max_bad_fraction`` of the lines."""
+    require_files(ctx.spark, [path])
+    parsed = okgqa.question_texts(read_lines(ctx.spark, {"questions": [path]})).cache()
+    known = qids.distinct().withColumn("_known", F.lit(True))
+    parsed = parsed.join(known, "qid", "left").withColumns(
+        {
+            "reason": F.when(F.col("reason").isNull() & F.col("_known").isNull(), F.lit("unknown_qid")).otherwise(
+                F.col("reason")
+            ),
+            "detail": F.when(
+                F.col("detail").isNull() & F.col("_known").isNull(), F.lit("no subgraph of this qid in the set")
+            ).otherwise(F.col("detail")),
+        }
+    )
+    bad = parsed.filter(F.col("reason").isNotNull())
+    where = F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string"), F.lit(": "))
+    work.state["text_quarantine"] = bad.select(
+        F.col("qid").alias("item_id"),
+        F.lit(None).cast("string").alias("call_id"),
+        F.lit("questions").alias("stage"),
+        "reason",
+        F.concat(where, F.coalesce("detail", F.lit(""))).alias("detail"),
+    ).cache()
+    counts = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
+    work.state["text_counts"] = counts
+    good = parsed.filter(F.col("reason").isNull()).select("qid", "question", "references").cache()
+    n_good, n_set = good.count(), known.count()
+    ctx.summary.counts.update(question_texts=n_good, questions_without_text=n_set - n_good)
+    fail_past_bad_fraction(
+        ctx.summary,
+        counts,
+        n_good + sum(counts.values()),
+        float(ctx.config.predict.max_bad_fraction),
+        "predict.max_bad_fraction",
+        "question lines",
+        f"bad lines of {path}",
+        source=path,
+    )
+    return good
+
+
+BENCHMARKS = {"brink": _Brink(), "okgqa": _OKGQA(), "probekgc": _ProbeKGC()}
 
 
 @dataclass
@@ -205,7 +386,13 @@ class PredictOptions:
     base_url: str | None = arg(None, "endpoint, e.g. http://127.0.0.1:8000/v1 (default: setting predict.base_url)")
     template: str | None = arg(None, "prompt template: a built-in name (name@version) or a YAML/JSON file")
     scheme: str = arg("text_label", "brink: entity naming", choices=["private_id", "entity_id", "text_label"])
-    context: str = arg("none", "brink: the knowledge given with a question", choices=["none", "oracle"])
+    context: str | None = arg(
+        None,
+        "knowledge given with a question: brink none (default) or oracle; okgqa subgraph (default) or none",
+        choices=["none", "oracle", "subgraph"],
+    )
+    questions: str | None = arg(None, 'okgqa: question texts, JSON Lines {"qid", "question", "references"?}')
+    judge_model: str | None = arg(None, "okgqa: the G-Eval judge's model (default: setting predict.judge_model)")
     split: str = arg("test", "brink: question split asked")
     limit: int | None = arg(None, "ask only the first N prompts (by item id)", type=int)
     run_name: str = arg("1", "run label of the predictions (score-mcq's run)", flag="--run")
@@ -233,6 +420,13 @@ class _Work:
 
 def _digest(value) -> str:
     return hashlib.sha256(canonical(value).encode()).hexdigest()[:16]
+
+
+def _file_digest(ctx: JobContext, path: str) -> str:
+    """SHA-256 of a file's bytes (local or on object storage)."""
+    require_files(ctx.spark, [path])
+    row = ctx.spark.read.format("binaryFile").load(path).select(F.sha2("content", 256).alias("d")).first()
+    return row["d"]
 
 
 def _endpoint(settings, base_url: str | None, tasks: int) -> EndpointConfig:
@@ -265,6 +459,10 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         raise ConfigError("no model: pass --model or set predict.model")
     if settings.tasks < 1 or settings.in_flight < 1 or settings.max_tries < 1:
         raise ConfigError("predict.tasks, predict.in_flight and predict.max_tries must be >= 1")
+    if opts.context is None:
+        opts.context = benchmark.contexts[0]
+    if opts.context not in benchmark.contexts:
+        raise ConfigError(f"--context {opts.context} is not one of {opts.benchmark}'s: {', '.join(benchmark.contexts)}")
     dataset = ctx.config.require_dataset(opts.dataset)
     name = opts.name or benchmark.default_name(ctx.config)
     params = benchmark.params(settings)
@@ -286,12 +484,17 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         if not table_exists(ctx.spark, path):
             raise JobFailed(f"no {source} table at {path}: build the {opts.benchmark} benchmark first", summary)
         sources[source] = ctx.read(source, path)
+    for source, table in benchmark.optional:
+        path = catalog.table(table).path(dataset=dataset, questions=name, variant=name)
+        if table_exists(ctx.spark, path):
+            sources[source] = ctx.read(source, path)
     fingerprint = _digest(
         {
             "inputs": {k: v.as_dict() for k, v in summary.inputs.items()},
             "model": model,
             "params": params,
             "options": {k: getattr(opts, k) for k in ("template", "scheme", "context", "split", "limit", "run_name")},
+            "questions": _file_digest(ctx, opts.questions) if opts.questions else None,
         }
     )
     out = (opts.out or f"{dataset}/predict/{opts.benchmark}/{name}/{fingerprint}").rstrip("/")

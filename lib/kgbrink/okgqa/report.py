@@ -79,3 +79,56 @@ def write(summary: pd.DataFrame, out_dir: Path, scorer: str, paper_scorer: bool)
     png = figure(summary, out_dir / "similarity.png", f"OKGQA-P: KG similarity against perturbation level ({scorer})")
     md.write_text(markdown(summary, scorer, paper_scorer) + "\n![similarity](similarity.png)\n")
     return [str(md), str(png)]
+
+
+def answers_figure(levels: pd.DataFrame, path: Path, title: str) -> Path:
+    """Paper 004 Fig. 5's view: per metric (a panel) the score against the perturbation level, one line per
+    method; the last panel the drop g(G) - g(G') against SD2. ``levels``: rows of ``okgqa_levels``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = sorted(levels["metric"].unique())
+    fig, axes = plt.subplots(1, len(metrics) + 1, figsize=(3.4 * (len(metrics) + 1), 3.4), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        for method, rows in levels[levels["metric"] == metric].sort_values("level").groupby("method"):
+            ax.plot(rows["level"], rows["value"], marker="o", label=method)
+        ax.set_title(metric)
+        ax.set_xlabel("perturbation level")
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("score (%)")
+    axes[0][0].legend()
+    ax = axes[0][-1]
+    for method, rows in levels[levels["sd2"].notna()].groupby("method"):
+        ax.plot(rows["sd2"], rows["drop"], "o", label=method)
+    ax.set_title("g(G) - g(G') against SD2")
+    ax.set_xlabel("SD2")
+    ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def answers_markdown(levels: pd.DataFrame, heading: str) -> str:
+    """The ``okgqa_levels`` rows as a Markdown table (a blank cell: not measured)."""
+
+    def cell(value, digits: int) -> str:
+        return "" if pd.isna(value) else f"{value:.{digits}f}"
+
+    lines = [
+        f"# {heading}",
+        "",
+        "| method | level | metric | score (%) | g(G) - g(G') | seeds | ATS | SC2D | SD2 |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in levels.sort_values(["metric", "method", "level"]).itertuples():
+        lines.append(
+            f"| {row.method} | {row.level:g} | {row.metric} | {cell(row.value, 2)} | {cell(row.drop, 2)} | "
+            f"{row.seeds} | {cell(row.ats, 4)} | {cell(row.sc2d, 4)} | {cell(row.sd2, 4)} |"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,317 @@
+"""OKGQA-P (paper 004) for a model: open-ended answers with a question's subgraph at each perturbation level
+as knowledge, judged by G-Eval (§3.2, §3.3, §5.1, Fig. 5; spec 5).
+
+Question texts: JSON Lines ``{"qid", "question", "references"?: [passage, ...]}`` (:func:`question_texts`;
+bad lines quarantined with :data:`TEXT_REASONS`). Graphs (:func:`level_graphs`): the ``perturbed`` table of
+``okgqa-sweep`` (scope subgraphs: ``method, seed, scope_key, h, r, t, original, levels``) per
+``(qid, method, seed)``: level 0.0 the original question subgraph, level p the triples with p in ``levels``.
+
+Records (:func:`records`): ``item_id, qid, method, seed, level, question, references, facts, n_triples``;
+``facts`` the graph's triples as DBpedia-style names (:func:`kgbrink.okgqa.answering.entity_name`), at most
+``max_facts`` in the order of ``xxhash64(h, r, t)`` (content-seeded, so a triple keeps its place across the
+nested levels), ``n_triples`` the graph's size. Context ``none`` (the zero-shot baseline): one record per
+question, ``method`` ``"none"``, seed 0, level 0.0, no facts. Prompts: App. A.1.1
+(:func:`kgbrink.okgqa.answering.prompt`). Answers: :func:`kgbrink.okgqa.answering.parse` (abstention).
+
+Judging (§3.3, App. A.3): one G-Eval call per answer and criterion (``'Retrieval Context'`` = the question's
+``references``), the last ``Score: n`` line parsed; a metric per ``(method, seed, level)`` is the mean score
+/ 10 in % over the answers scored (:func:`scores`); :func:`levels` adds g(G) - g(G') (level 0 minus level p)
+beside the mean ATS, SC2D and SD2 of ``kg_similarity`` (the "High-level Procedure" of §3.2).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.core import json_lines
+from kgbrink.core.quarantine import mark_repeats, with_line_numbers
+from kgbrink.evaluation.calls import messages_json
+from kgbrink.okgqa import answering
+
+DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 1024}  # the templates' (okgqa-answer@1, okgqa-geval@1)
+JUDGE_PARAMS = {"temperature": 0.0, "max_tokens": 1024}
+NO_CONTEXT = "none"
+TEXT_REASONS = (
+    "malformed_json",  # not a JSON object (or a key repeated in it)
+    "missing_qid",  # qid and id absent or null
+    "bad_qid",  # neither a string nor an integer
+    "missing_question",  # question absent, null, not a string or blank
+    "bad_references",  # references not a list of strings
+    "duplicate_qid",  # every line of a qid after its first
+)
+ANSWER_SCHEMA = "answer string, abstained boolean"
+SCORE_COLUMNS = [
+    "model",
+    "judge_model",
+    "run",
+    "setting",
+    "method",
+    "seed",
+    "level",
+    "metric",
+    "value",
+    "n",
+    "n_scored",
+    "n_responding",
+]
+
+
+def _why(reason: str, detail: str) -> Column:
+    return F.struct(F.lit(reason).alias("reason"), F.lit(detail).alias("detail"))
+
+
+def question_texts(lines: DataFrame) -> DataFrame:
+    """``source_file, line_number, qid, question, references, reason, detail`` per non-blank line of
+    ``read_lines`` output (``reason`` null for a good line, else the first of :data:`TEXT_REASONS`)."""
+    lines = lines.where(F.trim("line") != "")
+    record = json_lines.record(F.col("line"))
+    by_qid = json_lines.field(record, "qid")
+    qid = F.when(json_lines.present(by_qid), by_qid).otherwise(json_lines.field(record, "id"))
+    question = json_lines.field(record, "question")
+    references = json_lines.field(record, "references")
+    items = json_lines.elements(references)
+    fields = lines.select(
+        "split",
+        "source_file",
+        "block_start",
+        "row_id",
+        json_lines.kind(record).alias("_record"),
+        json_lines.kind(qid).alias("_qid_kind"),
+        json_lines.as_string(qid).alias("qid"),
+        json_lines.kind(question).alias("_question_kind"),
+        F.try_variant_get(question, "$", "string").alias("_question"),
+        json_lines.kind(references).alias("_references_kind"),
+        F.transform(items, lambda item: F.try_variant_get(item, "$", "string")).alias("_references"),
+        json_lines.first_not(items, ("string",)).alias("_bad_reference"),
+    )
+    kind, references_kind = F.col("_qid_kind"), F.col("_references_kind")
+    verdict = (
+        F.when(F.col("_record").isNull() | (F.col("_record") != "object"), _why(*_MALFORMED))
+        .when(kind.isNull() | (kind == "null"), _why("missing_qid", "qid and id absent or null"))
+        .when(~kind.isin("string", "integer"), _why("bad_qid", "qid must be a string or an integer"))
+        .when(
+            (F.col("_question_kind") != "string") | F.col("_question_kind").isNull() | (F.trim("_question") == ""),
+            _why("missing_question", "question must be a non-blank string"),
+        )
+        .when(
+            references_kind.isNotNull()
+            & (references_kind != "null")
+            & ((references_kind != "array") | F.col("_bad_reference").isNotNull()),
+            _why("bad_references", "references must be a list of strings"),
+        )
+    )
+    parsed = fields.withColumn("_v", verdict).select(
+        "split",
+        "source_file",
+        "block_start",
+        "row_id",
+        "qid",
+        F.when(F.col("_v").isNull(), F.col("_question")).alias("question"),
+        F.when(F.col("_v").isNull(), F.coalesce(F.col("_references"), F.array().cast("array<string>"))).alias(
+            "references"
+        ),
+        F.col("_v.reason").alias("reason"),
+        F.col("_v.detail").alias("detail"),
+    )
+    numbered = with_line_numbers(parsed)
+    numbered = numbered.select("source_file", "line_number", "qid", "question", "references", "reason", "detail")
+    return mark_repeats(numbered, "qid", "duplicate_qid")
+
+
+_MALFORMED = ("malformed_json", "not a JSON object with unique keys")
+
+
+def level_graphs(perturbed: DataFrame, perturbations: DataFrame) -> DataFrame:
+    """``qid, method, seed, level, h, r, t``: each ``(qid, method, seed)``'s original graph at level 0.0 and
+    its graph at every level of ``perturbations`` (``method, level, seed``); a graph left empty (ED at 1.0)
+    is one row with null ``h, r, t``."""
+    base = perturbed.select(F.col("scope_key").alias("qid"), "method", "seed", "h", "r", "t", "original", "levels")
+    original = base.filter("original").select("qid", "method", "seed", F.lit(0.0).alias("level"), "h", "r", "t")
+    at_levels = base.select("qid", "method", "seed", F.explode("levels").alias("level"), "h", "r", "t")
+    keys = ["qid", "method", "seed", "level"]
+    every = (
+        base.select("qid", "method", "seed")
+        .distinct()
+        .join(perturbations.select("method", "seed", "level").distinct(), ["method", "seed"])
+    )
+    empty = every.join(at_levels.select(*keys).distinct(), keys, "left_anti").select(
+        *keys, *[F.lit(None).cast("int").alias(c) for c in ("h", "r", "t")]
+    )
+    return original.unionByName(at_levels).unionByName(empty)
+
+
+def _names(frame: DataFrame, column: str) -> DataFrame:
+    """``id, name`` of a dictionary (``id, key, label``) restricted to the ids of ``frame[column]``."""
+
+    @F.pandas_udf("string")
+    def name(labels: pd.Series, keys: pd.Series) -> pd.Series:
+        return pd.Series([answering.entity_name(label, key) for label, key in zip(labels, keys)], dtype=object)
+
+    return frame.select(name("label", "key").alias("name"), F.col("id").alias(column))
+
+
+def records(
+    graphs: DataFrame | None,
+    questions: DataFrame,
+    entities: DataFrame,
+    relations: DataFrame,
+    max_facts: int,
+) -> DataFrame:
+    """The records of the module docstring: one per ``(qid, method, seed, level)`` of ``graphs`` whose qid
+    has a text in ``questions`` (``qid, question, references``), or one per question when ``graphs`` is None
+    (context none)."""
+    texts = questions.select("qid", "question", "references")
+    if graphs is None:
+        items = texts.select(
+            "qid",
+            F.lit(NO_CONTEXT).alias("method"),
+            F.lit(0).alias("seed"),
+            F.lit(0.0).alias("level"),
+            "question",
+            "references",
+            F.lit(None).cast("array<array<string>>").alias("facts"),
+            F.lit(0).cast("bigint").alias("n_triples"),
+        )
+    else:
+        graphs = graphs.join(texts.select("qid"), "qid")
+        named = graphs.join(F.broadcast(_names(relations, "r")), "r")
+        for part in ("h", "t"):
+            used = named.select(F.col(part).alias("id")).distinct().join(entities, "id")
+            named = named.join(_names(used, part).withColumnRenamed("name", f"{part}_name"), part)
+        fact = F.struct(
+            F.xxhash64("h", "r", "t").alias("order"),
+            "h",
+            "r",
+            "t",
+            F.array("h_name", "name", "t_name").alias("names"),
+        )
+        keys = ["qid", "method", "seed", "level"]
+        grouped = named.groupBy(*keys).agg(F.array_sort(F.collect_list(fact)).alias("facts"), F.count("*").alias("n"))
+        # an emptied graph (ED at level 1.0) has no triple left: its record gets no facts
+        every = graphs.select(*keys).distinct().join(grouped, keys, "left")
+        items = every.join(texts, "qid").select(
+            *keys,
+            "question",
+            "references",
+            F.coalesce(
+                F.transform(F.slice("facts", 1, int(max_facts)), lambda x: x["names"]),
+                F.array().cast("array<array<string>>"),
+            ).alias("facts"),
+            F.coalesce("n", F.lit(0)).cast("bigint").alias("n_triples"),
+        )
+    item_id = F.to_json(F.struct("qid", "method", "seed", "level"))
+    return items.select(item_id.alias("item_id"), "*")
+
+
+def prompts(records: DataFrame, template: str | None = None) -> DataFrame:
+    """``item_id, messages``: App. A.1.1's messages of every record (no facts: the zero-shot baseline)."""
+
+    @F.pandas_udf("string")
+    def build(questions: pd.Series, facts: pd.Series) -> pd.Series:
+        out = []
+        for question, given in zip(questions, facts):
+            record = {"question": question, "facts": None if given is None else [list(f) for f in given]}
+            out.append(messages_json(answering.prompt(record, template)))
+        return pd.Series(out, dtype=object)
+
+    return records.select("item_id", build("question", "facts").alias("messages"))
+
+
+def answers(answered: DataFrame) -> DataFrame:
+    """``item_id, answer, abstained`` of answered prompts (``item_id, content``): spec 5.2's abstention."""
+
+    @F.pandas_udf(ANSWER_SCHEMA)
+    def parse(contents: pd.Series) -> pd.DataFrame:
+        rows = [answering.parse(content) for content in contents]
+        return pd.DataFrame([(r["answer"], r["abstained"]) for r in rows], columns=["answer", "abstained"])
+
+    return answered.select("item_id", parse("content").alias("p")).select("item_id", "p.*")
+
+
+def judge_prompts(answers: DataFrame, criteria: list[str], template: str | None = None) -> DataFrame:
+    """``item_id, answer_id, criterion, messages``: G-Eval's messages per answer (``item_id, question,
+    answer, references``) and criterion; ``item_id`` = JSON ``[answer item_id, criterion]``."""
+    for criterion in criteria:
+        if criterion not in answering.CRITERIA:
+            raise ValueError(f"criterion must be one of {', '.join(answering.CRITERIA)}, got {criterion!r}")
+
+    @F.pandas_udf("string")
+    def build(criterion: pd.Series, question: pd.Series, answer: pd.Series, references: pd.Series) -> pd.Series:
+        out = []
+        for c, q, a, passages in zip(criterion, question, answer, references):
+            record = {"question": q, "answer": a, "passages": list(passages) if passages is not None else []}
+            out.append(messages_json(answering.geval_prompt(record, c, template)))
+        return pd.Series(out, dtype=object)
+
+    per = answers.crossJoin(
+        F.broadcast(answers.sparkSession.createDataFrame([(c,) for c in criteria], "criterion string"))
+    )
+    return per.select(
+        F.to_json(F.array("item_id", "criterion")).alias("item_id"),
+        F.col("item_id").alias("answer_id"),
+        "criterion",
+        build("criterion", "question", "answer", "references").alias("messages"),
+    )
+
+
+def judged(answered: DataFrame) -> DataFrame:
+    """``item_id, score``: the G-Eval score (0..10, null when no ``Score:`` line parses) of judge answers
+    (``item_id, content``)."""
+
+    @F.pandas_udf("int")
+    def score(contents: pd.Series) -> pd.Series:
+        return pd.Series([answering.geval_score(content) for content in contents], dtype="Int32")
+
+    return answered.select("item_id", score("content").alias("score"))
+
+
+def scores(answers: DataFrame, judgements: DataFrame, labels: dict) -> DataFrame:
+    """Rows of ``okgqa_scores`` (:data:`SCORE_COLUMNS`): per ``(method, seed, level)`` and criterion the
+    mean G-Eval score / 10 in % over the answers scored (``value`` null when none is), ``n`` answers,
+    ``n_scored``, ``n_responding`` (not abstaining). ``answers``: ``item_id, method, seed, level,
+    abstained``; ``judgements``: ``answer_id, criterion, score``; ``labels``: ``model, judge_model, run,
+    setting``."""
+    keys = ["method", "seed", "level"]
+    criteria = judgements.select("criterion").distinct()
+    pairs = answers.crossJoin(criteria).join(
+        judgements.select(F.col("answer_id").alias("item_id"), "criterion", "score"), ["item_id", "criterion"], "left"
+    )
+    grouped = pairs.groupBy(*keys, "criterion").agg(
+        F.count("*").alias("n"),
+        F.count("score").alias("n_scored"),
+        F.sum(F.when(~F.col("abstained"), 1).otherwise(0)).alias("n_responding"),
+        (F.avg("score") * 10.0).alias("value"),
+    )
+    return grouped.select(
+        *[F.lit(labels[k]).alias(k) for k in ("model", "judge_model", "run", "setting")],
+        *keys,
+        F.concat(F.lit("geval_"), F.col("criterion")).alias("metric"),
+        "value",
+        "n",
+        "n_scored",
+        F.col("n_responding").cast("bigint").alias("n_responding"),
+    )
+
+
+def levels(score_rows: DataFrame, similarity: DataFrame | None) -> DataFrame:
+    """``method, level, metric, value, drop, seeds, ats, sc2d, sd2``: the scores' means over seeds per
+    ``(method, level, metric)``, ``drop`` = g(G) - g(G') (the same seed's level 0.0 minus level p, then
+    averaged), beside the mean ATS, SC2D and SD2 of ``kg_similarity`` (subgraph rows) at that level."""
+    base = score_rows.filter(F.col("level") == 0.0).select("method", "seed", "metric", F.col("value").alias("original"))
+    per_seed = score_rows.join(base, ["method", "seed", "metric"], "left").withColumn(
+        "drop", F.col("original") - F.col("value")
+    )
+    out = per_seed.groupBy("method", "level", "metric").agg(
+        F.avg("value").alias("value"), F.avg("drop").alias("drop"), F.countDistinct("seed").alias("seeds")
+    )
+    if similarity is None:
+        return out.select("*", *[F.lit(None).cast("double").alias(c) for c in ("ats", "sc2d", "sd2")])
+    # level 0.0 (the original graph) has no kg_similarity row: its ATS, SC2D and SD2 stay null
+    means = (
+        similarity.filter(F.col("qid").isNotNull())
+        .groupBy("method", "level")
+        .agg(*[F.avg(c).alias(c) for c in ("ats", "sc2d", "sd2")])
+    )
+    return out.join(means, ["method", "level"], "left")

@@ -1,0 +1,181 @@
+"""kgbrink predict --benchmark okgqa (issue 58, paper 004): a question's subgraph at each perturbation level
+as the facts, answers judged by G-Eval, against a real OpenAI-compatible server on 127.0.0.1. The scripted
+answerer recites the facts it is given; the scripted judge scores the share of the recited facts that are in
+the question's original subgraph: the scores per level are computed here again from the perturbed table."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections import defaultdict
+
+import pytest
+
+from kgbrink.cli import main
+from kgbrink.core.delta import read_table
+from kgbrink.okgqa.answering import entity_name
+from tests.conftest import own_copy
+from tests.llm_server import LlmServer
+
+FACTS = re.compile(r"Below are the facts that might be relevant to answer the question: (.*)\nAnswer:$", re.S)
+OUTPUT = re.compile(r"Actual Output: (.*?)\n\nRetrieval Context:", re.S)
+INPUT = re.compile(r"^Input: (.*?)\n\nActual Output:", re.S)
+N_QUESTIONS = 4
+
+
+def _conf_args(config) -> list[str]:
+    return ["--conf", config.source, *[a for item in config.overrides for a in ("--set", item)]]
+
+
+@pytest.fixture(scope="module")
+def okgqa_dataset(spark, config, synth_5000, tmp_path_factory):
+    """synth 5000 ingested; 4 questions of 2 entities each; their subgraphs swept by RR and ED at 0.5 and 1.0."""
+    dataset, base = own_copy(synth_5000, tmp_path_factory, "predict-okgqa")
+    keys = [r.key for r in read_table(spark, f"{dataset}/entities").orderBy("id").limit(40).collect()]
+    entity_sets = base / "qs.jsonl"
+    entity_sets.write_text(
+        "".join(json.dumps({"qid": f"q{i}", "entities": keys[10 * i : 10 * i + 2]}) + "\n" for i in range(N_QUESTIONS))
+    )
+    conf = _conf_args(config)
+    assert main(["okgqa-subgraphs", *conf, "--dataset", str(dataset), "--questions", str(entity_sets)]) == 0
+    sweep = ["okgqa-sweep", *conf, "--dataset", str(dataset), "--scope", "subgraphs", "--questions", "qs"]
+    sweep += ["--methods", "RR,ED", "--seeds", "1", "--levels", "0.5,1.0", "--report-dir", str(base / "sweep")]
+    assert main(sweep) == 0
+    texts = base / "texts.jsonl"
+    texts.write_text(
+        "".join(
+            json.dumps({"qid": f"q{i}", "question": f"What links the entities of question {i}?", "references": []})
+            + "\n"
+            for i in range(N_QUESTIONS)
+        )
+    )
+    return dataset, texts
+
+
+def _graphs(spark, dataset) -> dict:
+    """``{(qid, method, seed, level): {name triples}}`` from the perturbed table, level 0.0 the original."""
+    names = {
+        kind: {r.id: entity_name(r.label, r.key) for r in read_table(spark, f"{dataset}/{kind}").collect()}
+        for kind in ("entities", "relations")
+    }
+    graphs = defaultdict(set)
+    for row in read_table(spark, f"{dataset}/okgqa/qs/perturbed").collect():
+        triple = (names["entities"][row.h], names["relations"][row.r], names["entities"][row.t])
+        key = (row.scope_key, row.method, row.seed)
+        if row.original:
+            graphs[(*key, 0.0)].add(triple)
+        for level in row.levels:
+            graphs[(*key, level)].add(triple)
+    # a graph the perturbation emptied (ED at 1.0) has no row but one in perturbations
+    made = read_table(spark, f"{dataset}/okgqa/qs/perturbations").collect()
+    for qid, method, seed, _ in list(graphs):
+        for row in made:
+            if (row.method, row.seed) == (method, seed):
+                graphs[(qid, method, seed, row.level)] |= set()
+    return graphs
+
+
+def _models(originals: dict[str, set]) -> dict:
+    """reciter: the facts line it is given (no facts: "I don't know."); judge: 10 x the share of the recited
+    facts that are in the question's original subgraph, rounded (none recited: 0)."""
+
+    def reciter(body):
+        found = FACTS.search(body["messages"][-1]["content"])
+        return {"content": found[1] if found and found[1] else "I don't know."}
+
+    def judge(body):
+        text = body["messages"][-1]["content"]
+        qid = "q" + INPUT.search(text)[1].rsplit(" ", 1)[1].rstrip("?")
+        try:
+            facts = ast.literal_eval("[" + OUTPUT.search(text)[1] + "]")
+        except (ValueError, SyntaxError):
+            facts = []
+        score = round(10 * sum(f in originals[qid] for f in facts) / len(facts)) if facts else 0
+        return {"content": f"Steps: count the facts.\nScore: {score}"}
+
+    return {"reciter": reciter, "judge": judge}
+
+
+def _predict(config, server, dataset, texts, tmp_path, *extra, name="summary") -> tuple[int, dict]:
+    out = tmp_path / f"{name}.json"
+    args = ["predict", *_conf_args(config), "--benchmark", "okgqa", "--dataset", str(dataset), "--name", "qs"]
+    args += ["--questions", str(texts), "--model", "reciter", "--judge-model", "judge", "--base-url", server.base_url]
+    code = main([*args, "--set", "predict.criteria=[correctness]", "--json", str(out), *extra])
+    return code, json.loads(out.read_text())
+
+
+def test_scores_per_level_equal_the_recomputed_ones_and_a_rerun_asks_nothing(spark, config, okgqa_dataset, tmp_path):
+    dataset, texts = okgqa_dataset
+    graphs = _graphs(spark, dataset)
+    originals = {qid: g for (qid, method, seed, level), g in graphs.items() if level == 0.0}
+    with LlmServer(_models(originals)) as server:
+        code, doc = _predict(config, server, dataset, texts, tmp_path, "--set", "predict.max_facts=100000")
+        assert code == 0, doc.get("error")
+        # level 0.0 is the same prompt for RR and ED: asked once
+        keys = {(q, m, s, lv) for (q, m, s, lv) in graphs}
+        assert doc["counts"]["prompts"] == len(keys)
+        assert doc["counts"]["asked"] == len({(q, lv) if lv == 0.0 else (q, m, lv) for (q, m, s, lv) in keys})
+        requests = server.stats()["requests"]
+        again = _predict(config, server, dataset, texts, tmp_path, "--set", "predict.max_facts=100000", name="again")
+        assert again[0] == 0 and again[1]["counts"]["asked"] == again[1]["counts"]["judge_asked"] == 0
+        assert server.stats()["requests"] == requests
+    expected = defaultdict(list)
+    for (qid, method, seed, level), triples in graphs.items():
+        share = len(triples & originals[qid]) / len(triples) if triples else 0.0
+        expected[(method, seed, level)].append(10.0 * round(10 * share) if triples else 0.0)
+    scores = {
+        (r.method, r.seed, r.level): r
+        for r in read_table(spark, doc["outputs"]["okgqa_scores"]["path"]).collect()
+        if r.metric == "geval_correctness"
+    }
+    assert set(scores) == set(expected)
+    for key, values in expected.items():
+        assert scores[key].value == pytest.approx(sum(values) / len(values), abs=1e-9), key
+        assert scores[key].n == scores[key].n_scored == N_QUESTIONS
+    # ED keeps only original triples (100) until it empties the graph (the reciter abstains)
+    assert scores[("ED", 1, 0.5)].value == 100.0 and scores[("ED", 1, 1.0)].value == 0.0
+    assert scores[("ED", 1, 1.0)].n_responding == 0 and scores[("RR", 1, 0.0)].value == 100.0
+    assert scores[("RR", 1, 1.0)].value < 100.0
+    levels = {(r.method, r.level): r for r in read_table(spark, doc["outputs"]["okgqa_levels"]["path"]).collect()}
+    similarity = read_table(spark, f"{dataset}/okgqa/qs/kg_similarity").filter("qid is not null").toPandas()
+    for (method, level), row in levels.items():
+        assert row.drop == pytest.approx(100.0 - row.value, abs=1e-9)
+        if level == 0.0:
+            assert row.sd2 is None
+        else:
+            mean = similarity[(similarity.method == method) & (similarity.level == level)].sd2.mean()
+            assert row.sd2 == pytest.approx(mean, abs=1e-12)
+    report = next(a for a in doc["artifacts"] if a.endswith("report.md"))
+    assert "| ED | 1 | geval_correctness | 0.00 | 100.00 |" in open(report).read()
+    assert any(a.endswith("answers.png") for a in doc["artifacts"])
+
+
+def test_no_context_asks_each_question_once_and_bad_lines_are_quarantined_or_fail(
+    spark, config, okgqa_dataset, tmp_path
+):
+    dataset, texts = okgqa_dataset
+    bad = tmp_path / "bad.jsonl"
+    lines = texts.read_text().splitlines()
+    bad.write_text("\n".join([*lines, '{"qid": "q9", "question": "unknown?"}', "{not json", lines[0]]) + "\n")
+    with LlmServer(_models({})) as server:
+        code, doc = _predict(config, server, dataset, bad, tmp_path, "--context", "none")
+        assert code == 1 and "question lines" in doc["error"] and "bad.jsonl" in doc["error"]
+        assert server.stats()["requests"] == 0
+        tolerant = ["--context", "none", "--set", "predict.max_bad_fraction=0.5", "--no-score"]
+        code, doc = _predict(config, server, dataset, bad, tmp_path, *tolerant, name="tolerant")
+        assert code == 0, doc.get("error")
+        assert doc["counts"]["prompts"] == doc["counts"]["asked"] == N_QUESTIONS
+        quarantine = read_table(spark, doc["outputs"]["predict_quarantine"]["path"]).collect()
+        reasons = {r.reason: r.detail for r in quarantine}
+        assert set(reasons) == {"unknown_qid", "malformed_json", "duplicate_qid"}
+        assert reasons["malformed_json"].startswith(f"file:{bad}:6: ") or f"{bad}:6: " in reasons["malformed_json"]
+        prompts = read_table(spark, doc["outputs"]["predict_prompts"]["path"]).collect()
+        assert all("Below are the facts" not in json.loads(p.messages)[-1]["content"] for p in prompts)
+        answers = read_table(spark, doc["outputs"]["okgqa_answers"]["path"]).collect()
+        assert {(a.method, a.level, a.n_facts, a.abstained) for a in answers} == {("none", 0.0, 0, True)}
+        # a cap on the facts: the first max_facts in content-hash order, the graph's size kept beside it
+        code, doc = _predict(config, server, dataset, texts, tmp_path, "--set", "predict.max_facts=3", "--no-score")
+        assert code == 0, doc.get("error")
+        answers = read_table(spark, doc["outputs"]["okgqa_answers"]["path"]).collect()
+        assert all(a.n_facts == min(a.n_triples, 3) for a in answers) and any(a.n_triples > 3 for a in answers)
