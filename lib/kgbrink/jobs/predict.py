@@ -34,8 +34,9 @@ from kgbrink.core.files import delete_path, local_dir, read_json_lines, read_lin
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import ConfigError, is_uri
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
-from kgbrink.evaluation import brink, okgqa, probekgc
+from kgbrink.evaluation import brink, okgqa, probekgc, synthkgqa
 from kgbrink.evaluation.calls import call_rows, canonical
+from kgbrink.jobs.seed_graphs import prompt_records
 from kgbrink.llm import spool
 from kgbrink.llm.client import EndpointConfig
 from kgbrink.okgqa import report as okgqa_report
@@ -328,6 +329,67 @@ class _OKGQA:
         )
 
 
+@dataclass(frozen=True)
+class _SynthKGQA:
+    """SynthKGQA: questions written from a seed-graphs set, parsed, then validated by gt-questions."""
+
+    inputs: tuple = (("seed_graphs", "synthkgqa.seed_graphs"), ("entities", "entities"), ("relations", "relations"))
+    optional: tuple = ()
+    contexts: tuple = ("none",)
+
+    def default_name(self, config) -> str:
+        return "seeds"  # seed-graphs' default --name
+
+    def params(self, settings) -> dict:
+        return _params(synthkgqa.DEFAULT_PARAMS, settings)
+
+    def prompts(self, ctx: JobContext, work, opts) -> DataFrame:
+        sources, k = work.sources, ctx.config.seed_graphs.prompt_edges
+        records = prompt_records(sources["seed_graphs"], sources["entities"], sources["relations"], k)
+        work.state["records"] = records.cache()
+        return synthkgqa.prompts(work.state["records"], opts.template)
+
+    def parse_and_write(self, ctx: JobContext, work, prompts, calls, failed, opts) -> dict[str, int]:
+        answers, quarantine = _answers(prompts, calls, failed)
+        parsed = synthkgqa.written(answers.select("item_id", "content"), work.state["records"]).cache()
+        bad = parsed.filter(F.col("reason").isNotNull()).join(answers.select("item_id", "call_id"), "item_id")
+        quarantine = quarantine.unionByName(
+            bad.select("item_id", "call_id", F.lit("parse").alias("stage"), "reason", "detail")
+        )
+        target = local_dir(work.out) / "written.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        lines = synthkgqa.gt_records(parsed, work.model).orderBy("sample_id")
+        write_single_file(lines, target, "json", f"{work.out}/_staging_written")
+        ctx.summary.counts["written"] = parsed.filter(F.col("reason").isNull()).count()
+        ctx.summary.artifacts.append(str(target))
+        work.state["written"] = str(target)
+        by_reason = _write_quarantine(ctx, work, quarantine)
+        parsed.unpersist()
+        return by_reason
+
+    def score(self, ctx: JobContext, work, opts) -> None:
+        if not ctx.summary.counts["written"]:
+            raise JobFailed("no written question parsed: nothing for gt-questions", ctx.summary)
+        summary = ctx.run(
+            "gt-questions",
+            input=work.state["written"],
+            dataset=work.dataset,
+            questions=f"{work.name}-{_slug(work.model)}",
+            answers=True,
+        )
+        ctx.summary.counts.update(
+            {f"gt_{k}": v for k, v in summary.counts.items() if isinstance(v, int) and not isinstance(v, bool)}
+        )
+        ctx.summary.extra["gt_questions"] = {k: v.as_dict() for k, v in summary.outputs.items()}
+        ctx.summary.artifacts.extend(summary.artifacts)
+
+
+def _slug(text: str) -> str:
+    """A model name as a plain folder name: characters other than letters, digits, ``.``, ``_`` and ``-``
+    replaced by ``_``."""
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in text).lstrip(".") or "model"
+
+
 def _question_texts(ctx: JobContext, work, path: str, qids: DataFrame) -> DataFrame:
     """The good question texts (``qid, question, references``) of the questions in ``qids``; bad lines, and
     texts of questions the set has not, kept in ``work.state["text_quarantine"]``; fails past
@@ -372,7 +434,7 @@ def _question_texts(ctx: JobContext, work, path: str, qids: DataFrame) -> DataFr
     return good
 
 
-BENCHMARKS = {"brink": _Brink(), "okgqa": _OKGQA(), "probekgc": _ProbeKGC()}
+BENCHMARKS = {"brink": _Brink(), "okgqa": _OKGQA(), "probekgc": _ProbeKGC(), "synthkgqa": _SynthKGQA()}
 
 
 @dataclass
@@ -380,7 +442,9 @@ class PredictOptions:
     benchmark: str = arg(None, "benchmark whose prompts are asked", required=True, choices=sorted(BENCHMARKS))
     dataset: str | None = arg(None, "dataset (default: setting 'dataset')")
     name: str | None = arg(
-        None, "question set (probekgc: kgbrink mcq --name, default probekgc; brink: the variant, default variant.name)"
+        None,
+        "question set (probekgc: kgbrink mcq --name, default probekgc; brink: the variant, default variant.name; "
+        "okgqa: okgqa-subgraphs --name; synthkgqa: seed-graphs --name, default seeds)",
     )
     model: str | None = arg(None, "model name sent to the endpoint (default: setting predict.model)")
     base_url: str | None = arg(None, "endpoint, e.g. http://127.0.0.1:8000/v1 (default: setting predict.base_url)")
