@@ -293,6 +293,9 @@ def brink_dataset(spark, work_dir) -> str:
     dataset = str(work_dir / "predict-brink")
     write_table(spark.createDataFrame(PEOPLE, "id int, key string, label string"), f"{dataset}/entities")
     write_table(spark.createDataFrame(RELATIONS, "id int, key string, label string"), f"{dataset}/relations")
+    for kind, kept in (("complete", COMPLETE), ("incomplete", [x for x in COMPLETE if x not in REMOVED])):
+        frame = spark.createDataFrame([(*x, "train") for x in kept], "h int, r int, t int, split string")
+        write_table(frame, f"{dataset}/variants/v/{kind}")
     rows = [
         (q, h, r, t, d, topic, hard, answers, len(answers), ["r1"], "test")
         for q, h, r, t, d, topic, hard, answers in QUESTIONS
@@ -355,6 +358,70 @@ def test_brink_complete_kg_scores_one_and_incomplete_kg_drops_as_computed_by_han
     assert {k: metrics["incomplete"][k] for k in expected} == pytest.approx(expected, abs=1e-9)
     assert docs["incomplete"]["counts"]["refusals"] == 1 and docs["complete"]["counts"]["refusals"] == 0
     assert any(path.endswith("per_question.jsonl") for path in docs["incomplete"]["artifacts"])
+
+
+def _context_reader(body):
+    """A model that answers a BRINK template question from the Knowledge Triples of its prompt alone."""
+    import re
+
+    text = body["messages"][-1]["content"]
+    lines = [line.split(" ") for line in text.split("Knowledge Triples:\n", 1)[1].split("\n\n", 1)[0].splitlines()]
+    forward = re.search(r"What is the (\w+) of (person\d+)\?", text)
+    inverse = re.search(r"Which entity has (person\d+) as its (\w+)\?", text)
+    if forward:
+        found = [t for h, r, t, *_ in lines if (r, h) == (forward[1], forward[2])]
+    else:
+        found = [h for h, r, t, *_ in lines if (r, t) == (inverse[2], inverse[1])]
+    return {"content": "\n".join(sorted(found)) or "I don't know."}
+
+
+def test_brink_neighbourhood_of_the_complete_kg_scores_one_and_of_the_incomplete_drops(
+    spark, config, brink_dataset, tmp_path
+):
+    """§3.3's two KGs as the retrieval source (spec 1.1 neighbourhood, 2 hops): the reader of the complete
+    KG's neighbourhood answers all; of the incomplete one's, the drop computed by hand above."""
+    metrics = {}
+    with LlmServer({"context-reader": _context_reader}) as server:
+        for kg in ("complete", "incomplete"):
+            out = tmp_path / f"{kg}.json"
+            args = ["predict", *_conf_args(config), "--benchmark", "brink", "--dataset", brink_dataset, "--name", "v"]
+            args += ["--model", "context-reader", "--context", "neighbourhood", "--kg", kg]
+            assert main([*args, "--base-url", server.base_url, "--json", str(out)]) == 0
+            doc = json.loads(out.read_text())
+            metrics[kg] = {r["metric"]: r["value"] for r in doc["results"]}
+    for name in ("hits_at_any", "precision", "recall", "f1", "hits_at_hard", "hhr"):
+        assert metrics["complete"][name] == 1.0, name
+    expected = {"hits_at_any": 2 / 3, "precision": 2 / 3, "recall": 1 / 3, "f1": 4 / 9, "hits_at_hard": 0.0, "hhr": 0.0}
+    assert {k: metrics["incomplete"][k] for k in expected} == pytest.approx(expected, abs=1e-9)
+
+
+def test_neighbourhoods_equal_a_breadth_first_search_in_python(spark):
+    """Two hops around each topic, each line at its nearest hop, in the reader's order, cut at max_triples."""
+    from kgbrink.brink import reader
+    from kgbrink.evaluation import brink as brink_evaluation
+
+    edges = [(0, 0, 1), (1, 1, 2), (2, 0, 3), (0, 1, 0), (4, 0, 0), (1, 0, 1), (5, 1, 6), (3, 1, 0), (0, 0, 1)]
+    names = spark.createDataFrame([(i, f"e{i}") for i in range(7)], "id int, name string")
+    relation_names = spark.createDataFrame([(0, "r0"), (1, "r1")], "id int, name string")
+    questions = spark.createDataFrame([("a", 0), ("b", 5), ("c", 6), ("d", 9)], "id string, topic int")
+    triples = spark.createDataFrame(edges, "h int, r int, t int")
+    for hops, cut in ((1, 200), (2, 200), (2, 3)):
+        got = brink_evaluation.neighbourhoods(questions, triples, names, relation_names, hops, cut, 7).collect()
+        for row in got:
+            topic = {"a": 0, "b": 5, "c": 6, "d": 9}[row.id]
+            near, frontier = {}, {topic}
+            for hop in range(1, hops + 1):
+                if hop == 2 and len(near) >= cut:
+                    break
+                found = {x for x in set(edges) if x[0] in frontier or x[2] in frontier}
+                for x in found:
+                    near.setdefault(x, hop)
+                frontier = {n for x in found for n in (x[0], x[2])} - {topic}
+            named = [[f"e{h}", f"r{r}", f"e{t}", hop] for (h, r, t), hop in near.items()]
+            expected = [line.split(" ") for line in reader.neighbourhood_lines(named, 7, cut)]
+            assert [t[:3] for t in row.triples] == expected, (hops, cut, row.id)
+            assert all(int(t[3]) == near[(int(t[0][1:]), int(t[1][1:]), int(t[2][1:]))] for t in row.triples)
+        assert {r.id: len(r.triples) for r in got}["d"] == 0
 
 
 def test_brink_oracle_context_gives_the_rule_and_its_grounded_body(spark, config, brink_dataset, tmp_path):

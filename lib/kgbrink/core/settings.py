@@ -341,7 +341,10 @@ class PredictSettings:
         ["empowerment", "comprehensiveness", "correctness", "context_relevance"],
         "okgqa: G-Eval criteria judged, each one call per answer (paper 004 App. A.3)",
     )
-    max_facts: int = setting(200, "okgqa: triples of a question's graph given as facts at most (content-hash order)")
+    max_facts: int = setting(
+        200, "okgqa, brink neighbourhood: triples given as a question's knowledge at most (content-hash order)"
+    )
+    neighbourhood_hops: int = setting(2, "brink neighbourhood: hops around the topic entity (1 or 2; spec 1.1)")
     spool_dir: str | None = setting(
         None,
         "folder of the answers as they arrive, seen by the driver and every executor (null: <dataset>/predict/_spool "

@@ -16,6 +16,7 @@ import json
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.window import Window
 
 from kgbrink.brink import reader
 from kgbrink.brink.questions import render_questions
@@ -50,6 +51,55 @@ def groundings(questions: DataFrame, provenance: DataFrame, entities: DataFrame,
     )
 
 
+def neighbourhoods(
+    questions: DataFrame,
+    triples: DataFrame,
+    entities: DataFrame,
+    relations: DataFrame,
+    hops: int,
+    max_triples: int,
+    seed: int,
+) -> DataFrame:
+    """``id, triples``: per question (``id, topic``) the triples of a KG (``h, r, t``) within ``hops`` (1 or
+    2) of its topic as ``[h, r, t, hop]`` names (``entities`` / ``relations``: ``id, name``), each line once
+    at its nearest hop, ordered as the reader shows them (hop, then sha256 of ``seed, h, r, t``) and cut at
+    ``max_triples`` (spec 1.1 [P] ``neighbourhood``); hop 2 is expanded only for a question whose hop 1 has
+    fewer than ``max_triples`` triples. A question with no triple near its topic gets ``[]``."""
+    if hops not in (1, 2):
+        raise ValueError(f"neighbourhood hops must be 1 or 2, got {hops}")
+    edges = triples.select("h", "r", "t").distinct()
+    topics = questions.select("id", F.col("topic").alias("node"))
+
+    def incident(frontier: DataFrame) -> DataFrame:
+        heads = frontier.join(edges, frontier["node"] == edges["h"]).select("id", "h", "r", "t")
+        tails = frontier.join(edges, frontier["node"] == edges["t"]).select("id", "h", "r", "t")
+        return heads.unionByName(tails).distinct()
+
+    ball = incident(topics).withColumn("hop", F.lit(1))
+    if hops == 2:
+        short = ball.groupBy("id").count().filter(F.col("count") < max_triples).select("id")
+        ends = ball.join(short, "id").select("id", F.explode(F.array("h", "t")).alias("node")).distinct()
+        frontier = ends.join(topics, ["id", "node"], "left_anti")
+        second = incident(frontier).join(ball.select("id", "h", "r", "t"), ["id", "h", "r", "t"], "left_anti")
+        ball = ball.unionByName(second.withColumn("hop", F.lit(2)))
+    for part, names in (("h", entities), ("r", relations), ("t", entities)):
+        ball = ball.join(names.select(F.col("id").alias(part), F.col("name").alias(f"{part}_name")), part)
+    line = ["h_name", "r_name", "t_name"]
+    nearest = ball.groupBy("id", *line).agg(F.min("hop").alias("hop"))
+    key = F.sha2(F.concat_ws("\x1f", F.lit(str(seed)), *line), 256)
+    ranked = nearest.withColumn("_n", F.row_number().over(Window.partitionBy("id").orderBy("hop", key))).filter(
+        F.col("_n") <= max_triples
+    )
+    item = F.struct("_n", F.array(*line, F.col("hop").cast("string")).alias("triple"))
+    grouped = ranked.groupBy("id").agg(F.array_sort(F.collect_list(item)).alias("_t"))
+    per_question = grouped.select("id", F.transform("_t", lambda x: x["triple"]).alias("triples"))
+    return (
+        questions.select("id")
+        .join(per_question, "id", "left")
+        .select("id", F.coalesce("triples", F.array().cast("array<array<string>>")).alias("triples"))
+    )
+
+
 def records(
     questions: DataFrame,
     entities: DataFrame,
@@ -57,28 +107,43 @@ def records(
     templates: dict[str, str],
     split: str,
     provenance: DataFrame | None = None,
+    near: DataFrame | None = None,
 ) -> DataFrame:
     """The question records of ``split`` (module docstring), with ``groundings`` when ``provenance`` is
-    given (an empty list for a question without provenance rows)."""
+    given (an empty list for a question without provenance rows), with ``triples`` when ``near`` (the
+    :func:`neighbourhoods` of the questions) is."""
     kept = questions.filter(F.col("split") == split)
     rendered = render_questions(kept, entities, relations, templates)
+    if near is not None:
+        rendered = rendered.join(near, "id", "left")
     if provenance is None:
         return rendered
     joined = rendered.join(groundings(kept, provenance, entities, relations), "id", "left")
     return joined.withColumn("groundings", F.coalesce("groundings", F.array()))
 
 
-def prompts(records: DataFrame, context: str, relation_names: dict[str, str], template: str | None = None) -> DataFrame:
+def prompts(
+    records: DataFrame,
+    context: str,
+    relation_names: dict[str, str],
+    template: str | None = None,
+    seed: int = 0,
+    max_triples: int = 200,
+) -> DataFrame:
     """``item_id, messages``: the reader's messages of every record (``relation_names``: relation key to
-    the name rules are written with)."""
-    fields = ["question", "topic_entity", *(["groundings"] if context == "oracle" else [])]
+    the name rules are written with; ``seed``, ``max_triples``: the neighbourhood's order and cut)."""
+    extra = {"oracle": ["groundings"], "neighbourhood": ["triples"]}.get(context, [])
+    fields = ["question", "topic_entity", *extra]
 
     @F.pandas_udf("string")
     def build(texts: pd.Series) -> pd.Series:
         out = []
         for text in texts:
             record = json.loads(text)
-            out.append(messages_json(reader.prompt(record, template, context=context, relation_names=relation_names)))
+            messages = reader.prompt(
+                record, template, context=context, relation_names=relation_names, seed=seed, max_triples=max_triples
+            )
+            out.append(messages_json(messages))
         return pd.Series(out, dtype=object)
 
     return records.select(

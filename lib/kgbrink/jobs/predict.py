@@ -151,10 +151,14 @@ class _Brink:
         ("relations", "relations"),
     )
     optional: tuple = ()
-    contexts: tuple = ("none", "oracle")
+    contexts: tuple = ("none", "oracle", "neighbourhood")
 
     def default_name(self, config) -> str:
         return config.variant.name
+
+    def option_inputs(self, opts) -> tuple:
+        """The KG a neighbourhood is retrieved from: the variant's complete or incomplete triples."""
+        return ((opts.kg, f"variant.{opts.kg}"),) if opts.context == "neighbourhood" else ()
 
     def params(self, settings) -> dict:
         return _params(brink.DEFAULT_PARAMS, settings)
@@ -164,10 +168,21 @@ class _Brink:
         entities = entity_names(sources["entities"], opts.scheme, variant.seed)
         relations = relation_names(sources["relations"])
         provenance = sources["provenance"] if opts.context == "oracle" else None
-        records = brink.records(sources["questions"], entities, relations, variant.templates, opts.split, provenance)
+        settings = ctx.config.predict
+        near = None
+        if opts.context == "neighbourhood":
+            asked = sources["questions"].filter(F.col("split") == opts.split)
+            hops, cut = settings.neighbourhood_hops, settings.max_facts
+            near = brink.neighbourhoods(asked, sources[opts.kg], entities, relations, hops, cut, variant.seed)
+        records = brink.records(
+            sources["questions"], entities, relations, variant.templates, opts.split, provenance, near
+        )
         work.state["records"] = records.cache()
         by_key = sources["relations"].select("key", "id").join(relations, "id").collect()
-        return brink.prompts(work.state["records"], opts.context, {r["key"]: r["name"] for r in by_key}, opts.template)
+        names = {r["key"]: r["name"] for r in by_key}
+        return brink.prompts(
+            work.state["records"], opts.context, names, opts.template, variant.seed, settings.max_facts
+        )
 
     def parse_and_write(self, ctx: JobContext, work, prompts, calls, failed, opts) -> dict[str, int]:
         answers, quarantine = _answers(prompts, calls, failed)
@@ -452,9 +467,11 @@ class PredictOptions:
     scheme: str = arg("text_label", "brink: entity naming", choices=["private_id", "entity_id", "text_label"])
     context: str | None = arg(
         None,
-        "knowledge given with a question: brink none (default) or oracle; okgqa subgraph (default) or none",
-        choices=["none", "oracle", "subgraph"],
+        "knowledge given with a question: brink none (default), oracle or neighbourhood; okgqa subgraph "
+        "(default) or none",
+        choices=["none", "oracle", "neighbourhood", "subgraph"],
     )
+    kg: str = arg("incomplete", "brink neighbourhood: the KG it is retrieved from", choices=["complete", "incomplete"])
     questions: str | None = arg(None, 'okgqa: question texts, JSON Lines {"qid", "question", "references"?}')
     judge_model: str | None = arg(None, "okgqa: the G-Eval judge's model (default: setting predict.judge_model)")
     split: str = arg("test", "brink: question split asked")
@@ -548,6 +565,11 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         if not table_exists(ctx.spark, path):
             raise JobFailed(f"no {source} table at {path}: build the {opts.benchmark} benchmark first", summary)
         sources[source] = ctx.read(source, path)
+    for source, table in getattr(benchmark, "option_inputs", lambda _: ())(opts):
+        path = catalog.table(table).path(dataset=dataset, variant=name)
+        if not table_exists(ctx.spark, path):
+            raise JobFailed(f"no {source} table at {path}: build the {opts.benchmark} benchmark first", summary)
+        sources[source] = ctx.read(source, path)
     for source, table in benchmark.optional:
         path = catalog.table(table).path(dataset=dataset, questions=name, variant=name)
         if table_exists(ctx.spark, path):
@@ -557,7 +579,10 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
             "inputs": {k: v.as_dict() for k, v in summary.inputs.items()},
             "model": model,
             "params": params,
-            "options": {k: getattr(opts, k) for k in ("template", "scheme", "context", "split", "limit", "run_name")},
+            "options": {
+                k: getattr(opts, k) for k in ("template", "scheme", "context", "kg", "split", "limit", "run_name")
+            },
+            "settings": {k: getattr(ctx.config.predict, k) for k in ("max_facts", "neighbourhood_hops", "criteria")},
             "questions": _file_digest(ctx, opts.questions) if opts.questions else None,
         }
     )
