@@ -126,6 +126,11 @@ def test_an_oracle_scores_one_and_a_rerun_asks_nothing(spark, config, mcq_datase
     row = calls_table[0]
     assert row["call_id"] == calls.call_id("oracle-a", json.loads(row["params"]), row["prompt_sha256"])
     assert json.loads(row["params"]) == {"logprobs": True, "max_tokens": 16, "temperature": 0.0, "top_logprobs": 20}
+    # the scores are kept for a release's results config, once per fingerprint however often it runs
+    results = read_table(spark, f"{dataset}/predict/results").filter("model = 'oracle-a'").collect()
+    by_metric = {(r["metric"], r["labels"]): r["value"] for r in results}
+    assert len(by_metric) == len(results) and by_metric[("accuracy.easy", "{}")] == 1.0
+    assert {r["fingerprint"] for r in results} == {first["params"]["fingerprint"]}
 
 
 def test_a_new_model_or_setting_asks_only_what_it_lacks(spark, config, mcq_dataset, tmp_path):

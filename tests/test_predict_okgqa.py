@@ -146,6 +146,10 @@ def test_scores_per_level_equal_the_recomputed_ones_and_a_rerun_asks_nothing(spa
         else:
             mean = similarity[(similarity.method == method) & (similarity.level == level)].sd2.mean()
             assert row.sd2 == pytest.approx(mean, abs=1e-12)
+    results = read_table(spark, f"{dataset}/predict/results").filter("metric = 'geval_correctness'").collect()
+    labelled = {(r.metric, json.loads(r.labels)["method"], json.loads(r.labels)["level"]): r for r in results}
+    assert labelled[("geval_correctness", "ED", 1.0)].value == 0.0 and len(labelled) == len(levels) == len(results)
+    assert {r.judge_model for r in results} == {"judge"}
     report = next(a for a in doc["artifacts"] if a.endswith("report.md"))
     assert "| ED | 1 | geval_correctness | 0.00 | 100.00 |" in open(report).read()
     assert any(a.endswith("answers.png") for a in doc["artifacts"])

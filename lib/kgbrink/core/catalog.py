@@ -417,6 +417,15 @@ TABLES: tuple[Table, ...] = (
         "log-probabilities (null: not among the top 20)",
     ),
     Table(
+        "predict.results",
+        "{dataset}/predict/results",
+        "benchmark string, name string, model string, judge_model string, run string, setting string, "
+        "fingerprint string, metric string, value double, labels string, out string",
+        "predict",
+        "every scored predict run's results (one row per metric and labels, e.g. difficulty or method and level, "
+        "as canonical JSON), replaced by a rerun of the same fingerprint: a release's results config",
+    ),
+    Table(
         "predict.judge_prompts",
         "{out}/judge_prompts",
         "item_id string, messages string, prompt_sha256 string, call_id string",

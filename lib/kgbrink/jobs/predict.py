@@ -306,6 +306,7 @@ class _OKGQA:
         texts = work.state["text_counts"]
         judge_bad = {k: n - texts.get(k, 0) for k, n in by_reason.items() if n > texts.get(k, 0)}
         labels = {"model": work.model, "judge_model": judge.model, "run": opts.run_name, "setting": opts.context}
+        summary.params["judge_model"] = judge.model
         rows = okgqa.scores(answers, judged.select("answer_id", "criterion", "score"), labels)
         ctx.write("okgqa_scores", rows, work.path("okgqa_scores"), table="predict.okgqa_scores")
         similarity = work.sources.get("kg_similarity")
@@ -313,16 +314,15 @@ class _OKGQA:
         ctx.write("okgqa_levels", levels, work.path("okgqa_levels"), table="predict.okgqa_levels")
         table = ctx.written("okgqa_levels").toPandas()
         for row in table.sort_values(["metric", "method", "level"]).itertuples():
-            summary.results.append(
-                {
-                    "metric": row.metric,
-                    "method": row.method,
-                    "level": row.level,
-                    "value": None if pd.isna(row.value) else round(float(row.value), 6),
-                    "drop": None if pd.isna(row.drop) else round(float(row.drop), 6),
-                    "sd2": None if pd.isna(row.sd2) else round(float(row.sd2), 6),
-                }
-            )
+            for suffix, value in (("", row.value), (".drop", row.drop)):
+                summary.results.append(
+                    {
+                        "metric": row.metric + suffix,
+                        "method": row.method,
+                        "level": row.level,
+                        "value": None if pd.isna(value) else round(float(value), 6),
+                    }
+                )
         folder = local_dir(work.out) / "report"
         heading = f"OKGQA-P: {work.model} judged by {judge.model} (setting {opts.context})"
         summary.artifacts.append(str(okgqa_report.answers_figure(table, folder / "answers.png", heading)))
@@ -492,6 +492,7 @@ class _Work:
     tasks: int
     out: str
     spool_dir: str
+    fingerprint: str = ""
     sources: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # what a benchmark's steps pass on
 
@@ -590,8 +591,10 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
     spool_dir = settings.spool_dir or f"{dataset}/predict/_spool"
     if is_uri(spool_dir):
         raise ConfigError(f"predict.spool_dir must be a file system folder every executor sees, not {spool_dir}")
-    summary.params.update(out=out)
-    return _Work(dataset, opts.benchmark, name, model, params, endpoint, settings.tasks, out, spool_dir, sources)
+    summary.params.update(out=out, fingerprint=fingerprint)
+    return _Work(
+        dataset, opts.benchmark, name, model, params, endpoint, settings.tasks, out, spool_dir, fingerprint, sources
+    )
 
 
 def _calls_path(work: _Work) -> str:
@@ -727,7 +730,40 @@ def run(ctx: JobContext, opts: PredictOptions) -> JobSummary:
     if opts.score:
         with ctx.step("score"):
             benchmark.score(ctx, work, opts)
+        _record_results(ctx, work, opts)
     prompts.unpersist()
     if failed is not None:
         failed.unpersist()
     return summary
+
+
+_COLUMNS = ("metric", "value", "model", "run")  # a result's keys the results table has columns for
+
+
+def _record_results(ctx: JobContext, work: _Work, opts: PredictOptions) -> None:
+    """The run's scores into ``<dataset>/predict/results`` (replacing an earlier run with its fingerprint):
+    what a release's results config carries."""
+    judge = ctx.summary.params.get("judge_model")
+    rows = [
+        (
+            work.benchmark,
+            work.name,
+            work.model,
+            judge,
+            opts.run_name,
+            opts.context,
+            work.fingerprint,
+            str(result["metric"]),
+            None if result.get("value") is None else float(result["value"]),
+            canonical({k: v for k, v in result.items() if k not in _COLUMNS and v is not None}),
+            work.out,
+        )
+        for result in ctx.summary.results
+        if isinstance(result.get("value"), (int, float, type(None))) and "metric" in result
+    ]
+    if not rows:
+        return
+    table = catalog.table("predict.results")
+    frame = ctx.spark.createDataFrame(rows, table.schema)
+    path = table.path(dataset=work.dataset)
+    ctx.replace_where("results", frame, path, f"fingerprint = '{work.fingerprint}'", "a model's scores per run")
