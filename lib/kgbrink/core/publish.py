@@ -19,9 +19,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from kgbrink.core.digests import sha256_of
 from kgbrink.core.files import delete_path, hadoop_path, path_exists
 from kgbrink.core.settings import is_uri
-from kgbrink.storage.staging import sha256_of
 
 EXTENSIONS = {"parquet": "parquet", "json": "jsonl"}
 Digests = dict[str, tuple[str, int]]  # a file (as its writer named it) -> (SHA-256 hex, bytes)

@@ -80,12 +80,16 @@ def jobs_reference() -> str:
     return "\n".join(lines)
 
 
+ABBREVIATIONS = {"App", "Sec", "Fig", "Figs", "Alg", "Eq", "Tab", "cf", "vs", "al"}  # no sentence ends after them
+
+
 def _summary(source: Path) -> str:
     """The first sentence of the first paragraph of a module's docstring, on one line."""
     docstring = ast.get_docstring(ast.parse(source.read_text())) or ""
     paragraph = " ".join(docstring.strip().split("\n\n")[0].split())
-    end = re.search(r"\.\s+(?=[A-Z(`])", paragraph)
-    return (paragraph[: end.start() + 1] if end else paragraph).replace("|", "\\|")
+    ends = (m for m in re.finditer(r"(\w*)\.\s+(?=[A-Z(`])", paragraph) if m.group(1) not in ABBREVIATIONS)
+    end = next(ends, None)
+    return (paragraph[: end.start() + len(end.group(1)) + 1] if end else paragraph).replace("|", "\\|")
 
 
 def package_map() -> str:

@@ -36,10 +36,10 @@ from kgbrink.core.settings import ConfigError, is_uri
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 from kgbrink.evaluation import brink, okgqa, probekgc, synthkgqa
 from kgbrink.evaluation.calls import call_rows, canonical
-from kgbrink.jobs.seed_graphs import prompt_records
 from kgbrink.llm import spool
 from kgbrink.llm.client import EndpointConfig
 from kgbrink.okgqa import report as okgqa_report
+from kgbrink.synthkgqa.seeds import prompt_records
 
 CALLS = "model_calls"
 

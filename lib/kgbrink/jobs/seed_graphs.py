@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
@@ -18,7 +17,7 @@ from kgbrink.core.files import local_dir, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
-from kgbrink.synthkgqa.seeds import Plan, sampling_graph, seed_graphs
+from kgbrink.synthkgqa.seeds import Plan, prompt_records, sampling_graph, seed_graphs
 
 
 @dataclass
@@ -29,64 +28,6 @@ class SeedGraphOptions:
     seed: int | None = arg(None, "seed (default: setting seed_graphs.seed)", type=int)
     splits: list[str] | None = arg(None, "comma-separated splits of the KG (default: all)", convert=names)
     out: str | None = arg(None, "local file of the prompt records (default: <dataset>/synthkgqa/<name>/prompts.jsonl)")
-
-
-def _named(ids: DataFrame, prefix: str) -> DataFrame:
-    """``id, <prefix>_key, <prefix>_name``: the dictionary's key and ``label (KEY)`` (the key alone unlabelled)."""
-    name = F.when(F.col("label").isNull() | (F.col("label") == ""), F.col("key")).otherwise(
-        F.concat("label", F.lit(" ("), "key", F.lit(")"))
-    )
-    return ids.select("id", F.col("key").alias(f"{prefix}_key"), name.alias(f"{prefix}_name"))
-
-
-def prompt_records(graphs: DataFrame, entities: DataFrame, relations: DataFrame, k: int) -> DataFrame:
-    """One prompt record per sample: ``sample_id, seed, k, nodes [{key, label}], triples [[h, r, t] keys],
-    flattened`` (the authors' ``flatten``: triples as ``h-r-t`` names joined by ``;``)."""
-    ent = _named(entities.select("id", "key", "label"), "e")
-    rel = _named(relations.select("id", "key", "label"), "r")
-    triples = graphs.select("sample_id", F.posexplode("triples").alias("i", "q")).select(
-        "sample_id", "i", "q.h", "q.r", "q.t"
-    )
-    for side, table in (("h", ent), ("r", rel), ("t", ent)):
-        pre = "e" if side != "r" else "r"
-        renamed = table.select(
-            F.col("id").alias(side),
-            F.col(f"{pre}_key").alias(f"{side}_key"),
-            F.col(f"{pre}_name").alias(f"{side}_name"),
-        )
-        triples = triples.join(renamed, side, "left")
-    per_sample = triples.groupBy("sample_id").agg(
-        F.sort_array(
-            F.collect_list(
-                F.struct(
-                    "i",
-                    F.array("h_key", "r_key", "t_key").alias("keys"),
-                    F.concat_ws("-", "h_name", "r_name", "t_name").alias("text"),
-                )
-            )
-        ).alias("qs")
-    )
-    nodes = (
-        graphs.select("sample_id", F.posexplode("nodes").alias("i", "id"))
-        .join(entities.select("id", "key", "label"), "id", "left")
-        .groupBy("sample_id")
-        .agg(F.sort_array(F.collect_list(F.struct("i", "key", "label"))).alias("ns"))
-    )
-    seed_key = entities.select(F.col("id").alias("seed"), F.col("key").alias("seed_key"))
-    return (
-        graphs.join(seed_key, "seed", "left")
-        .join(nodes, "sample_id", "left")
-        .join(per_sample, "sample_id", "left")
-        .select(
-            "sample_id",
-            F.col("seed_key").alias("seed"),
-            F.lit(k).alias("k"),
-            F.transform("ns", lambda n: F.struct(n["key"].alias("key"), n["label"].alias("label"))).alias("nodes"),
-            F.coalesce(F.transform("qs", lambda q: q["keys"]), F.array().cast("array<array<string>>")).alias("triples"),
-            F.coalesce(F.array_join(F.transform("qs", lambda q: q["text"]), ";"), F.lit("")).alias("flattened"),
-            "exhausted",
-        )
-    )
 
 
 @job("seed-graphs", "paper 002 seed subgraphs (Algorithm 1) and their prompt records", SeedGraphOptions, steps=3)

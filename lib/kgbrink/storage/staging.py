@@ -83,6 +83,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from kgbrink.core.digests import sha256_of
+
 MANIFEST = "_kgbrink_manifest.json"
 MANIFEST_FORMAT = 1
 # What a fetch leaves in its folder: the location and the files it wrote (see the module docstring).
@@ -240,14 +242,6 @@ def parse_uri(uri: str) -> tuple[str, str]:
 
 def _key(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        while block := stream.read(CHUNK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def local_manifest(directory: Path, version: str | None = None) -> Manifest:

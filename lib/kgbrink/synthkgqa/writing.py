@@ -2,7 +2,7 @@
 subgraph and the parse of the model's answer into the record ``gt-questions`` validates. Pure Python:
 called per row inside Spark tasks.
 
-Record in: a ``seed-graphs`` prompt record (:func:`kgbrink.jobs.seed_graphs.prompt_records`):
+Record in: a ``seed-graphs`` prompt record (:func:`kgbrink.synthkgqa.seeds.prompt_records`):
 ``sample_id``, ``seed``, ``k``, ``nodes`` ``[{"key", "label"}]``, ``triples`` ``[[h, r, t]]`` (keys),
 ``flattened``; optional ``relations`` ``[{"key", "label"}]``. Relation labels come from ``relations``, else
 from the ``relation_labels`` argument, else are read back from ``flattened`` (whose entity names are known),
