@@ -178,7 +178,8 @@ def test_a_forced_release_elsewhere_gives_the_same_bytes(spark, released, work_d
     small, dataset, root, _, _ = released
     subset = dataclasses.replace(small, release=dataclasses.replace(small.release, benchmarks=["kg", "probe"]))
     other = str(work_dir / "release" / "forced")
-    release.run(JobContext(spark, subset), release.ReleaseOptions(dataset=dataset, out=other, force=True))
+    forced = release.run(JobContext(spark, subset), release.ReleaseOptions(dataset=dataset, out=other, force=True))
+    assert forced.extra["reused_from_dataset"] == []  # the statistics computed again, though current
     for benchmark in ("kg", "probe"):
         for path in sorted((Path(root) / "v1" / benchmark).rglob("*.parquet")):
             twin = Path(other) / "v1" / path.relative_to(Path(root) / "v1")
@@ -497,3 +498,76 @@ def test_each_table_config_is_its_delta_table_by_key(spark, released):
         assert {s: len(rows) for s, rows in got.items()} == {s: len(rows) for s, rows in expected.items()}, part.config
         digests = {s: _content_digest(rows) for s, rows in got.items()}
         assert digests == {s: _content_digest(rows) for s, rows in expected.items()}, part.config
+
+
+def _tables_versions(spark, dataset: str, config) -> dict:
+    """The latest Delta version of the dataset's rules, its variant's tables and its statistics."""
+    from kgbrink.core import catalog
+    from kgbrink.core.delta import latest_version
+    from kgbrink.release import reuse
+
+    paths = {"rules": catalog.path("rules", dataset=dataset)}
+    paths.update({t: catalog.path(f"variant.{t}", dataset=dataset, variant=config.variant.name) for t in reuse.TABLES})
+    folder = catalog.stats_dir(dataset, config.stats.splits)
+    paths.update({f"stats.{t}": f"{folder}/{t}" for t in catalog.STATS_TABLES})
+    return {name: latest_version(spark, path) for name, path in paths.items()}
+
+
+def _sums(folder: Path, prefixes: tuple[str, ...]) -> dict:
+    lines = (folder / "SHA256SUMS").read_text().splitlines()
+    return {name: digest for digest, name in (line.split("  ") for line in lines) if name.startswith(prefixes)}
+
+
+def test_a_release_publishes_the_variant_and_statistics_the_dataset_holds_current(spark, released, work_dir):
+    """Issue 59, item 4: a release into a new root mines nothing and computes no statistics when the
+    dataset holds them current (here from the first release's ``build`` and ``stats``, the jobs ``kgbrink
+    run`` runs): it exports the variant; its files are those of the release that built them."""
+    small, dataset, root, _, _ = released
+    subset = dataclasses.replace(small, release=dataclasses.replace(small.release, benchmarks=["kg", "brink", "probe"]))
+    before = _tables_versions(spark, dataset, subset)
+    out = work_dir / "release" / "from-dataset"
+    summary = release.run(JobContext(spark, subset), release.ReleaseOptions(dataset=dataset, out=str(out)))
+    assert summary.extra["rebuilt"] == ["kg", "brink", "probe"]
+    assert summary.extra["reused_from_dataset"] == ["brink", "probe"] and summary.counts["reused_from_dataset"] == 2
+    assert "brink, probe from the dataset's current tables" in summary.highlights["release"]
+    assert _tables_versions(spark, dataset, subset) == before  # nothing mined, removed or counted again
+    assert json.loads((out / layout.TIMINGS).read_text()) == {"kg": round(summary.timings["kg"], 1)}
+    prefixes = ("kg/", "brink/", "probe/")
+    assert _sums(out / "v1", prefixes) == _sums(Path(root) / "v1", prefixes) != {}
+    built, taken = _manifest(Path(root) / "v1"), _manifest(out / "v1")
+    for benchmark in ("brink", "probe"):  # fingerprint, settings and notes (the build's counts) alike
+        assert taken["benchmarks"][benchmark] == built["benchmarks"][benchmark], benchmark
+
+
+def test_changed_settings_or_a_rewritten_table_build_again(spark, released, work_dir):
+    """A release whose settings differ from those the dataset's variant and statistics were made with
+    builds them; so does one after a variant table was written since its build."""
+    from kgbrink.release import reuse
+
+    small, dataset, _, _, _ = released
+    changed = dataclasses.replace(
+        small,
+        release=dataclasses.replace(small.release, benchmarks=["brink", "probe"]),
+        variant=dataclasses.replace(small.variant, tau=0.5),
+        stats=dataclasses.replace(small.stats, splits=["train", "valid"]),
+    )
+    before = _tables_versions(spark, dataset, small)
+    out = work_dir / "release" / "changed"
+    summary = release.run(JobContext(spark, changed), release.ReleaseOptions(dataset=dataset, out=str(out)))
+    assert summary.extra["rebuilt"] == ["brink", "probe"] and summary.extra["reused_from_dataset"] == []
+    after = _tables_versions(spark, dataset, small)
+    assert after["rules"] > before["rules"] and after["questions"] > before["questions"]  # mined and built again
+    stats = _tables_versions(spark, dataset, changed)
+    assert all(stats[f"stats.{t}"] == 0 for t in ("entity_popularity", "degree_histogram"))  # computed for train+valid
+    name = small.variant.name
+    fingerprint = _manifest(out / "v1")["benchmarks"]["brink"]["fingerprint"]
+    assert reuse.current_build(spark, dataset, name, fingerprint) is not None
+    older = _manifest(work_dir / "release" / "from-dataset" / "v1")["benchmarks"]["brink"]["fingerprint"]
+    assert reuse.current_build(spark, dataset, name, older) is None  # the variant holds tau 0.5 now
+    other_triples = {
+        **fingerprint,
+        "inputs": {**fingerprint["inputs"], "triples": fingerprint["inputs"]["triples"] + 1},
+    }
+    assert reuse.current_build(spark, dataset, name, other_triples) is None
+    JobContext(spark, changed).run("questions", dataset=dataset)  # a table of the variant written since its build
+    assert reuse.current_build(spark, dataset, name, fingerprint) is None

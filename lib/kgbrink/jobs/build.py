@@ -5,6 +5,7 @@ every file's bytes depend only on the tables, not on the partitioning (:func:`kg
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.brink import questions, report
+from kgbrink.core import publish
 from kgbrink.core.delta import table_exists
 from kgbrink.core.files import local_dir, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job
@@ -27,6 +29,7 @@ from kgbrink.jobs.variant_options import (
     variant_settings,
     write_question_files,
 )
+from kgbrink.release import reuse
 from kgbrink.rules.model import RULE_TYPES, write_amie_tsv
 
 
@@ -229,4 +232,8 @@ def build(ctx: JobContext, opts: BuildOptions) -> JobSummary:
         f"{removed.counts['rules']:,} rules, {removed.counts['removed_triples']:,} triples removed, "
         f"{q.counts['questions']:,} questions"
     )
+    # what `release` needs to publish this variant without building it again (kgbrink.release.reuse)
+    record = reuse.build_record(ctx.config, dataset, name, summary, summary.highlights["built"])
+    if opts.rules is None and not opts.reuse_rules and record is not None:
+        publish.write_text(ctx.spark, reuse.record_path(dataset, name), json.dumps(record, sort_keys=True) + "\n")
     return summary

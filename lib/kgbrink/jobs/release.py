@@ -11,8 +11,11 @@ fetch --from ROOT`` downloads the release checked).
 
 A benchmark is built (its jobs run through ``ctx.run``) only when its fingerprint (input table versions,
 settings, input files) differs from the current release's; the others' files are copied from it. When
-nothing differs the job does nothing and says so. The files' bytes depend only on the dataset and
-settings.
+nothing differs the job does nothing and says so. A benchmark built is taken from what the dataset
+already holds when that is current (:mod:`kgbrink.release.reuse`): the BRINK variant ``kgbrink run`` or
+``build`` made with the same inputs and settings is exported, not mined again, and current statistics
+are not computed again (``reused_from_dataset`` in the summary; ``--force`` builds them anyway). The
+files' bytes depend only on the dataset and settings.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from kgbrink.core.files import delete_path
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import is_uri
 from kgbrink.core.tracking import JobSummary
-from kgbrink.release import card, croissant, layout
+from kgbrink.release import card, croissant, layout, reuse
 from kgbrink.release import report as release_report
 from kgbrink.storage import staging
 from kgbrink.synthkgqa import generator
@@ -49,7 +52,9 @@ class ReleaseOptions:
     questions: str | None = arg(None, "synthkgqa: question file (JSON Lines by key) instead of planted questions")
     scores: str | None = arg(None, "probekgc: candidate scores for the hard options (kgbrink rank's format)")
     scores_model: str | None = arg(None, "probekgc: the model of --scores to use (scores with a model column)")
-    force: bool = arg(False, "rebuild every enabled benchmark", action="store_true")
+    force: bool = arg(
+        False, "rebuild every enabled benchmark, also what the dataset holds current", action="store_true"
+    )
 
 
 def _file_digest(path: str | None) -> str | None:
@@ -82,6 +87,7 @@ def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
     env = _Env(
         ctx, opts, dataset, f"{root}/v{plan.number}", Path(config.data_dir) / "_release_work" / f"v{plan.number}"
     )
+    env.inputs, env.fingerprints = plan.inputs, plan.fingerprints
     delete_path(ctx.spark, env.target)
     shutil.rmtree(env.work, ignore_errors=True)
     configs = _build(env, plan, enabled, root)
@@ -90,14 +96,20 @@ def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
         publish.write_text(ctx.spark, f"{root}/LATEST", f"v{plan.number}\n")
     shutil.rmtree(env.work, ignore_errors=True)
     rebuilt = [b for b in enabled if b in plan.todo]
-    timings = {**plan.timings, **{b: round(summary.timings[b], 1) for b in rebuilt}}
+    # a benchmark taken from the dataset's current tables took less than its build: no estimate of one
+    built = [b for b in rebuilt if b not in env.from_dataset]
+    timings = {**plan.timings, **{b: round(summary.timings[b], 1) for b in built}}
     publish.write_text(ctx.spark, f"{root}/{layout.TIMINGS}", layout.canonical_json(timings) + "\n")
     reused = [b for b in enabled if b not in plan.todo]
-    summary.counts.update(rebuilt=len(rebuilt), reused=len(reused), configs=len(configs), files=files)
+    from_dataset = [b for b in rebuilt if b in env.from_dataset]
+    summary.counts.update(rebuilt=len(rebuilt), reused=len(reused), reused_from_dataset=len(from_dataset))
+    summary.counts.update(configs=len(configs), files=files)
     summary.counts.update({f"rows_{c.name}": sum(c.rows.values()) for c in configs})
-    summary.extra.update(version=f"v{plan.number}", rebuilt=rebuilt, reused=reused)
-    summary.highlights["release"] = f"{env.target}: rebuilt {', '.join(rebuilt) or 'none'}" + (
-        f"; reused {', '.join(reused)} from {plan.latest}" if reused else ""
+    summary.extra.update(version=f"v{plan.number}", rebuilt=rebuilt, reused=reused, reused_from_dataset=from_dataset)
+    summary.highlights["release"] = (
+        f"{env.target}: rebuilt {', '.join(rebuilt) or 'none'}"
+        + (f" ({', '.join(from_dataset)} from the dataset's current tables)" if from_dataset else "")
+        + (f"; reused {', '.join(reused)} from {plan.latest}" if reused else "")
     )
     summary.artifacts.append(f"{env.target}/README.md")
     return summary
@@ -278,6 +290,9 @@ class _Env:
     work: Path
     notes: dict = dataclasses.field(default_factory=dict)
     written: publish.Digests = dataclasses.field(default_factory=dict)  # digests of the files written
+    inputs: dict = dataclasses.field(default_factory=dict)  # the dataset's input table versions (the plan's)
+    fingerprints: dict = dataclasses.field(default_factory=dict)  # each enabled benchmark's (the plan's)
+    from_dataset: list = dataclasses.field(default_factory=list)  # benchmarks taken from the dataset's tables
 
     def where(self, kind: str) -> dict:
         config = self.ctx.config
@@ -402,14 +417,28 @@ def _kg(env: _Env) -> list[layout.Config]:
 
 
 def _brink(env: _Env) -> list[layout.Config]:
-    exported = env.work / "brink"
-    built = env.ctx.run("build", dataset=env.dataset, out=str(exported), no_kg_files=True)
-    env.notes["brink"] = built.highlights.get("built", "")
+    """The variant built (mine, remove, verify, questions, export), or only exported when the dataset's
+    variant is current (:func:`kgbrink.release.reuse.current_build`)."""
+    exported, variant = env.work / "brink", env.ctx.config.variant.name
+    record = None
+    if not env.opts.force:
+        record = reuse.current_build(env.ctx.spark, env.dataset, variant, env.fingerprints["brink"])
+    if record is not None:
+        env.ctx.run("export", dataset=env.dataset, variant=variant, out=str(exported), no_kg_files=True)
+        env.notes["brink"] = record["built"]
+        env.from_dataset.append("brink")
+    else:
+        built = env.ctx.run("build", dataset=env.dataset, out=str(exported), no_kg_files=True)
+        env.notes["brink"] = built.highlights.get("built", "")
     return _tables(env, "brink") + _files(env, "brink", exported)
 
 
 def _probe(env: _Env) -> list[layout.Config]:
-    env.ctx.run("stats", dataset=env.dataset)
+    splits = env.ctx.config.stats.splits
+    if env.opts.force or not reuse.current_statistics(env.ctx.spark, env.dataset, splits, env.inputs["triples"]):
+        env.ctx.run("stats", dataset=env.dataset)
+    else:
+        env.from_dataset.append("probe")
     return _tables(env, "probe")
 
 
