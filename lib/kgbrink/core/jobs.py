@@ -23,7 +23,7 @@ from kgbrink.core import catalog, delta
 from kgbrink.core.console import Progress
 from kgbrink.core.delta import TableVersion, delta_commits, read_table, write_table
 from kgbrink.core.files import write_parquet
-from kgbrink.core.session import job_checkpoints, spark_actions
+from kgbrink.core.session import driver_memory, job_checkpoints, spark_actions
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
 from kgbrink.core.writer import consistent_version
@@ -137,6 +137,7 @@ class JobContext:
             raise
         finally:
             child.summary.actions.update(_since(start, self.spark))
+            child.summary.memory.update(driver_memory(self.spark))
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:

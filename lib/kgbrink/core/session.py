@@ -166,6 +166,39 @@ def spark_actions(spark: SparkSession | None) -> tuple[int, int]:
         return 0, 0
 
 
+def driver_memory(spark: SparkSession | None) -> dict[str, int]:
+    """The driver's peak memory so far, in MB: ``driver_peak_rss_mb`` (this Python process, ``ru_maxrss``)
+    and, with a session, ``driver_peak_heap_mb`` (the JVM heap's peak use: the heap pools' peaks summed,
+    at most the heap's size), ``driver_peak_old_gen_mb`` (the old generation's: data kept across
+    collections) and ``driver_jvm_peak_rss_mb`` (the JVM process's ``VmHWM``, on Linux). Peaks of the
+    processes, not of one job: the whole command under the CLI."""
+    import resource
+
+    out = {"driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
+    if spark is None:
+        return out
+    try:
+        jvm = spark.sparkContext._jvm
+        management = jvm.java.lang.management.ManagementFactory
+        heap = jvm.java.lang.management.MemoryType.HEAP
+        pools = [p for p in management.getMemoryPoolMXBeans() if p.getType().equals(heap)]
+        peaks = {p.getName(): p.getPeakUsage().getUsed() for p in pools}
+        out["driver_peak_heap_mb"] = min(sum(peaks.values()), jvm.java.lang.Runtime.getRuntime().maxMemory()) >> 20
+        old = [v for name, v in peaks.items() if "Old Gen" in name or "Tenured" in name]
+        if old:
+            out["driver_peak_old_gen_mb"] = max(old) >> 20
+        pid = jvm.java.lang.ProcessHandle.current().pid()
+    except Exception:  # noqa: BLE001 - Spark Connect or a JVM gone: the Python figure alone
+        return out
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                out["driver_jvm_peak_rss_mb"] = int(line.split()[1]) // 1024
+    except OSError:  # not Linux, or the JVM on another host
+        pass
+    return out
+
+
 @contextmanager
 def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
     """The SQL setting ``key`` set to ``value`` for the block, then back to the session's own value."""

@@ -32,8 +32,39 @@ def setting(default: Any, doc: str, *, path: bool | str = False):
     return field(default=default, metadata=meta)
 
 
+def machine_memory() -> int | None:
+    """This machine's memory in bytes: ``MemTotal`` (``/proc/meminfo``, else ``os.sysconf``), at most the
+    memory limit of the process's cgroup (a container's); None when neither can be read."""
+    total = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                total = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if total is None:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (AttributeError, ValueError, OSError):
+            return None
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            total = min(total, int(Path(limit).read_text().strip()))
+        except (OSError, ValueError):  # no such cgroup, or "max"
+            pass
+    return total
+
+
+def driver_memory_default(total: int | None) -> str:
+    """The driver heap for a machine of ``total`` bytes: half of it in whole GiB, 1g to 16g (4g unknown)."""
+    if total is None:
+        return "4g"
+    return f"{min(16, max(1, total // 2 // (1 << 30)))}g"
+
+
+DRIVER_MEMORY = "half the machine's memory in whole GB, 1g to 16g"
 LOCAL_SPARK_CONF = {
-    "spark.driver.memory": "12g",
+    "spark.driver.memory": driver_memory_default(machine_memory()),  # DRIVER_MEMORY
     "spark.sql.shuffle.partitions": 8,
     "spark.sql.adaptive.enabled": True,
     "spark.sql.adaptive.coalescePartitions.enabled": True,
@@ -70,7 +101,9 @@ class SparkSettings:
         "checkpoint_dir, survive executor loss; the cluster profiles)",
     )
     conf: dict[str, Any] = setting(
-        LOCAL_SPARK_CONF, "Spark settings, merged key by key over these defaults (a key set to null is removed)"
+        LOCAL_SPARK_CONF,
+        "Spark settings, merged key by key over these defaults (a key set to null is removed); "
+        f"spark.driver.memory: {DRIVER_MEMORY}",
     )
 
 

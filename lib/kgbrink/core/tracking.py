@@ -42,6 +42,8 @@ class JobSummary:
     actions: dict[str, Any] = field(default_factory=dict)
     # What a person looks at first (release directory, report): shown in the human summary.
     highlights: dict[str, str] = field(default_factory=dict)
+    # The driver's peak memory in MB when the job ended (kgbrink.core.session.driver_memory).
+    memory: dict[str, int] = field(default_factory=dict)
 
     @contextmanager
     def timed(self, step: str) -> Iterator[None]:
@@ -72,6 +74,7 @@ class JobSummary:
             "outputs": {k: v.as_dict() for k, v in self.outputs.items()},
             "timings": self.timings,
             **({"actions": self.actions} if self.actions else {}),
+            **({"memory": self.memory} if self.memory else {}),
             "mlflow_run_id": self.mlflow_run_id,
             **({"results": self.results} if self.results else {}),
             **self.extra,
@@ -151,6 +154,7 @@ def record_in_mlflow(config: Settings, summary: JobSummary, experiment: Future |
         _flatten("count", summary.counts, metrics)
         _flatten("seconds", summary.timings, metrics)
         _flatten("actions", {k: v for k, v in summary.actions.items() if k != "by_step"}, metrics)
+        _flatten("memory", summary.memory, metrics)
         for name_, table in summary.outputs.items():
             if table.rows is not None:
                 metrics[f"rows.{name_}"] = table.rows
