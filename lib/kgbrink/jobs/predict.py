@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from kgbrink.brink.questions import entity_names, relation_names
 from kgbrink.core import catalog
 from kgbrink.core.delta import table_exists
-from kgbrink.core.files import delete_path, local_dir, read_json_lines, read_lines, require_files, write_single_file
+from kgbrink.core.files import delete_path, read_json_lines, read_lines, require_files, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import ConfigError, is_uri
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
@@ -123,6 +123,7 @@ class _ProbeKGC:
             predictions=work.path("mcq_predictions"),
             questions=ctx.summary.inputs["questions"].path,
             out=work.path("scores"),
+            report_dir=f"{work.files}/scores/report",
         )
         ctx.summary.results.extend(summary.results)
         ctx.summary.highlights.update(summary.highlights)
@@ -188,7 +189,7 @@ class _Brink:
         answers, quarantine = _answers(prompts, calls, failed)
         parsed = brink.predictions(answers.select("item_id", "content"), opts.scheme).cache()
         ctx.summary.counts["refusals"] = parsed.filter("refusal").count()
-        folder = local_dir(work.out)
+        folder = Path(work.files)
         records = work.state["records"].select("id", "question", "topic_entity", "answers", "hard_answer")
         for name, frame in (("questions", records), ("predictions", parsed.select("id", "prediction"))):
             target = folder / f"{name}.jsonl"
@@ -200,7 +201,7 @@ class _Brink:
         return by_reason
 
     def score(self, ctx: JobContext, work, opts) -> None:
-        folder = local_dir(work.out)
+        folder = Path(work.files)
         summary = ctx.run(
             "evaluate-qa",
             questions=[str(folder / "questions.jsonl")],
@@ -323,7 +324,7 @@ class _OKGQA:
                         "value": None if pd.isna(value) else round(float(value), 6),
                     }
                 )
-        folder = local_dir(work.out) / "report"
+        folder = Path(work.files) / "report"
         heading = f"OKGQA-P: {work.model} judged by {judge.model} (setting {opts.context})"
         summary.artifacts.append(str(okgqa_report.answers_figure(table, folder / "answers.png", heading)))
         (folder / "report.md").write_text(okgqa_report.answers_markdown(table, heading) + "\n![answers](answers.png)\n")
@@ -371,7 +372,7 @@ class _SynthKGQA:
         quarantine = quarantine.unionByName(
             bad.select("item_id", "call_id", F.lit("parse").alias("stage"), "reason", "detail")
         )
-        target = local_dir(work.out) / "written.jsonl"
+        target = Path(work.files) / "written.jsonl"
         target.parent.mkdir(parents=True, exist_ok=True)
         lines = synthkgqa.gt_records(parsed, work.model).orderBy("sample_id")
         write_single_file(lines, target, "json", f"{work.out}/_staging_written")
@@ -478,6 +479,11 @@ class PredictOptions:
     limit: int | None = arg(None, "ask only the first N prompts (by item id)", type=int)
     run_name: str = arg("1", "run label of the predictions (score-mcq's run)", flag="--run")
     out: str | None = arg(None, "output folder (default: <dataset>/predict/<benchmark>/<name>/<fingerprint>)")
+    files: str | None = arg(
+        None,
+        "local folder of the plain files (JSON Lines, reports; default: the output folder when it is local, else "
+        "<data_dir>/predict/<benchmark>/<name>/<fingerprint>)",
+    )
     score: bool = arg(True, "skip the scorer", flag="--no-score", action="store_false")
 
 
@@ -493,6 +499,7 @@ class _Work:
     out: str
     spool_dir: str
     fingerprint: str = ""
+    files: str = ""  # a local folder: the plain files
     sources: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # what a benchmark's steps pass on
 
@@ -591,9 +598,25 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
     spool_dir = settings.spool_dir or f"{dataset}/predict/_spool"
     if is_uri(spool_dir):
         raise ConfigError(f"predict.spool_dir must be a file system folder every executor sees, not {spool_dir}")
-    summary.params.update(out=out, fingerprint=fingerprint)
+    files = opts.files or (
+        out if not is_uri(out) else f"{ctx.config.data_dir}/predict/{opts.benchmark}/{name}/{fingerprint}"
+    )
+    if is_uri(files):
+        raise ConfigError(f"--files must be a local folder, not {files}")
+    summary.params.update(out=out, fingerprint=fingerprint, files=files)
     return _Work(
-        dataset, opts.benchmark, name, model, params, endpoint, settings.tasks, out, spool_dir, fingerprint, sources
+        dataset,
+        opts.benchmark,
+        name,
+        model,
+        params,
+        endpoint,
+        settings.tasks,
+        out,
+        spool_dir,
+        fingerprint,
+        files,
+        sources,
     )
 
 
@@ -751,7 +774,7 @@ def _record_results(ctx: JobContext, work: _Work, opts: PredictOptions) -> None:
             work.model,
             judge,
             opts.run_name,
-            opts.context,
+            f"{opts.context}/{opts.kg}" if opts.context == "neighbourhood" else opts.context,
             work.fingerprint,
             str(result["metric"]),
             None if result.get("value") is None else float(result["value"]),
