@@ -73,3 +73,17 @@ def run(command: list[str], run_dir: Path, name: str, timeout: float = 900) -> f
         tail = (run_dir / f"{name}.err").read_text()[-4000:]
         pytest.fail(f"{' '.join(command[:4])} ... exited {done.returncode}:\n{tail}")
     return seconds
+
+
+@pytest.fixture(scope="module")
+def reader():
+    """A local-mode session that reads the tables on s3a as well as the local ones."""
+    from kgbrink.core.session import spark_session
+    from kgbrink.core.settings import load_config
+
+    config = load_config(
+        ROOT / "conf/cluster-local.yaml", ["spark.master=local[2]", "spark.conf.spark.driver.memory=2g"]
+    )
+    spark = spark_session(config)
+    yield spark
+    spark.stop()

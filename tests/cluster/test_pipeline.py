@@ -227,18 +227,6 @@ def _canonical_csv(spark, path: str, version: int, target: Path) -> str:
     return hashlib.sha256(target.read_bytes()).hexdigest()
 
 
-@pytest.fixture(scope="module")
-def reader():
-    """A local-mode session that reads the tables on s3a as well as the local ones."""
-    from kgbrink.core.session import spark_session
-    from kgbrink.core.settings import load_config
-
-    config = load_config(ROOT / CLUSTER_CONF, ["spark.master=local[2]", "spark.conf.spark.driver.memory=2g"])
-    spark = spark_session(config)
-    yield spark
-    spark.stop()
-
-
 def _same_tables(spark, outputs: dict, expected: dict, exported: Path) -> list[str]:
     """Assert every output table equals the expected one as canonical CSV; the names compared."""
     assert sorted(outputs) == sorted(expected)
