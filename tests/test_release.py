@@ -152,7 +152,7 @@ def test_a_second_release_is_a_no_op_and_a_changed_setting_rebuilds_only_its_ben
     assert (Path(root) / "LATEST").read_text().strip() == "v1"
     changed = dataclasses.replace(small, mcq=dataclasses.replace(small.mcq, seed=small.mcq.seed + 1))
     timings = json.loads((Path(root) / layout.TIMINGS).read_text())
-    assert sorted(timings) == sorted(layout.BENCHMARKS) and timings["probekgc"] > 0
+    assert sorted(timings) == sorted(b for b in layout.BENCHMARKS if b != "results") and timings["probekgc"] > 0
     shown = io.StringIO()
     third = release.run(
         JobContext(spark, changed, progress=Progress(shown)), release.ReleaseOptions(dataset=dataset, out=root)
@@ -571,3 +571,61 @@ def test_changed_settings_or_a_rewritten_table_build_again(spark, released, work
     assert reuse.current_build(spark, dataset, name, other_triples) is None
     JobContext(spark, changed).run("questions", dataset=dataset)  # a table of the variant written since its build
     assert reuse.current_build(spark, dataset, name, fingerprint) is None
+
+
+def test_scored_predict_runs_are_released_as_the_results_config_with_a_leaderboard(spark, released, work_dir):
+    """The dataset's predict/results (kgbrink predict) becomes the config results_scores, its rows as they
+    are but the run's local folder, and the card's leaderboard; unchanged results are a no-op, a new run
+    rebuilds only the results. Last in this file: it leaves no results table behind."""
+    import shutil
+
+    import pandas as pd
+
+    from kgbrink.core import catalog
+    from kgbrink.core.delta import write_table
+
+    small, dataset, _, _, _ = released
+    table = catalog.table("predict.results")
+    rows = [
+        ("brink", "v", "m1", None, "1", "neighbourhood/complete", "fp1", "f1", 1.0, "{}", "/local/a"),
+        ("brink", "v", "m1", None, "1", "neighbourhood/incomplete", "fp2", "f1", 0.5, "{}", "/local/b"),
+        (
+            "okgqa",
+            "qs",
+            "m2",
+            "j",
+            "1",
+            "subgraph",
+            "fp3",
+            "geval_correctness",
+            80.0,
+            '{"level":0.5,"method":"ED"}',
+            "/c",
+        ),
+    ]
+    path = table.path(dataset=dataset)
+    kg_only = dataclasses.replace(small, release=dataclasses.replace(small.release, benchmarks=["kg"]))
+    root = work_dir / "release" / "with-results"
+    try:
+        write_table(spark.createDataFrame(rows, table.schema), path)
+        first = release.run(JobContext(spark, kg_only), release.ReleaseOptions(dataset=dataset, out=str(root)))
+        assert first.extra["rebuilt"] == ["kg", "results"] and first.counts["rows_results_scores"] == 3
+        manifest = _manifest(root / "v1")
+        (config,) = [c for c in manifest["configs"] if c["benchmark"] == "results"]
+        published = pd.concat(pd.read_parquet(root / "v1" / f) for f in config["files"]["train"])
+        expected = [r[:10] for r in sorted(rows, key=lambda r: (r[0], r[1], r[2], r[3] or "", r[5], r[4], r[9], r[7]))]
+        got = [tuple(None if pd.isna(v) else v for v in r) for r in published.itertuples(index=False)]
+        assert got == expected and "out" not in published.columns
+        card = (root / "v1" / "README.md").read_text()
+        assert "## results: scores of models" in card and "config_name: results_scores" in card
+        assert "| v | m1 |  | neighbourhood/incomplete | 1 |  | 0.5000 |" in card
+        assert "| qs | m2 | j | subgraph | 1 | level=0.5, method=ED | 80.0000 |" in card
+        again = release.run(JobContext(spark, kg_only), release.ReleaseOptions(dataset=dataset, out=str(root)))
+        assert again.extra["rebuilt"] == [] and again.extra["version"] == "v1"
+        more = [*rows, ("probekgc", "probekgc", "m3", None, "1", "none", "fp4", "accuracy.easy", 0.25, "{}", "/d")]
+        write_table(spark.createDataFrame(more, table.schema), path)
+        third = release.run(JobContext(spark, kg_only), release.ReleaseOptions(dataset=dataset, out=str(root)))
+        assert third.extra["version"] == "v2" and third.extra["rebuilt"] == ["results"]
+        assert third.counts["rows_results_scores"] == 4
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

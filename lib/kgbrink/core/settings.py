@@ -399,6 +399,9 @@ class ReleaseSettings:
     url: str | None = setting(None, "where the release is published (Croissant url; null: kgbrink's)")
     shard_rows: int = setting(5_000_000, "rows per Parquet or JSON Lines file at most")
     question_graphs: bool = setting(True, "synthkgqa: question-specific graphs and shortest-path tables")
+    results: bool = setting(
+        True, "publish the dataset's predict/results (kgbrink predict's scores) as the results config and leaderboard"
+    )
     questions_per_type: int | None = setting(
         None, "synthkgqa without --questions: planted questions per type (null: gt_questions.per_type)"
     )

@@ -32,13 +32,14 @@ from pyspark.sql import functions as F
 
 from kgbrink.core import catalog, publish
 from kgbrink.core.console import clock
-from kgbrink.core.delta import commit_timestamp
+from kgbrink.core.delta import commit_timestamp, table_exists
 from kgbrink.core.files import delete_path
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import is_uri
 from kgbrink.core.tracking import JobSummary
 from kgbrink.release import card, croissant, layout, reuse
 from kgbrink.release import report as release_report
+from kgbrink.release import results as release_results
 from kgbrink.storage import staging
 from kgbrink.synthkgqa import generator
 
@@ -77,6 +78,11 @@ def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
     if unknown:
         raise ValueError(f"release.benchmarks: unknown {', '.join(unknown)} (known: {', '.join(layout.BENCHMARKS)})")
     enabled = [b for b in layout.BENCHMARKS if b in config.release.benchmarks]
+    # the results config: when the dataset holds kgbrink predict's scores
+    has_results = table_exists(ctx.spark, catalog.path("predict.results", dataset=dataset))
+    enabled = [b for b in enabled if b != "results" or has_results]
+    if config.release.results and has_results and "results" not in enabled:
+        enabled.append("results")
     summary = ctx.begin(dataset=dataset, out=root, benchmarks=",".join(enabled))
     plan = _plan(ctx, opts, dataset, root, enabled)
     if plan.previous is not None and not plan.todo and sorted(plan.previous["benchmarks"]) == sorted(enabled):
@@ -165,6 +171,9 @@ def _plan(ctx: JobContext, opts: ReleaseOptions, dataset: str, root: str, enable
         },
         "probekgc": {"scores": _file_digest(opts.scores), "scores_model": opts.scores_model},
     }
+    if "results" in enabled:
+        ctx.read("predict_results", catalog.path("predict.results", dataset=dataset))
+        extra["results"] = {"version": ctx.summary.inputs["predict_results"].version}
     fingerprints = {b: layout.fingerprint(b, inputs, sections, extra.get(b)) for b in enabled}
     latest = layout.latest_version(publish.read_text(spark, f"{root}/LATEST"), f"{root}/LATEST")
     where = f"{root}/{latest}/release.json"
@@ -505,6 +514,15 @@ def _okgqa(env: _Env) -> list[layout.Config]:
     return _tables(env, "okgqa")
 
 
+def _results(env: _Env) -> list[layout.Config]:
+    """The dataset's ``predict/results`` (kgbrink predict's scores; the run's local folder left out) and
+    the leaderboard in the card's notes (:mod:`kgbrink.release.results`)."""
+    frame = env.ctx.read("predict_results", catalog.path("predict.results", dataset=env.dataset))
+    ordered = frame.drop("out").orderBy(*release_results.ORDER)
+    env.notes["results"] = release_results.leaderboard([r.asDict() for r in ordered.collect()])
+    return [_publish(env, "results_scores", "results", ordered, None, "kgbrink predict's scores per run and metric")]
+
+
 BUILDERS = {
     "kg": _kg,
     "brink": _brink,
@@ -512,4 +530,5 @@ BUILDERS = {
     "synthkgqa": _synthkgqa,
     "probekgc": _probekgc,
     "okgqa": _okgqa,
+    "results": _results,
 }

@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 
 from kgbrink.rules.model import RULE_TABLE_COLUMNS
 
-BENCHMARKS = ("kg", "brink", "probe", "synthkgqa", "probekgc", "okgqa")
+BENCHMARKS = ("kg", "brink", "probe", "synthkgqa", "probekgc", "okgqa", "results")
+# "results" is released only when the dataset holds kgbrink predict's scores (release.results)
 INPUT_TABLES = ("triples", "entities", "relations")
 
 # The settings sections each benchmark is built from (its fingerprint's settings part).
@@ -32,6 +33,7 @@ SECTIONS = {
     "synthkgqa": ("seed_graphs", "gt_questions", "question_graphs", "shortest_paths"),
     "probekgc": ("mcq",),
     "okgqa": ("perturbation",),
+    "results": (),
 }
 
 TITLES = {
@@ -41,6 +43,7 @@ TITLES = {
     "synthkgqa": "SynthKGQA seed subgraphs, questions with ground-truth subgraphs, question-specific graphs",
     "probekgc": "ProbeKGC multiple-choice KG completion questions (easy, medium, hard options)",
     "okgqa": "OKGQA-P perturbations of the whole KG (RS, RR, ER, ED) and their structural similarity",
+    "results": "scores of models on these benchmarks (kgbrink predict), one row per run, metric and labels",
 }
 
 CITATIONS = {

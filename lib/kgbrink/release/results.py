@@ -1,0 +1,43 @@
+"""A release's results config: models' scores on the benchmarks (``<dataset>/predict/results``, written by
+``kgbrink predict``), and the card's leaderboard of them, as the Hub shows a model index's results.
+
+Rows in: ``benchmark, name, model, judge_model, run, setting, fingerprint, metric, value, labels``. The
+leaderboard (:func:`leaderboard`): per benchmark one Markdown table, a row per (set, model, judge, setting,
+run, labels), a column per metric (sorted; at most :data:`MAX_COLUMNS`, the others named below), values to
+4 decimals.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+MAX_COLUMNS = 8
+ORDER = ["benchmark", "name", "model", "judge_model", "setting", "run", "labels", "metric"]
+
+
+def leaderboard(rows: list[dict]) -> str:
+    """The leaderboard's Markdown (empty text without rows)."""
+    by_benchmark: dict[str, list[dict]] = defaultdict(list)
+    for row in rows:
+        by_benchmark[row["benchmark"]].append(row)
+    lines: list[str] = []
+    for benchmark in sorted(by_benchmark):
+        group = by_benchmark[benchmark]
+        metrics = sorted({r["metric"] for r in group})
+        shown, hidden = metrics[:MAX_COLUMNS], metrics[MAX_COLUMNS:]
+        cells: dict[tuple, dict] = defaultdict(dict)
+        for r in group:
+            key = tuple(r[k] or "" for k in ("name", "model", "judge_model", "setting", "run", "labels"))
+            cells[key][r["metric"]] = r["value"]
+        lines += [f"Scores on {benchmark}:", ""]
+        lines += ["| set | model | judge | setting | run | labels | " + " | ".join(shown) + " |"]
+        lines += ["|" + "---|" * (6 + len(shown))]
+        for key in sorted(cells):
+            labels = ", ".join(f"{k}={v}" for k, v in json.loads(key[5] or "{}").items())
+            values = ["" if cells[key].get(m) is None else f"{cells[key][m]:.4f}" for m in shown]
+            lines.append("| " + " | ".join([*key[:5], labels, *values]) + " |")
+        if hidden:
+            lines += ["", f"Further metrics in the config: {', '.join(hidden)}."]
+        lines.append("")
+    return "\n".join(lines).rstrip()
