@@ -405,32 +405,39 @@ def test_brink_neighbourhood_of_the_complete_kg_scores_one_and_of_the_incomplete
 
 
 def test_neighbourhoods_equal_a_breadth_first_search_in_python(spark):
-    """Two hops around each topic, each line at its nearest hop, in the reader's order, cut at max_triples."""
+    """Two hops around each topic, each prompt line once at its nearest hop, in the reader's order, cut at
+    max_triples lines; names with spaces make two triples read as one line ("a b c d")."""
     from kgbrink.brink import reader
     from kgbrink.evaluation import brink as brink_evaluation
 
     edges = [(0, 0, 1), (1, 1, 2), (2, 0, 3), (0, 1, 0), (4, 0, 0), (1, 0, 1), (5, 1, 6), (3, 1, 0), (0, 0, 1)]
-    names = spark.createDataFrame([(i, f"e{i}") for i in range(7)], "id int, name string")
-    relation_names = spark.createDataFrame([(0, "r0"), (1, "r1")], "id int, name string")
-    questions = spark.createDataFrame([("a", 0), ("b", 5), ("c", 6), ("d", 9)], "id string, topic int")
+    edges += [(7, 2, 8), (9, 3, 8), (8, 2, 10)]  # (a b, c, d) and (a, b c, d) read the same
+    entity = {i: f"e{i}" for i in range(7)} | {7: "a b", 8: "d", 9: "a", 10: "e10"}
+    relation = {0: "r0", 1: "r1", 2: "c", 3: "b c"}
+    names = spark.createDataFrame(list(entity.items()), "id int, name string")
+    relation_names = spark.createDataFrame(list(relation.items()), "id int, name string")
+    topics = {"a": 0, "b": 5, "c": 6, "d": 99, "e": 8}
+    questions = spark.createDataFrame(list(topics.items()), "id string, topic int")
     triples = spark.createDataFrame(edges, "h int, r int, t int")
-    for hops, cut in ((1, 200), (2, 200), (2, 3)):
+    for hops, cut in ((1, 200), (2, 200), (2, 3), (2, 1)):
         got = brink_evaluation.neighbourhoods(questions, triples, names, relation_names, hops, cut, 7).collect()
         for row in got:
-            topic = {"a": 0, "b": 5, "c": 6, "d": 9}[row.id]
+            topic = topics[row.id]
             near, frontier = {}, {topic}
             for hop in range(1, hops + 1):
-                if hop == 2 and len(near) >= cut:
+                shown = {reader.triple_line([entity[h], relation[r], entity[t]]) for h, r, t in near}
+                if hop == 2 and len(shown) >= cut:
                     break
                 found = {x for x in set(edges) if x[0] in frontier or x[2] in frontier}
                 for x in found:
                     near.setdefault(x, hop)
                 frontier = {n for x in found for n in (x[0], x[2])} - {topic}
-            named = [[f"e{h}", f"r{r}", f"e{t}", hop] for (h, r, t), hop in near.items()]
-            expected = [line.split(" ") for line in reader.neighbourhood_lines(named, 7, cut)]
-            assert [t[:3] for t in row.triples] == expected, (hops, cut, row.id)
-            assert all(int(t[3]) == near[(int(t[0][1:]), int(t[1][1:]), int(t[2][1:]))] for t in row.triples)
+            named = [[entity[h], relation[r], entity[t], hop] for (h, r, t), hop in near.items()]
+            expected = reader.neighbourhood_lines(named, 7, cut)
+            assert [" ".join(t[:3]) for t in row.triples] == expected, (hops, cut, row.id)
         assert {r.id: len(r.triples) for r in got}["d"] == 0
+    one_line = brink_evaluation.neighbourhoods(questions, triples, names, relation_names, 1, 200, 7)
+    assert len({r.id: r for r in one_line.collect()}["e"].triples) == 2  # three triples, two lines
 
 
 def test_brink_oracle_context_gives_the_rule_and_its_grounded_body(spark, config, brink_dataset, tmp_path):

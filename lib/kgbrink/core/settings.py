@@ -73,6 +73,8 @@ LOCAL_SPARK_CONF = {
     "spark.ui.enabled": False,
     "spark.ui.showConsoleProgress": False,
     "spark.sql.session.timeZone": "UTC",
+    # a cached frame is named by its plan's text: long lineages (predict's judge round) made it gigabytes
+    "spark.sql.maxPlanStringLength": 1_000_000,
     "spark.databricks.delta.snapshotPartitions": 2,
     "spark.databricks.delta.stats.skipping": True,
     "spark.databricks.delta.retentionDurationCheck.enabled": True,

@@ -61,10 +61,11 @@ def neighbourhoods(
     seed: int,
 ) -> DataFrame:
     """``id, triples``: per question (``id, topic``) the triples of a KG (``h, r, t``) within ``hops`` (1 or
-    2) of its topic as ``[h, r, t, hop]`` names (``entities`` / ``relations``: ``id, name``), each line once
-    at its nearest hop, ordered as the reader shows them (hop, then sha256 of ``seed, h, r, t``) and cut at
-    ``max_triples`` (spec 1.1 [P] ``neighbourhood``); hop 2 is expanded only for a question whose hop 1 has
-    fewer than ``max_triples`` triples. A question with no triple near its topic gets ``[]``."""
+    2) of its topic as ``[h, r, t, hop]`` names (``entities`` / ``relations``: ``id, name``), each prompt
+    line (``h r t``) once, as its first triple in the reader's order (hop, then sha256 of ``seed, h, r, t``),
+    cut at ``max_triples`` lines (spec 1.1 [P] ``neighbourhood``; :func:`kgbrink.brink.reader.neighbourhood_lines`);
+    hop 2 is expanded only for a question whose hop 1 has fewer lines than the cut. A question with no
+    triple near its topic gets ``[]``."""
     if hops not in (1, 2):
         raise ValueError(f"neighbourhood hops must be 1 or 2, got {hops}")
     edges = triples.select("h", "r", "t").distinct()
@@ -75,22 +76,31 @@ def neighbourhoods(
         tails = frontier.join(edges, frontier["node"] == edges["t"]).select("id", "h", "r", "t")
         return heads.unionByName(tails).distinct()
 
-    ball = incident(topics).withColumn("hop", F.lit(1))
+    def named(frame: DataFrame) -> DataFrame:
+        for part, names in (("h", entities), ("r", relations), ("t", entities)):
+            frame = frame.join(names.select(F.col("id").alias(part), F.col("name").alias(f"{part}_name")), part)
+        return frame.withColumn("line", F.concat_ws(" ", "h_name", "r_name", "t_name"))
+
+    first = incident(topics).withColumn("hop", F.lit(1))
+    ball = first
     if hops == 2:
-        short = ball.groupBy("id").count().filter(F.col("count") < max_triples).select("id")
-        ends = ball.join(short, "id").select("id", F.explode(F.array("h", "t")).alias("node")).distinct()
+        # the reader's lines, not id triples, count against the cut (two triples may read the same)
+        lines = named(first).groupBy("id").agg(F.countDistinct("line").alias("n"))
+        short = lines.filter(F.col("n") < max_triples).select("id")
+        ends = first.join(short, "id").select("id", F.explode(F.array("h", "t")).alias("node")).distinct()
         frontier = ends.join(topics, ["id", "node"], "left_anti")
-        second = incident(frontier).join(ball.select("id", "h", "r", "t"), ["id", "h", "r", "t"], "left_anti")
+        second = incident(frontier).join(first.select("id", "h", "r", "t"), ["id", "h", "r", "t"], "left_anti")
         ball = ball.unionByName(second.withColumn("hop", F.lit(2)))
-    for part, names in (("h", entities), ("r", relations), ("t", entities)):
-        ball = ball.join(names.select(F.col("id").alias(part), F.col("name").alias(f"{part}_name")), part)
-    line = ["h_name", "r_name", "t_name"]
-    nearest = ball.groupBy("id", *line).agg(F.min("hop").alias("hop"))
-    key = F.sha2(F.concat_ws("\x1f", F.lit(str(seed)), *line), 256)
-    ranked = nearest.withColumn("_n", F.row_number().over(Window.partitionBy("id").orderBy("hop", key))).filter(
-        F.col("_n") <= max_triples
+    names = ["h_name", "r_name", "t_name"]
+    key = F.sha2(F.concat_ws("\x1f", F.lit(str(seed)), *names), 256)
+    # each line once, as the first of its triples in the reader's order (hop, then key)
+    best = named(ball).groupBy("id", "line").agg(F.min(F.struct("hop", key.alias("key"), *names)).alias("b"))
+    ranked = (
+        best.select("id", "b.*")
+        .withColumn("_n", F.row_number().over(Window.partitionBy("id").orderBy("hop", "key")))
+        .filter(F.col("_n") <= max_triples)
     )
-    item = F.struct("_n", F.array(*line, F.col("hop").cast("string")).alias("triple"))
+    item = F.struct("_n", F.array(*names, F.col("hop").cast("string")).alias("triple"))
     grouped = ranked.groupBy("id").agg(F.array_sort(F.collect_list(item)).alias("_t"))
     per_question = grouped.select("id", F.transform("_t", lambda x: x["triple"]).alias("triples"))
     return (

@@ -267,15 +267,15 @@ def judged(answered: DataFrame) -> DataFrame:
     return answered.select("item_id", score("content").alias("score"))
 
 
-def scores(answers: DataFrame, judgements: DataFrame, labels: dict) -> DataFrame:
+def scores(answers: DataFrame, judgements: DataFrame, criteria: list[str], labels: dict) -> DataFrame:
     """Rows of ``okgqa_scores`` (:data:`SCORE_COLUMNS`): per ``(method, seed, level)`` and criterion the
     mean G-Eval score / 10 in % over the answers scored (``value`` null when none is), ``n`` answers,
     ``n_scored``, ``n_responding`` (not abstaining). ``answers``: ``item_id, method, seed, level,
-    abstained``; ``judgements``: ``answer_id, criterion, score``; ``labels``: ``model, judge_model, run,
-    setting``."""
+    abstained``; ``judgements``: ``answer_id, criterion, score``; ``criteria``: those judged (a criterion
+    no judge answered has its rows, ``n_scored`` 0); ``labels``: ``model, judge_model, run, setting``."""
     keys = ["method", "seed", "level"]
-    criteria = judgements.select("criterion").distinct()
-    pairs = answers.crossJoin(criteria).join(
+    asked = answers.sparkSession.createDataFrame([(c,) for c in criteria], "criterion string")
+    pairs = answers.crossJoin(F.broadcast(asked)).join(
         judgements.select(F.col("answer_id").alias("item_id"), "criterion", "score"), ["item_id", "criterion"], "left"
     )
     grouped = pairs.groupBy(*keys, "criterion").agg(

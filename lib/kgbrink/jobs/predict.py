@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.brink.questions import entity_names, relation_names
-from kgbrink.core import catalog
+from kgbrink.core import catalog, publish
 from kgbrink.core.delta import table_exists
 from kgbrink.core.files import delete_path, read_json_lines, read_lines, require_files, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job
@@ -131,13 +131,12 @@ class _ProbeKGC:
 
 
 def _write_quarantine(ctx: JobContext, work, quarantine: DataFrame) -> dict[str, int]:
-    """The quarantine rows written (when there are any); their count by reason."""
-    quarantine = quarantine.cache()
-    by_reason = {r["reason"]: int(r["count"]) for r in quarantine.groupBy("reason").count().collect()}
-    if by_reason:
-        ctx.write(QUARANTINE, quarantine, work.path(QUARANTINE), table="predict.quarantine")
+    """The quarantine rows written (an empty table when there are none: no stale rows of an earlier run in
+    the folder), counted by reason from the table written (its plan is long: not cached)."""
+    ctx.write(QUARANTINE, quarantine, work.path(QUARANTINE), table="predict.quarantine")
+    written = ctx.written(QUARANTINE)
+    by_reason = {r["reason"]: int(r["count"]) for r in written.groupBy("reason").count().collect()}
     ctx.summary.counts.update(quarantined=sum(by_reason.values()), quarantined_by_reason=by_reason)
-    quarantine.unpersist()
     return by_reason
 
 
@@ -308,7 +307,8 @@ class _OKGQA:
         judge_bad = {k: n - texts.get(k, 0) for k, n in by_reason.items() if n > texts.get(k, 0)}
         labels = {"model": work.model, "judge_model": judge.model, "run": opts.run_name, "setting": opts.context}
         summary.params["judge_model"] = judge.model
-        rows = okgqa.scores(answers, judged.select("answer_id", "criterion", "score"), labels)
+        judgements = judged.select("answer_id", "criterion", "score")
+        rows = okgqa.scores(answers, judgements, list(settings.criteria), labels)
         ctx.write("okgqa_scores", rows, work.path("okgqa_scores"), table="predict.okgqa_scores")
         similarity = work.sources.get("kg_similarity")
         levels = okgqa.levels(ctx.written("okgqa_scores"), similarity)
@@ -379,6 +379,9 @@ class _SynthKGQA:
         ctx.summary.counts["written"] = parsed.filter(F.col("reason").isNull()).count()
         ctx.summary.artifacts.append(str(target))
         work.state["written"] = str(target)
+        if is_uri(work.out):  # gt-questions reads it on the executors: a copy beside the tables
+            work.state["written"] = f"{work.out}/written.jsonl"
+            publish.copy_file(ctx.spark, str(target), work.state["written"])
         by_reason = _write_quarantine(ctx, work, quarantine)
         parsed.unpersist()
         return by_reason
@@ -412,6 +415,7 @@ def _question_texts(ctx: JobContext, work, path: str, qids: DataFrame) -> DataFr
     ``predict.max_bad_fraction`` of the lines."""
     require_files(ctx.spark, [path])
     parsed = okgqa.question_texts(read_lines(ctx.spark, {"questions": [path]})).cache()
+    work.state["text_lines"] = parsed
     known = qids.distinct().withColumn("_known", F.lit(True))
     parsed = parsed.join(known, "qid", "left").withColumns(
         {
@@ -435,6 +439,7 @@ def _question_texts(ctx: JobContext, work, path: str, qids: DataFrame) -> DataFr
     counts = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
     work.state["text_counts"] = counts
     good = parsed.filter(F.col("reason").isNull()).select("qid", "question", "references").cache()
+    work.state["texts"] = good
     n_good, n_set = good.count(), known.count()
     ctx.summary.counts.update(question_texts=n_good, questions_without_text=n_set - n_good)
     fail_past_bad_fraction(
@@ -591,6 +596,8 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
                 k: getattr(opts, k) for k in ("template", "scheme", "context", "kg", "split", "limit", "run_name")
             },
             "settings": {k: getattr(ctx.config.predict, k) for k in ("max_facts", "neighbourhood_hops", "criteria")},
+            "judge": {"model": opts.judge_model or settings.judge_model or model, "params": okgqa.JUDGE_PARAMS},
+            "prompt_edges": ctx.config.seed_graphs.prompt_edges,
             "questions": _file_digest(ctx, opts.questions) if opts.questions else None,
         }
     )
@@ -638,7 +645,10 @@ def _fold(ctx: JobContext, work: _Work, folder: str) -> DataFrame:
     elif answered.limit(1).count():
         ctx.write(CALLS, answered, path, "answers of chat-completions endpoints", table="predict.model_calls")
     failed = rows.join(answered.select("call_id"), "call_id", "left_anti")
-    return failed.groupBy("call_id").agg(F.max_by(F.struct("status", "detail"), "tries").alias("last"))
+    failed = failed.groupBy("call_id").agg(F.max_by(F.struct("status", "detail"), "tries").alias("last")).cache()
+    failed.count()
+    rows.unpersist()
+    return failed
 
 
 def _recover(ctx: JobContext, work: _Work) -> int:
@@ -647,7 +657,7 @@ def _recover(ctx: JobContext, work: _Work) -> int:
     left = sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else []
     for folder in left:
         if any(folder.glob("*.jsonl")):
-            _fold(ctx, work, str(folder))
+            _fold(ctx, work, str(folder)).unpersist()
         delete_path(ctx.spark, str(folder))
     return len(left)
 
@@ -676,8 +686,7 @@ def _ask(ctx: JobContext, work: _Work, prompts: DataFrame) -> DataFrame | None:
     for key in ("requests", "retries", "prompt_tokens", "completion_tokens", "skipped"):
         summary.counts[key] = summary.counts.get(key, 0) + sum(int(s.get(key) or 0) for s in stats)
     summary.counts["rate_limit_wait_s"] = round(sum(float(s.get("waited_s") or 0) for s in stats), 3)
-    failed = _fold(ctx, work, folder).cache()
-    failed.count()
+    failed = _fold(ctx, work, folder)  # cached and counted: the spool folder goes next
     delete_path(ctx.spark, folder)
     return failed
 
@@ -726,16 +735,25 @@ def _usage(ctx: JobContext, work: _Work, prompts: DataFrame) -> None:
 )
 def run(ctx: JobContext, opts: PredictOptions) -> JobSummary:
     work = _open(ctx, opts)
+    try:
+        return _steps(ctx, work, opts)
+    finally:  # every frame a step cached, whether the job ended or failed
+        for value in work.state.values():
+            if isinstance(value, DataFrame):
+                value.unpersist()
+
+
+def _steps(ctx: JobContext, work: _Work, opts: PredictOptions) -> JobSummary:
     summary, benchmark = ctx.summary, BENCHMARKS[opts.benchmark]
     with ctx.step("prompts"):
         items = benchmark.prompts(ctx, work, opts)
-        prompts = call_rows(items, work.model, work.params, opts.limit).cache()
+        prompts = work.state["prompts"] = call_rows(items, work.model, work.params, opts.limit).cache()
         ctx.write("predict_prompts", prompts.drop("body"), work.path("predict_prompts"), table="predict.prompts")
         summary.counts.update(prompts=prompts.count(), distinct_prompts=prompts.select("call_id").distinct().count())
     with ctx.step("recover"):
         summary.counts["spools_recovered"] = _recover(ctx, work)
     with ctx.step("ask"):
-        failed = _ask(ctx, work, prompts)
+        failed = work.state["failed"] = _ask(ctx, work, prompts)
     _usage(ctx, work, prompts)
     with ctx.step("parse"):
         calls = _calls(ctx, work)
@@ -754,9 +772,6 @@ def run(ctx: JobContext, opts: PredictOptions) -> JobSummary:
         with ctx.step("score"):
             benchmark.score(ctx, work, opts)
         _record_results(ctx, work, opts)
-    prompts.unpersist()
-    if failed is not None:
-        failed.unpersist()
     return summary
 
 
@@ -767,6 +782,9 @@ def _record_results(ctx: JobContext, work: _Work, opts: PredictOptions) -> None:
     """The run's scores into ``<dataset>/predict/results`` (replacing an earlier run with its fingerprint):
     what a release's results config carries."""
     judge = ctx.summary.params.get("judge_model")
+    # the options that make runs of one setting differ, as labels
+    options = {"scheme": opts.scheme, "split": opts.split} if work.benchmark == "brink" else {}
+    options.update({k: getattr(opts, k) for k in ("template", "limit") if getattr(opts, k) is not None})
     rows = [
         (
             work.benchmark,
@@ -778,11 +796,13 @@ def _record_results(ctx: JobContext, work: _Work, opts: PredictOptions) -> None:
             work.fingerprint,
             str(result["metric"]),
             None if result.get("value") is None else float(result["value"]),
-            canonical({k: v for k, v in result.items() if k not in _COLUMNS and v is not None}),
+            canonical({**options, **{k: v for k, v in result.items() if k not in _COLUMNS and v is not None}}),
             work.out,
         )
         for result in ctx.summary.results
-        if isinstance(result.get("value"), (int, float, type(None))) and "metric" in result
+        if isinstance(result.get("value"), (int, float, type(None)))
+        and "metric" in result
+        and not str(result["metric"]).startswith("cost.")  # the run's bill, not a score
     ]
     if not rows:
         return

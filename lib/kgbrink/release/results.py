@@ -3,7 +3,7 @@
 
 Rows in: ``benchmark, name, model, judge_model, run, setting, fingerprint, metric, value, labels``. The
 leaderboard (:func:`leaderboard`): per benchmark one Markdown table, a row per (set, model, judge, setting,
-run, labels), a column per metric (sorted; at most :data:`MAX_COLUMNS`, the others named below), values to
+run, labels, fingerprint: the run's first 8 hex digits), a column per metric (sorted; at most :data:`MAX_COLUMNS`, the others named below), values to
 4 decimals.
 """
 
@@ -13,7 +13,7 @@ import json
 from collections import defaultdict
 
 MAX_COLUMNS = 8
-ORDER = ["benchmark", "name", "model", "judge_model", "setting", "run", "labels", "metric"]
+ORDER = ["benchmark", "name", "model", "judge_model", "setting", "run", "labels", "fingerprint", "metric"]
 
 
 def leaderboard(rows: list[dict]) -> str:
@@ -28,15 +28,15 @@ def leaderboard(rows: list[dict]) -> str:
         shown, hidden = metrics[:MAX_COLUMNS], metrics[MAX_COLUMNS:]
         cells: dict[tuple, dict] = defaultdict(dict)
         for r in group:
-            key = tuple(r[k] or "" for k in ("name", "model", "judge_model", "setting", "run", "labels"))
+            key = tuple(r[k] or "" for k in ("name", "model", "judge_model", "setting", "run", "labels", "fingerprint"))
             cells[key][r["metric"]] = r["value"]
         lines += [f"Scores on {benchmark}:", ""]
-        lines += ["| set | model | judge | setting | run | labels | " + " | ".join(shown) + " |"]
-        lines += ["|" + "---|" * (6 + len(shown))]
+        lines += ["| set | model | judge | setting | run | labels | id | " + " | ".join(shown) + " |"]
+        lines += ["|" + "---|" * (7 + len(shown))]
         for key in sorted(cells):
             labels = ", ".join(f"{k}={v}" for k, v in json.loads(key[5] or "{}").items())
             values = ["" if cells[key].get(m) is None else f"{cells[key][m]:.4f}" for m in shown]
-            lines.append("| " + " | ".join([*key[:5], labels, *values]) + " |")
+            lines.append("| " + " | ".join([*key[:5], labels, key[6][:8], *values]) + " |")
         if hidden:
             lines += ["", f"Further metrics in the config: {', '.join(hidden)}."]
         lines.append("")
