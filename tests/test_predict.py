@@ -14,12 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 
 from kgbrink.cli import main
 from kgbrink.core.delta import read_table, write_table
 from kgbrink.evaluation import calls
 from kgbrink.mcq.render import SYSTEM_PROMPT
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, conf_args
 from tests.llm_server import Fault, LlmServer
 
 QUESTION_SCHEMA = (
@@ -88,13 +90,9 @@ def _models(gold: dict[str, str], suffix: str) -> dict:
     return {f"{name}-{suffix}": model for name, model in models.items()}
 
 
-def _conf_args(config) -> list[str]:
-    return ["--conf", config.source, *[a for item in config.overrides for a in ("--set", item)]]
-
-
 def _predict(config, server, dataset, tmp_path, *extra, model="oracle-a", name="summary") -> dict:
     out = tmp_path / f"{name}.json"
-    args = ["predict", *_conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", model]
+    args = ["predict", *conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", model]
     code = main([*args, "--base-url", server.base_url, "--json", str(out), *extra])
     doc = json.loads(out.read_text())
     assert code == 0, doc.get("error")
@@ -181,7 +179,7 @@ def test_faults_are_retried_and_what_never_answers_is_quarantined(spark, config,
 def test_unparseable_and_empty_answers_are_kept_and_quarantined(spark, config, mcq_dataset, tmp_path):
     dataset, gold = mcq_dataset
     with LlmServer(_models(gold, "d")) as server:
-        args = ["predict", *_conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", "wordy-d"]
+        args = ["predict", *conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", "wordy-d"]
         out = tmp_path / "wordy.json"
         assert main([*args, "--base-url", server.base_url, "--json", str(out), *_fast(config)]) == 1
         doc = json.loads(out.read_text())
@@ -210,7 +208,7 @@ def test_the_api_key_is_sent_and_appears_in_no_output(spark, config, mcq_dataset
             assert secret.encode() not in path.read_bytes(), path
     monkeypatch.delenv("KGBRINK_TEST_KEY")
     out = tmp_path / "nokey.json"
-    args = ["predict", *_conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", "x"]
+    args = ["predict", *conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", "x"]
     assert main([*args, "--set", "predict.api_key_env=KGBRINK_TEST_KEY", "--json", str(out)]) == 2
     assert "KGBRINK_TEST_KEY" in json.loads(out.read_text())["error"]
 
@@ -221,7 +219,7 @@ def test_a_killed_run_resumes_and_asks_each_prompt_once_in_all(spark, config, mc
     dataset, gold = mcq_dataset
     with LlmServer(_models(gold, "f")) as server:
         server.hold_after(10)
-        command = [sys.executable, "-m", "kgbrink.cli", "predict", *_conf_args(config), "--benchmark", "probekgc"]
+        command = [sys.executable, "-m", "kgbrink.cli", "predict", *conf_args(config), "--benchmark", "probekgc"]
         command += ["--dataset", dataset, "--model", "oracle-f", "--base-url", server.base_url, "--run", "killed"]
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
         with open(tmp_path / "killed.err", "wb") as err:
@@ -351,7 +349,7 @@ def test_brink_complete_kg_scores_one_and_incomplete_kg_drops_as_computed_by_han
     with LlmServer(models) as server:
         for model in models:
             out = tmp_path / f"{model}.json"
-            args = ["predict", *_conf_args(config), "--benchmark", "brink", "--dataset", brink_dataset, "--name", "v"]
+            args = ["predict", *conf_args(config), "--benchmark", "brink", "--dataset", brink_dataset, "--name", "v"]
             assert main([*args, "--model", model, "--base-url", server.base_url, "--json", str(out)]) == 0
             docs[model] = json.loads(out.read_text())
     metrics = {m: {r["metric"]: r["value"] for r in doc["results"]} for m, doc in docs.items()}
@@ -385,15 +383,25 @@ def test_brink_neighbourhood_of_the_complete_kg_scores_one_and_of_the_incomplete
 ):
     """§3.3's two KGs as the retrieval source (spec 1.1 neighbourhood, 2 hops): the reader of the complete
     KG's neighbourhood answers all; of the incomplete one's, the drop computed by hand above."""
-    metrics = {}
+    metrics, failures = {}, {}
     with LlmServer({"context-reader": _context_reader}) as server:
         for kg in ("complete", "incomplete"):
             out = tmp_path / f"{kg}.json"
-            args = ["predict", *_conf_args(config), "--benchmark", "brink", "--dataset", brink_dataset, "--name", "v"]
+            args = ["predict", *conf_args(config), "--benchmark", "brink", "--dataset", brink_dataset, "--name", "v"]
             args += ["--model", "context-reader", "--context", "neighbourhood", "--kg", kg]
             assert main([*args, "--base-url", server.base_url, "--json", str(out)]) == 0
             doc = json.loads(out.read_text())
             metrics[kg] = {r["metric"]: r["value"] for r in doc["results"]}
+            failures[kg] = {k: doc["counts"][k] for k in ("retrieval_failures", "reasoning_failures")}
+    # App. J by hand: on the incomplete KG q1's rule body (person1 fatherOf person9, person2 uncleOf person9)
+    # is within 2 hops of person1, so its missed hard answer is a reasoning failure; q2 and q3 have no
+    # grounding: retrieval failures. The complete KG's reader misses nothing.
+    assert failures == {
+        "complete": {"retrieval_failures": 0, "reasoning_failures": 0},
+        "incomplete": {"retrieval_failures": 2, "reasoning_failures": 1},
+    }
+    assert metrics["incomplete"]["retrieval_failures"] == pytest.approx(2 / 3)
+    assert metrics["complete"]["reasoning_failures"] is None
     # the two runs side by side in the results a release carries
     results = read_table(spark, f"{brink_dataset}/predict/results").filter("model = 'context-reader'").collect()
     kept = {(r["setting"], r["metric"]): r["value"] for r in results}
@@ -404,10 +412,67 @@ def test_brink_neighbourhood_of_the_complete_kg_scores_one_and_of_the_incomplete
     assert {k: metrics["incomplete"][k] for k in expected} == pytest.approx(expected, abs=1e-9)
 
 
+def _neighbourhood_lines(edges, entity, relation, topic, hops, cut, seed) -> list[str]:
+    """A breadth-first search in Python: each triple at its first hop from ``topic`` (hop 2 only when hop
+    1 shows fewer than ``cut`` lines), then the reader's own order and cut."""
+    from kgbrink.brink import reader
+
+    near, frontier = {}, {topic}
+    for hop in range(1, hops + 1):
+        shown = {reader.triple_line([entity[h], relation[r], entity[t]]) for h, r, t in near}
+        if hop == 2 and len(shown) >= cut:
+            break
+        found = {x for x in set(edges) if x[0] in frontier or x[2] in frontier}
+        for x in found:
+            near.setdefault(x, hop)
+        frontier = {n for x in found for n in (x[0], x[2])} - {topic}
+    named = [[entity[h], relation[r], entity[t], hop] for (h, r, t), hop in near.items()]
+    return reader.neighbourhood_lines(named, seed, cut)
+
+
+@st.composite
+def _random_kgs(draw):
+    """Multigraphs of up to 8 entities and 3 relations: parallel edges, self-loops, hubs, repeated rows and
+    names that make two triples read as one line ("a b" + "c" against "a" + "b c")."""
+    n = draw(st.integers(2, 8))
+    node = st.integers(0, n - 1)
+    edges = draw(st.lists(st.tuples(node, st.integers(0, 2), node), min_size=1, max_size=24))
+    hub = draw(node)
+    edges += [(hub, r, x) for x, r in zip(range(n), draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))]
+    entity = {i: draw(st.sampled_from(["a", "a b", "d", f"e{i}", f"e{i}"])) for i in range(n)}
+    relation = dict(enumerate(draw(st.permutations(["c", "b c", "r"]))))
+    topics = draw(st.lists(st.integers(0, n + 1), min_size=1, max_size=4))  # n, n + 1: no triple
+    return edges, entity, relation, topics, draw(st.sampled_from([1, 2])), draw(st.integers(1, 12))
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[Phase.generate],
+    suppress_health_check=list(HealthCheck),
+)
+@given(kg=_random_kgs())
+def test_neighbourhoods_equal_a_breadth_first_search_on_random_multigraphs(spark, kg):
+    from kgbrink.evaluation import brink as brink_evaluation
+
+    edges, entity, relation, topics, hops, cut = kg
+    names = spark.createDataFrame(list(entity.items()), "id int, name string")
+    relation_names = spark.createDataFrame(list(relation.items()), "id int, name string")
+    questions = spark.createDataFrame([(f"q{i}", t) for i, t in enumerate(topics)], "id string, topic int")
+    triples = spark.createDataFrame(edges, "h int, r int, t int")
+    got = brink_evaluation.neighbourhoods(questions, triples, names, relation_names, hops, cut, 3).collect()
+    assert sorted(r.id for r in got) == sorted(f"q{i}" for i in range(len(topics)))
+    for row in got:
+        topic = topics[int(row.id[1:])]
+        expected = _neighbourhood_lines(edges, entity, relation, topic, hops, cut, 3)
+        assert [" ".join(t[:3]) for t in row.triples] == expected, (row.id, topic)
+
+
 def test_neighbourhoods_equal_a_breadth_first_search_in_python(spark):
     """Two hops around each topic, each prompt line once at its nearest hop, in the reader's order, cut at
     max_triples lines; names with spaces make two triples read as one line ("a b c d")."""
-    from kgbrink.brink import reader
     from kgbrink.evaluation import brink as brink_evaluation
 
     edges = [(0, 0, 1), (1, 1, 2), (2, 0, 3), (0, 1, 0), (4, 0, 0), (1, 0, 1), (5, 1, 6), (3, 1, 0), (0, 0, 1)]
@@ -422,18 +487,7 @@ def test_neighbourhoods_equal_a_breadth_first_search_in_python(spark):
     for hops, cut in ((1, 200), (2, 200), (2, 3), (2, 1)):
         got = brink_evaluation.neighbourhoods(questions, triples, names, relation_names, hops, cut, 7).collect()
         for row in got:
-            topic = topics[row.id]
-            near, frontier = {}, {topic}
-            for hop in range(1, hops + 1):
-                shown = {reader.triple_line([entity[h], relation[r], entity[t]]) for h, r, t in near}
-                if hop == 2 and len(shown) >= cut:
-                    break
-                found = {x for x in set(edges) if x[0] in frontier or x[2] in frontier}
-                for x in found:
-                    near.setdefault(x, hop)
-                frontier = {n for x in found for n in (x[0], x[2])} - {topic}
-            named = [[entity[h], relation[r], entity[t], hop] for (h, r, t), hop in near.items()]
-            expected = reader.neighbourhood_lines(named, 7, cut)
+            expected = _neighbourhood_lines(edges, entity, relation, topics[row.id], hops, cut, 7)
             assert [" ".join(t[:3]) for t in row.triples] == expected, (hops, cut, row.id)
         assert {r.id: len(r.triples) for r in got}["d"] == 0
     one_line = brink_evaluation.neighbourhoods(questions, triples, names, relation_names, 1, 200, 7)
@@ -449,7 +503,7 @@ def test_brink_oracle_context_gives_the_rule_and_its_grounded_body(spark, config
 
     with LlmServer({"reader": record}) as server:
         out = tmp_path / "oracle.json"
-        args = ["predict", *_conf_args(config), "--benchmark", "brink", "--dataset", brink_dataset, "--name", "v"]
+        args = ["predict", *conf_args(config), "--benchmark", "brink", "--dataset", brink_dataset, "--name", "v"]
         code = main(
             [*args, "--model", "reader", "--context", "oracle", "--base-url", server.base_url, "--json", str(out)]
         )

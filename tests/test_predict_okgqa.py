@@ -15,17 +15,13 @@ import pytest
 from kgbrink.cli import main
 from kgbrink.core.delta import read_table
 from kgbrink.okgqa.answering import entity_name
-from tests.conftest import own_copy
+from tests.conftest import conf_args, own_copy
 from tests.llm_server import LlmServer
 
 FACTS = re.compile(r"Below are the facts that might be relevant to answer the question: (.*)\nAnswer:$", re.S)
 OUTPUT = re.compile(r"Actual Output: (.*?)\n\nRetrieval Context:", re.S)
 INPUT = re.compile(r"^Input: (.*?)\n\nActual Output:", re.S)
 N_QUESTIONS = 4
-
-
-def _conf_args(config) -> list[str]:
-    return ["--conf", config.source, *[a for item in config.overrides for a in ("--set", item)]]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +33,7 @@ def okgqa_dataset(spark, config, synth_5000, tmp_path_factory):
     entity_sets.write_text(
         "".join(json.dumps({"qid": f"q{i}", "entities": keys[10 * i : 10 * i + 2]}) + "\n" for i in range(N_QUESTIONS))
     )
-    conf = _conf_args(config)
+    conf = conf_args(config)
     assert main(["okgqa-subgraphs", *conf, "--dataset", str(dataset), "--questions", str(entity_sets)]) == 0
     sweep = ["okgqa-sweep", *conf, "--dataset", str(dataset), "--scope", "subgraphs", "--questions", "qs"]
     sweep += ["--methods", "RR,ED", "--seeds", "1", "--levels", "0.5,1.0", "--report-dir", str(base / "sweep")]
@@ -99,7 +95,7 @@ def _models(originals: dict[str, set]) -> dict:
 
 def _predict(config, server, dataset, texts, tmp_path, *extra, name="summary") -> tuple[int, dict]:
     out = tmp_path / f"{name}.json"
-    args = ["predict", *_conf_args(config), "--benchmark", "okgqa", "--dataset", str(dataset), "--name", "qs"]
+    args = ["predict", *conf_args(config), "--benchmark", "okgqa", "--dataset", str(dataset), "--name", "qs"]
     args += ["--questions", str(texts), "--model", "reciter", "--judge-model", "judge", "--base-url", server.base_url]
     code = main([*args, "--set", "predict.criteria=[correctness]", "--json", str(out), *extra])
     return code, json.loads(out.read_text())
@@ -183,3 +179,54 @@ def test_no_context_asks_each_question_once_and_bad_lines_are_quarantined_or_fai
         assert code == 0, doc.get("error")
         answers = read_table(spark, doc["outputs"]["okgqa_answers"]["path"]).collect()
         assert all(a.n_facts == min(a.n_triples, 3) for a in answers) and any(a.n_triples > 3 for a in answers)
+
+
+def test_a_judge_at_its_own_endpoint_gets_its_own_key_and_its_tokens_are_counted_apart(
+    spark, config, okgqa_dataset, tmp_path, monkeypatch
+):
+    dataset, texts = okgqa_dataset
+    # a question file that serves a larger set too: its other questions are no bad lines
+    more = tmp_path / "more.jsonl"
+    more.write_text(texts.read_text() + json.dumps({"qid": "q99", "question": "Another set's?"}) + "\n")
+    texts = more
+    secret = "sk-judge-" + "7" * 24
+    models = _models({f"q{i}": set() for i in range(N_QUESTIONS)})
+    # models of their own names: nothing cached by the other tests' runs
+    answering = {"own-reciter": models["reciter"]}
+    judging = {"own-judge": models["judge"]}
+    prices = ["--set", "predict.price_prompt_per_million=1000000", "--set", "predict.price_completion_per_million=0"]
+    prices += [
+        "--set",
+        "predict.judge_price_prompt_per_million=0",
+        "--set",
+        "predict.judge_price_completion_per_million=1000000",
+    ]
+    with LlmServer(answering) as answerer, LlmServer(judging, api_key=secret) as judge:
+        own = ["--context", "none", "--judge-base-url", judge.base_url, "--set", "predict.judge_api_key_env=JUDGE_KEY"]
+        own += ["--model", "own-reciter", "--judge-model", "own-judge"]
+        code, doc = _predict(config, answerer, dataset, texts, tmp_path, *own, name="unset")
+        assert code == 2 and "predict.judge_api_key_env names JUDGE_KEY" in doc["error"]
+        assert answerer.stats()["requests"] == judge.stats()["requests"] == 0
+        monkeypatch.setenv("JUDGE_KEY", secret)
+        code, doc = _predict(config, answerer, dataset, texts, tmp_path, *own, *prices)
+        assert code == 0, doc.get("error")
+        answers, judged = answerer.stats(), judge.stats()
+    counts = doc["counts"]
+    # unknown models are 404s: each server saw only its own model, the judge every time with the key
+    assert answers["requests"] == answers["completed"] == counts["asked"] == counts["requests"] == N_QUESTIONS
+    assert answers["auth"] == {"ok": 0, "missing": 0, "wrong": 0}
+    assert judged["requests"] == counts["judge_asked"] == counts["judge_requests"] == counts["judge_prompts"]
+    assert judged["auth"] == {"ok": judged["requests"], "missing": 0, "wrong": 0}
+    assert doc["params"]["judge_base_url"] == judge.base_url and doc["params"]["base_url"] == answerer.base_url
+    # the server's usage is characters / 4: each round's tokens apart, each at its own price
+    assert counts["prompt_tokens"] > 0 and counts["judge_completion_tokens"] > 0
+    costs = {r["metric"]: r["value"] for r in doc["results"] if r["metric"].startswith("cost.")}
+    assert costs == {
+        "cost.answers": counts["answer_prompt_tokens"],
+        "cost.this_run": counts["prompt_tokens"],
+        "cost.judge_answers": counts["judge_answer_completion_tokens"],
+        "cost.judge_this_run": counts["judge_completion_tokens"],
+    }
+    assert secret not in json.dumps(doc)
+    quarantine = read_table(spark, doc["outputs"]["predict_quarantine"]["path"]).collect()
+    assert [(r.item_id, r.reason) for r in quarantine] == [("q99", "unknown_qid")]

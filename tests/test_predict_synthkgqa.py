@@ -11,21 +11,17 @@ import pytest
 
 from kgbrink.cli import main
 from kgbrink.core.delta import read_table
-from tests.conftest import own_copy
+from tests.conftest import conf_args, own_copy
 from tests.llm_server import LlmServer
 
 N_SAMPLES = 6
 TRIPLE = re.compile(r"^(.*) \(([^()]+)\)-(.*) \(([^()]+)\)-(.*) \(([^()]+)\)$")
 
 
-def _conf_args(config) -> list[str]:
-    return ["--conf", config.source, *[a for item in config.overrides for a in ("--set", item)]]
-
-
 @pytest.fixture(scope="module")
 def seeded(spark, config, synth_5000, tmp_path_factory):
     dataset, _ = own_copy(synth_5000, tmp_path_factory, "predict-synthkgqa")
-    args = ["seed-graphs", *_conf_args(config), "--dataset", str(dataset), "--name", "sg"]
+    args = ["seed-graphs", *conf_args(config), "--dataset", str(dataset), "--name", "sg"]
     assert main([*args, "--n-samples", str(N_SAMPLES), "--seed", "5"]) == 0
     return dataset
 
@@ -61,7 +57,7 @@ def test_written_questions_are_parsed_and_validated_by_gt_questions(spark, confi
         docs = {}
         for model in ("writer", "sloppy"):
             out = tmp_path / f"{model}.json"
-            args = ["predict", *_conf_args(config), "--benchmark", "synthkgqa", "--dataset", str(dataset)]
+            args = ["predict", *conf_args(config), "--benchmark", "synthkgqa", "--dataset", str(dataset)]
             args += ["--name", "sg", "--model", model, "--base-url", server.base_url, "--json", str(out)]
             code = main([*args, "--set", "predict.max_bad_fraction=1.0"])
             docs[model] = json.loads(out.read_text())
@@ -77,7 +73,8 @@ def test_written_questions_are_parsed_and_validated_by_gt_questions(spark, confi
     written = [json.loads(line) for line in open(next(a for a in doc["artifacts"] if a.endswith("written.jsonl")))]
     assert {w["id"]: w["answer_subgraph"] for w in written} == {k: [v] for k, v in expected.items()}
     assert all(w["writer_model"] == "writer" and w["k"] == 2 for w in written)
-    questions = read_table(spark, f"{dataset}/synthkgqa/sg-writer/gt_questions").collect()
+    assert doc["params"]["questions_set"] == f"sg-writer-{doc['params']['fingerprint'][:8]}"
+    questions = read_table(spark, f"{dataset}/synthkgqa/{doc['params']['questions_set']}/gt_questions").collect()
     quarantined = doc["counts"].get("gt_quarantined", 0)
     assert len(questions) + quarantined == N_SAMPLES and len(questions) >= N_SAMPLES - 1
     for q in questions:

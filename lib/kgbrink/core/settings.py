@@ -372,6 +372,18 @@ class PredictSettings:
         0.05, "predict fails when unanswered or unparseable prompts exceed this share of the prompts"
     )
     judge_model: str | None = setting(None, "okgqa: the G-Eval judge's model (null: the answering model)")
+    judge_base_url: str | None = setting(
+        None, "okgqa: the judge's endpoint (null: the answering model's endpoint, with its api_key_env)"
+    )
+    judge_api_key_env: str | None = setting(
+        None, "okgqa: variable holding the judge endpoint's API key, used with judge_base_url only (null: no key)"
+    )
+    judge_price_prompt_per_million: float | None = setting(
+        None, "okgqa: price of 10^6 judge prompt tokens (null: price_prompt_per_million)"
+    )
+    judge_price_completion_per_million: float | None = setting(
+        None, "okgqa: price of 10^6 judge completion tokens (null: price_completion_per_million)"
+    )
     criteria: list[str] = setting(
         ["empowerment", "comprehensiveness", "correctness", "context_relevance"],
         "okgqa: G-Eval criteria judged, each one call per answer (paper 004 App. A.3)",

@@ -176,3 +176,31 @@ def predictions(answers: DataFrame, scheme: str) -> DataFrame:
 
     parsed = parse("item_id", "content")
     return answers.select(F.col("item_id").alias("id"), parsed.alias("p")).select("id", "p.*")
+
+
+def failures(records: DataFrame, hard: DataFrame, context: str) -> DataFrame:
+    """``id, failure``: App. J's kind of every question whose hard answer was not predicted (``hard``:
+    ``id, hard`` 0 or 1, evaluate-qa's per-question Hits@Hard): ``reasoning_failure`` when one of its
+    groundings (``records.groundings``) has its whole body among the triples its prompt showed (the
+    ``neighbourhood``'s ``triples``; the ``oracle``'s grounding bodies; ``none``: nothing), else
+    ``retrieval_failure`` (spec 1.3 [P])."""
+
+    def key(triple):
+        return F.concat_ws("\x1f", triple[0], triple[1], triple[2])
+
+    empty = F.array().cast("array<string>")
+    if context == "neighbourhood":
+        shown = F.transform(F.coalesce("triples", F.array().cast("array<array<string>>")), key)
+    elif context == "oracle":
+        shown = F.flatten(F.transform("groundings", lambda g: F.transform(g["body"], key)))
+    else:
+        shown = empty
+    with_shown = records.select(F.col("id").cast("string").alias("id"), "groundings", shown.alias("_shown"))
+    found = F.exists(
+        F.coalesce("groundings", F.array().cast(records.schema["groundings"].dataType)),
+        lambda g: F.forall(g["body"], lambda b: F.array_contains(F.col("_shown"), key(b))),
+    )
+    missed = hard.filter(F.col("hard") == 0).select(F.col("id").cast("string").alias("id"))
+    return with_shown.join(missed, "id").select(
+        "id", F.when(found, F.lit(reader.REASONING_FAILURE)).otherwise(F.lit(reader.RETRIEVAL_FAILURE)).alias("failure")
+    )

@@ -295,10 +295,11 @@ def scores(answers: DataFrame, judgements: DataFrame, criteria: list[str], label
     )
 
 
-def levels(score_rows: DataFrame, similarity: DataFrame | None) -> DataFrame:
+def levels(score_rows: DataFrame, similarity: DataFrame | None, asked: DataFrame | None = None) -> DataFrame:
     """``method, level, metric, value, drop, seeds, ats, sc2d, sd2``: the scores' means over seeds per
     ``(method, level, metric)``, ``drop`` = g(G) - g(G') (the same seed's level 0.0 minus level p, then
-    averaged), beside the mean ATS, SC2D and SD2 of ``kg_similarity`` (subgraph rows) at that level."""
+    averaged), beside the mean ATS, SC2D and SD2 of ``kg_similarity`` (subgraph rows) at that level, over the
+    ``asked`` questions' graphs only (``qid, method, seed, level``; None: every question's)."""
     base = score_rows.filter(F.col("level") == 0.0).select("method", "seed", "metric", F.col("value").alias("original"))
     per_seed = score_rows.join(base, ["method", "seed", "metric"], "left").withColumn(
         "drop", F.col("original") - F.col("value")
@@ -309,9 +310,10 @@ def levels(score_rows: DataFrame, similarity: DataFrame | None) -> DataFrame:
     if similarity is None:
         return out.select("*", *[F.lit(None).cast("double").alias(c) for c in ("ats", "sc2d", "sd2")])
     # level 0.0 (the original graph) has no kg_similarity row: its ATS, SC2D and SD2 stay null
-    means = (
-        similarity.filter(F.col("qid").isNotNull())
-        .groupBy("method", "level")
-        .agg(*[F.avg(c).alias(c) for c in ("ats", "sc2d", "sd2")])
-    )
+    graphs = similarity.filter(F.col("qid").isNotNull())
+    if asked is not None:
+        graphs = graphs.join(
+            asked.select("qid", "method", "seed", "level").distinct(), ["qid", "method", "seed", "level"]
+        )
+    means = graphs.groupBy("method", "level").agg(*[F.avg(c).alias(c) for c in ("ats", "sc2d", "sd2")])
     return out.join(means, ["method", "level"], "left")

@@ -27,6 +27,7 @@ from pyspark import TaskContext
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from kgbrink.brink import reader
 from kgbrink.brink.questions import entity_names, relation_names
 from kgbrink.core import catalog, publish
 from kgbrink.core.delta import table_exists
@@ -167,7 +168,6 @@ class _Brink:
         sources, variant = work.sources, ctx.config.variant
         entities = entity_names(sources["entities"], opts.scheme, variant.seed)
         relations = relation_names(sources["relations"])
-        provenance = sources["provenance"] if opts.context == "oracle" else None
         settings = ctx.config.predict
         near = None
         if opts.context == "neighbourhood":
@@ -175,7 +175,7 @@ class _Brink:
             hops, cut = settings.neighbourhood_hops, settings.max_facts
             near = brink.neighbourhoods(asked, sources[opts.kg], entities, relations, hops, cut, variant.seed)
         records = brink.records(
-            sources["questions"], entities, relations, variant.templates, opts.split, provenance, near
+            sources["questions"], entities, relations, variant.templates, opts.split, sources["provenance"], near
         )
         work.state["records"] = records.cache()
         by_key = sources["relations"].select("key", "id").join(relations, "id").collect()
@@ -211,6 +211,22 @@ class _Brink:
         ctx.summary.results.extend(summary.results)
         ctx.summary.artifacts.extend(summary.artifacts)
         ctx.summary.extra["evaluate_qa"] = {k: summary.counts.get(k) for k in sorted(summary.counts)}
+        self._failures(ctx, work, opts, folder / "per_question.jsonl")
+
+    def _failures(self, ctx: JobContext, work, opts, per_question: Path) -> None:
+        """App. J's split of the questions whose hard answer was missed: retrieval against reasoning
+        failures, counted and as shares of the misses."""
+        hard = pd.read_json(per_question, lines=True, dtype={"id": str}) if per_question.stat().st_size else None
+        if hard is None or hard.empty:
+            return
+        frame = ctx.spark.createDataFrame(hard[["id", "hard"]].astype({"id": str, "hard": float}))
+        kinds = brink.failures(work.state["records"], frame, opts.context).groupBy("failure").count().collect()
+        counts = {row["failure"]: int(row["count"]) for row in kinds}
+        missed = sum(counts.values())
+        for kind in (reader.RETRIEVAL_FAILURE, reader.REASONING_FAILURE):
+            ctx.summary.counts[f"{kind}s"] = counts.get(kind, 0)
+            share = counts.get(kind, 0) / missed if missed else None
+            ctx.summary.results.append({"metric": f"{kind}s", "value": share})
 
 
 @dataclass(frozen=True)
@@ -275,7 +291,10 @@ class _OKGQA:
     def score(self, ctx: JobContext, work, opts) -> None:
         settings, summary = ctx.config.predict, ctx.summary
         judge = replace(
-            work, model=opts.judge_model or settings.judge_model or work.model, params=dict(okgqa.JUDGE_PARAMS)
+            work,
+            model=opts.judge_model or settings.judge_model or work.model,
+            params=dict(okgqa.JUDGE_PARAMS),
+            endpoint=_endpoint(settings, opts.base_url, work.tasks, opts.judge_base_url or settings.judge_base_url),
         )
         if settings.seed is not None:
             judge.params["seed"] = settings.seed
@@ -285,9 +304,9 @@ class _OKGQA:
         prompts = call_rows(items.select("item_id", "messages"), judge.model, judge.params).cache()
         ctx.write("judge_prompts", prompts.drop("body"), work.path("judge_prompts"), table="predict.judge_prompts")
         n_judge = prompts.count()
-        asked = summary.counts.get("asked", 0)
-        failed = _ask(ctx, judge, prompts)
-        summary.counts.update(judge_prompts=n_judge, judge_asked=summary.counts["asked"], asked=asked)
+        summary.counts["judge_prompts"] = n_judge
+        failed = _ask(ctx, judge, prompts, prefix="judge_")
+        _usage(ctx, judge, prompts, prefix="judge_")
         answered, bad_calls = _answers(prompts, _calls(ctx, judge), failed)
         judged = okgqa.judged(answered.select("item_id", "content")).join(items.drop("messages"), "item_id").cache()
         unscored = judged.filter(F.col("score").isNull()).join(prompts.select("item_id", "call_id"), "item_id")
@@ -306,12 +325,12 @@ class _OKGQA:
         texts = work.state["text_counts"]
         judge_bad = {k: n - texts.get(k, 0) for k, n in by_reason.items() if n > texts.get(k, 0)}
         labels = {"model": work.model, "judge_model": judge.model, "run": opts.run_name, "setting": opts.context}
-        summary.params["judge_model"] = judge.model
+        summary.params.update(judge_model=judge.model, judge_base_url=judge.endpoint.base_url)
         judgements = judged.select("answer_id", "criterion", "score")
         rows = okgqa.scores(answers, judgements, list(settings.criteria), labels)
         ctx.write("okgqa_scores", rows, work.path("okgqa_scores"), table="predict.okgqa_scores")
         similarity = work.sources.get("kg_similarity")
-        levels = okgqa.levels(ctx.written("okgqa_scores"), similarity)
+        levels = okgqa.levels(ctx.written("okgqa_scores"), similarity, answers)
         ctx.write("okgqa_levels", levels, work.path("okgqa_levels"), table="predict.okgqa_levels")
         table = ctx.written("okgqa_levels").toPandas()
         for row in table.sort_values(["metric", "method", "level"]).itertuples():
@@ -389,12 +408,10 @@ class _SynthKGQA:
     def score(self, ctx: JobContext, work, opts) -> None:
         if not ctx.summary.counts["written"]:
             raise JobFailed("no written question parsed: nothing for gt-questions", ctx.summary)
+        # one set per run setting: two settings of one model never overwrite each other's questions
+        questions = ctx.summary.params["questions_set"] = f"{work.name}-{_slug(work.model)}-{work.fingerprint[:8]}"
         summary = ctx.run(
-            "gt-questions",
-            input=work.state["written"],
-            dataset=work.dataset,
-            questions=f"{work.name}-{_slug(work.model)}",
-            answers=True,
+            "gt-questions", input=work.state["written"], dataset=work.dataset, questions=questions, answers=True
         )
         ctx.summary.counts.update(
             {f"gt_{k}": v for k, v in summary.counts.items() if isinstance(v, int) and not isinstance(v, bool)}
@@ -411,8 +428,9 @@ def _slug(text: str) -> str:
 
 def _question_texts(ctx: JobContext, work, path: str, qids: DataFrame) -> DataFrame:
     """The good question texts (``qid, question, references``) of the questions in ``qids``; bad lines, and
-    texts of questions the set has not, kept in ``work.state["text_quarantine"]``; fails past
-    ``predict.max_bad_fraction`` of the lines."""
+    texts of questions the set has not, kept in ``work.state["text_quarantine"]``; fails when the bad lines
+    exceed ``predict.max_bad_fraction`` of the lines (a text of another question, ``unknown_qid``, is not
+    weighed: one question file may serve several sets)."""
     require_files(ctx.spark, [path])
     parsed = okgqa.question_texts(read_lines(ctx.spark, {"questions": [path]})).cache()
     work.state["text_lines"] = parsed
@@ -442,10 +460,11 @@ def _question_texts(ctx: JobContext, work, path: str, qids: DataFrame) -> DataFr
     work.state["texts"] = good
     n_good, n_set = good.count(), known.count()
     ctx.summary.counts.update(question_texts=n_good, questions_without_text=n_set - n_good)
+    weighed = {k: n for k, n in counts.items() if k != "unknown_qid"}
     fail_past_bad_fraction(
         ctx.summary,
-        counts,
-        n_good + sum(counts.values()),
+        weighed,
+        n_good + sum(weighed.values()),
         float(ctx.config.predict.max_bad_fraction),
         "predict.max_bad_fraction",
         "question lines",
@@ -480,6 +499,9 @@ class PredictOptions:
     kg: str = arg("incomplete", "brink neighbourhood: the KG it is retrieved from", choices=["complete", "incomplete"])
     questions: str | None = arg(None, 'okgqa: question texts, JSON Lines {"qid", "question", "references"?}')
     judge_model: str | None = arg(None, "okgqa: the G-Eval judge's model (default: setting predict.judge_model)")
+    judge_base_url: str | None = arg(
+        None, "okgqa: the judge's endpoint (default: setting predict.judge_base_url, else the answering one)"
+    )
     split: str = arg("test", "brink: question split asked")
     limit: int | None = arg(None, "ask only the first N prompts (by item id)", type=int)
     run_name: str = arg("1", "run label of the predictions (score-mcq's run)", flag="--run")
@@ -523,17 +545,22 @@ def _file_digest(ctx: JobContext, path: str) -> str:
     return row["d"]
 
 
-def _endpoint(settings, base_url: str | None, tasks: int) -> EndpointConfig:
-    """The endpoint of the settings, each global rate limit split evenly among the tasks."""
+def _endpoint(settings, base_url: str | None, tasks: int, judge_url: str | None = None) -> EndpointConfig:
+    """The endpoint of the settings (``judge_url``: okgqa's judge there, with ``judge_api_key_env``'s key,
+    never the answering endpoint's), each global rate limit split evenly among the tasks."""
 
     def share(limit):
         return None if limit is None else float(limit) / tasks
 
-    if settings.api_key_env and not os.environ.get(settings.api_key_env):
-        raise ConfigError(f"predict.api_key_env names {settings.api_key_env}, which is not set in the environment")
+    if judge_url:
+        key_env, key_setting = settings.judge_api_key_env, "predict.judge_api_key_env"
+    else:
+        key_env, key_setting = settings.api_key_env, "predict.api_key_env"
+    if key_env and not os.environ.get(key_env):
+        raise ConfigError(f"{key_setting} names {key_env}, which is not set in the environment")
     return EndpointConfig(
-        base_url=(base_url or settings.base_url).rstrip("/"),
-        api_key_env=settings.api_key_env,
+        base_url=(judge_url or base_url or settings.base_url).rstrip("/"),
+        api_key_env=key_env,
         timeout_s=float(settings.timeout_seconds),
         max_tries=int(settings.max_tries),
         backoff_initial_s=float(settings.backoff_seconds),
@@ -561,6 +588,8 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
     name = opts.name or benchmark.default_name(ctx.config)
     params = benchmark.params(settings)
     endpoint = _endpoint(settings, opts.base_url, settings.tasks)
+    if opts.benchmark == "okgqa" and opts.score:  # a missing judge key fails before anything is asked
+        _endpoint(settings, opts.base_url, settings.tasks, opts.judge_base_url or settings.judge_base_url)
     summary = ctx.begin(
         benchmark=opts.benchmark,
         dataset=dataset,
@@ -662,9 +691,10 @@ def _recover(ctx: JobContext, work: _Work) -> int:
     return len(left)
 
 
-def _ask(ctx: JobContext, work: _Work, prompts: DataFrame) -> DataFrame | None:
-    """Ask the prompts ``model_calls`` has no answer for, from ``work.tasks`` tasks; the calls left
-    unanswered (``call_id, last``) or None when nothing was asked."""
+def _ask(ctx: JobContext, work: _Work, prompts: DataFrame, prefix: str = "") -> DataFrame | None:
+    """Ask the prompts ``model_calls`` has no answer for, from ``work.tasks`` tasks, counted in the summary
+    under ``prefix`` (``judge_``: the judge's round); the calls left unanswered (``call_id, last``) or None
+    when nothing was asked."""
     summary = ctx.summary
     path = _calls_path(work)
     distinct = prompts.select("call_id", "body", "prompt_sha256").dropDuplicates(["call_id"])
@@ -673,7 +703,9 @@ def _ask(ctx: JobContext, work: _Work, prompts: DataFrame) -> DataFrame | None:
     pending = distinct.repartition(work.tasks, "call_id").sortWithinPartitions("call_id")
     pending = pending.withColumns({"model": F.lit(work.model), "params": F.lit(canonical(work.params))}).cache()
     n_pending = pending.count()
-    summary.counts["asked"] = n_pending
+    summary.counts[f"{prefix}asked"] = n_pending
+    for key in ("requests", "retries", "prompt_tokens", "completion_tokens", "skipped", "rate_limit_wait_s"):
+        summary.counts[prefix + key] = 0
     if n_pending == 0:
         pending.unpersist()
         return None
@@ -684,8 +716,8 @@ def _ask(ctx: JobContext, work: _Work, prompts: DataFrame) -> DataFrame | None:
     stats = pending.rdd.mapPartitionsWithIndex(task).collect()
     pending.unpersist()
     for key in ("requests", "retries", "prompt_tokens", "completion_tokens", "skipped"):
-        summary.counts[key] = summary.counts.get(key, 0) + sum(int(s.get(key) or 0) for s in stats)
-    summary.counts["rate_limit_wait_s"] = round(sum(float(s.get("waited_s") or 0) for s in stats), 3)
+        summary.counts[prefix + key] = sum(int(s.get(key) or 0) for s in stats)
+    summary.counts[f"{prefix}rate_limit_wait_s"] = round(sum(float(s.get("waited_s") or 0) for s in stats), 3)
     failed = _fold(ctx, work, folder)  # cached and counted: the spool folder goes next
     delete_path(ctx.spark, folder)
     return failed
@@ -706,8 +738,10 @@ def _calls(ctx: JobContext, work: _Work) -> DataFrame | None:
     return ctx.read(CALLS, path) if table_exists(ctx.spark, path) else None
 
 
-def _usage(ctx: JobContext, work: _Work, prompts: DataFrame) -> None:
-    """Token sums over the answers this run's prompts use, and their cost at the price settings."""
+def _usage(ctx: JobContext, work: _Work, prompts: DataFrame, prefix: str = "") -> None:
+    """Token sums over the answers this run's prompts use (``answer_*``; ``judge_answer_*`` for the judge's
+    round), and their cost at the price settings (``cost.answers``, ``cost.this_run``: what this run asked;
+    ``cost.judge_*`` at the judge's prices)."""
     calls = _calls(ctx, work)
     if calls is None:
         return
@@ -715,16 +749,30 @@ def _usage(ctx: JobContext, work: _Work, prompts: DataFrame) -> None:
     row = used.agg(F.sum("prompt_tokens").alias("p"), F.sum("completion_tokens").alias("c")).first()
     p_tokens, c_tokens = int(row["p"] or 0), int(row["c"] or 0)
     counts = ctx.summary.counts
-    counts.update(answer_prompt_tokens=p_tokens, answer_completion_tokens=c_tokens)
+    counts.update({f"{prefix}answer_prompt_tokens": p_tokens, f"{prefix}answer_completion_tokens": c_tokens})
     settings = ctx.config.predict
-    if settings.price_prompt_per_million is not None or settings.price_completion_per_million is not None:
-        cost = (p_tokens * float(settings.price_prompt_per_million or 0)) / 1e6
-        cost += (c_tokens * float(settings.price_completion_per_million or 0)) / 1e6
-        asked = (counts.get("prompt_tokens", 0) * float(settings.price_prompt_per_million or 0)) / 1e6
-        asked += (counts.get("completion_tokens", 0) * float(settings.price_completion_per_million or 0)) / 1e6
+    prompt_price, completion_price = settings.price_prompt_per_million, settings.price_completion_per_million
+    if prefix:
+        prompt_price = coalesce(settings.judge_price_prompt_per_million, prompt_price)
+        completion_price = coalesce(settings.judge_price_completion_per_million, completion_price)
+    if prompt_price is not None or completion_price is not None:
+
+        def cost(prompt_tokens: int, completion_tokens: int) -> float:
+            paid = prompt_tokens * float(prompt_price or 0) + completion_tokens * float(completion_price or 0)
+            return round(paid / 1e6, 6)
+
+        asked = cost(counts.get(f"{prefix}prompt_tokens", 0), counts.get(f"{prefix}completion_tokens", 0))
         ctx.summary.results.extend(
-            [{"metric": "cost.answers", "value": round(cost, 6)}, {"metric": "cost.this_run", "value": round(asked, 6)}]
+            [
+                {"metric": f"cost.{prefix}answers", "value": cost(p_tokens, c_tokens)},
+                {"metric": f"cost.{prefix}this_run", "value": asked},
+            ]
         )
+
+
+def coalesce(*values):
+    """The first value that is not None."""
+    return next((v for v in values if v is not None), None)
 
 
 @job(
