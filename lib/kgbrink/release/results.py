@@ -10,10 +10,29 @@ run, labels, fingerprint: the run's first 8 hex digits), a column per metric (so
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections import defaultdict
 
 MAX_COLUMNS = 8
 ORDER = ["benchmark", "name", "model", "judge_model", "setting", "run", "labels", "fingerprint", "metric"]
+
+
+def cell(value) -> str:
+    """A table cell's text: line breaks and other control or format characters (Unicode categories C*, Zl,
+    Zp) as spaces, then backslashes and pipes escaped (GitHub Markdown), so any name stays in its cell."""
+    text = "".join(
+        " " if unicodedata.category(c)[0] == "C" or unicodedata.category(c) in ("Zl", "Zp") else c for c in str(value)
+    )
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _labels(text: str) -> str:
+    """A run's labels (canonical JSON) as ``k=v, ...``; text that is not a JSON object as it is."""
+    try:
+        labels = json.loads(text or "{}")
+    except ValueError:
+        return text
+    return ", ".join(f"{k}={v}" for k, v in labels.items()) if isinstance(labels, dict) else text
 
 
 def leaderboard(rows: list[dict]) -> str:
@@ -30,14 +49,14 @@ def leaderboard(rows: list[dict]) -> str:
         for r in group:
             key = tuple(r[k] or "" for k in ("name", "model", "judge_model", "setting", "run", "labels", "fingerprint"))
             cells[key][r["metric"]] = r["value"]
-        lines += [f"Scores on {benchmark}:", ""]
-        lines += ["| set | model | judge | setting | run | labels | id | " + " | ".join(shown) + " |"]
+        lines += [f"Scores on {cell(benchmark)}:", ""]
+        lines += ["| set | model | judge | setting | run | labels | id | " + " | ".join(map(cell, shown)) + " |"]
         lines += ["|" + "---|" * (7 + len(shown))]
         for key in sorted(cells):
-            labels = ", ".join(f"{k}={v}" for k, v in json.loads(key[5] or "{}").items())
             values = ["" if cells[key].get(m) is None else f"{cells[key][m]:.4f}" for m in shown]
-            lines.append("| " + " | ".join([*key[:5], labels, key[6][:8], *values]) + " |")
+            texts = [*key[:5], _labels(key[5]), key[6][:8]]
+            lines.append("| " + " | ".join([*map(cell, texts), *values]) + " |")
         if hidden:
-            lines += ["", f"Further metrics in the config: {', '.join(hidden)}."]
+            lines += ["", f"Further metrics in the config: {cell(', '.join(hidden))}."]
         lines.append("")
     return "\n".join(lines).rstrip()
