@@ -393,12 +393,13 @@ def test_operation_counts_by_hand(method, level, n, m):
 #   (3, 0, 3): r2 (r1 has 3)                        | (3, 1, 1): r0 (r2 has 1) | (3, 2, 2): r1 (r0 has 2)
 # No new triple is in the graph or made twice, so every candidate is made: m = floor(0.5 * 6) = 3 by level
 # 0.5 and 6 by 1.0. With seed 7 the eight draws settle all six triples and the one draw only (3, 2, 2): the
-# other five are decided by the exhaustive argmin (each case fails when that path picks the maximum).
+# other five are decided by the exhaustive argmin (each case fails when that path picks the maximum); with
+# no draw the argmin decides all six.
 RR_GRAPH = [(2, 0, 2), (2, 1, 3), (2, 2, 1), (3, 0, 3), (3, 1, 1), (3, 2, 2)]
 RR_BY_HAND = {(2, 0, 2): 1, (2, 1, 3): 2, (2, 2, 1): 0, (3, 0, 3): 2, (3, 1, 1): 0, (3, 2, 2): 1}
 
 
-@pytest.mark.parametrize("draws", [8, 1], ids=["eight_draws", "one_draw"])
+@pytest.mark.parametrize("draws", [8, 1, 0], ids=["eight_draws", "one_draw", "argmin_only"])
 def test_rr_type_compatibility_choice_by_hand(spark, draws):
     kg = spark.createDataFrame(RR_GRAPH, "h int, r int, t int")
     scorer = Scorer("type_compatibility", kg, 7, draws=draws)

@@ -69,7 +69,7 @@ class Scorer:
         """``ops`` plus ``new_r`` = argmin over the scope's relations (``relations(scope_key, r)``) other
         than r of s(h, r', t), ties by seeded hash; null when the scope has no other relation."""
         keys = ["scope_key", "op_rank"]
-        if self.kind == "type_compatibility":
+        if self.kind == "type_compatibility" and self.draws > 0:  # no draws: the exhaustive argmin alone
             settled, pending = self._draw_zero_scores(ops, relations)
         else:
             settled, pending = None, ops
