@@ -181,6 +181,11 @@ def synth_5000(config, work_dir, tmp_path_factory) -> Path:
     return built_once("synth-5000", work_dir, tmp_path_factory, make)
 
 
+def conf_args(config: Settings) -> list[str]:
+    """The command-line arguments that load ``config`` again: its file and its overrides."""
+    return ["--conf", config.source, *[a for item in config.overrides for a in ("--set", item)]]
+
+
 def own_copy(dataset: Path, tmp_path_factory, name: str) -> tuple[Path, Path]:
     """A copy of ``dataset`` of the caller's own: ``(dataset, its new base folder)``."""
     base = tmp_path_factory.mktemp(name)

@@ -10,11 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kgbrink.cli import build_parser, main
-from tests.conftest import PROJECT_ROOT
-
-
-def _conf_args(config) -> list[str]:
-    return ["--conf", config.source] + [a for item in config.overrides for a in ("--set", item)]
+from tests.conftest import PROJECT_ROOT, conf_args
 
 
 def test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow(spark, config, tmp_path, capsys):
@@ -23,7 +19,7 @@ def test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow(spark, config,
         main(
             [
                 "synth",
-                *_conf_args(config),
+                *conf_args(config),
                 "--out",
                 str(kg),
                 "--triples",
@@ -38,7 +34,7 @@ def test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow(spark, config,
         main(
             [
                 "ingest",
-                *_conf_args(config),
+                *conf_args(config),
                 "--input",
                 str(kg),
                 "--dataset",
@@ -49,7 +45,7 @@ def test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow(spark, config,
         )
         == 0
     )
-    assert main(["stats", *_conf_args(config), "--dataset", str(dataset), "--json", str(tmp_path / "stats.json")]) == 0
+    assert main(["stats", *conf_args(config), "--dataset", str(dataset), "--json", str(tmp_path / "stats.json")]) == 0
     capsys.readouterr()
     ingest = json.loads((tmp_path / "ingest.json").read_text())
     manifest = json.loads((kg / "synth_manifest.json").read_text())
@@ -98,7 +94,7 @@ def test_build_on_a_train_only_dataset_needs_no_flags(spark, config, family, tmp
     dataset = tmp_path / "family"
     for table in ("entities", "relations", "triples", "quarantine"):
         shutil.copytree(Path(family[0]) / table, dataset / table)
-    assert main(["build", *_conf_args(config), "--dataset", str(dataset), "--json", str(tmp_path / "b.json")]) == 0
+    assert main(["build", *conf_args(config), "--dataset", str(dataset), "--json", str(tmp_path / "b.json")]) == 0
     summary = json.loads((tmp_path / "b.json").read_text())
     assert summary["params"]["dataset"] == str(dataset)
     assert summary["counts"]["mine"]["rules"] == 145
@@ -116,16 +112,16 @@ def test_build_on_a_train_only_dataset_needs_no_flags(spark, config, family, tmp
 )
 def test_unknown_settings_and_wrong_types_exit_2(config, settings, message, capsys):
     args = [a for s in settings for a in ("--set", s)]
-    assert main(["mine", *_conf_args(config), *args, "--no-tracking"]) == 2
+    assert main(["mine", *conf_args(config), *args, "--no-tracking"]) == 2
     assert message in capsys.readouterr().err
 
 
 def test_empty_dataset_and_unwritable_json_exit_2_before_any_work(config, tmp_path, capsys):
-    assert main(["stats", *_conf_args(config), "--dataset", "", "--no-tracking"]) == 2
+    assert main(["stats", *conf_args(config), "--dataset", "", "--no-tracking"]) == 2
     assert "--dataset is empty" in capsys.readouterr().err
     blocked = tmp_path / "file"
     blocked.write_text("")
-    assert main(["stats", *_conf_args(config), "--json", str(blocked / "x.json"), "--no-tracking"]) == 2
+    assert main(["stats", *conf_args(config), "--json", str(blocked / "x.json"), "--no-tracking"]) == 2
     assert "cannot write --json" in capsys.readouterr().err
 
 
@@ -136,7 +132,7 @@ def test_a_jvm_failure_names_the_file_and_cause_without_a_stack_trace(spark, con
     data = gzip.compress(("".join(f"Q{i}\tP1\tQ{i + 1}\n" for i in range(20000))).encode())
     broken = tmp_path / "broken.txt.gz"
     broken.write_bytes(data[: len(data) // 2])
-    args = ["ingest", *_conf_args(config), "--format", "delimited", "--split", f"train={broken}"]
+    args = ["ingest", *conf_args(config), "--format", "delimited", "--split", f"train={broken}"]
     assert main([*args, "--dataset", str(tmp_path / "ds"), "--no-tracking", "--json", str(tmp_path / "s.json")]) == 1
     err = capsys.readouterr().err
     message = next(line for line in err.splitlines() if line.startswith("kgbrink ingest: error:"))
@@ -158,7 +154,7 @@ def test_a_driver_killed_by_the_os_says_so_in_one_line(config, tmp_path):
 
     lines = "".join(f"Q{i}\tP{i % 7}\tQ{(i * 31) % 5000}\n" for i in range(50_000))
     (tmp_path / "kg.tsv").write_text(lines)
-    command = [sys.executable, "-m", "kgbrink.cli", "ingest", *_conf_args(config), "--format", "delimited"]
+    command = [sys.executable, "-m", "kgbrink.cli", "ingest", *conf_args(config), "--format", "delimited"]
     command += ["--split", f"train={tmp_path / 'kg.tsv'}", "--dataset", str(tmp_path / "ds"), "--no-tracking"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     err = []

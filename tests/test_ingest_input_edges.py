@@ -12,6 +12,7 @@ from kgbrink.core.delta import read_table
 from kgbrink.core.files import InputError, reported_path
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import ingest as job
+from tests.conftest import conf_args
 
 # 20,000 lines compress to more than the gzip reader's first buffer, so a cut shows mid-stream.
 GZ = gzip.compress("".join(f"Q{i}\tP1\tQ{i + 1}\n" for i in range(20000)).encode())
@@ -165,10 +166,6 @@ def test_dictionary_lines_end_at_newline_and_must_be_utf8(spark, tmp_path):
 # --- item 7: the command line ----------------------------------------------------------------------
 
 
-def _conf_args(config) -> list[str]:
-    return ["--conf", config.source] + [a for item in config.overrides for a in ("--set", item)]
-
-
 def test_json_path_is_tried_not_inferred_from_permission_bits(tmp_path):
     """The check leaves no trace: an existing file keeps its bytes, a probe file and missing parents
     are not left behind."""
@@ -189,7 +186,7 @@ def test_json_where_no_file_can_be_created_is_refused_before_any_work(config, ca
     only then failed to write the summary."""
     from kgbrink.cli import main
 
-    assert main(["stats", *_conf_args(config), "--json", "/proc/kgbrink-summary.json", "--no-tracking"]) == 2
+    assert main(["stats", *conf_args(config), "--json", "/proc/kgbrink-summary.json", "--no-tracking"]) == 2
     assert "error: cannot write --json /proc/kgbrink-summary.json (" in capsys.readouterr().err
 
 
@@ -200,7 +197,7 @@ def test_ingest_says_which_dataset_it_writes_also_the_configured_default(spark, 
     from kgbrink.cli import main
 
     dataset = tmp_path / "default-ds"
-    args = ["ingest", *_conf_args(config), "--set", f"dataset={dataset}", "--format", "delimited"]
+    args = ["ingest", *conf_args(config), "--set", f"dataset={dataset}", "--format", "delimited"]
     args += ["--split", f"train={tmp_path / 'missing.tsv'}", "--no-tracking"]
     assert main(args) == 1
     out, err = capsys.readouterr()

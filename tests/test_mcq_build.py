@@ -15,8 +15,7 @@ from kgbrink.cli import main
 from kgbrink.core.settings import ConfigError, load_config
 from kgbrink.mcq import options as mcq_options
 from kgbrink.mcq import render
-from tests.conftest import PROJECT_ROOT
-from tests.test_cli import _conf_args
+from tests.conftest import PROJECT_ROOT, conf_args
 
 SEED = 42
 # the hand-written KG: relations likes = 0, rare = 1, P31 = 2; entities 0..11
@@ -303,7 +302,7 @@ def test_mcq_settings_are_checked():
 @pytest.fixture(scope="module")
 def wn18rr(spark, config, reference, tmp_path_factory) -> Path:
     dataset = tmp_path_factory.mktemp("mcq") / "wn18rr"
-    args = ["ingest", *_conf_args(config), "--format", "probe", "--input", str(reference / "probe" / "wn18rr")]
+    args = ["ingest", *conf_args(config), "--format", "probe", "--input", str(reference / "probe" / "wn18rr")]
     assert main([*args, "--dataset", str(dataset), "--no-tracking"]) == 0
     return dataset
 
@@ -319,7 +318,7 @@ def test_probekgc_wn_statistics_through_the_cli(spark, config, wn18rr, tmp_path)
     queries = triples.where("split = 'test'").crossJoin(spark.createDataFrame([("head",), ("tail",)], "side string"))
     queries.select("h", "r", "t", "side").crossJoin(top).write.parquet(str(tmp_path / "scores"))
     out = tmp_path / "export"
-    args = ["mcq", *_conf_args(config), "--dataset", str(wn18rr), "--scores", str(tmp_path / "scores")]
+    args = ["mcq", *conf_args(config), "--dataset", str(wn18rr), "--scores", str(tmp_path / "scores")]
     args += ["--set", "mcq.export_formats=jsonl,json"]
     assert main([*args, "--out", str(out), "--json", str(tmp_path / "s.json")]) == 0
     summary = json.loads((tmp_path / "s.json").read_text())
@@ -364,6 +363,6 @@ def test_probekgc_wn_statistics_through_the_cli(spark, config, wn18rr, tmp_path)
 
 
 def test_hard_without_scores_is_a_clear_error(config, wn18rr, capsys):
-    args = ["mcq", *_conf_args(config), "--dataset", str(wn18rr), "--difficulties", "easy,hard", "--no-tracking"]
+    args = ["mcq", *conf_args(config), "--dataset", str(wn18rr), "--difficulties", "easy,hard", "--no-tracking"]
     assert main(args) == 1
     assert "the hard difficulty needs model scores: --scores" in capsys.readouterr().err

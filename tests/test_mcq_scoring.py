@@ -20,6 +20,7 @@ from kgbrink.core.delta import read_table
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import score_mcq
 from kgbrink.mcq import scoring
+from tests.conftest import conf_args
 
 QUESTION_SCHEMA = (
     "id string, h int, r int, t int, task string, query_entity int, gold int, difficulty string, "
@@ -207,10 +208,6 @@ def _hand_predictions() -> list[dict]:
     return p
 
 
-def _conf_args(config) -> list[str]:
-    return ["--conf", config.source, *[a for item in config.overrides for a in ("--set", item)]]
-
-
 def _write_jsonl(path, records: list, extra_lines: dict[int, str] | None = None) -> str:
     lines = [json.dumps(r) for r in records]
     for index, text in sorted((extra_lines or {}).items()):
@@ -356,7 +353,7 @@ def test_every_quarantine_reason_with_its_line(spark, config, hand_questions, tm
 def test_cli_contract_on_a_hand_table(spark, config, hand_questions, tmp_path):
     path = _write_jsonl(tmp_path / "preds.jsonl", [{**p, "model": "m", "run": "7"} for p in _hand_predictions()])
     out = tmp_path / "summary.json"
-    args = ["score-mcq", *_conf_args(config), "--questions", hand_questions, "--predictions", path, "--api-raw"]
+    args = ["score-mcq", *conf_args(config), "--questions", hand_questions, "--predictions", path, "--api-raw"]
     assert main([*args, "--degree-bins", "quantiles", "--out", str(tmp_path / "o"), "--json", str(out)]) == 0
     doc = json.loads(out.read_text())
     assert doc["params"]["api_raw"] is True and doc["params"]["degree_bins"] == "quantiles"
@@ -372,11 +369,11 @@ def test_cli_builds_questions_with_mcq_and_scores_them(spark, config, tmp_path):
     if "mcq" not in load_jobs():  # the build side lands separately
         pytest.skip("kgbrink mcq is not available")
     kg, dataset = tmp_path / "kg", tmp_path / "ds"
-    assert main(["synth", *_conf_args(config), "--out", str(kg), "--triples", "5000"]) == 0
-    assert main(["ingest", *_conf_args(config), "--input", str(kg), "--dataset", str(dataset)]) == 0
+    assert main(["synth", *conf_args(config), "--out", str(kg), "--triples", "5000"]) == 0
+    assert main(["ingest", *conf_args(config), "--input", str(kg), "--dataset", str(dataset)]) == 0
     built = [
         "mcq",
-        *_conf_args(config),
+        *conf_args(config),
         "--dataset",
         str(dataset),
         "--n-triples",
@@ -393,9 +390,7 @@ def test_cli_builds_questions_with_mcq_and_scores_them(spark, config, tmp_path):
     ]
     path = _write_jsonl(tmp_path / "preds.jsonl", preds)
     out = tmp_path / "summary.json"
-    code = main(
-        ["score-mcq", *_conf_args(config), "--dataset", str(dataset), "--predictions", path, "--json", str(out)]
-    )
+    code = main(["score-mcq", *conf_args(config), "--dataset", str(dataset), "--predictions", path, "--json", str(out)])
     assert code == 0
     doc = json.loads(out.read_text())
     values = {(r["model"], r["metric"]): r["value"] for r in doc["results"]}

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from kgbrink.cli import main
 from kgbrink.core.settings import OkgqaSubgraphSettings
 from kgbrink.okgqa.subgraphs import question_subgraphs
-from tests.test_cli import _conf_args
+from tests.conftest import conf_args
 
 
 def _oracle(triples, seeds, collapse):
@@ -91,7 +91,7 @@ def umls_questions(tmp_path_factory, reference):
 
 def test_okgqa_subgraphs_cli_on_umls_quarantines_and_tracks(spark, config, probe_datasets, umls_questions, tmp_path):
     dataset = probe_datasets["umls"]
-    args = ["okgqa-subgraphs", *_conf_args(config), "--dataset", dataset, "--questions", str(umls_questions)]
+    args = ["okgqa-subgraphs", *conf_args(config), "--dataset", dataset, "--questions", str(umls_questions)]
     assert main([*args, "--json", str(tmp_path / "fail.json")]) != 0  # 3 bad of 84 keys > 1%
     assert main([*args, "--set", "okgqa_subgraph.max_bad_fraction=0.05", "--json", str(tmp_path / "s.json")]) == 0
     summary = json.loads((tmp_path / "s.json").read_text())

@@ -16,8 +16,7 @@ from kgbrink.okgqa import perturb as okgqa_perturb
 from kgbrink.okgqa import similarity as okgqa_similarity
 from kgbrink.okgqa import sweep
 from kgbrink.okgqa.scorers import Scorer
-from tests.conftest import own_copy
-from tests.test_cli import _conf_args
+from tests.conftest import conf_args, own_copy
 
 # spec App. A.3: G = {(a,r,b), (b,r,c), (a,r,c), (c,r,d), (a,s,d)} with a..d = 0..3, r = 0, s = 1
 A3 = [(0, 0, 1), (1, 0, 2), (0, 0, 2), (2, 0, 3), (0, 1, 3)]
@@ -103,7 +102,7 @@ def small_dataset(spark, config, synth_5000, tmp_path_factory):
     questions.write_text(
         "".join(json.dumps({"qid": f"q{i}", "entities": keys[i : i + 2]}) + "\n" for i in range(0, 24, 2))
     )
-    assert main(["okgqa-subgraphs", *_conf_args(config), "--dataset", str(dataset), "--questions", str(questions)]) == 0
+    assert main(["okgqa-subgraphs", *conf_args(config), "--dataset", str(dataset), "--questions", str(questions)]) == 0
     return dataset, base
 
 
@@ -112,7 +111,7 @@ def test_sweep_through_the_cli_writes_tables_report_and_mlflow_run(spark, config
     dataset, base = small_dataset
     # subgraphs: every method at two levels and two seeds; kg: RS and ED (the whole-KG SC2D costs a
     # triangle count per graph)
-    args = ["okgqa-sweep", *_conf_args(config), "--dataset", str(dataset), "--scope", scope, "--questions", "qs"]
+    args = ["okgqa-sweep", *conf_args(config), "--dataset", str(dataset), "--scope", scope, "--questions", "qs"]
     methods = ("RS", "RR", "ER", "ED") if scope == "subgraphs" else ("RS", "ED")
     seeds = (1, 2) if scope == "subgraphs" else (1,)
     args += ["--methods", ",".join(methods), "--seeds", ",".join(map(str, seeds))]
@@ -162,7 +161,7 @@ def test_sweep_through_the_cli_writes_tables_report_and_mlflow_run(spark, config
 
 def test_bad_levels_methods_and_missing_scorer_rows_are_clear_errors(spark, config, small_dataset, tmp_path, capsys):
     dataset, base = small_dataset
-    common = ["perturb", *_conf_args(config), "--dataset", str(dataset), "--scope", "kg"]
+    common = ["perturb", *conf_args(config), "--dataset", str(dataset), "--scope", "kg"]
     assert main([*common, "--levels", "0.5,1.5"]) == 2
     assert "1.5 is outside (0, 1]" in capsys.readouterr().err
     assert main([*common, "--methods", "RS,XX"]) == 2

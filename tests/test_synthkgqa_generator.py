@@ -15,7 +15,7 @@ from kgbrink.core import catalog
 from kgbrink.core.delta import read_table
 from kgbrink.core.jobs import JobContext
 from kgbrink.synthkgqa import answer_types, generator, questions
-from tests.test_cli import _conf_args
+from tests.conftest import conf_args
 from tests.test_synthkgqa_answer_types import TEMPLATES
 
 
@@ -78,7 +78,7 @@ def test_types_are_checked():
 
 
 def test_cli_generates_exports_and_re_ingests(spark, config, synth_dataset, tmp_path):
-    args = ["gt-questions", *_conf_args(config), "--dataset", synth_dataset]
+    args = ["gt-questions", *conf_args(config), "--dataset", synth_dataset]
     summary_path = tmp_path / "gen.json"
     export = tmp_path / "planted.jsonl"
     code = main(
@@ -115,7 +115,7 @@ def test_cli_fails_past_the_bad_fraction(spark, config, synth_dataset, tmp_path,
     path.write_text(
         '{"id": "a", "seeds": ["nope"], "answer": "x", "answer_subgraph": [["nope", "P1", "x"]]}\nnot json\n'
     )
-    args = ["gt-questions", *_conf_args(config), "--dataset", synth_dataset, "--input", str(path), "--no-tracking"]
+    args = ["gt-questions", *conf_args(config), "--dataset", synth_dataset, "--input", str(path), "--no-tracking"]
     assert main(args) == 1
     assert "max_bad_fraction" in capsys.readouterr().err
     bad = read_table(spark, catalog.path("synthkgqa.question_quarantine", dataset=synth_dataset, questions="bad"))

@@ -22,8 +22,7 @@ from kgbrink.core.delta import latest_version
 from kgbrink.kg.synth import generate
 from kgbrink.kg.synth_graph import INSTANCE_OF
 from kgbrink.synthkgqa import generator, question_graph_local, shortest_paths
-from tests.conftest import own_copy
-from tests.test_cli import _conf_args
+from tests.conftest import conf_args, own_copy
 from tests.test_synthkgqa_graphs import QUESTION_SCHEMA
 
 
@@ -247,7 +246,7 @@ def planted_dataset(spark, config, synth_5000, tmp_path_factory):
 @pytest.mark.slow
 def test_question_graphs_and_sp_analysis_through_the_cli(spark, config, planted_dataset, tmp_path):
     dataset, path, questions = planted_dataset
-    common = [*_conf_args(config), "--dataset", str(dataset), "--questions", "planted", "--input", str(path)]
+    common = [*conf_args(config), "--dataset", str(dataset), "--questions", "planted", "--input", str(path)]
     small = ["--set", "question_graphs.k_min=1", "--set", "question_graphs.max_expand_degree=40"]
     small += ["--set", "question_graphs.top_nodes=30", "--set", "gt_questions.max_bad_fraction=0.1"]
     strict = ["question-graphs", *common, "--json", str(tmp_path / "fail.json")]

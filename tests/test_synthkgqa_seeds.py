@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from kgbrink.cli import main
 from kgbrink.synthkgqa.seeds import Plan, sampling_graph, seed_graphs
-from tests.test_cli import _conf_args
+from tests.conftest import conf_args
 
 # A.5: s with neighbours x (degree 1) and y (degree 3: s, a, b)
 A5 = [(0, 0, 1), (0, 0, 2), (2, 1, 3), (4, 1, 2)]
@@ -178,7 +178,7 @@ def test_the_exact_oracle_is_a_distribution():
 def test_seed_graphs_cli_on_umls_writes_the_table_and_prompts(spark, config, probe_datasets, tmp_path):
     dataset = probe_datasets["umls"]
     out = tmp_path / "prompts.jsonl"
-    args = ["seed-graphs", *_conf_args(config), "--dataset", dataset, "--n-samples", "50", "--seed", "3"]
+    args = ["seed-graphs", *conf_args(config), "--dataset", dataset, "--n-samples", "50", "--seed", "3"]
     assert main([*args, "--set", "seed_graphs.n_nodes=5", "--out", str(out), "--json", str(tmp_path / "s.json")]) == 0
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["counts"]["samples"] == 50 and summary["counts"]["exhausted"] == 0
