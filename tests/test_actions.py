@@ -153,6 +153,11 @@ def test_human_summary_shows_every_count_and_warning():
     assert all(f"count_{i} {i * 1000:,}" in text for i in range(14)) and "flag" not in text
     assert all(len(line) <= 100 for line in lines)
     assert "  warning: RS at level 1 reached 0.5000" in lines
+    assert not any("driver peak" in line for line in lines)  # no figure measured: no line
+    summary.memory = {"driver_peak_rss_mb": 812, "driver_peak_heap_mb": 4096, "driver_jvm_peak_rss_mb": 4987}
+    assert "  driver peak: JVM heap 4,096 MB, JVM resident 4,987 MB, Python 812 MB" in human_summary(
+        summary, None, None
+    )
 
 
 def test_stage_progress_gives_percent_and_time_left_at_the_watched_pace():

@@ -204,6 +204,19 @@ def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None)
         label = " " * len(label)
     for warning in getattr(summary, "extra", {}).get("warnings", []):
         lines.append(f"  warning: {warning}")
+    memory = getattr(summary, "memory", {})
+    if memory:  # the driver's peaks (kgbrink.core.session.driver_memory): what to size spark.driver.memory by
+        parts = [
+            f"{label} {memory[key]:,} MB"
+            for key, label in (
+                ("driver_peak_heap_mb", "JVM heap"),
+                ("driver_peak_old_gen_mb", "old generation"),
+                ("driver_jvm_peak_rss_mb", "JVM resident"),
+                ("driver_peak_rss_mb", "Python"),
+            )
+            if isinstance(memory.get(key), int)
+        ]
+        lines.append("  driver peak: " + ", ".join(parts))
     actions = getattr(summary, "actions", {})
     if actions.get("spark_jobs") or actions.get("delta_commits"):
         lines.append(
