@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kgbrink.brink.questions import SCHEMES, SPLITS, UNITS
+from kgbrink.core import figures
 from kgbrink.rules.model import RULE_TYPES
 
 
@@ -120,11 +121,7 @@ def answer_plot(answer_counts: dict, path: Path) -> Path:
     ax.set_xlabel("answer entities, most frequent first")
     ax.set_ylabel("questions with this hard answer")
     ax.legend()
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path)
 
 
 def write_report(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kgbrink.core import figures
 from kgbrink.mcq.scoring import DIFFICULTIES, group_order
 
 METRICS = ("accuracy", "nkd")
@@ -56,7 +57,7 @@ def by_difficulty_figure(scores: pd.DataFrame, path: Path) -> Path:
         ax.grid(alpha=0.3, axis="y")
     axes[0].legend(fontsize=7)
     fig.suptitle("ProbeKGC: accuracy and NKD by option difficulty", fontsize=9)
-    return _save(plt, fig, path)
+    return figures.save(fig, path)
 
 
 def by_group_figure(scores: pd.DataFrame, kind: str, path: Path, title: str) -> Path:
@@ -82,15 +83,7 @@ def by_group_figure(scores: pd.DataFrame, kind: str, path: Path, title: str) -> 
             ax.set_title(f"{difficulty}: {'accuracy' if metric == 'accuracy' else 'NKD'}", fontsize=9)
     axes[0][0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
-    return _save(plt, fig, path)
-
-
-def _save(plt, fig, path: Path) -> Path:
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path)
 
 
 def markdown(scores: pd.DataFrame, overlap: pd.DataFrame, params: dict, counts: dict) -> str:

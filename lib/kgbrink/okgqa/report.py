@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from kgbrink.core import figures
+
 METRICS = ("ats", "sc2d", "sd2")
 
 
@@ -32,11 +34,7 @@ def figure(summary: pd.DataFrame, path: Path, title: str) -> Path:
     if (summary["reached"] < 1).any():
         title += "\nhollow: level not reached (see report.md)"
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path)
 
 
 def markdown(summary: pd.DataFrame, scorer: str, paper_scorer: bool) -> str:
@@ -107,11 +105,7 @@ def answers_figure(levels: pd.DataFrame, path: Path, title: str) -> Path:
     ax.set_xlabel("SD2")
     ax.grid(alpha=0.3)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path)
 
 
 def answers_markdown(levels: pd.DataFrame, heading: str) -> str:

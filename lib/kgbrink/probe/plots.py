@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kgbrink.core import figures
 from kgbrink.probe.scoring import min_max_by_cell
 
 
@@ -41,11 +42,7 @@ def heatmap(cells: pd.DataFrame, model: str, path: Path) -> Path:
             fontsize=8,
         )
     fig.colorbar(image, ax=ax, label="min-max normalised across models")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path)
 
 
 def comparison_markdown(cells: pd.DataFrame) -> str:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kgbrink.core import figures
 from kgbrink.okgqa import report as okgqa_report
 from kgbrink.release.layout import BENCHMARKS, TITLES
 
@@ -77,11 +78,7 @@ def popularity_figure(histogram: pd.DataFrame, path: Path) -> Path:
     ax.set_ylabel("entities")
     ax.set_title("PROBE: entity popularity", fontsize=9)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    return path
+    return figures.save(fig, path, metadata={"Software": None})
 
 
 def write(manifest: dict, tables: dict[str, pd.DataFrame], folder: Path) -> list[Path]:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from kgbrink.core import figures
 from kgbrink.synthkgqa.shortest_paths import PAPER_TABLE_D2
 
 
@@ -38,11 +39,7 @@ def figure(d9: pd.DataFrame, path: Path, title: str) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return figures.save(fig, path)
 
 
 def markdown(d2: pd.DataFrame, d9: pd.DataFrame, graph: str, answers: str) -> str:
