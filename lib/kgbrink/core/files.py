@@ -107,6 +107,17 @@ def write_parquet(frame: DataFrame, path: str, mode: str = "overwrite") -> None:
     frame.write.mode(mode).parquet(path)
 
 
+def read_parquet_splits(spark: SparkSession, files: dict[str, list[str]]) -> DataFrame:
+    """The Parquet files of each split (``{split: [path, ...]}``, one schema) as one frame with ``split``."""
+    frames = [spark.read.parquet(*paths).withColumn("split", F.lit(split)) for split, paths in sorted(files.items())]
+    if not frames:
+        raise InputError("no Parquet files to read")
+    frame = frames[0]
+    for other in frames[1:]:
+        frame = frame.unionByName(other)
+    return frame
+
+
 def read_json_lines(spark: SparkSession, path: str, schema: str) -> DataFrame:
     """The JSON Lines files under ``path`` with ``schema``; a line that is not a whole JSON object (cut by a
     kill) is dropped."""

@@ -31,15 +31,23 @@ from kgbrink.brink import reader
 from kgbrink.brink.questions import entity_names, relation_names
 from kgbrink.core import catalog, publish
 from kgbrink.core.delta import table_exists
-from kgbrink.core.files import delete_path, read_json_lines, read_lines, require_files, write_single_file
+from kgbrink.core.files import (
+    delete_path,
+    read_json_lines,
+    read_lines,
+    read_parquet_splits,
+    require_files,
+    write_single_file,
+)
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import ConfigError, is_uri
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
-from kgbrink.evaluation import brink, okgqa, probekgc, synthkgqa
+from kgbrink.evaluation import brink, okgqa, probekgc, releases, synthkgqa
 from kgbrink.evaluation.calls import call_rows, canonical
 from kgbrink.llm import spool
 from kgbrink.llm.client import EndpointConfig
 from kgbrink.okgqa import report as okgqa_report
+from kgbrink.release import layout
 from kgbrink.synthkgqa.seeds import prompt_records
 
 CALLS = "model_calls"
@@ -97,7 +105,26 @@ class _ProbeKGC:
     def params(self, settings) -> dict:
         return _params(probekgc.DEFAULT_PARAMS, settings)
 
+    def release_sources(self, ctx: JobContext, release, opts) -> dict[str, DataFrame]:
+        """The release's questions as ``mcq.questions`` rows (:func:`kgbrink.evaluation.releases.mcq_questions`),
+        the degrees over its KG of the ``stats.splits`` its PROBE part records (else the setting's)."""
+        probe = release.manifest["benchmarks"].get("probe", {}).get("settings", {})
+        splits = probe.get("stats", {}).get("splits") or ctx.config.stats.splits
+        triples = release.read(ctx, "kg_triples")
+        frame = releases.mcq_questions(
+            release.read(ctx, "probekgc_questions_text"),
+            release.read(ctx, "probekgc_questions"),
+            release.read(ctx, "kg_entities"),
+            release.read(ctx, "kg_relations"),
+            triples.filter(F.col("split").isin(list(splits))),
+        )
+        return {"questions": frame}
+
     def prompts(self, ctx: JobContext, work, opts) -> DataFrame:
+        if work.release:  # staged as a questions table: score-mcq reads it
+            ctx.write("questions", work.sources["questions"], work.path("questions"), table="mcq.questions")
+            work.sources["questions"] = ctx.written("questions")
+            work.state["questions_path"] = work.path("questions")
         return probekgc.prompts(work.sources["questions"])
 
     def parse_and_write(self, ctx: JobContext, work, prompts, calls, failed, opts) -> dict[str, int]:
@@ -122,7 +149,7 @@ class _ProbeKGC:
         summary = ctx.run(
             "score-mcq",
             predictions=work.path("mcq_predictions"),
-            questions=ctx.summary.inputs["questions"].path,
+            questions=work.state.get("questions_path") or ctx.summary.inputs["questions"].path,
             out=work.path("scores"),
             report_dir=f"{work.files}/scores/report",
         )
@@ -161,11 +188,21 @@ class _Brink:
         """The KG a neighbourhood is retrieved from: the variant's complete or incomplete triples."""
         return ((opts.kg, f"variant.{opts.kg}"),) if opts.context == "neighbourhood" else ()
 
+    def release_sources(self, ctx: JobContext, release, opts) -> dict[str, DataFrame]:
+        """The release's questions of ``--scheme`` (``--context none`` only: the release carries no reader
+        context)."""
+        if opts.context != "none":
+            raise ConfigError(f"--release asks BRINK's questions with --context none only, not {opts.context}")
+        return {"questions": release.read(ctx, f"brink_questions_{opts.scheme}")}
+
     def params(self, settings) -> dict:
         return _params(brink.DEFAULT_PARAMS, settings)
 
     def prompts(self, ctx: JobContext, work, opts) -> DataFrame:
         sources, variant = work.sources, ctx.config.variant
+        if work.release:
+            work.state["records"] = releases.brink_records(sources["questions"], opts.split).cache()
+            return brink.prompts(work.state["records"], "none", {}, opts.template, variant.seed)
         entities = entity_names(sources["entities"], opts.scheme, variant.seed)
         relations = relation_names(sources["relations"])
         settings = ctx.config.predict
@@ -216,6 +253,8 @@ class _Brink:
     def _failures(self, ctx: JobContext, work, opts, per_question: Path) -> None:
         """App. J's split of the questions whose hard answer was missed: retrieval against reasoning
         failures, counted and as shares of the misses."""
+        if "groundings" not in work.state["records"].columns:  # a release's questions: no provenance
+            return
         hard = pd.read_json(per_question, lines=True, dtype={"id": str}) if per_question.stat().st_size else None
         if hard is None or hard.empty:
             return
@@ -244,6 +283,9 @@ class _OKGQA:
 
     def default_name(self, config) -> str:
         raise ConfigError("--name is required with --benchmark okgqa: the question set of okgqa-subgraphs")
+
+    def release_sources(self, ctx: JobContext, release, opts) -> dict[str, DataFrame]:
+        raise ConfigError("okgqa needs a dataset: a release carries the KG scope only, no question subgraphs")
 
     def params(self, settings) -> dict:
         return _params(okgqa.DEFAULT_PARAMS, settings)
@@ -375,6 +417,9 @@ class _SynthKGQA:
     def default_name(self, config) -> str:
         return "seeds"  # seed-graphs' default --name
 
+    def release_sources(self, ctx: JobContext, release, opts) -> dict[str, DataFrame]:
+        raise ConfigError("synthkgqa needs a dataset: gt-questions validates the written questions on its KG")
+
     def params(self, settings) -> dict:
         return _params(synthkgqa.DEFAULT_PARAMS, settings)
 
@@ -480,7 +525,12 @@ BENCHMARKS = {"brink": _Brink(), "okgqa": _OKGQA(), "probekgc": _ProbeKGC(), "sy
 @dataclass
 class PredictOptions:
     benchmark: str = arg(None, "benchmark whose prompts are asked", required=True, choices=sorted(BENCHMARKS))
-    dataset: str | None = arg(None, "dataset (default: setting 'dataset')")
+    dataset: str | None = arg(None, "dataset (default: setting 'dataset'; with --release: where answers are kept)")
+    release: str | None = arg(
+        None,
+        "a release (kgbrink release's root, one version, or a fetched copy) whose questions are asked instead of "
+        "a dataset's: probekgc, brink (--context none)",
+    )
     name: str | None = arg(
         None,
         "question set (probekgc: kgbrink mcq --name, default probekgc; brink: the variant, default variant.name; "
@@ -529,6 +579,7 @@ class _Work:
     files: str = ""  # a local folder: the plain files
     sources: dict = field(default_factory=dict)
     state: dict = field(default_factory=dict)  # what a benchmark's steps pass on
+    release: str = ""  # the release folder read instead of a dataset
 
     def path(self, table: str) -> str:
         return f"{self.out}/{table}"
@@ -584,8 +635,13 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         opts.context = benchmark.contexts[0]
     if opts.context not in benchmark.contexts:
         raise ConfigError(f"--context {opts.context} is not one of {opts.benchmark}'s: {', '.join(benchmark.contexts)}")
-    dataset = ctx.config.require_dataset(opts.dataset)
-    name = opts.name or benchmark.default_name(ctx.config)
+    release = _Release.open(ctx, opts.release) if opts.release else None
+    if release is not None and opts.benchmark not in release.manifest["benchmarks"]:
+        raise ConfigError(f"{release.where}: the release has no {opts.benchmark} benchmark")
+    dataset = opts.dataset or ctx.config.data_dir if release else ctx.config.require_dataset(opts.dataset)
+    name = opts.name or (
+        f"release-{release.manifest.get('version', 'v')}" if release else benchmark.default_name(ctx.config)
+    )
     params = benchmark.params(settings)
     endpoint = _endpoint(settings, opts.base_url, settings.tasks)
     if opts.benchmark == "okgqa" and opts.score:  # a missing judge key fails before anything is asked
@@ -600,25 +656,29 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         params=params,
         template=opts.template,
         limit=opts.limit,
+        release=release.folder if release else None,
     )
     sources = {}
-    for source, table in benchmark.inputs:
+    for source, table in () if release else benchmark.inputs:
         path = catalog.table(table).path(dataset=dataset, questions=name, variant=name)
         if not table_exists(ctx.spark, path):
             raise JobFailed(f"no {source} table at {path}: build the {opts.benchmark} benchmark first", summary)
         sources[source] = ctx.read(source, path)
-    for source, table in getattr(benchmark, "option_inputs", lambda _: ())(opts):
+    for source, table in () if release else getattr(benchmark, "option_inputs", lambda _: ())(opts):
         path = catalog.table(table).path(dataset=dataset, variant=name)
         if not table_exists(ctx.spark, path):
             raise JobFailed(f"no {source} table at {path}: build the {opts.benchmark} benchmark first", summary)
         sources[source] = ctx.read(source, path)
-    for source, table in benchmark.optional:
+    for source, table in () if release else benchmark.optional:
         path = catalog.table(table).path(dataset=dataset, questions=name, variant=name)
         if table_exists(ctx.spark, path):
             sources[source] = ctx.read(source, path)
+    if release is not None:
+        sources = benchmark.release_sources(ctx, release, opts)
     fingerprint = _digest(
         {
             "inputs": {k: v.as_dict() for k, v in summary.inputs.items()},
+            "release": release.identity(opts.benchmark) if release else None,
             "model": model,
             "params": params,
             "options": {
@@ -653,7 +713,45 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         fingerprint,
         files,
         sources,
+        release=release.folder if release else "",
     )
+
+
+@dataclass(frozen=True)
+class _Release:
+    """A release read as predict's input: its folder (a root's ``LATEST`` version, or the version given)
+    and its checked ``release.json``."""
+
+    folder: str
+    manifest: dict
+
+    @property
+    def where(self) -> str:
+        return f"{self.folder}/release.json"
+
+    @classmethod
+    def open(cls, ctx: JobContext, location: str) -> _Release:
+        location = location.rstrip("/")
+        latest = layout.latest_version(publish.read_text(ctx.spark, f"{location}/LATEST"), f"{location}/LATEST")
+        folder = f"{location}/{latest}" if latest else location
+        where = f"{folder}/release.json"
+        text = publish.read_text(ctx.spark, where)
+        if text is None:
+            raise ConfigError(f"--release {location}: no release.json (not a kgbrink release)")
+        return cls(folder, layout.checked_manifest(text, where))
+
+    def identity(self, benchmark: str) -> dict:
+        """What a run's fingerprint takes from the release: its version and the benchmark's fingerprint."""
+        return {
+            "version_number": self.manifest["version_number"],
+            "benchmark": self.manifest["benchmarks"][benchmark]["fingerprint"],
+        }
+
+    def read(self, ctx: JobContext, config: str) -> DataFrame:
+        """The Parquet files of the config ``config``, with ``split``."""
+        files = releases.config_files(self.manifest, config, self.where)
+        paths = {split: [f"{self.folder}/{name}" for name in names] for split, names in files.items()}
+        return read_parquet_splits(ctx.spark, paths)
 
 
 def _calls_path(work: _Work) -> str:
