@@ -321,11 +321,11 @@ def _lost_executors(err: str) -> set[str]:
     return set(re.findall(r"Lost executor (\d+)", err)) | set(re.findall(r"Executor app-[\w-]+/(\d+) removed", err))
 
 
-def _killed_in_steps(stack, run_dir: Path, job: str, args: list[str], name: str, kills) -> dict:
+def _killed_in_steps(stack, run_dir: Path, job: str, args: list[str], name: str, kills, ready_when=None) -> dict:
     """``job`` on the cluster; worker 2 and its executors SIGKILLed inside each step of ``kills`` (``(step,
     after_checkpoint)`` in the order the job begins them), then started again: once the job printed the
-    step's progress line, (``after_checkpoint``) wrote a checkpoint in it, and then started a task on
-    worker 2. Asserts each kill landed inside its step (its line the last step line and, for a top-level
+    step's progress line, (``after_checkpoint``) wrote a checkpoint in it, then started a task on worker 2
+    and (``ready_when``, a callable) that returned true. Asserts each kill landed inside its step (its line the last step line and, for a top-level
     step, its end not yet printed when the worker died), that each reached the job (an executor lost per
     kill in Spark's log on standard error), and that the job exited 0; its summary."""
     work = stack.state / "work" / "worker-2"
@@ -348,7 +348,7 @@ def _killed_in_steps(stack, run_dir: Path, job: str, args: list[str], name: str,
                 elif checkpoints is not None:
                     if _checkpoint_parts(client, stack.bucket) - checkpoints:
                         checkpoints, tasks = None, running
-                elif running > tasks:
+                elif running > tasks and (ready_when is None or ready_when()):
                     ready = True
                     break
                 time.sleep(0.1)

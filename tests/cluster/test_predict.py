@@ -21,14 +21,15 @@ IN_FLIGHT, TASKS = 2, 2
 
 @pytest.fixture(scope="module")
 def questions(stack, run_dir, reader) -> int:
-    """A 5,000-triple KG staged, ingested and turned into ProbeKGC questions on the cluster: their count."""
+    """A 5,000-triple KG staged, ingested and turned into ProbeKGC questions on s3a by a local-mode Spark (what
+    the test is about is predict on the cluster): their count."""
     kg = run_dir / "predict-kg"
     synth = ["synth", "--conf", "conf/local.yaml", "--set", "synth.triples=5000", "--set", "synth.seed=13"]
     run([KGBRINK, *synth, "--out", str(kg), "--no-tracking"], run_dir, "predict-synth")
     run([KGBRINK, "stage", "--conf", CLUSTER_CONF, "--input", str(kg), "--to", DUMP], run_dir, "predict-stage")
-    _submit(
-        run_dir, "ingest", ["--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET], "predict-ingest"
-    )
+    local = [KGBRINK, "--conf", CLUSTER_CONF, "--set", "spark.master=local[2]"]
+    ingest = ["--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET]
+    run([local[0], "ingest", *local[1:], *ingest], run_dir, "predict-ingest")
     mcq = [
         "--dataset",
         DATASET,
@@ -41,7 +42,7 @@ def questions(stack, run_dir, reader) -> int:
         "--set",
         "mcq.split=train",
     ]
-    _submit(run_dir, "mcq", [*mcq, "--out", str(run_dir / "predict-mcq")], "predict-mcq")
+    run([local[0], "mcq", *local[1:], *mcq, "--out", str(run_dir / "predict-mcq")], run_dir, "predict-mcq")
     return read_table(reader, f"{DATASET}/mcq/probekgc/questions").count()
 
 
@@ -55,7 +56,14 @@ def test_predict_on_the_cluster_survives_a_killed_worker_and_a_rerun_asks_nothin
     with LlmServerProcess("--delay-ms", "500", "--model", "letter") as server:
         args = ["--benchmark", "probekgc", "--dataset", DATASET, "--model", "letter", "--base-url", server.base_url]
         args += [word for key, value in settings.items() for word in ("--set", f"{key}={value}")]
-        done = _killed_in_steps(stack, run_dir, "predict", args, "predict-kill", (("ask", False),))
+        # killed once both tasks have their requests in flight (a task per one-core worker) and answers came
+        flying = IN_FLIGHT * (TASKS - 1) + 1
+
+        def asking() -> bool:
+            now = server.stats(detail=False)
+            return now["concurrent"] >= flying and now["completed"] >= IN_FLIGHT * TASKS
+
+        done = _killed_in_steps(stack, run_dir, "predict", args, "predict-kill", (("ask", False),), asking)
         stats = server.stats()
         summary = run_dir / "predict-again.json"
         _submit(run_dir, "predict", [*args, "--json", str(summary)], "predict-again")
@@ -66,8 +74,10 @@ def test_predict_on_the_cluster_survives_a_killed_worker_and_a_rerun_asks_nothin
     assert "/predict/probekgc/probekgc/" in done["params"]["files"] and "://" not in done["params"]["files"]
     completed = [p["completed"] for p in stats["by_prompt"].values()]
     assert len(completed) == done["counts"]["distinct_prompts"] and min(completed) >= 1
-    # a prompt answered twice was in flight on worker 2 when it died: at most its task's in-flight requests
+    # a prompt answered twice was in flight on worker 2 when it died: at most its task's in-flight requests;
+    # those in flight were asked again by the task's next attempt
     assert sum(completed) - len(completed) <= IN_FLIGHT
+    assert max(p["requests"] for p in stats["by_prompt"].values()) >= 2
     calls = read_table(reader, f"{DATASET}/predict/model_calls").filter("model = 'letter'")
     assert calls.count() == calls.select("call_id").distinct().count() == len(completed)
     assert again["counts"]["asked"] == 0 and again["results"] == done["results"]
