@@ -146,6 +146,104 @@ def test_tables_hold_the_dataset_by_key(spark, released):
     assert all(row["entity"] in key.values() for row in stats)
 
 
+def test_predict_asks_a_release_the_prompts_of_its_dataset_and_scores_them(spark, released, work_dir):
+    """kgbrink predict --release (issue 58): ProbeKGC and BRINK questions read from the published files give
+    the very prompts (call ids) the dataset's tables give; a model answering the published gold scores 1.0.
+    The dataset's own runs do not score (no predict/results: the other tests' releases stay as they are);
+    before the tests that change the dataset's tables."""
+    import pandas as pd
+
+    from kgbrink.core.settings import ConfigError
+    from kgbrink.evaluation.releases import ReleaseInputError
+    from tests.llm_server import LlmServer
+
+    small, dataset, root, first, _ = released
+    folder = Path(root) / (Path(root) / "LATEST").read_text().strip()
+    assert folder.name == first.extra["version"]  # the dataset's tables are still those it released
+    manifest = _manifest(folder)
+
+    def published(config: str) -> pd.DataFrame:
+        (entry,) = [c for c in manifest["configs"] if c["name"] == config]
+        return pd.concat(pd.read_parquet(folder / f) for files in entry["files"].values() for f in files)
+
+    letters = {r.prompt: r.answer for r in published("probekgc_questions_text").itertuples()}
+    answers = {r.question: "\n".join(r.answers) for r in published("brink_questions_text_label").itertuples()}
+
+    def letter(body):
+        return {"content": letters[body["messages"][-1]["content"]]}
+
+    def reader(body):
+        text = body["messages"][-1]["content"]
+        return {"content": next(a for q, a in answers.items() if f"Question:\n{q}\n" in text)}
+
+    ctx = JobContext(spark, small)
+    answers_kept = str(work_dir / "release" / "answers")
+    with LlmServer({"letter": letter, "reader": reader}) as server:
+        common = {"base_url": server.base_url, "score": True}
+        runs = {}
+        for benchmark, model, extra in (("probekgc", "letter", {}), ("brink", "reader", {"context": "none"})):
+            own = ctx.run(
+                "predict",
+                benchmark=benchmark,
+                model=model,
+                dataset=dataset,
+                **extra,
+                **common | {"score": False},
+                name=small.variant.name if benchmark == "brink" else "release",
+            )
+            runs[benchmark] = (
+                own,
+                ctx.run(
+                    "predict", benchmark=benchmark, model=model, release=root, dataset=answers_kept, **extra, **common
+                ),
+            )
+        with pytest.raises(ConfigError, match="okgqa needs a dataset"):
+            ctx.run(
+                "predict",
+                benchmark="okgqa",
+                model="letter",
+                release=root,
+                dataset=answers_kept,
+                base_url=server.base_url,
+            )
+        with pytest.raises(ConfigError, match="--context none only"):
+            ctx.run(
+                "predict",
+                benchmark="brink",
+                model="reader",
+                release=root,
+                context="oracle",
+                dataset=answers_kept,
+                base_url=server.base_url,
+            )
+    for benchmark, (own, from_release) in runs.items():
+        ids = [
+            {r.call_id for r in spark.read.format("delta").load(s.outputs["predict_prompts"].path).collect()}
+            for s in (own, from_release)
+        ]
+        assert ids[0] == ids[1] and len(ids[0]) == from_release.counts["prompts"] > 0, benchmark
+        assert from_release.params["release"] == str(folder) and "results" not in own.outputs
+    accuracy = {r["metric"]: r["value"] for r in runs["probekgc"][1].results if r["metric"].startswith("accuracy.")}
+    assert accuracy and set(accuracy.values()) == {1.0}
+    brink_scores = {r["metric"]: r["value"] for r in runs["brink"][1].results}
+    assert brink_scores["hits_at_any"] == brink_scores["f1"] == brink_scores["hits_at_hard"] == 1.0
+    with pytest.raises(ReleaseInputError, match="no config brink_questions_private"):
+        broken = json.loads((folder / "release.json").read_text())
+        broken["configs"] = [c for c in broken["configs"] if c["name"] != "brink_questions_private_id"]
+        copy = work_dir / "release" / "broken"
+        copy.mkdir(parents=True, exist_ok=True)
+        (copy / "release.json").write_text(json.dumps(broken))
+        ctx.run(
+            "predict",
+            benchmark="brink",
+            model="reader",
+            release=str(copy),
+            scheme="private_id",
+            dataset=answers_kept,
+            base_url="http://127.0.0.1:9/v1",
+        )
+
+
 def test_a_second_release_is_a_no_op_and_a_changed_setting_rebuilds_only_its_benchmark(spark, released):
     small, dataset, root, _, second = released
     assert second.extra["version"] == "v1" and second.extra["rebuilt"] == []
@@ -571,102 +669,6 @@ def test_changed_settings_or_a_rewritten_table_build_again(spark, released, work
     assert reuse.current_build(spark, dataset, name, other_triples) is None
     JobContext(spark, changed).run("questions", dataset=dataset)  # a table of the variant written since its build
     assert reuse.current_build(spark, dataset, name, fingerprint) is None
-
-
-def test_predict_asks_a_release_the_prompts_of_its_dataset_and_scores_them(spark, released, work_dir):
-    """kgbrink predict --release (issue 58): ProbeKGC and BRINK questions read from the published files give
-    the very prompts (call ids) the dataset's tables give; a model answering the published gold scores 1.0.
-    The dataset's own runs do not score (no predict/results: the other tests' releases stay as they are)."""
-    import pandas as pd
-
-    from kgbrink.core.settings import ConfigError
-    from kgbrink.evaluation.releases import ReleaseInputError
-    from tests.llm_server import LlmServer
-
-    small, dataset, root, first, _ = released
-    folder = Path(root) / first.extra["version"]
-    manifest = _manifest(folder)
-
-    def published(config: str) -> pd.DataFrame:
-        (entry,) = [c for c in manifest["configs"] if c["name"] == config]
-        return pd.concat(pd.read_parquet(folder / f) for files in entry["files"].values() for f in files)
-
-    letters = {r.prompt: r.answer for r in published("probekgc_questions_text").itertuples()}
-    answers = {r.question: "\n".join(r.answers) for r in published("brink_questions_text_label").itertuples()}
-
-    def letter(body):
-        return {"content": letters[body["messages"][-1]["content"]]}
-
-    def reader(body):
-        text = body["messages"][-1]["content"]
-        return {"content": next(a for q, a in answers.items() if f"Question:\n{q}\n" in text)}
-
-    ctx = JobContext(spark, small)
-    answers_kept = str(work_dir / "release" / "answers")
-    with LlmServer({"letter": letter, "reader": reader}) as server:
-        common = {"base_url": server.base_url, "score": True}
-        runs = {}
-        for benchmark, model, extra in (("probekgc", "letter", {}), ("brink", "reader", {"context": "none"})):
-            own = ctx.run(
-                "predict",
-                benchmark=benchmark,
-                model=model,
-                dataset=dataset,
-                **extra,
-                **common | {"score": False},
-                name=small.variant.name if benchmark == "brink" else "release",
-            )
-            runs[benchmark] = (
-                own,
-                ctx.run(
-                    "predict", benchmark=benchmark, model=model, release=root, dataset=answers_kept, **extra, **common
-                ),
-            )
-        with pytest.raises(ConfigError, match="okgqa needs a dataset"):
-            ctx.run(
-                "predict",
-                benchmark="okgqa",
-                model="letter",
-                release=root,
-                dataset=answers_kept,
-                base_url=server.base_url,
-            )
-        with pytest.raises(ConfigError, match="--context none only"):
-            ctx.run(
-                "predict",
-                benchmark="brink",
-                model="reader",
-                release=root,
-                context="oracle",
-                dataset=answers_kept,
-                base_url=server.base_url,
-            )
-    for benchmark, (own, from_release) in runs.items():
-        ids = [
-            {r.call_id for r in spark.read.format("delta").load(s.outputs["predict_prompts"].path).collect()}
-            for s in (own, from_release)
-        ]
-        assert ids[0] == ids[1] and len(ids[0]) == from_release.counts["prompts"] > 0, benchmark
-        assert from_release.params["release"] == str(folder) and "results" not in own.outputs
-    accuracy = {r["metric"]: r["value"] for r in runs["probekgc"][1].results if r["metric"].startswith("accuracy.")}
-    assert accuracy and set(accuracy.values()) == {1.0}
-    brink_scores = {r["metric"]: r["value"] for r in runs["brink"][1].results}
-    assert brink_scores["hits_at_any"] == brink_scores["f1"] == brink_scores["hits_at_hard"] == 1.0
-    with pytest.raises(ReleaseInputError, match="no config brink_questions_private"):
-        broken = json.loads((folder / "release.json").read_text())
-        broken["configs"] = [c for c in broken["configs"] if c["name"] != "brink_questions_private_id"]
-        copy = work_dir / "release" / "broken"
-        copy.mkdir(parents=True, exist_ok=True)
-        (copy / "release.json").write_text(json.dumps(broken))
-        ctx.run(
-            "predict",
-            benchmark="brink",
-            model="reader",
-            release=str(copy),
-            scheme="private_id",
-            dataset=answers_kept,
-            base_url="http://127.0.0.1:9/v1",
-        )
 
 
 def test_scored_predict_runs_are_released_as_the_results_config_with_a_leaderboard(spark, released, work_dir):
