@@ -46,6 +46,15 @@ def present(value: Column) -> Column:
     return value.isNotNull() & (kind(value) != "null")
 
 
+def first_field(record: Column, *names: str) -> Column:
+    """The first of the fields ``names`` of ``record`` that is present (``qid``, else ``id``)."""
+    value = field(record, names[-1])
+    for name in reversed(names[:-1]):
+        given = field(record, name)
+        value = F.when(present(given), given).otherwise(value)
+    return value
+
+
 def elements(value: Column) -> Column:
     """The items of a JSON array as ``array<variant>`` (NULL when ``value`` is not an array)."""
     return F.try_variant_get(value, "$", "array<variant>")

@@ -67,8 +67,7 @@ def question_texts(lines: DataFrame) -> DataFrame:
     ``read_lines`` output (``reason`` null for a good line, else the first of :data:`TEXT_REASONS`)."""
     lines = lines.where(F.trim("line") != "")
     record = json_lines.record(F.col("line"))
-    by_qid = json_lines.field(record, "qid")
-    qid = F.when(json_lines.present(by_qid), by_qid).otherwise(json_lines.field(record, "id"))
+    qid = json_lines.first_field(record, "qid", "id")
     question = json_lines.field(record, "question")
     references = json_lines.field(record, "references")
     items = json_lines.elements(references)

@@ -87,8 +87,7 @@ def parse_lines(lines: DataFrame, max_entities: int) -> DataFrame:
     (``reason`` null for a good line, else one of :data:`LINE_REASONS`; ``entities`` the keys of a good line)."""
     lines = lines.where(F.trim("line") != "")
     record = json_lines.record(F.col("line"))
-    by_qid = json_lines.field(record, "qid")
-    qid = F.when(json_lines.present(by_qid), by_qid).otherwise(json_lines.field(record, "id"))
+    qid = json_lines.first_field(record, "qid", "id")
     entities = json_lines.field(record, "entities")
     items = json_lines.elements(entities)
     fields = lines.select(
