@@ -37,7 +37,7 @@ $(MAVEN_HOME)/bin/mvn:
 	tar -xzf .cache/maven/maven.tar.gz -C .cache/maven && rm .cache/maven/maven.tar.gz
 	touch $@
 
-# Delta is required; GraphFrames is resolved when the repository has it (see README, "GraphFrames").
+# Delta is required; GraphFrames is resolved when the repository has it (see docs/configuration.md, "GraphFrames").
 jars: $(JARS)/core/.resolved $(foreach p,$(JAR_PROFILES),$(JARS)/$(p)/.resolved)
 $(JARS)/core/.resolved: infra/jvm/pom.xml | $(MVN_BIN)
 	rm -rf $(JARS)/core && mkdir -p $(JARS)/core
@@ -45,7 +45,7 @@ $(JARS)/core/.resolved: infra/jvm/pom.xml | $(MVN_BIN)
 	touch $@
 	rm -rf $(JARS)/graphframes
 	$(MAKE) --no-print-directory $(JARS)/graphframes/.resolved \
-	  || echo "WARNING: GraphFrames jars could not be resolved from the Maven repository; GraphFrames is unavailable (README, 'GraphFrames')." >&2
+	  || echo "WARNING: GraphFrames jars could not be resolved from the Maven repository; GraphFrames is unavailable (docs/configuration.md, 'GraphFrames')." >&2
 
 # A profile's jars minus those core already has (the pom's exclusions apply to every profile alike).
 $(JARS)/%/.resolved: $(JARS)/core/.resolved | $(MVN_BIN)

@@ -8,7 +8,7 @@ generated here when missing, not timed). Each run is ``kgbrink run`` on a fresh 
 both the scans and the shuffles are cut differently), measured with :func:`harness.measure` (wall time,
 driver JVM peak memory); per-step timings come from the run's JSON summary.
 
-Identity check: SHA-256 of every file of the two releases (``complete/incomplete/removed.tsv``,
+Identity check: SHA-256 of every file of the two exports (``complete/incomplete/removed.tsv``,
 ``rules.tsv``, ``provenance.jsonl``, the question files and KG renderings of the three schemes, the data
 card) and of the report (Markdown and plot); Markdown files name the dataset directory and are compared
 with that path replaced. The engines this chain is made of are compared with DuckDB by ``bench_ingest_stats.py``,
@@ -21,7 +21,7 @@ Results go to ``benchmarks/results/chain-<triples>.json`` (written after every r
 Runs of other partitionings already in the results file are kept and compared, so the two 70-minute runs
 can be made one at a time (``--partitions 8:64m``, later ``--partitions 3:16m``). ``--reexport SPEC``
 times ``kgbrink export --out`` alone on the dataset of run SPEC (the code as it is now) and compares the
-files with that run's release (key ``reexport`` of the results).
+files with that run's export (key ``reexport`` of the results).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def chain(kg: Path, triples: int, seed: int, shuffle_partitions: int, max_partit
     record["counts"] = summary["counts"]
     variant = dataset / "variants" / "brink"
     record["digests"] = {
-        **{f"release/{k}": v for k, v in digests(variant / "release", dataset).items()},
+        **{f"export/{k}": v for k, v in digests(variant / "export", dataset).items()},
         **{f"report/{k}": v for k, v in digests(variant / "report", dataset).items()},
     }
     return record
@@ -120,7 +120,7 @@ def chain(kg: Path, triples: int, seed: int, shuffle_partitions: int, max_partit
 
 def reexport(triples: int, spec: str, shuffle_partitions: int) -> dict:
     """``kgbrink export --out`` again on the dataset of the run ``spec`` (the export step alone, with the
-    code as it is now and ``shuffle_partitions``), its files compared with that run's release."""
+    code as it is now and ``shuffle_partitions``), its files compared with that run's export."""
     shuffle, max_bytes = spec.split(":")
     work = OUT / str(triples) / f"p{shuffle}-{max_bytes}"
     dataset, out = work / "ds", work / "reexport"
@@ -145,11 +145,11 @@ def reexport(triples: int, spec: str, shuffle_partitions: int) -> dict:
     record.update(measure(command, work / "reexport.log"))
     record["load_after"] = load()
     record["timings"] = json.loads(summary_json.read_text())["timings"]
-    release = digests(dataset / "variants" / "brink" / "release", dataset)
+    exported = digests(dataset / "variants" / "brink" / "export", dataset)
     again = digests(out, dataset)
-    record["files_compared"] = len(release)
-    record["identical_to_the_run"] = release == again
-    record["differing_files"] = sorted(k for k in set(release) | set(again) if release.get(k) != again.get(k))
+    record["files_compared"] = len(exported)
+    record["identical_to_the_run"] = exported == again
+    record["differing_files"] = sorted(k for k in set(exported) | set(again) if exported.get(k) != again.get(k))
     return record
 
 
@@ -166,7 +166,7 @@ def main() -> None:
     parser.add_argument(
         "--reexport",
         metavar="SPEC",
-        help="only time `kgbrink export` again on the dataset of the run SPEC (e.g. 3:16m) and compare its files with that run's release",
+        help="only time `kgbrink export` again on the dataset of the run SPEC (e.g. 3:16m) and compare its files with that run's export",
     )
     parser.add_argument("--reexport-partitions", type=int, default=8, help="shuffle partitions of the re-export")
     args = parser.parse_args()

@@ -98,9 +98,9 @@ def test_build_on_a_train_only_dataset_needs_no_flags(spark, config, family, tmp
     summary = json.loads((tmp_path / "b.json").read_text())
     assert summary["params"]["dataset"] == str(dataset)
     assert summary["counts"]["mine"]["rules"] == 145
-    assert summary["highlights"]["release"] == str(dataset / "variants" / "brink" / "release")
+    assert summary["highlights"]["export"] == str(dataset / "variants" / "brink" / "export")
     out = capsys.readouterr().out
-    assert f"release: {dataset}/variants/brink/release" in out and "report:" in out
+    assert f"export: {dataset}/variants/brink/export" in out and "report:" in out
 
 
 @pytest.mark.parametrize(

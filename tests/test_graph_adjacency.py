@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from kgbrink.core.settings import QuestionGraphSettings
 from kgbrink.graph import adjacency, hashing, khop, metapaths, xxhash
 from kgbrink.synthkgqa import question_graph_local
-from tests.test_synthkgqa_graphs import _ball
+from tests import oracles
 
 
 def test_xxhash_equals_spark(spark):
@@ -106,7 +106,7 @@ def test_adjacency_against_brute_force(triples, seeds, k):
         degree[t] = degree.get(t, 0) + 1
     on_triples = [s for s in seeds if s in degree]
     for direction in ("out", "in", "both"):
-        expected = _ball(distinct, on_triples, k, direction, 3, degree) if on_triples else {}
+        expected = oracles.ball(distinct, on_triples, k, direction, 3, degree) if on_triples else {}
         got = adjacency.ball(g, g.index(on_triples), k, direction, 3)
         ids = g.node_ids(got.nodes)
         assert dict(zip(ids.tolist(), zip(got.dist.tolist(), got.hub.tolist()))) == expected

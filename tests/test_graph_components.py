@@ -15,6 +15,7 @@ from pyspark.testing import assertDataFrameEqual
 from kgbrink.core.session import find_jars, has_jar
 from kgbrink.graph.components import ComponentsNotConverged, component_sizes, connected_components
 from kgbrink.graph.graphframes_compat import connected_components_graphframes, graphframes_available
+from tests import graphs
 
 TRIPLES = "h int, r int, t int"
 COMPONENTS = "id int, component int"
@@ -37,21 +38,14 @@ def _oracle(spark, triples_rows, vertex_ids=()):
     return spark.createDataFrame(rows, COMPONENTS)
 
 
-# The hand examples, each in its own block of ids, solved together in one connected_components call.
-HAND = {
-    "path": [(3, 0, 2), (1, 1, 2), (3, 0, 4)],  # 1 - 2 - 3 - 4 in mixed directions
-    "star": [(15, 0, 19), (12, 0, 15), (15, 1, 11), (15, 0, 17)],  # centre 15 is not the minimum
-    # parallel triples, both directions, several relations; 27 only has self-loops, 30 and 31 no triple at all
-    "two": [(21, 0, 22), (22, 1, 21), (21, 0, 22), (24, 0, 23), (25, 2, 24), (27, 0, 27), (27, 1, 27), (23, 3, 23)],
-}
-HAND_VERTICES = [30, 22, 31, 27]
-
-
+# The hand examples (graphs.COMPONENTS), each in its own block of ids, solved together in one connected_components call.
 @pytest.fixture(scope="module")
 def hand(spark):
-    rows = [row for example in HAND.values() for row in example]
+    rows = [row for example in graphs.COMPONENTS.values() for row in example]
     stats = {}
-    return connected_components(_triples(spark, rows), vertices=_vertices(spark, HAND_VERTICES), stats=stats), stats
+    return connected_components(
+        _triples(spark, rows), vertices=_vertices(spark, graphs.COMPONENTS_VERTICES), stats=stats
+    ), stats
 
 
 def _block(frame, first, last):
@@ -105,7 +99,7 @@ def test_ids_whose_sum_overflows_a_long(spark):
 
 # One example = 60 random multigraphs (self-loops, parallel triples, both directions, isolated vertices),
 # offset by 100 ids each so that they are disjoint, solved in ONE connected_components call.
-graphs = st.lists(
+random_graphs = st.lists(
     st.integers(1, 12).flatmap(
         lambda n: st.tuples(
             st.just(n),
@@ -118,7 +112,7 @@ graphs = st.lists(
 
 
 @settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(batch=graphs)
+@given(batch=random_graphs)
 def test_equals_networkx_on_random_multigraphs(spark, batch):
     rows = [(100 * g + h, r, 100 * g + t) for g, (_, triples) in enumerate(batch) for h, r, t in triples]
     ids = [100 * g + v for g, (n, _) in enumerate(batch) for v in range(n)]
@@ -146,7 +140,7 @@ def test_same_as_graphframes_two_phase(spark):
     if not (jars and graphframes_available(spark)):
         pytest.skip(
             "GraphFrames' jar (io.graphframes:graphframes-spark4_2.13) is not on the classpath: the Maven "
-            "repository this machine reaches serves no io.graphframes artifact (README, 'GraphFrames')"
+            "repository this machine reaches serves no io.graphframes artifact (docs/configuration.md, 'GraphFrames')"
         )
     rows = _random_graph(11)
     triples = _triples(spark, rows)

@@ -10,13 +10,13 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.graph import hashing, khop
+from tests import graphs
 
-# 0 -a-> 1 -b-> 2 -a-> 3, 1 -c-> 4, 5 -a-> 1, 3 -a-> 3 (self-loop), 6 isolated from 0's side: 6 -b-> 7
-HAND = [(0, 0, 1), (1, 1, 2), (2, 0, 3), (1, 2, 4), (5, 0, 1), (3, 0, 3), (6, 1, 7)]
+# graphs.KHOP: 0 -a-> 1 -b-> 2 -a-> 3, 1 -c-> 4, 5 -a-> 1, 3 -a-> 3 (self-loop), 6 isolated from 0's side: 6 -b-> 7
 
 
 def test_expand_and_edge_ball_by_hand(spark):
-    triples = spark.createDataFrame(HAND, "h int, r int, t int")
+    triples = spark.createDataFrame(graphs.KHOP, "h int, r int, t int")
     seeds = spark.createDataFrame([("q", 0)], "qid string, id int")
     visited, hubs = khop.expand(triples, seeds, 1)
     # one undirected hop from 0 reaches 1; the 2-hop edge ball is every triple incident to 0 or 1
@@ -28,7 +28,7 @@ def test_expand_and_edge_ball_by_hand(spark):
 
 
 def test_hubs_are_visited_but_not_expanded(spark):
-    triples = spark.createDataFrame(HAND, "h int, r int, t int")
+    triples = spark.createDataFrame(graphs.KHOP, "h int, r int, t int")
     seeds = spark.createDataFrame([("q", 0), ("p", 1)], "qid string, id int")
     # d(1) = 4 > 3: for q, node 1 is a hub at distance 1, so the ball keeps only 0's triple; for p node 1
     # is a seed and is expanded although it is a hub: its 4 triples, and (2, a, 3) of its neighbour 2.

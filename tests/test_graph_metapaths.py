@@ -4,7 +4,6 @@ against a Python BFS in tests/test_synthkgqa_graphs.py, questions of radius 1 an
 
 from __future__ import annotations
 
-import networkx as nx
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -12,47 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.graph import hashing, local_metapaths, metapaths
-
-
-def _enumerate_walks(triples, start, paths, directed):
-    """``(complete, reached)`` triple indices by enumerating every walk (the reference code's
-    ``bfs_with_rule_original`` / ``bfs_with_rule`` on a networkx MultiGraph)."""
-    complete, reached = set(), set()
-    for path in paths:
-        frontier = [(start, [])]
-        for label in path:
-            grown = []
-            for node, used in frontier:
-                for i, (h, r, t) in enumerate(triples):
-                    ways = [(t, True)] if h == node else []
-                    if t == node and (directed or h != t):
-                        ways.append((h, False))
-                    for nbr, forward in ways:
-                        if local_metapaths.step_labels(np.array([r]), forward, directed)[0] == label:
-                            grown.append((nbr, used + [i]))
-                            reached.add(i)
-            frontier = grown
-        complete.update(i for _, used in frontier for i in used)
-    return complete, reached
-
-
-def _networkx_metapaths(triples, s, a):
-    """The relation sequences of ``nx.all_shortest_paths`` on the MultiGraph, every parallel triple."""
-    g = nx.MultiGraph()
-    g.add_nodes_from([s, a])
-    g.add_edges_from((h, t, {"r": r}) for h, r, t in triples)
-    try:
-        paths = list(nx.all_shortest_paths(g, s, a))
-    except nx.NetworkXNoPath:
-        return []
-    found = set()
-    for path in paths:
-        sequences = [()]
-        for x, y in zip(path, path[1:]):
-            sequences = [q + (d["r"],) for q in sequences for d in g[x][y].values()]
-        found.update(sequences)
-    return sorted(found)
-
+from tests import oracles
 
 graph = st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.integers(0, 5)), max_size=14, unique=True)
 
@@ -68,7 +27,7 @@ def test_local_walk_equals_walk_enumeration(triples, start, directed, paths):
     paths = [[x % (6 if directed else 3) for x in p] for p in paths]
     h, r, t = np.array(triples, dtype=np.int64).reshape(-1, 3).T
     got = local_metapaths.walk(h, r, t, start, local_metapaths.trie(paths), directed)
-    complete, reached = _enumerate_walks(triples, start, paths, directed)
+    complete, reached = oracles.enumerate_walks(triples, start, paths, directed)
     assert set(np.flatnonzero(got.complete)) == complete
     assert set(np.flatnonzero(got.reached)) == reached
 
@@ -77,7 +36,7 @@ def test_local_walk_equals_walk_enumeration(triples, start, directed, paths):
 @given(triples=graph, s=st.integers(0, 6), a=st.integers(0, 6))
 def test_shortest_path_trie_equals_networkx_paths(triples, s, a):
     h, r, t = np.array(triples, dtype=np.int64).reshape(-1, 3).T
-    assert local_metapaths.shortest_path_trie(h, r, t, s, a).paths() == _networkx_metapaths(triples, s, a)
+    assert local_metapaths.shortest_path_trie(h, r, t, s, a).paths() == oracles.networkx_metapaths(triples, s, a)
 
 
 def test_trie_and_directed_labels_by_hand():

@@ -13,23 +13,21 @@ from hypothesis import strategies as st
 from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.graph import triangles
+from tests import graphs
 
 SCHEMA = "h int, r int, t int"
 # Spec App. A.3: a=0, b=1, c=2, d=3; r=0, s=1. G^r is the triangle a-b-c plus c-d, G^s is a-d.
 A3 = [(0, 0, 1), (1, 0, 2), (0, 0, 2), (2, 0, 3), (0, 1, 3)]
 # The same G^r, G^s: a self-loop, a reversed duplicate and a repeated row change nothing.
 A3_NOISY = A3 + [(0, 0, 0), (1, 0, 0), (0, 0, 1), (3, 1, 3)]
-# A star in relation 2: hub 10 and leaves 11..15 (deg 5 and 1).
-STAR = [(10, 2, leaf) for leaf in range(11, 16)]
-
 NODES, RELS = 8, 4
-graphs = st.lists(
+random_graphs = st.lists(
     st.tuples(st.integers(0, NODES - 1), st.integers(0, RELS - 1), st.integers(0, NODES - 1)), max_size=40
 )
 
 
 def test_appendix_a3_and_a_star_by_hand(spark):
-    triples = spark.createDataFrame(A3_NOISY + STAR, SCHEMA)
+    triples = spark.createDataFrame(A3_NOISY + graphs.STAR_FIVE, SCHEMA)
     # G^r: deg a = 2 (b, c), b = 2 (a, c), c = 3 (a, b, d), d = 1; one triangle a-b-c:
     # c_r(a) = c_r(b) = 2 * 1 / (2 * 1) = 1, c_r(c) = 2 * 1 / (3 * 2) = 1/3, c_r(d) = 0 (deg < 2).
     # G^s: a-d, both deg 1, c = 0. The self-loop (d, s, d) adds no node and no degree. The star: no triangle.
@@ -44,7 +42,7 @@ def test_appendix_a3_and_a_star_by_hand(spark):
 
 
 def test_degree_order_centres_no_wedge_on_the_hub_and_the_cap_is_checked_first(spark):
-    triples = spark.createDataFrame(A3 + STAR, SCHEMA)
+    triples = spark.createDataFrame(A3 + graphs.STAR_FIVE, SCHEMA)
     # G^r ranks (deg, id): d (1, 3) < a (2, 0) < b (2, 1) < c (3, 2): a -> b, a -> c, b -> c, d -> c, so a has
     # out-degree 2 and the one wedge (b, c). G^s: a -> d. The star: every leaf (1, x) -> hub (5, 10), out-degree
     # 1 each, no wedge (ordered by id alone the hub would centre C(5, 2) = 10). Budget = 1 > 0: refused.
@@ -57,7 +55,7 @@ def _draw(n: int) -> list[list[tuple[int, int, int]]]:
     drawn = []
 
     @settings(max_examples=n, database=None, deadline=None)
-    @given(graphs)
+    @given(random_graphs)
     def collect(graph):
         drawn.append(graph)
 

@@ -18,20 +18,13 @@ from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import session_setting
 from kgbrink.rules import grounding, mining, plan, supports
 from kgbrink.rules.model import Atom, Rule, parse_rule, read_amie_tsv
+from tests import graphs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
-# --- a hand-built KG -----------------------------------------------------------------------------------
+# --- the hand-built KG graphs.SOCIAL --------------------------------------------------------------------
 # likes: 3 facts, subjects {1, 4}, objects {2, 3, 5}: functionality 2/3 < 3/3 -> functional variable ?b.
 # bornIn: 3 facts, subjects {1, 2, 3}, objects {10, 11}: 1 >= 2/3 -> functional variable ?a.
-HAND = {
-    "likes": [(1, 2), (1, 3), (4, 5)],
-    "knows": [(1, 2), (1, 6), (4, 5), (7, 5), (8, 2)],
-    "bornIn": [(1, 10), (2, 10), (3, 11)],
-    "livesIn": [(1, 10), (2, 12), (5, 10), (6, 11)],
-    "parent": [(21, 22), (22, 23), (22, 24), (25, 26)],
-    "grandparent": [(21, 23), (21, 29)],
-}
 
 
 def _triples(spark, graph: dict[str, list[tuple[int, int]]], relation_ids: dict[str, int]):
@@ -98,7 +91,7 @@ def _random_graphs(seed: int, count: int) -> dict[str, list[tuple[int, int]]]:
 
 @pytest.fixture(scope="module")
 def small_mined(spark):
-    graph = {**HAND, **_random_graphs(seed=11, count=8)}
+    graph = {**graphs.SOCIAL, **_random_graphs(seed=11, count=8)}
     relation_ids = {r: i for i, r in enumerate(sorted(graph))}
     params = mining.MiningParams(
         max_atoms=3, min_head_coverage=0.0, min_std_confidence=0.0, min_pca_confidence=0.0, min_initial_support=1
@@ -141,7 +134,7 @@ def test_hand_computed_composition(small_mined):
 
 def test_candidates_equal_an_independent_brute_force_miner(small_mined):
     graph, candidates, result = small_mined
-    components = [HAND] + [{r: p for r, p in graph.items() if r.startswith(f"g{g}r")} for g in range(8)]
+    components = [graphs.SOCIAL] + [{r: p for r, p in graph.items() if r.startswith(f"g{g}r")} for g in range(8)]
     expected = {k: v for component in components for k, v in _brute_force(component).items()}
     got = {key: _metrics(rule) for key, rule in candidates.items()}
     assert got == expected
@@ -176,8 +169,8 @@ def test_lengths_without_any_supported_rule_are_skipped(spark):
 
 
 def test_thresholds_and_initial_support_prune_candidates(spark):
-    relation_ids = {r: i for i, r in enumerate(sorted(HAND))}
-    triples = _triples(spark, HAND, relation_ids)
+    relation_ids = {r: i for i, r in enumerate(sorted(graphs.SOCIAL))}
+    triples = _triples(spark, graphs.SOCIAL, relation_ids)
     names = {i: r for r, i in relation_ids.items()}
     strict = mining.mine(
         triples,

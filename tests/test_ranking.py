@@ -25,8 +25,8 @@ def _rows(model, h, r, t, side, scored, run="r0"):
 
 # Test triple (0, r0, 1), asked both ways by two models. Known: the test triple itself (never filtered: it is
 # the answer), (0, 0, 2) twice, (3, 0, 1), and (2, 0, 5) which matches neither query.
-HAND_KNOWN = [(0, 0, 1), (0, 0, 2), (0, 0, 2), (3, 0, 1), (2, 0, 5)]
-HAND = [
+WORKED_KNOWN = [(0, 0, 1), (0, 0, 2), (0, 0, 2), (3, 0, 1), (2, 0, 5)]
+WORKED_SCORES = [
     # m1 tail (0, 0, ?), answer 1 at 0.5: c2 (0.9) is filtered as (0, 0, 2) is known; c3 (0.7) beats it;
     # c4, c5 tie it; c6 is below.  E_i = {1, 3, 4, 5, 6}: rank = 1 + 1 + 2/2 = 3
     *_rows("m1", 0, 0, 1, "tail", [(1, 0.5), (2, 0.9), (3, 0.7), (4, 0.5), (5, 0.5), (6, 0.1)]),
@@ -37,7 +37,7 @@ HAND = [
     # m2 head: all three tie, c3 filtered: rank = 1 + 0 + 1/2
     *_rows("m2", 0, 0, 1, "head", [(0, 0.4), (2, 0.4), (3, 0.4)]),
 ]
-HAND_RANKS = [
+WORKED_RANKS = [
     ("m1", "r0", 0, 0, 1, "tail", 3.0, 5),
     ("m1", "r0", 0, 0, 1, "head", 2.0, 2),
     ("m2", "r0", 0, 0, 1, "tail", 1.0, 5),
@@ -96,11 +96,11 @@ QUARANTINED = [
 
 @pytest.mark.parametrize("broadcast", PLANS)
 def test_hand_computed_ranks_and_every_quarantine_reason(spark, broadcast):
-    rows = HAND + NON_FINITE + [row for case, _, _ in QUARANTINED for row in case]
+    rows = WORKED_SCORES + NON_FINITE + [row for case, _, _ in QUARANTINED for row in case]
     ranks, quarantine = ranking.filtered_ranks(
-        spark.createDataFrame(rows, SCORES), spark.createDataFrame(HAND_KNOWN, KNOWN), broadcast_queries=broadcast
+        spark.createDataFrame(rows, SCORES), spark.createDataFrame(WORKED_KNOWN, KNOWN), broadcast_queries=broadcast
     )
-    assertDataFrameEqual(ranks, [*HAND_RANKS, NON_FINITE_RANK])
+    assertDataFrameEqual(ranks, [*WORKED_RANKS, NON_FINITE_RANK])
     assertDataFrameEqual(quarantine, [(*case[0][:6], reason, detail) for case, reason, detail in QUARANTINED])
     # missing_candidates needs the entity count: test_every_entity_must_be_scored_given_the_entity_count
     assert {reason for _, reason, _ in QUARANTINED} == set(ranking.QUARANTINE_REASONS) - {"missing_candidates"}

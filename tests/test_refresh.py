@@ -307,7 +307,7 @@ def test_a_refresh_killed_after_any_write_leaves_v1_readable_and_a_rerun_converg
     for table in _tables(done):
         assertDataFrameEqual(read_table(spark, str(base / table)), read_table(spark, str(done / table)))
     for name in ("complete.tsv", "incomplete.tsv", "removed.tsv", "provenance.jsonl"):
-        release = Path("variants/brink/release") / name
+        release = Path("variants/brink/export") / name
         assert (base / release).read_bytes() == (done / release).read_bytes()
 
     # the score run of each: the same results

@@ -21,7 +21,7 @@ from kgbrink.core import publish
 from kgbrink.core.console import Progress, clock
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import ingest, release, synth
-from kgbrink.release import layout
+from kgbrink.release import benchmarks, layout
 from kgbrink.storage import staging
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -565,16 +565,19 @@ def test_each_table_config_is_its_delta_table_by_key(spark, released):
     entity_key = {r["id"]: r["key"] for r in spark.read.format("delta").load(f"{dataset}/entities").collect()}
     relation_key = {r["id"]: r["key"] for r in spark.read.format("delta").load(f"{dataset}/relations").collect()}
     where = {
-        "dataset": {},
-        "variant": {"variant": small.variant.name},
-        "stats": {"splits": "+".join(sorted(small.stats.splits))},
-        "mcq": {"questions": release.NAME},
-        "synthkgqa": {"questions": release.NAME},
+        "kg": {},
+        "brink": {"variant": small.variant.name},
+        "probe": {"splits": "+".join(sorted(small.stats.splits))},
+        "probekgc": {"questions": "release"},
+        "synthkgqa": {"questions": "release"},
         "okgqa": {"questions": "kg"},
     }
-    for part in layout.TABLE_PARTS:
+    parts = [(declared.name, part) for declared in benchmarks.DECLARED for part in declared.tables]
+    assert len(parts) == 20 and {name for name, _ in parts} == set(where)
+    for name, part in parts:
         config = configs[part.config]
-        path = catalog.path(part.table, dataset=dataset, **where[part.where])
+        assert part.config.startswith(name + "_")
+        path = catalog.path(part.table, dataset=dataset, **where[name])
         read = first.inputs[part.config]
         assert read.path == path, part.config
         table = spark.read.format("delta").option("versionAsOf", read.version).load(path)

@@ -36,7 +36,7 @@ GRAPHFRAMES_JARS = has_jar(find_jars(["./.cache/jars/graphframes"]), "graphframe
 @pytest.mark.skipif(
     not GRAPHFRAMES_JARS,
     reason="GraphFrames jars (io.graphframes:graphframes-spark4_2.13) are not in the Maven repository this machine "
-    "reaches; `make jars` resolves them where they are (README, 'GraphFrames')",
+    "reaches; `make jars` resolves them where they are (docs/configuration.md, 'GraphFrames')",
 )
 def test_graphframes_connected_components(spark):
     from graphframes import GraphFrame

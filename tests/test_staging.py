@@ -491,11 +491,11 @@ def test_stage_and_fetch_through_the_cli(s3, config, dump, tmp_path, capsys):
     )
     again = json.loads(second.read_text())
     assert again["changed"] is False and again["counts"]["uploaded"] == 0 and again["dump_version"] == "d1"
-    # a variant's release: <dataset>/variants/<name>/release
+    # a variant's export: <dataset>/variants/<name>/export
     dataset = f"s3a://{BUCKET}/datasets/sample"
     assert _cli(config, "stage", "--input", str(dump), "--variant", "brink", "--dataset", dataset) == 0
-    assert staging.read_manifest(s3, f"{dataset}/variants/brink/release") is not None
-    out = tmp_path / "release"
+    assert staging.read_manifest(s3, f"{dataset}/variants/brink/export") is not None
+    out = tmp_path / "export"
     assert _cli(config, "fetch", "--variant", "brink", "--dataset", dataset, "--out", str(out)) == 0
     assert (out / "train.txt").read_bytes() == b"abc"
     assert "fetched:" in capsys.readouterr().out

@@ -16,15 +16,15 @@ from kgbrink.core.jobs import JobContext
 from kgbrink.core.writer import statistics_triples_version
 from kgbrink.jobs import stats as job
 from kgbrink.kg import stats
+from tests import graphs
 from tests.conftest import PROBE_DATASETS
 
-# e0 -r0-> e1, e0 -r0-> e2, e1 -r1-> e2, e2 -r1-> e2 (self-loop), e3 -r0-> e0;  |T| = 5
-HAND = [(0, 0, 1), (0, 0, 2), (1, 1, 2), (2, 1, 2), (3, 0, 0)]
+# graphs.POPULARITY: e0 -r0-> e1, e0 -r0-> e2, e1 -r1-> e2, e2 -r1-> e2 (self-loop), e3 -r0-> e0;  |T| = 5
 
 
 @pytest.fixture(scope="module")
 def hand_triples(spark):
-    return spark.createDataFrame(HAND, "h int, r int, t int")
+    return spark.createDataFrame(graphs.POPULARITY, "h int, r int, t int")
 
 
 @pytest.fixture(scope="module")

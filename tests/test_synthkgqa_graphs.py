@@ -5,7 +5,6 @@ distributed neighbourhood and confounders against a Python BFS oracle, input qua
 from __future__ import annotations
 
 import random
-from collections import deque
 
 import networkx as nx
 import numpy as np
@@ -17,7 +16,7 @@ from pyspark.testing import assertDataFrameEqual
 from kgbrink.core.settings import QuestionGraphSettings
 from kgbrink.core.typed import ConfigError
 from kgbrink.synthkgqa import question_graph_local, question_graphs, shortest_paths
-from tests.test_graph_metapaths import _enumerate_walks, _networkx_metapaths
+from tests import graphs, oracles
 
 QUESTION_SCHEMA = (
     "id string, split string, seeds array<int>, answer int, answer_subgraph array<struct<h:int,r:int,t:int>>, "
@@ -54,27 +53,26 @@ def _build(triples, seeds, answer, gt, keep_gt=None, conf=(), hashes=None, **set
     return rows, got
 
 
-# A star around seed 0 and a tail 5 - 6 - 7:   1 2 3 4 on 0;  0 -0-> 5 -1-> 6 -1-> 7
+# graphs.STAR_WITH_TAIL, a star around seed 0 and a tail 5 - 6 - 7:   1 2 3 4 on 0;  0 -0-> 5 -1-> 6 -1-> 7
 # PPR (seed 0): x_leaf = 0.17 x0, x5 = 0.17 x0 + 0.425 x6, x6 = 0.425 x5 + 0.85 x7, x7 = 0.425 x6, so
 # x6 = 0.6654 x5, x5 = 0.237 x0, x6 = 0.158 x0 < x_leaf, x7 = 0.067 x0: the order is 0, 5, 1, 2, 3, 4, 6, 7
 # (1..4 tie and go by id).
-STAR = [(0, 0, 1), (0, 0, 2), (0, 0, 3), (0, 0, 4), (0, 0, 5), (5, 1, 6), (6, 1, 7)]
 
 
 def test_top_nodes_ties_by_id_and_the_shrink_loop():
     # the answer is the seed here: no shortest-path metapath re-adds triples (one would: [0] covers the star)
     # no keep-always nodes: the top 4 are 0, 5, 1, 2 (1..4 tie, by id), so 3 triples have both ends in them
-    rows, got = _build(STAR, [0], 0, [(0, 0, 1)], keep_gt=[], top_nodes=4)
+    rows, got = _build(graphs.STAR_WITH_TAIL, [0], 0, [(0, 0, 1)], keep_gt=[], top_nodes=4)
     assert set(rows) == {(0, 0, 1), (0, 0, 2), (0, 0, 5)} and got.n_top_nodes == 4
     assert {v[2] for v in rows.values()} == {"neighbourhood"} and got.caps == []
     # every node on top: 7 triples > max_triples 6, drop 1 top node (7): the 6 others fit
-    rows, got = _build(STAR, [0], 0, [(0, 0, 1)], max_triples=6, shrink_step=1, min_top_nodes=0)
-    assert set(rows) == set(STAR) - {(6, 1, 7)}
+    rows, got = _build(graphs.STAR_WITH_TAIL, [0], 0, [(0, 0, 1)], max_triples=6, shrink_step=1, min_top_nodes=0)
+    assert set(rows) == set(graphs.STAR_WITH_TAIL) - {(6, 1, 7)}
     assert (got.n_top_nodes, got.n_kept_ppr, got.caps) == (7, 6, ["max_triples: 7 of 8 top nodes"])
     # the answer's triple is always kept (its nodes are G's): drop 10 at once -> no top node is left, the
     # 5 triples at 0 remain (keep-always) > 3, and 0 < min_top_nodes: a hashed sample of 3 - 2 = 1 triple
     # (hashes: the triple order reversed, so (0, 0, 5) has the smallest of those 5); G's triple is re-added
-    rows, got = _build(STAR, [0], 0, [(0, 0, 1)], max_triples=3, shrink_step=10, min_top_nodes=5)
+    rows, got = _build(graphs.STAR_WITH_TAIL, [0], 0, [(0, 0, 1)], max_triples=3, shrink_step=10, min_top_nodes=5)
     assert rows == {
         (0, 0, 5): (False, False, "neighbourhood", pytest.approx(rows[(0, 0, 5)][3])),
         (0, 0, 1): (True, False, "gt_readd", pytest.approx(rows[(0, 0, 1)][3])),
@@ -82,8 +80,8 @@ def test_top_nodes_ties_by_id_and_the_shrink_loop():
     assert got.caps == ["min_top_nodes: sampled 1 of 5", "max_triples: 0 of 8 top nodes"]
     assert (got.n_kept_ppr, got.n_gt_readded) == (1, 1)
     # min_ppr above every score: no top node, only the keep-always triples
-    rows, got = _build(STAR, [0], 0, [(0, 0, 1)], min_ppr=0.99)
-    assert set(rows) == set(STAR[:5]) and got.n_top_nodes == 0
+    rows, got = _build(graphs.STAR_WITH_TAIL, [0], 0, [(0, 0, 1)], min_ppr=0.99)
+    assert set(rows) == set(graphs.STAR_WITH_TAIL[:5]) and got.n_top_nodes == 0
 
 
 def test_keep_always_cap_keeps_g_and_the_smallest_one_end_triples():
@@ -169,7 +167,7 @@ def _oracle_local(triples, seeds, answer, gt, cfg, hashes):
             paths = []
         on_sp |= {d["triple"] for p in paths for x, y in zip(p, p[1:]) for d in g[x][y].values()}
         if paths:
-            complete, _ = _enumerate_walks(triples, s, _networkx_metapaths(triples, s, answer), False)
+            complete, _ = oracles.enumerate_walks(triples, s, oracles.networkx_metapaths(triples, s, answer), False)
             walks |= {triples[i] for i in complete}
     walks = set([x for x in by_hash if x in walks][: cfg.sp_metapath_cap])
     out = {x: (x in gt, x in on_sp, "neighbourhood") for x in kept}
@@ -231,29 +229,6 @@ def test_build_local_equals_a_networkx_oracle(triples, seeds, answer, n_gt, caps
 # Spark: input, neighbourhood and confounders against a Python oracle, partitioning
 
 
-def _ball(triples, seeds, k, direction, cap, degree):
-    """``{node: (dist, hub)}`` of a BFS from ``seeds`` along h -> t ('out'), t -> h ('in') or both, a
-    non-seed node of degree > cap visited but not expanded (khop.expand's rule)."""
-    nbrs = {}
-    for h, _, t in triples:
-        if h != t:
-            if direction in ("out", "both"):
-                nbrs.setdefault(h, set()).add(t)
-            if direction in ("in", "both"):
-                nbrs.setdefault(t, set()).add(h)
-    hub = lambda n: n not in seeds and cap is not None and degree.get(n, 0) > cap  # noqa: E731
-    seen, queue = {s: 0 for s in seeds}, deque(seeds)
-    while queue:
-        node = queue.popleft()
-        if seen[node] == k or hub(node):
-            continue
-        for nbr in nbrs.get(node, ()):
-            if nbr not in seen:
-                seen[nbr] = seen[node] + 1
-                queue.append(nbr)
-    return {n: (d, hub(n)) for n, d in seen.items()}
-
-
 def _oracle_search_graph(triples, seeds, k, paths, cfg):
     """E_nb (no mixed-step or neighbourhood cap hit), the confounders (walk enumeration, no cap hit) and the
     number of hubs visited."""
@@ -264,22 +239,22 @@ def _oracle_search_graph(triples, seeds, k, paths, cfg):
     induced = lambda nodes: {x for x in triples if x[0] in nodes and x[2] in nodes}  # noqa: E731
     cap, hubs = cfg.max_expand_degree, set()
     if cfg.mode == "undirected":
-        ball = _ball(triples, seeds, k, "both", cap, degree)
+        ball = oracles.ball(triples, seeds, k, "both", cap, degree)
         nb, hubs = induced(ball), {n for n, (_, hub) in ball.items() if hub}
     else:
         nb = set()
         for direction, back in (("out", "in"), ("in", "out")):
-            ball = _ball(triples, seeds, k, direction, cap, degree)
+            ball = oracles.ball(triples, seeds, k, direction, cap, degree)
             hubs |= {n for n, (_, hub) in ball.items() if hub}
             near = {n for n, (d, _) in ball.items() if d <= 1}
             grown = set(near)
             for n in near:
                 if not ball[n][1]:
-                    grown |= set(_ball(triples, [n], 1, back, None, degree))
+                    grown |= set(oracles.ball(triples, [n], 1, back, None, degree))
             nb |= induced(set(ball)) | induced(grown)
     conf = set()
     for seed, relations in paths:
-        _, reached = _enumerate_walks(triples, seed, [relations], False)
+        _, reached = oracles.enumerate_walks(triples, seed, [relations], False)
         conf |= {triples[i] for i in reached}
     return nb, conf, len(hubs)
 

@@ -19,7 +19,7 @@ from pyspark.testing import assertDataFrameEqual
 from kgbrink.brink import questions, removal
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import session_setting
-from kgbrink.jobs import variant_options
+from kgbrink.jobs.steps import variant_options
 
 GROUNDING_SCHEMA = "rule_id string, head struct<h:int,r:int,t:int>, body array<struct<h:int,r:int,t:int>>, bindings map<string,int>, sample_hash long"
 
@@ -464,14 +464,14 @@ def test_hub_build_drops_hubs_then_downsamples_as_worked_out_by_hand(hub_build):
     released = [
         json.loads(line)
         for split in questions.SPLITS
-        for line in (root / "release" / "questions" / "entity_id" / f"{split}.jsonl").read_text().splitlines()
+        for line in (root / "export" / "questions" / "entity_id" / f"{split}.jsonl").read_text().splitlines()
     ]
     # the survivors: every pair question, two of the four X questions, no Z question
     triples = Counter(tuple(q["removed_triple"]) for q in released)
     assert {t for t in triples if t[0] != "X"} == {(f"a{i}", "q1", f"b{i}") for i in range(1, 7)}
     assert sum(n for t, n in triples.items() if t[0] == "X") == 2 and set(triples.values()) == {1}
     assert all(q["answers"] == ["X"] for q in released if q["hard_answer"] == "X")
-    card = (root / "release" / "DATA_CARD.md").read_text()
+    card = (root / "export" / "DATA_CARD.md").read_text()
     report = (root / "report" / "report.md").read_text()
     # the card travels with the files: it names the dataset, not where it is stored; the report says where
     dataset = summary.params["dataset"]
@@ -535,25 +535,25 @@ def test_family_build_counts(family_build):
     }  # 0.8 * 2523 = 2018.4, 0.1 * 2523 = 252.3
 
 
-def test_family_release_files_read_back(family_build):
+def test_family_exported_files_read_back(family_build):
     _, summary, root = family_build
-    release = root / "release"
-    complete = [line.split("\t") for line in (release / "complete.tsv").read_text().splitlines()]
-    incomplete = {tuple(line.split("\t")) for line in (release / "incomplete.tsv").read_text().splitlines()}
-    removed = {tuple(line.split("\t")) for line in (release / "removed.tsv").read_text().splitlines()}
+    exported = root / "export"
+    complete = [line.split("\t") for line in (exported / "complete.tsv").read_text().splitlines()]
+    incomplete = {tuple(line.split("\t")) for line in (exported / "incomplete.tsv").read_text().splitlines()}
+    removed = {tuple(line.split("\t")) for line in (exported / "removed.tsv").read_text().splitlines()}
     assert len(complete) == 17615 and all(len(x) == 3 for x in complete)
     assert removed and not removed & incomplete and {tuple(x) for x in complete} == incomplete | removed
-    provenance = [json.loads(line) for line in (release / "provenance.jsonl").read_text().splitlines()]
+    provenance = [json.loads(line) for line in (exported / "provenance.jsonl").read_text().splitlines()]
     assert {tuple(p["triple"]) for p in provenance} == removed
     assert all(tuple(b) in incomplete for p in provenance for b in p["body"])
     assert all("   => " in p["rule"] for p in provenance)
     from kgbrink.rules.model import read_amie_tsv
 
-    assert len(read_amie_tsv(release / "rules.tsv")) == 145
+    assert len(read_amie_tsv(exported / "rules.tsv")) == 145
     total = 0
     for split in questions.SPLITS:
         records = {
-            s: [json.loads(x) for x in (release / "questions" / s / f"{split}.jsonl").read_text().splitlines()]
+            s: [json.loads(x) for x in (exported / "questions" / s / f"{split}.jsonl").read_text().splitlines()]
             for s in questions.SCHEMES
         }
         assert len({len(v) for v in records.values()}) == 1  # the same questions in every scheme
@@ -571,8 +571,8 @@ def test_family_release_files_read_back(family_build):
             )
             assert set(q["answers"]) == completed
     assert total == summary.counts["questions"]["questions"]
-    assert (release / "kg" / "private_id" / "incomplete.tsv").read_text().count("\n") == len(incomplete)
-    card = (release / "DATA_CARD.md").read_text()
+    assert (exported / "kg" / "private_id" / "incomplete.tsv").read_text().count("\n") == len(incomplete)
+    card = (exported / "DATA_CARD.md").read_text()
     assert "| complete | 17,615 |" in card
 
 
@@ -580,7 +580,7 @@ def test_single_file_appends_the_ordered_parts(spark, tmp_path):
     from kgbrink.core.files import write_single_file
 
     frame = spark.range(1000).select(F.format_string("%04d", "id").alias("a"), F.lit("x\ty").alias("b"))
-    out, staging = tmp_path / "release", tmp_path / "staging"
+    out, staging = tmp_path / "export", tmp_path / "staging"
     with session_setting(
         spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"
     ):  # 4 range partitions, 4 parts
@@ -612,7 +612,7 @@ def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark
     from kgbrink.jobs import build
 
     dataset, _, root = family_build
-    out = tmp_path / "release"
+    out = tmp_path / "export"
     with (
         session_setting(spark, "spark.sql.shuffle.partitions", "7"),
         session_setting(spark, "spark.sql.adaptive.coalescePartitions.enabled", "false"),
@@ -621,13 +621,13 @@ def test_family_export_elsewhere_with_other_partitioning_is_byte_identical(spark
             JobContext(spark, config.with_overrides(["mining.splits=[train]"])),
             build.ExportOptions(dataset=dataset, out=str(out)),
         )
-    release = root / "release"
-    files = sorted(str(p.relative_to(release)) for p in release.rglob("*") if p.is_file())
+    exported = root / "export"
+    files = sorted(str(p.relative_to(exported)) for p in exported.rglob("*") if p.is_file())
     # 19 = complete/incomplete/removed.tsv, rules.tsv, provenance.jsonl, DATA_CARD.md, 3 schemes x 3 splits
     # of questions, and the two KGs in the private_id and text_label renderings
     assert len(files) == 19 and files == sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert [f for f in files if (release / f).read_bytes() != (out / f).read_bytes()] == []
-    # --no-kg-files (the release's export): the 7 KG files left out, the others the same bytes
+    assert [f for f in files if (exported / f).read_bytes() != (out / f).read_bytes()] == []
+    # --no-kg-files (kgbrink release's export): the 7 KG files left out, the others the same bytes
     lean = tmp_path / "lean"
     config_train = config.with_overrides(["mining.splits=[train]"])
     build.export(JobContext(spark, config_train), build.ExportOptions(dataset=dataset, out=str(lean), no_kg_files=True))
@@ -648,7 +648,7 @@ def test_family_build_evaluates_a_perfect_and_an_empty_model(family_build, tmp_p
     from kgbrink.jobs import evaluate_qa
 
     _, _, root = family_build
-    test_file = root / "release" / "questions" / "private_id" / "test.jsonl"
+    test_file = root / "export" / "questions" / "private_id" / "test.jsonl"
     records = [json.loads(x) for x in test_file.read_text().splitlines()]
     perfect = tmp_path / "perfect.jsonl"
     perfect.write_text(

@@ -17,9 +17,16 @@ import time
 from pathlib import Path
 
 from kgbrink.core.console import Progress, error_message, human_summary, write_trace
-from kgbrink.core.jobs import REGISTRY, JobContext, add_arguments, load_jobs, options_from
+from kgbrink.core.jobs import REGISTRY, Job, JobContext, add_arguments, options_from, registered
 from kgbrink.core.settings import ConfigError, load_config
 from kgbrink.core.tracking import JobSummary, prepare_experiment, record_in_mlflow
+
+
+def load_jobs() -> dict[str, Job]:
+    """Every job by command name: importing :mod:`kgbrink.jobs` registers them all."""
+    import kgbrink.jobs  # noqa: F401
+
+    return registered()
 
 
 def build_parser() -> argparse.ArgumentParser:

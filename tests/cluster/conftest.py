@@ -1,26 +1,46 @@
-"""Fixtures of the cluster tests: the running local stack (``make cluster-up``) and a folder for a run.
+"""Fixtures of the cluster tests: the running local stack (``make cluster-up``), a folder for a run, a
+local-mode session that reads s3a, and the make-run sample's pipeline (tests/cluster/sample_pipeline.py)
+that several files read.
 
 These tests need the stack and its credentials in the environment; ``make test-cluster`` brings the stack
-up, runs them and stops it (``make test`` leaves this folder out).
+up, runs them and stops it (``make test`` leaves this folder out). Their order is declared here
+(:data:`ORDER`), not left to file names.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import json
 import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("kgbrink_cluster_stack", ROOT / "infra/cluster/stack.py")
-stack_module = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = stack_module
-_spec.loader.exec_module(stack_module)
-CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+from kgbrink.storage import staging
+from tests.cluster.jobs import CLUSTER_CONF, CREDENTIALS, KGBRINK, ROOT, killed_in_steps, run, stack_module
+from tests.cluster.sample_pipeline import DATASET, DUMP, RANKS, RUN_KILLS, SCORE_KILLS, local_runs, ranks_file
+
+# The files in the order they run: the refresh changes the sample pipeline's dataset, so it runs after every
+# file that reads it at the pipeline's versions; the credentials are looked for in every log, so last.
+ORDER = (
+    "test_stack.py",
+    "test_staging.py",
+    "test_pipeline.py",
+    "test_kills.py",
+    "test_tracking.py",
+    "test_predict.py",
+    "test_release.py",
+    "test_refresh.py",
+    "test_credentials.py",
+)
+
+
+@pytest.hookimpl(trylast=True)  # after tests/conftest.py's longest-first order of make test's files
+def pytest_collection_modifyitems(items):
+    """The tests in :data:`ORDER` of their files (a file not listed fails the run: declare it)."""
+    unknown = sorted({item.path.name for item in items} - set(ORDER))
+    if unknown:
+        raise pytest.UsageError(f"tests/cluster/conftest.py ORDER does not list {', '.join(unknown)}")
+    items.sort(key=lambda item: ORDER.index(item.path.name))
 
 
 @pytest.fixture(scope="session")
@@ -34,8 +54,6 @@ def stack():
         pytest.fail(f"{', '.join(missing)} not set: `set -a; . {layout.state}/aws.env; set +a`")
     yield layout
     # every job removes its reliable checkpoints at its end, on success as after a lost executor
-    from kgbrink.storage import staging
-
     client = staging.s3_client(layout.s3_endpoint, "us-east-1", path_style=True)
     listed = client.list_objects_v2(Bucket=layout.bucket, Prefix="checkpoints/").get("Contents", [])
     left = [o for o in listed if not (o["Key"].endswith("/") and o["Size"] == 0)]  # S3A's empty-folder markers
@@ -49,33 +67,7 @@ def run_dir(stack) -> Path:
     return directory
 
 
-def env() -> dict[str, str]:
-    return {
-        **os.environ,
-        "SPARK_LOCAL_IP": "127.0.0.1",
-        "PYSPARK_PYTHON": str(ROOT / ".venv/bin/python"),
-        "AWS_EC2_METADATA_DISABLED": "true",
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-        "DO_NOT_TRACK": "true",
-    }
-
-
-def run(command: list[str], run_dir: Path, name: str, timeout: float = 900) -> float:
-    """Run ``command`` from the project root with stdout/stderr in ``<run_dir>/<name>.out|.err``; fail with
-    their tails on a non-zero exit. Its seconds are returned and appended to the stack's times file."""
-    started = time.monotonic()
-    with open(run_dir / f"{name}.out", "w") as out, open(run_dir / f"{name}.err", "w") as err:
-        done = subprocess.run(command, cwd=ROOT, env=env(), stdout=out, stderr=err, timeout=timeout, check=False)
-    seconds = round(time.monotonic() - started, 1)
-    with open(run_dir.parent / "test-cluster-times.txt", "a") as times:
-        times.write(f"{name} {seconds}\n")
-    if done.returncode != 0:
-        tail = (run_dir / f"{name}.err").read_text()[-4000:]
-        pytest.fail(f"{' '.join(command[:4])} ... exited {done.returncode}:\n{tail}")
-    return seconds
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reader():
     """A local-mode session that reads the tables on s3a as well as the local ones."""
     from kgbrink.core.session import spark_session
@@ -87,3 +79,45 @@ def reader():
     spark = spark_session(config)
     yield spark
     spark.stop()
+
+
+@pytest.fixture(scope="session")
+def sample(run_dir) -> Path:
+    """The make-run sample KG (settings synth.* of conf/local.yaml), generated locally."""
+    out = run_dir / "sample-kg"
+    run([KGBRINK, "synth", "--conf", "conf/local.yaml", "--out", str(out), "--no-tracking"], run_dir, "synth")
+    return out
+
+
+@pytest.fixture(scope="session")
+def staged(run_dir, sample) -> dict:
+    summary = run_dir / "stage.json"
+    args = ["--conf", CLUSTER_CONF, "--input", str(sample), "--to", DUMP, "--json"]
+    run([KGBRINK, "stage", *args, str(summary)], run_dir, "stage")
+    again = run_dir / "stage-check.json"
+    run([KGBRINK, "stage", *args, str(again), "--check"], run_dir, "stage-check")
+    return {"first": json.loads(summary.read_text()), "again": json.loads(again.read_text())}
+
+
+@pytest.fixture(scope="session")
+def ranks(stack, run_dir, sample) -> dict[str, str]:
+    """The rank file, locally and uploaded to the bucket with boto3."""
+    local = ranks_file(sample, run_dir / "ranks.tsv")
+    client = staging.s3_client(stack.s3_endpoint, "us-east-1", path_style=True)
+    bucket, key = staging.parse_uri(RANKS)
+    client.upload_file(str(local), bucket, key)
+    return {"local": str(local), "cluster": RANKS}
+
+
+@pytest.fixture(scope="session")
+def pipelines(stack, run_dir, sample, staged, ranks) -> dict:
+    """``kgbrink run`` (ingest -> stats -> build) then ``score`` on the cluster (input, dataset and rank file
+    on s3a, exported files into a local folder), worker 2 killed inside the steps of RUN_KILLS and
+    SCORE_KILLS; then the same and the benchmark jobs in local mode (``local_runs``)."""
+    cluster = {}
+    run_args = ["--input", DUMP + "/", "--dataset", DATASET, "--out", str(run_dir / "export-cluster")]
+    cluster["run"] = killed_in_steps(stack, run_dir, "run_pipeline", run_args, "run-cluster", RUN_KILLS)
+    score_args = ["--ranks", ranks["cluster"], "--dataset", DATASET]
+    cluster["score"] = killed_in_steps(stack, run_dir, "score", score_args, "score-cluster", SCORE_KILLS)
+    # after the cluster's runs, not beside them: on 2 cores the two contend (1,020 s side by side)
+    return {"cluster": cluster, "local": local_runs(run_dir, sample, ranks)}

@@ -10,8 +10,7 @@ import json
 import pytest
 
 from kgbrink.core.delta import read_table
-from tests.cluster.conftest import run
-from tests.cluster.test_pipeline import CLUSTER_CONF, KGBRINK, _killed_in_steps, _submit
+from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, killed_in_steps, run, submit
 from tests.llm_server import LlmServerProcess
 
 DUMP = "s3a://kgbrink/dumps/predict-kg"
@@ -63,10 +62,10 @@ def test_predict_on_the_cluster_survives_a_killed_worker_and_a_rerun_asks_nothin
             now = server.stats(detail=False)
             return now["concurrent"] >= flying and now["completed"] >= IN_FLIGHT * TASKS
 
-        done = _killed_in_steps(stack, run_dir, "predict", args, "predict-kill", (("ask", False),), asking)
+        done = killed_in_steps(stack, run_dir, "predict", args, "predict-kill", (("ask", False),), asking)
         stats = server.stats()
         summary = run_dir / "predict-again.json"
-        _submit(run_dir, "predict", [*args, "--json", str(summary)], "predict-again")
+        submit(run_dir, "predict", [*args, "--json", str(summary)], "predict-again")
         again = json.loads(summary.read_text())
         assert server.stats()["requests"] == stats["requests"]
     assert done["status"] == "ok" and done["counts"]["prompts"] == questions >= 40

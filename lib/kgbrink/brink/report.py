@@ -1,4 +1,4 @@
-"""The build report and the release's data card (Markdown; PNG plots with matplotlib).
+"""The build report and the export's data card (Markdown; PNG plots with matplotlib).
 
 Report contents (issue: BRINK construction, Sec. 5): rule counts by type (BRINK Table 1), triples and
 questions per split of the complete and incomplete KG (Table 3), removed triples per rule type (a triple
@@ -15,14 +15,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from kgbrink.brink.questions import SCHEMES, SPLITS, UNITS
-from kgbrink.core import figures
+from kgbrink.core import figures, markdown
 from kgbrink.rules.model import RULE_TYPES
 
 
 def _table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(f"{c:,}" if isinstance(c, int) else str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
+    return "\n".join(markdown.table(header, ([f"{c:,}" if isinstance(c, int) else c for c in row] for row in rows)))
 
 
 def table1(counts: dict) -> str:

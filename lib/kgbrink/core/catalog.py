@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kgbrink.core import markdown
+
 TRIPLE = "h int, r int, t int"
 IDS = "struct<h: int, r: int, t: int>"
 RULE_COLUMNS = (
@@ -528,16 +530,20 @@ def check_schema(entry: Table, frame) -> None:
 
 def reference_markdown() -> str:
     """The table reference (a Markdown table) of ``docs/tables.md``."""
-    lines = [
-        "| table | path | written by | partitioned by | columns | what |",
-        "|---|---|---|---|---|---|",
-    ]
-    for t in TABLES:
-        columns = f"`{t.schema}`" if t.schema else "(see what)"
-        fmt = "" if t.format == "delta" else f" ({t.format})"
-        lines.append(
-            f"| {t.name}{fmt} | `{t.pattern}` | {t.writer} | {', '.join(t.partition_by) or '-'} | {columns} | {t.doc} |"
-        )
+    lines = markdown.table(
+        ["table", "path", "written by", "partitioned by", "columns", "what"],
+        (
+            [
+                t.name + ("" if t.format == "delta" else f" ({t.format})"),
+                f"`{t.pattern}`",
+                t.writer,
+                ", ".join(t.partition_by) or "-",
+                f"`{t.schema}`" if t.schema else "(see what)",
+                t.doc,
+            ]
+            for t in TABLES
+        ),
+    )
     return "\n".join(lines) + "\n"
 
 

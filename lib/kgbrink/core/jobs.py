@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib
-import pkgutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
@@ -21,7 +19,7 @@ from typing import Any
 
 from kgbrink.core import catalog, delta
 from kgbrink.core.console import Progress
-from kgbrink.core.delta import TableVersion, delta_commits, read_table, write_table
+from kgbrink.core.delta import TableVersion, delta_commits, read_table, table_exists, write_table
 from kgbrink.core.files import write_parquet
 from kgbrink.core.session import driver_memory, job_checkpoints, spark_actions
 from kgbrink.core.settings import Settings
@@ -62,12 +60,8 @@ class Job:
 REGISTRY: dict[str, Job] = {}
 
 
-def load_jobs() -> dict[str, Job]:
-    """Import every module of :mod:`kgbrink.jobs` (each registers its jobs); the registry by command name."""
-    import kgbrink.jobs
-
-    for module in pkgutil.iter_modules(kgbrink.jobs.__path__):
-        importlib.import_module(f"kgbrink.jobs.{module.name}")
+def registered() -> dict[str, Job]:
+    """The registered jobs by command name (importing :mod:`kgbrink.jobs` registers every job)."""
     return {name: REGISTRY[name] for name in sorted(REGISTRY)}
 
 
@@ -107,7 +101,9 @@ class JobContext:
         """Run the registered job ``name`` in a child context with ``options``, or with its options made of
         ``values`` (the others at their defaults): jobs compose by name, never by importing each other. Its
         summary is returned."""
-        definition = REGISTRY[name] if name in REGISTRY else load_jobs()[name]
+        if name not in REGISTRY:
+            raise KeyError(f"no job {name!r} is registered (known: {', '.join(sorted(REGISTRY))})")
+        definition = REGISTRY[name]
         if options is None:
             options = definition.options(**values)
         elif values:
@@ -159,6 +155,14 @@ class JobContext:
             pinned = consistent_version(self.spark, path, self.records) if version is None else version
             self.summary.inputs[name] = TableVersion(path, pinned)
         return read_table(self.spark, path, self.summary.inputs[name].version)
+
+    def read_input(self, name: str, path: str):
+        """A table the user names: a Delta table read pinned as by :meth:`read`, else the Parquet files at
+        ``path`` (recorded in the inputs without a version)."""
+        if table_exists(self.spark, path):
+            return self.read(name, path)
+        self.summary.inputs.setdefault(name, TableVersion(path, None))
+        return self.spark.read.parquet(path)
 
     def written(self, name: str):
         """The version of ``name`` this job wrote (the outputs record it), read back."""

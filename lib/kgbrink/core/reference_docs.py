@@ -39,6 +39,7 @@ PACKAGES = (
     "release",
     "evaluation",
     "jobs",
+    "jobs.steps",
 )
 
 
@@ -96,15 +97,14 @@ def package_map() -> str:
     """One table per package of ``kgbrink``: its docstring's first sentence, then each module's."""
     lines = []
     for name in PACKAGES:
-        folder = PACKAGE / name
+        folder = PACKAGE.joinpath(*name.split("."))
         lines += [f"### `kgbrink.{name}`", "", _summary(folder / "__init__.py"), "", "| module | what |", "|---|---|"]
         for module in sorted(folder.glob("*.py")):
             if module.name != "__init__.py":
                 lines.append(f"| `{module.stem}` | {_summary(module)} |")
         lines.append("")
-    missing = sorted(
-        p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file() and p.name not in PACKAGES
-    )
+    found = (p.parent.relative_to(PACKAGE).as_posix().replace("/", ".") for p in PACKAGE.rglob("*/__init__.py"))
+    missing = sorted(name for name in found if name not in PACKAGES)
     if missing:
         raise ValueError(f"packages missing from reference_docs.PACKAGES: {', '.join(missing)}")
     return "\n".join(lines)

@@ -3,8 +3,8 @@ own algorithms, for cross-checks and for clusters that have the jar.
 
 ``graphframes-py`` only wraps the JVM classes of ``io.graphframes:graphframes-spark4_2.13``, which ``make jars``
 resolves (profile ``graphframes`` of ``infra/jvm/pom.xml``) only where the Maven repository serves it. The
-mirror this project reaches does not (README, "GraphFrames"), so :func:`graphframes_available` is normally
-false and :mod:`kgbrink.graph.components` is the implementation in use.
+mirror this project reaches does not (docs/configuration.md, "GraphFrames"), so :func:`graphframes_available`
+is normally false and :mod:`kgbrink.graph.components` is the implementation in use.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def connected_components_graphframes(
         raise RuntimeError(
             f"GraphFrames is not on the driver classpath: cannot load {GRAPHFRAME_CLASS} from the jar "
             f"{GRAPHFRAMES_ARTIFACT}; `make jars` resolves it where the Maven repository serves it "
-            "(README, 'GraphFrames'). Use kgbrink.graph.components.connected_components instead."
+            "(docs/configuration.md, 'GraphFrames'). Use kgbrink.graph.components.connected_components instead."
         )
     from graphframes import GraphFrame
 

@@ -1,5 +1,5 @@
 """``kgbrink export`` (a variant as plain files) and ``kgbrink build`` (BRINK end to end: mine, remove,
-verify, questions, export, report). The release files are listed in the data card and in docs/formats.md;
+verify, questions, export, report). The exported files are listed in the data card and in docs/formats.md;
 every file's bytes depend only on the tables, not on the partitioning (:func:`kgbrink.core.files.write_single_file`).
 """
 
@@ -18,7 +18,7 @@ from kgbrink.core.delta import table_exists
 from kgbrink.core.files import local_dir, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.tracking import JobSummary
-from kgbrink.jobs.variant_options import (
+from kgbrink.jobs.steps.variant_options import (
     NO_KG_FILES,
     ExportOptions,
     Variant,
@@ -39,7 +39,7 @@ class BuildOptions(VariantOptions):
     reuse_rules: bool = arg(False, "use the dataset's existing rules table instead of mining", action="store_true")
     out: str | None = arg(
         None,
-        "local directory of the release files and report (default: <dataset>/variants/<variant>/; "
+        "local directory of the exported files and report (default: <dataset>/variants/<variant>/; "
         "required for a dataset on s3a://)",
     )
     no_kg_files: bool = arg(False, NO_KG_FILES, action="store_true")
@@ -51,7 +51,7 @@ def export(ctx: JobContext, opts: ExportOptions) -> JobSummary:
     v = open_variant(ctx, opts)
     s, out, dataset, name = variant_settings(v), opts.out, v.dataset, v.name
     summary = ctx.begin(dataset=dataset, variant=name)
-    target = local_dir(out) if out else local_dir(v.root) / "release"
+    target = local_dir(out) if out else local_dir(v.root) / "export"
     target.mkdir(parents=True, exist_ok=True)
     summary.params["out"] = str(target)
     relations = questions.relation_names(v.read("relations"))
@@ -197,7 +197,7 @@ def _report(
 @job("build", "BRINK construction end to end: mine, remove, verify, questions, export, report", BuildOptions, steps=6)
 def build(ctx: JobContext, opts: BuildOptions) -> JobSummary:
     """``kgbrink build``: mine (unless ``--rules`` is given or ``--reuse-rules``) -> remove (ground) -> verify
-    -> questions -> export -> report. Plain files go to ``out`` (release files, and the report in
+    -> questions -> export -> report. Plain files go to ``out`` (exported files, and the report in
     ``out/report``) or, for a local dataset, into the variant directory."""
     v = open_variant(ctx, opts)
     dataset, name, out = v.dataset, v.name, opts.out
@@ -226,8 +226,8 @@ def build(ctx: JobContext, opts: BuildOptions) -> JobSummary:
         reported.inputs.update({k: t for k, t in exported.inputs.items() if k in VARIANT_COUNT_TABLES})
         steps.append(reported)
     summary.merge_steps(steps)
-    release = Path(out) if out else Path(v.root) / "release"
-    summary.highlights.update(release=str(release), report=str(Path(steps[-1].artifacts[0])))
+    exported = Path(out) if out else Path(v.root) / "export"
+    summary.highlights.update(export=str(exported), report=str(Path(steps[-1].artifacts[0])))
     summary.highlights["built"] = (
         f"{removed.counts['rules']:,} rules, {removed.counts['removed_triples']:,} triples removed, "
         f"{q.counts['questions']:,} questions"

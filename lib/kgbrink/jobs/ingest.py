@@ -6,7 +6,7 @@ new dump into an existing dataset keeps every known key's id (scheduled refreshe
 replaces ``triples`` with the new dump as a new Delta version. A table whose content would not change
 gets no new version, and the summary reports the refresh against the last complete ingest: the triples
 added and removed per split, the new keys, and a warning for each split the new dump no longer has.
-The steps are :mod:`kgbrink.jobs.ingest_steps`, which ``kgbrink refresh`` runs too, merging the tables
+The steps are :mod:`kgbrink.jobs.steps.ingest`, which ``kgbrink refresh`` runs too, merging the tables
 instead of overwriting them.
 """
 
@@ -18,9 +18,9 @@ from kgbrink.core import catalog
 from kgbrink.core.jobs import JobContext, job
 from kgbrink.core.tracking import JobSummary
 from kgbrink.core.writer import RECORDED, WriterLease
-from kgbrink.jobs.ingest_options import IngestOptions as IngestOptions
-from kgbrink.jobs.ingest_steps import IngestError as IngestError
-from kgbrink.jobs.ingest_steps import ingest_dump
+from kgbrink.jobs.steps.ingest import IngestError as IngestError
+from kgbrink.jobs.steps.ingest import ingest_dump
+from kgbrink.jobs.steps.ingest_options import IngestOptions as IngestOptions
 
 
 @job("ingest", "a KG dump into a dataset's Delta tables", IngestOptions, steps=6)

@@ -24,7 +24,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
-from kgbrink.core.delta import read_table, table_exists
 from kgbrink.core.files import delete_path, json_array_from_lines, local_dir, merge_parts, write_lines
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
@@ -60,10 +59,6 @@ class McqOptions:
     out: str | None = arg(None, "local folder of the JSON Lines files (default: <dataset>/mcq/<name>/export)")
 
 
-def _table(spark, path: str) -> DataFrame:
-    return read_table(spark, path) if table_exists(spark, path) else spark.read.parquet(path)
-
-
 def _settings(ctx: JobContext, opts: McqOptions):
     """``mcq`` settings with the command line's values, checked as settings (ConfigError naming them)."""
     sets = []
@@ -84,7 +79,7 @@ def _settings(ctx: JobContext, opts: McqOptions):
 
 
 def _scores(ctx: JobContext, opts: McqOptions, summary: JobSummary) -> DataFrame:
-    raw = _table(ctx.spark, opts.scores)
+    raw = ctx.read_input("scores", opts.scores)
     missing = [c for c in SCORE_COLUMNS if c not in raw.columns]
     if missing:
         raise JobFailed(
@@ -209,7 +204,7 @@ def _questions(ctx: JobContext, opts: McqOptions, qs: _QuestionSet, queries, exc
     spark, cfg = ctx.spark, qs.cfg
     vectors = None
     if "hard" in qs.difficulties and cfg.hard_mode == "embedding_neighbours":
-        vectors = _table(spark, opts.entity_vectors)
+        vectors = ctx.read_input("entity_vectors", opts.entity_vectors)
     plan = options.Plan(
         qs.difficulties,
         cfg.options,

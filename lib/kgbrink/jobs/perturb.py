@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
-from kgbrink.core.delta import read_table, table_exists
+from kgbrink.core.delta import table_exists
 from kgbrink.core.files import local_dir
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
@@ -55,12 +55,6 @@ class PerturbOptions:
     report_dir: str | None = arg(None, "kg-similarity: local folder of the report (default: <scope dir>/report)")
 
 
-def _table(spark, path: str | None) -> DataFrame | None:
-    if path is None:
-        return None
-    return read_table(spark, path) if table_exists(spark, path) else spark.read.parquet(path)
-
-
 class _Scope:
     """What both jobs need: the scope's settings, its original triples and the scorer."""
 
@@ -93,17 +87,11 @@ class _Scope:
             self.original = sub.select(
                 F.col("qid").alias("scope_key"), "h", "r", "t", F.lit(None).cast("string").alias("split")
             )
-        spark = ctx.spark
-        self.scorer = Scorer(
-            cfg.scorer,
-            self.kg,
-            self.seeds[0],
-            cfg.scorer_model,
-            cfg.gamma,
-            _table(spark, opts.entity_vectors),
-            _table(spark, opts.relation_vectors),
-            _table(spark, opts.scores),
-        )
+        given = {
+            name: ctx.read_input(name, getattr(opts, name)) if getattr(opts, name) is not None else None
+            for name in ("entity_vectors", "relation_vectors", "scores")
+        }
+        self.scorer = Scorer(cfg.scorer, self.kg, self.seeds[0], cfg.scorer_model, cfg.gamma, *given.values())
         self.path = {
             t: catalog.path(f"okgqa.{t}", dataset=self.dataset, questions=self.name)
             for t in ("perturbed", "perturbations", "perturbation_log", "kg_similarity")

@@ -47,7 +47,7 @@ class RunOptions:
     input: str | None = arg(None, "ingest this Wikidata5m dump (local or s3a) instead of generating the sample")
     out: str | None = arg(
         None,
-        "local directory of the release files and report (default: in the variant; required for a dataset on s3a://)",
+        "local directory of the exported files and report (default: in the variant; required for a dataset on s3a://)",
     )
 
 

@@ -341,12 +341,38 @@ class _OKGQA:
         if settings.seed is not None:
             judge.params["seed"] = settings.seed
         answers = ctx.written("okgqa_answers")
+        judged, judge_bad, cached = self._judged(ctx, work, judge, answers)
+        labels = {"model": work.model, "judge_model": judge.model, "run": opts.run_name, "setting": opts.context}
+        summary.params.update(judge_model=judge.model, judge_base_url=judge.endpoint.base_url)
+        judgements = judged.select("answer_id", "criterion", "score")
+        rows = okgqa.scores(answers, judgements, list(settings.criteria), labels)
+        ctx.write("okgqa_scores", rows, work.path("okgqa_scores"), table="predict.okgqa_scores")
+        similarity = work.sources.get("kg_similarity")
+        levels = okgqa.levels(ctx.written("okgqa_scores"), similarity, answers)
+        ctx.write("okgqa_levels", levels, work.path("okgqa_levels"), table="predict.okgqa_levels")
+        self._report(ctx, work, ctx.written("okgqa_levels").toPandas(), judge.model, opts.context)
+        for frame in cached:
+            frame.unpersist()
+        fail_past_bad_fraction(
+            summary,
+            judge_bad,
+            summary.counts["judge_prompts"] + summary.counts["prompts"],
+            float(settings.max_bad_fraction),
+            "predict.max_bad_fraction",
+            "prompts and judge prompts",
+            f"see {work.path(QUARANTINE)}",
+        )
+
+    def _judged(self, ctx: JobContext, work, judge, answers: DataFrame) -> tuple[DataFrame, dict, list]:
+        """The judge asked about every answer and criterion; returns its parsed ``score`` per ``answer_id,
+        criterion``, the judge's bad calls and unparsed judgements per reason (quarantined with the
+        answers'), and the frames cached on the way."""
+        settings, summary = ctx.config.predict, ctx.summary
         texts = work.state["records"].select("item_id", "question", "references")
         items = okgqa.judge_prompts(answers.join(texts, "item_id"), list(settings.criteria)).cache()
         prompts = call_rows(items.select("item_id", "messages"), judge.model, judge.params).cache()
         ctx.write("judge_prompts", prompts.drop("body"), work.path("judge_prompts"), table="predict.judge_prompts")
-        n_judge = prompts.count()
-        summary.counts["judge_prompts"] = n_judge
+        summary.counts["judge_prompts"] = prompts.count()
         failed = _ask(ctx, judge, prompts, prefix="judge_")
         _usage(ctx, judge, prompts, prefix="judge_")
         answered, bad_calls = _answers(prompts, _calls(ctx, judge), failed)
@@ -366,18 +392,13 @@ class _OKGQA:
         by_reason = _write_quarantine(ctx, work, bad)
         texts = work.state["text_counts"]
         judge_bad = {k: n - texts.get(k, 0) for k, n in by_reason.items() if n > texts.get(k, 0)}
-        labels = {"model": work.model, "judge_model": judge.model, "run": opts.run_name, "setting": opts.context}
-        summary.params.update(judge_model=judge.model, judge_base_url=judge.endpoint.base_url)
-        judgements = judged.select("answer_id", "criterion", "score")
-        rows = okgqa.scores(answers, judgements, list(settings.criteria), labels)
-        ctx.write("okgqa_scores", rows, work.path("okgqa_scores"), table="predict.okgqa_scores")
-        similarity = work.sources.get("kg_similarity")
-        levels = okgqa.levels(ctx.written("okgqa_scores"), similarity, answers)
-        ctx.write("okgqa_levels", levels, work.path("okgqa_levels"), table="predict.okgqa_levels")
-        table = ctx.written("okgqa_levels").toPandas()
+        return judged, judge_bad, [judged, items, prompts, *([failed] if failed is not None else [])]
+
+    def _report(self, ctx: JobContext, work, table: pd.DataFrame, judge_model: str, setting: str) -> None:
+        """The per-level scores into the summary's results, a figure and ``report.md`` in the files folder."""
         for row in table.sort_values(["metric", "method", "level"]).itertuples():
             for suffix, value in (("", row.value), (".drop", row.drop)):
-                summary.results.append(
+                ctx.summary.results.append(
                     {
                         "metric": row.metric + suffix,
                         "method": row.method,
@@ -386,24 +407,10 @@ class _OKGQA:
                     }
                 )
         folder = Path(work.files) / "report"
-        heading = f"OKGQA-P: {work.model} judged by {judge.model} (setting {opts.context})"
-        summary.artifacts.append(str(okgqa_report.answers_figure(table, folder / "answers.png", heading)))
+        heading = f"OKGQA-P: {work.model} judged by {judge_model} (setting {setting})"
+        ctx.summary.artifacts.append(str(okgqa_report.answers_figure(table, folder / "answers.png", heading)))
         (folder / "report.md").write_text(okgqa_report.answers_markdown(table, heading) + "\n![answers](answers.png)\n")
-        summary.artifacts.append(str(folder / "report.md"))
-        judged.unpersist()
-        items.unpersist()
-        prompts.unpersist()
-        if failed is not None:
-            failed.unpersist()
-        fail_past_bad_fraction(
-            summary,
-            judge_bad,
-            n_judge + summary.counts["prompts"],
-            float(settings.max_bad_fraction),
-            "predict.max_bad_fraction",
-            "prompts and judge prompts",
-            f"see {work.path(QUARANTINE)}",
-        )
+        ctx.summary.artifacts.append(str(folder / "report.md"))
 
 
 @dataclass(frozen=True)
@@ -626,15 +633,7 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
     """Settings checked, the benchmark's inputs pinned, the output folder named by their fingerprint."""
     settings = ctx.config.predict
     benchmark = BENCHMARKS[opts.benchmark]
-    model = opts.model or settings.model
-    if not model:
-        raise ConfigError("no model: pass --model or set predict.model")
-    if settings.tasks < 1 or settings.in_flight < 1 or settings.max_tries < 1:
-        raise ConfigError("predict.tasks, predict.in_flight and predict.max_tries must be >= 1")
-    if opts.context is None:
-        opts.context = benchmark.contexts[0]
-    if opts.context not in benchmark.contexts:
-        raise ConfigError(f"--context {opts.context} is not one of {opts.benchmark}'s: {', '.join(benchmark.contexts)}")
+    model = _checked(settings, benchmark, opts)
     release = _Release.open(ctx, opts.release) if opts.release else None
     if release is not None and opts.benchmark not in release.manifest["benchmarks"]:
         raise ConfigError(f"{release.where}: the release has no {opts.benchmark} benchmark")
@@ -658,38 +657,11 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         limit=opts.limit,
         release=release.folder if release else None,
     )
-    sources = {}
-    for source, table in () if release else benchmark.inputs:
-        path = catalog.table(table).path(dataset=dataset, questions=name, variant=name)
-        if not table_exists(ctx.spark, path):
-            raise JobFailed(f"no {source} table at {path}: build the {opts.benchmark} benchmark first", summary)
-        sources[source] = ctx.read(source, path)
-    for source, table in () if release else getattr(benchmark, "option_inputs", lambda _: ())(opts):
-        path = catalog.table(table).path(dataset=dataset, variant=name)
-        if not table_exists(ctx.spark, path):
-            raise JobFailed(f"no {source} table at {path}: build the {opts.benchmark} benchmark first", summary)
-        sources[source] = ctx.read(source, path)
-    for source, table in () if release else benchmark.optional:
-        path = catalog.table(table).path(dataset=dataset, questions=name, variant=name)
-        if table_exists(ctx.spark, path):
-            sources[source] = ctx.read(source, path)
     if release is not None:
         sources = benchmark.release_sources(ctx, release, opts)
-    fingerprint = _digest(
-        {
-            "inputs": {k: v.as_dict() for k, v in summary.inputs.items()},
-            "release": release.identity(opts.benchmark) if release else None,
-            "model": model,
-            "params": params,
-            "options": {
-                k: getattr(opts, k) for k in ("template", "scheme", "context", "kg", "split", "limit", "run_name")
-            },
-            "settings": {k: getattr(ctx.config.predict, k) for k in ("max_facts", "neighbourhood_hops", "criteria")},
-            "judge": {"model": opts.judge_model or settings.judge_model or model, "params": okgqa.JUDGE_PARAMS},
-            "prompt_edges": ctx.config.seed_graphs.prompt_edges,
-            "questions": _file_digest(ctx, opts.questions) if opts.questions else None,
-        }
-    )
+    else:
+        sources = _pinned_sources(ctx, benchmark, opts, dataset, name)
+    fingerprint = _fingerprint(ctx, opts, release, model, params)
     out = (opts.out or f"{dataset}/predict/{opts.benchmark}/{name}/{fingerprint}").rstrip("/")
     spool_dir = settings.spool_dir or f"{dataset}/predict/_spool"
     if is_uri(spool_dir):
@@ -701,19 +673,59 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         raise ConfigError(f"--files must be a local folder, not {files}")
     summary.params.update(out=out, fingerprint=fingerprint, files=files)
     return _Work(
-        dataset,
-        opts.benchmark,
-        name,
-        model,
-        params,
-        endpoint,
-        settings.tasks,
-        out,
-        spool_dir,
-        fingerprint,
-        files,
-        sources,
-        release=release.folder if release else "",
+        dataset, opts.benchmark, name, model, params, endpoint, settings.tasks, out, spool_dir, fingerprint, files,
+        sources, release=release.folder if release else "",
+    )  # fmt: skip
+
+
+def _checked(settings, benchmark, opts: PredictOptions) -> str:
+    """The model asked, once the settings and ``--context`` are checked (``--context`` defaulted)."""
+    model = opts.model or settings.model
+    if not model:
+        raise ConfigError("no model: pass --model or set predict.model")
+    if settings.tasks < 1 or settings.in_flight < 1 or settings.max_tries < 1:
+        raise ConfigError("predict.tasks, predict.in_flight and predict.max_tries must be >= 1")
+    if opts.context is None:
+        opts.context = benchmark.contexts[0]
+    if opts.context not in benchmark.contexts:
+        raise ConfigError(f"--context {opts.context} is not one of {opts.benchmark}'s: {', '.join(benchmark.contexts)}")
+    return model
+
+
+def _pinned_sources(ctx: JobContext, benchmark, opts: PredictOptions, dataset: str, name: str) -> dict:
+    """The benchmark's tables in ``dataset`` read pinned: its inputs and those its options name (each
+    required), then its optional ones where they exist."""
+    option_inputs = getattr(benchmark, "option_inputs", lambda _: ())(opts)
+    sources = {}
+    for required, inputs in ((True, benchmark.inputs), (True, option_inputs), (False, benchmark.optional)):
+        for source, table in inputs:
+            path = catalog.table(table).path(dataset=dataset, questions=name, variant=name)
+            if table_exists(ctx.spark, path):
+                sources[source] = ctx.read(source, path)
+            elif required:
+                message = f"no {source} table at {path}: build the {opts.benchmark} benchmark first"
+                raise JobFailed(message, ctx.summary)
+    return sources
+
+
+def _fingerprint(ctx: JobContext, opts: PredictOptions, release, model: str, params: dict) -> str:
+    """What the answers depend on: the pinned inputs (or the release), the model and its parameters, the
+    options and settings that shape the prompts, the judge."""
+    settings = ctx.config.predict
+    return _digest(
+        {
+            "inputs": {k: v.as_dict() for k, v in ctx.summary.inputs.items()},
+            "release": release.identity(opts.benchmark) if release else None,
+            "model": model,
+            "params": params,
+            "options": {
+                k: getattr(opts, k) for k in ("template", "scheme", "context", "kg", "split", "limit", "run_name")
+            },
+            "settings": {k: getattr(settings, k) for k in ("max_facts", "neighbourhood_hops", "criteria")},
+            "judge": {"model": opts.judge_model or settings.judge_model or model, "params": okgqa.JUDGE_PARAMS},
+            "prompt_edges": ctx.config.seed_graphs.prompt_edges,
+            "questions": _file_digest(ctx, opts.questions) if opts.questions else None,
+        }
     )
 
 

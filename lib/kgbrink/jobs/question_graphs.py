@@ -104,10 +104,8 @@ def _inputs(
     kg = kg.persist() if reuse_kg else kg
     source = opts.input or catalog.path("synthkgqa.gt_questions", dataset=dataset, questions=opts.questions)
     summary.params["questions"] = source
-    if table_exists(spark, source):
-        given = ctx.read("gt_questions", source)
-    elif opts.input:
-        given = spark.read.parquet(source)
+    if opts.input or table_exists(spark, source):
+        given = ctx.read_input("gt_questions", source)
     else:
         raise JobFailed(f"no question table at {source}: run gt-questions first or give --input", summary)
     questions, paths, bad = synthkgqa_question_graphs.prepare_questions(given, entities, relations)

@@ -1,6 +1,6 @@
 """``kgbrink refresh``: a new dump into an existing dataset by Delta MERGE, then what depends on it.
 
-The dump is parsed, checked and encoded exactly as by ``kgbrink ingest`` (:func:`kgbrink.jobs.ingest_steps.ingest_dump`,
+The dump is parsed, checked and encoded exactly as by ``kgbrink ingest`` (:class:`kgbrink.jobs.steps.ingest.DumpIngest`,
 same quarantine, accounting and stable ids), under the dataset's writer lease. The tables are not
 overwritten but merged (:class:`MergeWrites`): a dictionary gains its new keys (and changed labels); the
 triples lose the removed rows and gain the added ones, so unchanged rows are never rewritten (deletion
@@ -32,9 +32,9 @@ from kgbrink.core.files import delete_path, hadoop_path
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobSummary
 from kgbrink.core.writer import RECORDED, WriterLease
-from kgbrink.jobs import ingest_steps
-from kgbrink.jobs.ingest_options import IngestOptions
-from kgbrink.jobs.refresh_decisions import (
+from kgbrink.jobs.steps.ingest import ingest_dump
+from kgbrink.jobs.steps.ingest_options import IngestOptions
+from kgbrink.jobs.steps.refresh_decisions import (
     PENDING,
     RefreshError,
     rules_for_rebuild,
@@ -42,7 +42,8 @@ from kgbrink.jobs.refresh_decisions import (
     stats_decisions,
     variant_decisions,
 )
-from kgbrink.jobs.refresh_merge import MergeWrites
+from kgbrink.jobs.steps.refresh_merge import MergeWrites
+from kgbrink.kg.ingest_accounting import SplitChanges
 from kgbrink.probe import runs as score_runs
 
 
@@ -162,7 +163,7 @@ def run(ctx: JobContext, opts: RefreshOptions) -> JobSummary:
         legacy = lease.created and table_exists(spark, paths["triples"])  # a dataset from before the lease
         if lease.previous["completed_by"] is None and not legacy:
             raise RefreshError(f"{ds} has no complete ingest to refresh: run `kgbrink ingest` into it first", summary)
-        ingest_steps.ingest_dump(ctx, opts, ds, paths, True, writes)
+        ingest_dump(ctx, opts, ds, paths, True, writes)
         with ctx.step("record"):
             lease.complete({name: summary.outputs[name].version for name in RECORDED})
     except BaseException as exc:
@@ -196,7 +197,7 @@ def _refresh_counts(summary: JobSummary, writes: MergeWrites) -> None:
     """The refresh's own counts beside the ingest's: unchanged triples per split, retired keys, versions."""
     c = summary.counts
     added, removed, kept = c["triples_added_per_split"], c["triples_removed_per_split"], c["kept_per_split"]
-    unchanged = {s: kept.get(s, 0) - added[s] for s in added}
+    unchanged = SplitChanges(added, removed, c["missing_splits"]).unchanged(kept)
     versions = {
         "before": {name: summary.inputs[name].version for name in RECORDED},
         "after": {name: summary.outputs[name].version for name in RECORDED},

@@ -40,10 +40,9 @@ from kgbrink.core.tracking import JobSummary
 from kgbrink.release import card, croissant, layout, reuse
 from kgbrink.release import report as release_report
 from kgbrink.release import results as release_results
+from kgbrink.release.benchmarks import BY_NAME, NAME
 from kgbrink.storage import staging
 from kgbrink.synthkgqa import generator
-
-NAME = "release"  # the question-set and mcq names the release's builders write under
 
 
 @dataclass
@@ -162,7 +161,7 @@ def _plan(ctx: JobContext, opts: ReleaseOptions, dataset: str, root: str, enable
     for name in layout.INPUT_TABLES:
         ctx.read(name, catalog.path(name, dataset=dataset))
     inputs = {name: ctx.summary.inputs[name].version for name in layout.INPUT_TABLES}
-    sections = {s: dataclasses.asdict(getattr(config, s)) for b in enabled for s in layout.SECTIONS[b]}
+    sections = {s: dataclasses.asdict(getattr(config, s)) for b in enabled for s in BY_NAME[b].sections}
     extra = {
         "synthkgqa": {
             "questions": _file_digest(opts.questions),
@@ -199,7 +198,7 @@ def _describe(env: _Env, plan: _Plan, enabled: list[str], configs: list[layout.C
         "benchmarks": {
             b: {
                 "fingerprint": plan.fingerprints[b],
-                "settings": {s: plan.sections[s] for s in layout.SECTIONS[b]},
+                "settings": {s: plan.sections[s] for s in BY_NAME[b].sections},
                 "notes": env.notes.get(b, ""),
             }
             for b in enabled
@@ -250,23 +249,12 @@ def _check_reused(spark, previous_dir: str, digests: dict, reused: list[str], ma
                 )
 
 
-REPORT_TABLES = (
-    "brink_rules",
-    "brink_removed",
-    "probe_degree_histogram",
-    "synthkgqa_answer_types",
-    "synthkgqa_sp_table_d2",
-    "probekgc_statistics",
-    "okgqa_kg_similarity",
-)
-
-
 def _report(env: _Env, manifest: dict, configs: list[layout.Config]) -> list[str]:
     """The report page (:mod:`kgbrink.release.report`) into ``report/``: its files, relative to the release."""
     spark = env.ctx.spark
-    tables = {}
+    tables, shown = {}, {name for declared in BY_NAME.values() for name in declared.report_tables}
     for c in configs:
-        if c.name in REPORT_TABLES:
+        if c.name in shown:
             frame = spark.read.parquet(*[f for files in c.files.values() for f in files])
             if c.name == "brink_removed":  # only its rule sets, counted: not a row per removed triple
                 frame = frame.groupBy("rule_ids").count()
@@ -302,17 +290,6 @@ class _Env:
     inputs: dict = dataclasses.field(default_factory=dict)  # the dataset's input table versions (the plan's)
     fingerprints: dict = dataclasses.field(default_factory=dict)  # each enabled benchmark's (the plan's)
     from_dataset: list = dataclasses.field(default_factory=list)  # benchmarks taken from the dataset's tables
-
-    def where(self, kind: str) -> dict:
-        config = self.ctx.config
-        return {
-            "dataset": {},
-            "variant": {"variant": config.variant.name},
-            "stats": {"splits": "+".join(sorted(config.stats.splits))},
-            "mcq": {"questions": NAME},
-            "synthkgqa": {"questions": NAME},
-            "okgqa": {"questions": "kg"},
-        }[kind]
 
     def dictionaries(self) -> tuple[DataFrame, DataFrame]:
         read = self.ctx.read
@@ -362,11 +339,9 @@ def _ordered(by_split: dict) -> dict:
 
 def _tables(env: _Env, benchmark: str) -> list[layout.Config]:
     entities, relations = env.dictionaries()
-    out = []
-    for part in layout.TABLE_PARTS:
-        if part.benchmark != benchmark:
-            continue
-        path = catalog.path(part.table, dataset=env.dataset, **env.where(part.where))
+    declared, out = BY_NAME[benchmark], []
+    for part in declared.tables:
+        path = catalog.path(part.table, dataset=env.dataset, **declared.location(env.ctx.config))
         frame = env.ctx.read(part.config, path)
         if part.columns is not None:
             frame = frame.select(*part.columns)
@@ -380,9 +355,7 @@ def _files(env: _Env, benchmark: str, exported: Path) -> list[layout.Config]:
     into the configuration's Parquet files."""
     spark = env.ctx.spark
     out = []
-    for part in layout.FILE_PARTS:
-        if part.benchmark != benchmark:
-            continue
+    for part in BY_NAME[benchmark].files:
         found = [(split, exported / name) for split, name in part.files if (exported / name).is_file()]
         found = [(split, source) for split, source in found if source.stat().st_size]
         if not found:

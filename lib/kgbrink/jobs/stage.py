@@ -1,4 +1,4 @@
-"""``kgbrink stage`` and ``kgbrink fetch``: dumps and release files to and from an S3 bucket with boto3
+"""``kgbrink stage`` and ``kgbrink fetch``: dumps, a variant's exported files and releases to and from an S3 bucket with boto3
 (:mod:`kgbrink.storage.staging`: checksummed uploads, a manifest of sizes, SHA-256s and the dump version,
 change detection against the last manifest).
 
@@ -28,15 +28,15 @@ def client_for(config: Settings):
     return staging.s3_client(conf.get(S3A + "endpoint"), conf.get(S3A + "endpoint.region"), path_style)
 
 
-def release_uri(config: Settings, dataset: str | None, variant: str | None) -> str:
-    """``<dataset>/variants/<variant>/release``: where a variant's release files are staged."""
-    return f"{config.require_dataset(dataset).rstrip('/')}/variants/{variant or config.variant.name}/release"
+def export_uri(config: Settings, dataset: str | None, variant: str | None) -> str:
+    """``<dataset>/variants/<variant>/export``: where a variant's exported files are staged."""
+    return f"{config.require_dataset(dataset).rstrip('/')}/variants/{variant or config.variant.name}/export"
 
 
 def _location(config: Settings, given: str | None, dataset: str | None, variant: str | None, flag: str) -> str:
     if given and variant:
         raise ConfigError(f"give {flag} or --variant, not both")
-    uri = given if given else release_uri(config, dataset, variant) if variant else None
+    uri = given if given else export_uri(config, dataset, variant) if variant else None
     if not uri:
         raise ConfigError(f"{flag} (an s3:// or s3a:// location) or --variant is required")
     try:
@@ -60,15 +60,15 @@ def release_version(client, uri: str) -> str:
 
 @dataclass
 class StageOptions:
-    input: str | None = arg(None, "local directory to stage (a dump, or a variant's release)", required=True)
+    input: str | None = arg(None, "local directory to stage (a dump, or a variant's export)", required=True)
     to: str | None = arg(None, "destination s3:// or s3a:// prefix (or --variant)")
-    variant: str | None = arg(None, "stage a release to <dataset>/variants/<variant>/release instead of --to")
+    variant: str | None = arg(None, "stage an export to <dataset>/variants/<variant>/export instead of --to")
     dataset: str | None = arg(None, "dataset of --variant (default: setting 'dataset')")
     dump_version: str | None = arg(None, "version recorded in the manifest (default: the content digest's start)")
     check: bool = arg(False, "only report whether the directory differs from the staged manifest", action="store_true")
 
 
-@job("stage", "upload a dump or release directory to S3 with checksums and a manifest", StageOptions, spark=False)
+@job("stage", "upload a dump or a variant's export to S3 with checksums and a manifest", StageOptions, spark=False)
 def run_stage(ctx: JobContext, opts: StageOptions) -> JobSummary:
     config = ctx.config
     if not opts.input or is_uri(opts.input):
@@ -117,7 +117,7 @@ class FetchOptions:
     source: str | None = arg(
         None, "s3:// or s3a:// prefix staged by `kgbrink stage`, or a release root (its LATEST)", flag="--from"
     )
-    variant: str | None = arg(None, "fetch the release of <dataset>/variants/<variant>/release instead of --from")
+    variant: str | None = arg(None, "fetch the export of <dataset>/variants/<variant>/export instead of --from")
     dataset: str | None = arg(None, "dataset of --variant (default: setting 'dataset')")
     out: str | None = arg(
         None,
@@ -134,7 +134,7 @@ class FetchOptions:
 
 @job(
     "fetch",
-    "download the files of a staged dump or release, each checked against its manifest",
+    "download the files of a staged dump, export or release, each checked against its manifest",
     FetchOptions,
     spark=False,
 )

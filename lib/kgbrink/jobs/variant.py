@@ -4,8 +4,8 @@
 A variant lives in ``<dataset>/variants/<name>/`` (``variant.name`` in the config): Delta tables
 ``groundings`` (the per-rule sample), ``complete``, ``incomplete`` (``h, r, t, split`` ids),
 ``removed`` (``h, r, t, rule_ids``), ``provenance`` (one row per selected grounding: the removed triple,
-rule id and string, bindings, body triples), ``questions``, ``violations``; the plain-file release
-(``release/``, :func:`kgbrink.jobs.build.export`) and the report (``report/``).
+rule id and string, bindings, body triples), ``questions``, ``violations``; the plain-file export
+(``export/``, :func:`kgbrink.jobs.build.export`) and the report (``report/``).
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from pyspark.sql import functions as F
 
 from kgbrink.brink import questions, removal
 from kgbrink.core import catalog
-from kgbrink.core.delta import read_table, table_rows
+from kgbrink.core.delta import table_rows
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, job
 from kgbrink.core.tracking import JobFailed, JobSummary
-from kgbrink.jobs.variant_options import (
+from kgbrink.jobs.steps.variant_options import (
     QUESTION_COUNTS_PREFIX,
     OutOptions,
     RemoveOptions,
@@ -38,7 +38,7 @@ def remove(ctx: JobContext, opts: RemoveOptions) -> JobSummary:
     """``kgbrink remove``: sample N groundings per rule, select a conflict-free set, write the complete
     KG, the incomplete KG, the removed triples and their provenance."""
     v = open_variant(ctx, opts)
-    spark, dataset, name, rules_path = ctx.spark, v.dataset, v.name, opts.rules
+    dataset, name, rules_path = v.dataset, v.name, opts.rules
     s = variant_settings(v, from_kg=True)
     mode = opts.mode or s["mode"]
     if mode not in removal.MODES:
@@ -52,7 +52,7 @@ def remove(ctx: JobContext, opts: RemoveOptions) -> JobSummary:
         raise JobFailed(f"{source}: the rules table is empty; nothing can be removed", summary)
     v.write(
         "rules",
-        read_table(spark, source, summary.inputs["rules"].version),
+        ctx.read("rules", source),
         f"rules of {source} v{summary.inputs['rules'].version}",
     )
     relation_ids = v.relation_ids()

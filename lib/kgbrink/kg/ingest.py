@@ -12,7 +12,6 @@ their id; new keys get ``max(id) + 1, ...`` in key order (deterministic, whateve
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame
@@ -455,18 +454,3 @@ def merge_dictionaries(seed: DataFrame, existing: DataFrame | None, what: str) -
             f"the {what} dictionary contradicts the dataset's existing ids (e.g. {clash[:3]}); ingest into a new dataset"
         )
     return both
-
-
-def line_tally(counts) -> dict:
-    """``lines``, ``ok`` (by split), ``quarantined``, ``skipped`` (by reason): the summary counts of the
-    collected :func:`kgbrink.core.quarantine.line_counts` rows."""
-    out: dict = {"lines": defaultdict(int), "ok": defaultdict(int), "quarantined": Counter(), "skipped": Counter()}
-    for row in counts:
-        out["lines"][row["split"]] += row["lines"]
-        if row["status"] == OK:
-            out["ok"][row["split"]] += row["lines"]
-        elif row["status"] == QUARANTINED:
-            out["quarantined"][row["reason"]] += row["lines"]
-        else:
-            out["skipped"][row["reason"]] += row["lines"]
-    return out

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from kgbrink.core import figures
+from kgbrink.core.markdown import table as markdown_table
 from kgbrink.mcq.scoring import DIFFICULTIES, group_order
 
 METRICS = ("accuracy", "nkd")
@@ -115,17 +116,14 @@ def markdown(scores: pd.DataFrame, overlap: pd.DataFrame, params: dict, counts: 
         part = scores[scores.group_kind == kind]
         if part.empty:
             continue
-        lines += [
-            f"## {title}",
-            "",
-            "| model | run | difficulty | group | n | accuracy | NKD |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for _, r in part.iterrows():
-            lines.append(
-                f"| {r['model']} | {r['run']} | {r['difficulty']} | {r['group']} | {r['n']} | {_fmt(r['accuracy'])} | "
-                f"{_fmt(r['nkd'])} |"
-            )
+        lines += [f"## {title}", ""]
+        lines += markdown_table(
+            ["model", "run", "difficulty", "group", "n", "accuracy", "NKD"],
+            (
+                [r["model"], r["run"], r["difficulty"], r["group"], r["n"], _fmt(r["accuracy"]), _fmt(r["nkd"])]
+                for _, r in part.iterrows()
+            ),
+        )
         lines.append("")
     if not overlap.empty:
         lines += [
@@ -133,13 +131,15 @@ def markdown(scores: pd.DataFrame, overlap: pd.DataFrame, params: dict, counts: 
             "",
             "Queries (triple and task) by the difficulties they were answered correctly at (`-`: no prediction).",
             "",
-            "| model | run | easy | medium | hard | queries |",
-            "|---|---|---|---|---|---|",
         ]
         mark = {True: "yes", False: "no"}
-        for _, r in overlap.iterrows():
-            cells = " | ".join("-" if pd.isna(r[d]) else mark[bool(r[d])] for d in DIFFICULTIES)
-            lines.append(f"| {r['model']} | {r['run']} | {cells} | {r['n']} |")
+        lines += markdown_table(
+            ["model", "run", "easy", "medium", "hard", "queries"],
+            (
+                [r["model"], r["run"], *("-" if pd.isna(r[d]) else mark[bool(r[d])] for d in DIFFICULTIES), r["n"]]
+                for _, r in overlap.iterrows()
+            ),
+        )
         lines.append("")
     return "\n".join(lines)
 

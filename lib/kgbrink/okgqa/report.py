@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from kgbrink.core import figures
+from kgbrink.core.markdown import table as markdown_table
 
 METRICS = ("ats", "sc2d", "sd2")
 
@@ -44,15 +45,15 @@ def markdown(summary: pd.DataFrame, scorer: str, paper_scorer: bool) -> str:
         f"Scorer of RR and ATS: `{scorer}`"
         + ("" if paper_scorer else " (kgbrink's type-compatibility stand-in, NOT the paper's s_G: ATS and RR differ)"),
         "",
-        "| scope | method | level | reached | graphs | ATS | SC2D | SD2 |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for row in summary.sort_values(["scope", "method", "level"]).itertuples():
-        reached = f"{row.reached:.4f}" + (" !" if row.reached < 1 else "")
-        lines.append(
-            f"| {row.scope} | {row.method} | {row.level:g} | {reached} | {row.n_graphs} | {row.ats:.4f} | "
-            f"{row.sc2d:.4f} | {row.sd2:.4f} |"
-        )
+    lines += markdown_table(
+        ["scope", "method", "level", "reached", "graphs", "ATS", "SC2D", "SD2"],
+        (
+            [row.scope, row.method, f"{row.level:g}", f"{row.reached:.4f}" + (" !" if row.reached < 1 else "")]
+            + [row.n_graphs, f"{row.ats:.4f}", f"{row.sc2d:.4f}", f"{row.sd2:.4f}"]
+            for row in summary.sort_values(["scope", "method", "level"]).itertuples()
+        ),
+    )
     short = summary[summary["reached"] < 1]
     if len(short):
         lines += [
@@ -117,12 +118,13 @@ def answers_markdown(levels: pd.DataFrame, heading: str) -> str:
     lines = [
         f"# {heading}",
         "",
-        "| method | level | metric | score (%) | g(G) - g(G') | seeds | ATS | SC2D | SD2 |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in levels.sort_values(["metric", "method", "level"]).itertuples():
-        lines.append(
-            f"| {row.method} | {row.level:g} | {row.metric} | {cell(row.value, 2)} | {cell(row.drop, 2)} | "
-            f"{row.seeds} | {cell(row.ats, 4)} | {cell(row.sc2d, 4)} | {cell(row.sd2, 4)} |"
-        )
+    lines += markdown_table(
+        ["method", "level", "metric", "score (%)", "g(G) - g(G')", "seeds", "ATS", "SC2D", "SD2"],
+        (
+            [row.method, f"{row.level:g}", row.metric, cell(row.value, 2), cell(row.drop, 2), row.seeds]
+            + [cell(row.ats, 4), cell(row.sc2d, 4), cell(row.sd2, 4)]
+            for row in levels.sort_values(["metric", "method", "level"]).itertuples()
+        ),
+    )
     return "\n".join(lines) + "\n"

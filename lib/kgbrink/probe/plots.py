@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from kgbrink.core import figures
+from kgbrink.core import figures, markdown
 from kgbrink.probe.scoring import min_max_by_cell
 
 
@@ -51,11 +51,10 @@ def comparison_markdown(cells: pd.DataFrame) -> str:
     order = list(dict.fromkeys(cells.sort_values(["beta", "alpha"], ascending=[True, False])["cell"]))
     table = cells.pivot(index="model", columns="cell", values="value")[order]
     norm = cells.pivot(index="model", columns="cell", values="normalised")[order]
-    lines = ["| model | " + " | ".join(order) + " |", "|---|" + "---|" * len(order)]
-    for model in table.index:
-        lines.append(
-            f"| {model} | " + " | ".join(f"{table.loc[model, c]:.4f} ({norm.loc[model, c]:.2f})" for c in order) + " |"
-        )
+    lines = markdown.table(
+        ["model", *order],
+        ([model, *(f"{table.loc[model, c]:.4f} ({norm.loc[model, c]:.2f})" for c in order)] for model in table.index),
+    )
     return "\n".join(lines) + "\n"
 
 

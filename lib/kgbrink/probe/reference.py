@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from kgbrink.core import markdown
+
 DATASETS = ("wn18rr", "family", "umls", "kinship")
 TABLE_LINES = ("FB15k237", "wn18rr", "YAGO3-10", "family", "umls", "kinship")
 TABLE4_ALPHAS = (1.0, 0.5, 0.0, -0.5, -1.0)
@@ -64,11 +66,13 @@ def report_markdown(comparison: pd.DataFrame) -> str:
     lines = [
         f"# PROBE Tables 4 and 5 reproduced by kgbrink: {int(comparison['match'].sum())} of {len(comparison)} cells match to 4 decimals",
         "",
-        "| table | dataset | model | alpha | beta | published | kgbrink | match |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for r in comparison.sort_values(["table", "dataset", "model", "beta", "alpha"]).itertuples():
-        lines.append(
-            f"| {r.table} | {r.dataset} | {r.model} | {r.alpha:g} | {r.beta:g} | {r.published:.4f} | {r.kgbrink:.4f} | {'yes' if r.match else 'NO'} |"
-        )
+    lines += markdown.table(
+        ["table", "dataset", "model", "alpha", "beta", "published", "kgbrink", "match"],
+        (
+            [r.table, r.dataset, r.model, f"{r.alpha:g}", f"{r.beta:g}", f"{r.published:.4f}", f"{r.kgbrink:.4f}"]
+            + ["yes" if r.match else "NO"]
+            for r in comparison.sort_values(["table", "dataset", "model", "beta", "alpha"]).itertuples()
+        ),
+    )
     return "\n".join(lines) + "\n"

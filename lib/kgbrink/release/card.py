@@ -9,8 +9,11 @@ from the manifest, so the card's bytes are a function of the release's content.
 from __future__ import annotations
 
 import yaml
+from huggingface_hub import DatasetCardData
 
-from kgbrink.release.layout import BENCHMARKS, CITATIONS, TITLES, Config
+from kgbrink.core import markdown
+from kgbrink.release.benchmarks import DECLARED
+from kgbrink.release.layout import Config
 
 
 def _glob(files: list[str]) -> str:
@@ -33,26 +36,27 @@ def _simple(spark_type) -> str:
     return str(spark_type.get("type"))
 
 
-def header(name: str, licence: str, configs: list[Config]) -> dict:
-    return {
-        "license": licence,
-        "pretty_name": name,
-        "tags": ["knowledge-graph", "kgbrink"],
-        "configs": [
+def header(name: str, licence: str, configs: list[Config]) -> DatasetCardData:
+    """The card's YAML header: licence, name, tags and each configuration's ``data_files`` by split."""
+    return DatasetCardData(
+        license=licence,
+        pretty_name=name,
+        tags=["knowledge-graph", "kgbrink"],
+        configs=[
             {
                 "config_name": c.name,
                 "data_files": [{"split": split, "path": _glob(files)} for split, files in c.files.items() if files],
             }
             for c in configs
         ],
-    }
+    )
 
 
 def dataset_card(manifest: dict) -> str:
     """The card's text from a release manifest (``release.json``'s content)."""
     configs = [Config.from_dict(c) for c in manifest["configs"]]
-    head = yaml.safe_dump(header(manifest["name"], manifest["licence"], configs), sort_keys=False, width=1000)
-    lines = ["---", head.rstrip(), "---", "", f"# {manifest['name']} ({manifest['version']})", ""]
+    head = header(manifest["name"], manifest["licence"], configs).to_yaml()
+    lines = ["---", head, "---", "", f"# {manifest['name']} ({manifest['version']})", ""]
     lines += [
         f"Built by kgbrink from the dataset `{manifest['dataset_name']}`: triples, entities and relations at "
         + ", ".join(f"{k} version {v}" for k, v in manifest["inputs"].items())
@@ -61,19 +65,23 @@ def dataset_card(manifest: dict) -> str:
         "every file (SHA-256) and field, and `SHA256SUMS` lists every file's digest.",
         "",
     ]
-    for benchmark in BENCHMARKS:
-        entry = manifest["benchmarks"].get(benchmark)
+    for declared in DECLARED:
+        benchmark, entry = declared.name, manifest["benchmarks"].get(declared.name)
         if entry is None:
             continue
-        lines += [f"## {benchmark}: {TITLES[benchmark]}", ""]
-        lines += ["| config | splits (rows) | fields |", "|---|---|---|"]
-        for c in configs:
-            if c.benchmark != benchmark:
-                continue
-            splits = ", ".join(f"{s} ({c.rows.get(s, 0):,})" for s in c.files)
-            fields = ", ".join(f"`{n}` {_simple(t)}" for n, t in c.fields)
-            also = " (also as JSON Lines: `<split>.jsonl`)" if c.jsonl else ""
-            lines.append(f"| `{c.name}`{also} | {splits} | {fields} |")
+        lines += [f"## {benchmark}: {declared.title}", ""]
+        lines += markdown.table(
+            ["config", "splits (rows)", "fields"],
+            (
+                [
+                    f"`{c.name}`" + (" (also as JSON Lines: `<split>.jsonl`)" if c.jsonl else ""),
+                    ", ".join(f"{s} ({c.rows.get(s, 0):,})" for s in c.files),
+                    ", ".join(f"`{n}` {_simple(t)}" for n, t in c.fields),
+                ]
+                for c in configs
+                if c.benchmark == benchmark
+            ),
+        )
         lines.append("")
         notes = entry.get("notes")
         if notes:
@@ -87,6 +95,6 @@ def dataset_card(manifest: dict) -> str:
                 "```",
                 "",
             ]
-        if benchmark in CITATIONS:
-            lines += ["Cite:", "", "```bibtex", CITATIONS[benchmark], "```", ""]
+        if declared.citation:
+            lines += ["Cite:", "", "```bibtex", declared.citation, "```", ""]
     return "\n".join(lines).rstrip() + "\n"

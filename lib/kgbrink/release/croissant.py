@@ -9,8 +9,9 @@ has a sub-field per struct field) and ``split``, taken from the file name.
 
 from __future__ import annotations
 
+from kgbrink.release.benchmarks import BY_NAME
 from kgbrink.release.card import _glob
-from kgbrink.release.layout import CITATIONS, Config
+from kgbrink.release.layout import Config
 
 CONTEXT = {
     "@language": "en",
@@ -151,7 +152,7 @@ def metadata(manifest: dict, digests: dict[str, tuple[str, int]]) -> dict:
             record_sets.append(
                 _record_set(f"{c.name}_jsonl", f"{c.description} (JSON Lines)", f"files/{c.name}_jsonl", c.jsonl_fields)
             )
-    cited = [CITATIONS[b] for b in manifest["benchmarks"] if b in CITATIONS]
+    cited = [BY_NAME[b].citation for b in manifest["benchmarks"] if BY_NAME[b].citation]
     return {
         "@context": CONTEXT,
         "@type": "sc:Dataset",

@@ -14,17 +14,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from kgbrink.core import figures
+from kgbrink.core import figures, markdown
 from kgbrink.okgqa import report as okgqa_report
-from kgbrink.release.layout import BENCHMARKS, TITLES
+from kgbrink.release.benchmarks import DECLARED
 
 
 def _table(frame: pd.DataFrame, columns: list[str]) -> list[str]:
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in frame[columns].itertuples(index=False):
-        cells = [f"{v:.4f}" if isinstance(v, float) else ("-" if v is None or v != v else str(v)) for v in row]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+    return markdown.table(
+        columns,
+        (
+            [f"{v:.4f}" if isinstance(v, float) else ("-" if v is None or v != v else str(v)) for v in row]
+            for row in frame[columns].itertuples(index=False)
+        ),
+    )
 
 
 def rule_types(rules: pd.DataFrame, removed: pd.DataFrame) -> pd.DataFrame:
@@ -86,10 +88,11 @@ def write(manifest: dict, tables: dict[str, pd.DataFrame], folder: Path) -> list
     written = []
     lines = [f"# {manifest['name']} {manifest['version']}: report", ""]
     rows = {c["name"]: c["rows"] for c in manifest["configs"]}
-    for benchmark in BENCHMARKS:
+    for declared in DECLARED:
+        benchmark = declared.name
         if benchmark not in manifest["benchmarks"]:
             continue
-        lines += [f"## {benchmark}: {TITLES[benchmark]}", ""]
+        lines += [f"## {benchmark}: {declared.title}", ""]
         mine = sorted(name for name in rows if name.startswith(benchmark + "_"))
         lines += [f"- `{name}`: " + ", ".join(f"{s} {n:,}" for s, n in rows[name].items()) for name in mine]
         lines.append("")

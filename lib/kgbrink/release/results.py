@@ -13,6 +13,8 @@ import json
 import unicodedata
 from collections import defaultdict
 
+from kgbrink.core import markdown
+
 MAX_COLUMNS = 8
 ORDER = ["benchmark", "name", "model", "judge_model", "setting", "run", "labels", "fingerprint", "metric"]
 
@@ -50,12 +52,12 @@ def leaderboard(rows: list[dict]) -> str:
             key = tuple(r[k] or "" for k in ("name", "model", "judge_model", "setting", "run", "labels", "fingerprint"))
             cells[key][r["metric"]] = r["value"]
         lines += [f"Scores on {cell(benchmark)}:", ""]
-        lines += ["| set | model | judge | setting | run | labels | id | " + " | ".join(map(cell, shown)) + " |"]
-        lines += ["|" + "---|" * (7 + len(shown))]
+        rows = []
         for key in sorted(cells):
             values = ["" if cells[key].get(m) is None else f"{cells[key][m]:.4f}" for m in shown]
-            texts = [*key[:5], _labels(key[5]), key[6][:8]]
-            lines.append("| " + " | ".join([*map(cell, texts), *values]) + " |")
+            rows.append([*map(cell, [*key[:5], _labels(key[5]), key[6][:8]]), *values])
+        header = ["set", "model", "judge", "setting", "run", "labels", "id", *map(cell, shown)]
+        lines += markdown.table(header, rows)
         if hidden:
             lines += ["", f"Further metrics in the config: {cell(', '.join(hidden))}."]
         lines.append("")

@@ -15,7 +15,7 @@ import json
 
 from kgbrink.core import catalog, publish
 from kgbrink.core.delta import latest_version, table_description, table_exists
-from kgbrink.release import layout
+from kgbrink.release import benchmarks, layout
 
 RECORD = "_build.json"
 # the variant tables a build writes; the release reads the first six (directly or through ``export``)
@@ -30,7 +30,7 @@ def record_path(dataset: str, variant: str) -> str:
 
 def brink_fingerprint(config, inputs: dict, variant: str) -> dict:
     """The release's fingerprint of BRINK built as ``variant`` from ``inputs`` (table name -> version)."""
-    sections = {s: dataclasses.asdict(getattr(config, s)) for s in layout.SECTIONS["brink"]}
+    sections = {s: dataclasses.asdict(getattr(config, s)) for s in benchmarks.BRINK.sections}
     sections["variant"]["name"] = variant
     return layout.fingerprint("brink", inputs, sections)
 

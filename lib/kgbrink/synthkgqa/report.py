@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from kgbrink.core import figures
+from kgbrink.core.markdown import table as markdown_table
 from kgbrink.synthkgqa.shortest_paths import PAPER_TABLE_D2
 
 
@@ -50,33 +51,27 @@ def markdown(d2: pd.DataFrame, d9: pd.DataFrame, graph: str, answers: str) -> st
         "seed-answer pair (Fig. D9); the paper's Table D2 is on the GTSQA test split over ogbl-wikikg2.",
     ]
     for split, rows in d2.sort_values(["split", "n_hops"]).groupby("split"):
-        lines += [
-            "",
-            f"## Table D2, split `{split}`",
-            "",
-            "| # hops | questions | % GT triples in SP | % SP triples in GT | # GT triples | # SP triples | paper |",
-            "|---|---|---|---|---|---|---|",
-        ]
+        lines += ["", f"## Table D2, split `{split}`", ""]
+        table = []
         for row in rows.itertuples():
             paper = PAPER_TABLE_D2.get(int(row.n_hops)) if pd.notna(row.n_hops) else None
             ref = "-" if paper is None else " / ".join(f"{x:g}" for x in paper)
-            lines.append(
-                f"| {row.n_hops} | {row.questions} | {_fmt(row.pct_gt_in_sp, 1)} | {_fmt(row.pct_sp_in_gt, 1)} | "
-                f"{_fmt(row.n_gt)} | {_fmt(row.n_sp, 1)} | {ref} |"
+            table.append(
+                [row.n_hops, row.questions, _fmt(row.pct_gt_in_sp, 1), _fmt(row.pct_sp_in_gt, 1), _fmt(row.n_gt)]
+                + [_fmt(row.n_sp, 1), ref]
             )
-    lines += [
-        "",
-        "## Fig. D9: shortest paths per ground-truth path length",
-        "",
-        "| split | GT length | pairs | reachable | mean SP length | shortcut share | mean node paths | "
-        "mean triple paths |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for row in d9.sort_values(["split", "gt_len"]).itertuples():
-        lines.append(
-            f"| {row.split} | {row.gt_len} | {row.pairs} | {row.reachable} | {_fmt(row.sp_len)} | "
-            f"{_fmt(row.shortcut_share)} | {_fmt(row.n_node_paths, 1)} | {_fmt(row.n_triple_paths, 1)} |"
-        )
+        header = ["# hops", "questions", "% GT triples in SP", "% SP triples in GT", "# GT triples", "# SP triples"]
+        lines += markdown_table([*header, "paper"], table)
+    lines += ["", "## Fig. D9: shortest paths per ground-truth path length", ""]
+    header = ["split", "GT length", "pairs", "reachable", "mean SP length", "shortcut share", "mean node paths"]
+    lines += markdown_table(
+        [*header, "mean triple paths"],
+        (
+            [row.split, row.gt_len, row.pairs, row.reachable, _fmt(row.sp_len), _fmt(row.shortcut_share)]
+            + [_fmt(row.n_node_paths, 1), _fmt(row.n_triple_paths, 1)]
+            for row in d9.sort_values(["split", "gt_len"]).itertuples()
+        ),
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -13,7 +13,6 @@ from kgbrink.core import catalog
 from kgbrink.core.delta import latest_version, read_table, table_exists
 from kgbrink.core.files import spill
 from kgbrink.core.jobs import JobContext
-from kgbrink.jobs import ingest_steps
 from kgbrink.kg import ingest as kg_ingest
 from kgbrink.kg import refresh
 
@@ -110,8 +109,9 @@ def _same_rows(left: DataFrame, right: DataFrame) -> bool:
     return signed.groupBy(*columns).agg(F.sum("_side").alias("_n")).where(F.col("_n") != 0).isEmpty()
 
 
-class MergeWrites(ingest_steps.TableWrites):
-    """The refresh's writes: MERGE instead of overwrite, the change table, retired keys."""
+class MergeWrites:
+    """The refresh's :class:`kgbrink.jobs.steps.ingest.Writes`: MERGE instead of overwrite, the change table,
+    retired keys."""
 
     def __init__(self, dataset: str, after: Callable[[str], None]):
         self.dataset = dataset

@@ -61,7 +61,7 @@ class Variant:
         return dataset_splits(self.read("triples"))
 
     def staging(self, relative: Path | None = None) -> str:
-        """Where the tasks write the parts of a plain file (``relative``: its path in the release) before
+        """Where the tasks write the parts of a plain file (``relative``: its path in the export) before
         the driver merges them; the whole staging area without ``relative``."""
         return table_path(self.root, "_staging" + (f"/{relative.as_posix()}" if relative else ""))
 
@@ -106,7 +106,7 @@ class RemoveOptions(VariantOptions):
 
 @dataclass
 class OutOptions(VariantOptions):
-    out: str | None = arg(None, "output directory of the plain files (default: <dataset>/variants/<variant>/release)")
+    out: str | None = arg(None, "output directory of the plain files (default: <dataset>/variants/<variant>/export)")
 
 
 NO_KG_FILES = "leave out the KGs' TSV files (complete, incomplete, removed): `release` publishes the tables"
@@ -143,8 +143,8 @@ def variant_entity_names(v: Variant, scheme: str, seed: int) -> DataFrame:
 
 
 def write_question_files(v: Variant, kept: DataFrame, s: dict, out: Path | None) -> list[str]:
-    """``<out>/questions/<scheme>/<split>.jsonl`` for the three schemes (default out: the variant's release)."""
-    out = out or local_dir(v.root) / "release"
+    """``<out>/questions/<scheme>/<split>.jsonl`` for the three schemes (default out: the variant's export)."""
+    out = out or local_dir(v.root) / "export"
     relations = questions.relation_names(v.read("relations"))
     written = []
     for scheme in questions.SCHEMES:

@@ -92,7 +92,7 @@ def stats_decisions(ctx: JobContext, dataset: str, current: int) -> list[dict]:
 
 
 def _variant_splits(ctx: JobContext, complete: str, now: dict) -> list[str]:
-    """The splits a variant is built from, as :meth:`kgbrink.jobs.variant_options.Variant.splits` reads them."""
+    """The splits a variant is built from, as :meth:`kgbrink.jobs.steps.variant_options.Variant.splits` reads them."""
     if ctx.config.mining.splits:
         return sorted(ctx.config.mining.splits)
     found = re.match(r"splits (\S+) of ", table_description(ctx.spark, complete) or "")

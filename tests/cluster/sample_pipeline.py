@@ -1,0 +1,89 @@
+"""The make-run sample's pipeline on the stack (issue 26), which several cluster tests read: where its
+dump, dataset and rank file are, the steps a worker is killed in, the benchmark jobs run on its dataset, and
+the same runs in local mode, the expected outputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from tests.cluster.jobs import KGBRINK, run
+
+DUMP = "s3a://kgbrink/dumps/sample"
+DATASET = "s3a://kgbrink/datasets/sample"
+RANKS = "s3a://kgbrink/ranks/sample/ranks.tsv"
+
+
+def ranks_file(sample: Path, target: Path) -> Path:
+    """A rank file of the sample's valid and test triples, both sides: ranks drawn by a hash of the row."""
+    lines = ["h\tr\tt\tside\trank\tnum_candidates"]
+    for split in ("valid", "test"):
+        for triple in (sample / f"wikidata5m_transductive_{split}.txt").read_text().splitlines():
+            for side in ("head", "tail"):
+                draw = int.from_bytes(hashlib.sha256(f"{triple}\t{side}".encode()).digest()[:8], "big")
+                lines.append(f"{triple}\t{side}\t{1 + draw % 50}\t1000")
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+def local_conf(local: Path) -> list[str]:
+    """The local-mode runs' settings: tracking and logs under ``local``."""
+    return [
+        "--conf", "conf/local.yaml", "--set", f"tracking.uri=sqlite:///{local}/mlflow.db",
+        "--set", f"tracking.artifact_location={local}/mlflow-artifacts", "--set", f"log_dir={local}/logs",
+    ]  # fmt: skip
+
+
+# Worker 2 and its executors are SIGKILLed inside these steps of the cluster's ``run`` and ``score``, in
+# the order the jobs begin them: once a task of the step ran on worker 2 and (True) the step wrote a
+# checkpoint; the worker is started again after each kill. ingest's dictionaries and stats have no
+# checkpoint, build's remove has; score's batches are its own recovery unit.
+STATS_STEP = "entity_relation_counts_and_entity_popularity"
+RUN_KILLS = (("dictionaries", False), (STATS_STEP, False), ("remove", True))
+SCORE_KILLS = (("batches", False),)
+
+# The benchmark jobs on the sample, on small settings (the valid and test splits for seed-graphs and the
+# sweep), so each takes about a minute on the cluster; the step each is killed in (after a checkpoint).
+BENCHMARK_JOBS = {
+    "mcq": (["--n-triples", "300", "--seed", "7", "--difficulties", "easy,medium"], "options"),
+    "seed_graphs": (["--n-samples", "30", "--seed", "7", "--splits", "valid,test"], "sample"),
+    "okgqa_sweep": (
+        ["--scope", "kg", "--methods", "RS,ED", "--levels", "0.5", "--seeds", "1", "--splits", "valid,test"],
+        "perturb",
+    ),
+}
+
+
+def benchmark_args(job: str, run_dir: Path, mode: str) -> list[str]:
+    """``job``'s arguments in ``mode`` (cluster or local) but the dataset: its settings and its output."""
+    args, _ = BENCHMARK_JOBS[job]
+    out = run_dir / f"{job.replace('_', '-')}-{mode}"
+    flag = {"mcq": ["--out", str(out)], "seed_graphs": ["--out", str(out / "prompts.jsonl")]}
+    return [*args, *flag.get(job, ["--report-dir", str(out)])]
+
+
+def local_runs(run_dir: Path, sample: Path, ranks: dict) -> dict:
+    """run, score and the benchmark jobs in local mode on local files: the expected outputs."""
+    local = run_dir / "local"
+    dataset = str(local / "datasets/sample")
+    out: dict = {"seconds": {}}
+    run_args = ["--input", str(sample), "--dataset", dataset, "--out", str(run_dir / "export-local")]
+    summary = ["--json", str(run_dir / "run-local.json")]
+    out["seconds"]["run"] = run([KGBRINK, "run", *local_conf(local), *run_args, *summary], run_dir, "run-local")
+    score_args = ["--ranks", ranks["local"], "--dataset", dataset, "--json", str(run_dir / "score-local.json")]
+    out["seconds"]["score"] = run([KGBRINK, "score", *local_conf(local), *score_args], run_dir, "score-local")
+    for job in ("run", "score"):
+        out[job] = json.loads((run_dir / f"{job}-local.json").read_text())
+    for job in sorted(BENCHMARK_JOBS):
+        name = job.replace("_", "-")
+        summary = run_dir / f"{name}-local.json"
+        command = [KGBRINK, name, *local_conf(local), *benchmark_args(job, run_dir, "local"), "--dataset", dataset]
+        run([*command, "--json", str(summary)], run_dir, f"{name}-local")
+        out[job] = json.loads(summary.read_text())
+    return out
+
+
+def step_outputs(summary: dict, step: str) -> dict:
+    """The outputs of ``step`` (``ingest``, ``stats``, ``build``) of a ``run`` summary, by table name."""
+    return {k.split(".", 1)[1]: v for k, v in summary["outputs"].items() if k.split(".", 1)[0] == step}
