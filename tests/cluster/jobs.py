@@ -111,7 +111,7 @@ def same_tables(spark, outputs: dict, expected: dict, exported: Path) -> list[st
     return compared
 
 
-def files(directory: Path) -> dict[str, str]:
+def file_digests(directory: Path) -> dict[str, str]:
     """``relative path -> SHA-256`` of every file under ``directory``."""
     return {
         p.relative_to(directory).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import matplotlib.image
 import pytest
 
-from tests.cluster.jobs import files, killed_in_steps, same_tables
+from tests.cluster.jobs import file_digests, killed_in_steps, same_tables
 from tests.cluster.sample_pipeline import BENCHMARK_JOBS, DATASET, benchmark_args
 
 
@@ -30,7 +30,7 @@ def test_benchmark_jobs_survive_a_killed_worker_with_identical_output(stack, run
     compared = same_tables(reader, _outputs(done), _outputs(expected), run_dir / "exported" / name)
     assert compared
     out = {mode: run_dir / f"{name}-{mode}" for mode in ("cluster", "local")}
-    files = {mode: files(folder) for mode, folder in out.items()}
+    files = {mode: file_digests(folder) for mode, folder in out.items()}
     assert files["cluster"].keys() == files["local"].keys() and files["cluster"]
     for path, digest in files["cluster"].items():  # a plot's pixels; every other file's bytes
         if path.endswith(".png"):

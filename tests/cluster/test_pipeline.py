@@ -6,7 +6,7 @@ steps."""
 
 from __future__ import annotations
 
-from tests.cluster.jobs import files, same_tables
+from tests.cluster.jobs import file_digests, same_tables
 from tests.cluster.sample_pipeline import DATASET, step_outputs
 
 
@@ -26,7 +26,7 @@ def test_the_pipeline_and_its_scores_on_the_cluster_equal_local_mode(stack, run_
     assert {"questions.questions", "remove.complete", "remove.incomplete"} <= set(compared)
     # the exported files, byte for byte; the build report names where the dataset is, and only that differs
     exported = {mode: run_dir / f"export-{mode}" for mode in ("cluster", "local")}
-    files = {mode: files(folder) for mode, folder in exported.items()}
+    files = {mode: file_digests(folder) for mode, folder in exported.items()}
     report = "report/report.md"
     assert sorted(files["cluster"]) == sorted(files["local"]) and "DATA_CARD.md" in files["local"]
     differ = sorted(name for name, digest in files["cluster"].items() if files["local"][name] != digest)
