@@ -194,3 +194,34 @@ def test_seed_graphs_cli_on_umls_writes_the_table_and_prompts(spark, config, pro
     # the names come from the dictionaries: label (KEY), the key alone where a label is missing
     relations = {r["key"] for r in spark.read.format("delta").load(f"{dataset}/relations").collect()}
     assert all(t[1] in relations for t in rec["triples"])
+
+
+def test_a_rerun_with_the_same_inputs_keeps_the_set_and_a_changed_setting_samples_again(
+    spark, config, probe_datasets, tmp_path
+):
+    """Issue 59: the table's commit message records what the samples depend on; the same again is kept (no
+    new version, the same prompt bytes), prompt_edges only rewrites the prompts, a sampling setting or
+    ``--force`` samples again."""
+    dataset = probe_datasets["umls"]
+    base = ["seed-graphs", *conf_args(config), "--dataset", dataset, "--name", "reuse", "--seed", "5"]
+    base += ["--set", "seed_graphs.n_nodes=4"]
+
+    def once(tag: str, *extra: str) -> tuple[bytes, dict]:
+        out, summary = tmp_path / f"{tag}.jsonl", tmp_path / f"{tag}.json"
+        assert main([*base, *extra, "--out", str(out), "--json", str(summary)]) == 0
+        return out.read_bytes(), json.loads(summary.read_text())
+
+    first_prompts, first = once("first", "--n-samples", "20")
+    again_prompts, again = once("again", "--n-samples", "20")
+    version = first["outputs"]["seed_graphs"]["version"]
+    path = f"{dataset}/synthkgqa/reuse/seed_graphs"
+    assert "reused" not in first and again["reused"].startswith(f"{path} version {version}:")
+    assert again["outputs"]["seed_graphs"]["version"] == version and again_prompts == first_prompts
+    assert again["counts"]["samples"] == first["counts"]["samples"] == 20
+    edges_prompts, edges = once("edges", "--n-samples", "20", "--set", "seed_graphs.prompt_edges=3")
+    assert "reused" in edges and edges_prompts != first_prompts
+    _, more = once("more", "--n-samples", "21")
+    _, forced = once("forced", "--n-samples", "21", "--force")
+    assert "reused" not in more and more["outputs"]["seed_graphs"]["version"] == version + 1
+    assert "reused" not in forced and forced["outputs"]["seed_graphs"]["version"] == version + 2
+    assert more["counts"]["samples"] == forced["counts"]["samples"] == 21

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
+
+from kgbrink.core.frames import with_positions
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -32,8 +33,9 @@ def config_files(manifest: dict, name: str, where: str) -> dict[str, list[str]]:
 
 
 def numbered(keys: DataFrame) -> DataFrame:
-    """``key, id``: each key's rank (0-based) in key order."""
-    return keys.select("key").distinct().select("key", (F.row_number().over(Window.orderBy("key")) - 1).alias("id"))
+    """``key, id``: each key's rank (0-based) in key order, numbered in ranges of keys
+    (:func:`kgbrink.core.frames.with_positions`), not in one task."""
+    return with_positions(keys.select("key").distinct(), ["key"], "id").select("key", F.col("id").cast("int"))
 
 
 def mcq_questions(

@@ -3,16 +3,22 @@ from an ingested dataset, for an LLM step outside kgbrink that writes a question
 
 Writes under ``<dataset>/synthkgqa/<name>/``: ``seed_graphs`` (Delta) and ``prompts.jsonl`` (or ``--out``),
 one record per sample with the nodes and triples by key and label and the code's ``flattened`` text
-(``label (KEY)-label (PID)-label (KEY)`` joined by ``;``), sorted by ``sample_id``.
+(``label (KEY)-label (PID)-label (KEY)`` joined by ``;``), sorted by ``sample_id``. A set sampled from the
+same triples and relations versions, splits and settings is kept, not sampled again (``--force`` samples
+anyway): its commit message records their fingerprint.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
+from kgbrink.core.delta import description
 from kgbrink.core.files import local_dir, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
@@ -28,6 +34,16 @@ class SeedGraphOptions:
     seed: int | None = arg(None, "seed (default: setting seed_graphs.seed)", type=int)
     splits: list[str] | None = arg(None, "comma-separated splits of the KG (default: all)", convert=names)
     out: str | None = arg(None, "local file of the prompt records (default: <dataset>/synthkgqa/<name>/prompts.jsonl)")
+    force: bool = arg(False, "sample again even when the set was sampled with the same inputs", action="store_true")
+
+
+def _description(name: str, cfg, splits: list[str], inputs: dict) -> str:
+    """The commit message of a seed-graph set: its name and the fingerprint of what the samples depend on
+    (the settings but ``prompt_edges``, the splits, the triples and relations versions)."""
+    settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "prompt_edges"}
+    used = {"settings": settings, "splits": splits, **{t: inputs[t].version for t in ("triples", "relations")}}
+    digest = hashlib.sha256(json.dumps(used, sort_keys=True, default=str).encode()).hexdigest()
+    return f"seed subgraphs {name}; fingerprint {digest}"
 
 
 @job("seed-graphs", "paper 002 seed subgraphs (Algorithm 1) and their prompt records", SeedGraphOptions, steps=3)
@@ -60,18 +76,21 @@ def run(ctx: JobContext, opts: SeedGraphOptions) -> JobSummary:
         summary.extra["exclude_relations_not_in_dataset"] = missing
     kg = triples.where(F.col("split").isin(splits) & ~F.col("r").isin(list(excluded.values()))).select("h", "r", "t")
     path = catalog.path("synthkgqa.seed_graphs", dataset=dataset, questions=opts.name)
-
-    with ctx.step("graph"):
-        graph = sampling_graph(kg, plan)
-        summary.counts["nodes"] = graph.nodes.count()
-        if summary.counts["nodes"] == 0:
-            raise JobFailed(
-                f"{dataset}: no triple of splits {splits} is left after excluding {sorted(excluded)}", summary
-            )
-    with ctx.step("sample"):
-        graphs = seed_graphs(graph, plan)
-        ctx.write("seed_graphs", graphs, path, f"seed subgraphs {opts.name}", table="synthkgqa.seed_graphs")
-        graph.unpersist()
+    note = _description(opts.name, cfg, splits, summary.inputs)
+    if not opts.force and description(ctx.spark, path) == note:
+        kept = ctx.keep("seed_graphs", path, None)
+        summary.extra["reused"] = f"{path} version {kept.version}: sampled from the same inputs and settings"
+    else:
+        with ctx.step("graph"):
+            graph = sampling_graph(kg, plan)
+            summary.counts["nodes"] = graph.nodes.count()
+            if summary.counts["nodes"] == 0:
+                raise JobFailed(
+                    f"{dataset}: no triple of splits {splits} is left after excluding {sorted(excluded)}", summary
+                )
+        with ctx.step("sample"):
+            ctx.write("seed_graphs", seed_graphs(graph, plan), path, note, table="synthkgqa.seed_graphs")
+            graph.unpersist()
     written = ctx.written("seed_graphs")
     s = written.agg(
         F.count("*").alias("n"),
