@@ -60,6 +60,12 @@ TRIPLE_KEYS = {"entity_columns": ("h", "t"), "relation_columns": ("r",)}
 SPLITS3 = tuple((s, f"{s}.jsonl") for s in ("train", "valid", "test"))
 MCQ_FILES = (("easy", "test_simple.jsonl"), ("medium", "test_medium.jsonl"), ("hard", "test_hard.jsonl"))
 
+
+def _under(folder: str, files: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """``(split, file)`` pairs with each file under ``folder`` of the export."""
+    return tuple((split, f"{folder}/{name}") for split, name in files)
+
+
 KG = Benchmark(
     "kg",
     "the knowledge graph the benchmarks are built from",
@@ -101,15 +107,15 @@ BRINK = Benchmark(
         ),
         FilePart(
             "brink_questions", "questions by entity key (Sec. 5.4 entity_id)",
-            tuple((s, f"questions/entity_id/{f}") for s, f in SPLITS3),
+            _under("questions/entity_id", SPLITS3),
         ),
         FilePart(
             "brink_questions_text_label", "questions by entity label (Sec. 5.4 text_label)",
-            tuple((s, f"questions/text_label/{f}") for s, f in SPLITS3),
+            _under("questions/text_label", SPLITS3),
         ),
         FilePart(
             "brink_questions_private_id", "questions by private id (Sec. 5.4 private_id)",
-            tuple((s, f"questions/private_id/{f}") for s, f in SPLITS3),
+            _under("questions/private_id", SPLITS3),
         ),
     ),
     report_tables=("brink_rules", "brink_removed"),
@@ -197,11 +203,11 @@ PROBEKGC = Benchmark(
     files=(
         FilePart(
             "probekgc_questions", "multiple-choice questions by key, one split per option difficulty",
-            tuple((split, f"keys/{name}") for split, name in MCQ_FILES),
+            _under("keys", MCQ_FILES),
         ),
         FilePart(
             "probekgc_questions_text", "multiple-choice questions by label",
-            tuple((split, f"text/{name}") for split, name in MCQ_FILES),
+            _under("text", MCQ_FILES),
         ),
     ),
     report_tables=("probekgc_statistics",),
