@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from kgbrink.graph.hashing import u64
+from kgbrink.graph.hashing import u64, uniform
 from kgbrink.okgqa import perturb
 from kgbrink.okgqa.scorers import Scorer, ScorerInputError, numpy_scores
 
@@ -165,6 +165,13 @@ def _expected_ops(spark, scoped, rows, method, levels, seed, scorer) -> dict[str
     return out
 
 
+def _table_rows(frame: pd.DataFrame) -> list[tuple]:
+    return sorted(
+        (row.scope_key, row.h, row.r, row.t, str(row.split), row.original, tuple(row.levels))
+        for row in frame.itertuples()
+    )
+
+
 def _check(spark, rows, method, levels, seed, whole_kg, scorer=None):
     scoped = _frame(spark, rows)
     scorer = scorer or SmallestOtherRelation()
@@ -174,6 +181,9 @@ def _check(spark, rows, method, levels, seed, whole_kg, scorer=None):
     sizes = Counter(scope for scope, *_ in rows)
     splits = {(scope, h, r, t): split for scope, h, r, t, split in rows}
     nested = perturb.nested_graphs(scoped, result.changed, levels, method).toPandas()
+    # grouping only the rows the ``recreates`` hint names equals grouping every row
+    every_row = perturb.nested_graphs(scoped, result.changed.drop("recreates"), levels, method).toPandas()
+    assert _table_rows(nested) == _table_rows(every_row)
     for scope, n in sizes.items():
         ops = changed[changed.scope_key == scope].sort_values("op_rank")
         assert list(ops.op_rank) == list(range(len(ops)))
@@ -410,6 +420,37 @@ def test_rr_type_compatibility_choice_by_hand(spark, draws):
     assert int((changed.level <= 0.5).sum()) == 3 and not changed.noop.any()
     assert [result.levels[p]["requested"] for p in (0.5, 1.0)] == [3, 6]
     assert [result.levels[p]["operations"] for p in (0.5, 1.0)] == [3, 6]
+
+
+@PROPERTY
+@given(rows=multigraphs(scopes=3), seed=st.integers(0, 50), draws=st.integers(1, 8))
+def test_rr_draws_equal_a_python_replay_of_each_draw(spark, rows, seed, draws):
+    # oracle: each draw's position from the same seeded uniform, then s(h, r', t) = 0 tested on sets
+    frame = _frame(spark, rows).select("scope_key", "h", "r", "t").distinct()
+    ops = frame.withColumn("op_rank", F.xxhash64("h", "r", "t"))
+    scorer = Scorer("type_compatibility", frame.select("h", "r", "t").distinct(), seed, draws=draws)
+    relations = frame.select("scope_key", "r").distinct()
+    settled, pending = scorer._draw_zero_scores(ops, relations)
+    uniforms = [
+        uniform(u64(seed, F.lit("RR-draw"), F.lit(k), "scope_key", "h", "r", "t")).alias(f"u{k}") for k in range(draws)
+    ]
+    subjects = {(h, r) for _, h, r, _, _ in rows}
+    objects = {(t, r) for _, _, r, t, _ in rows}
+    scope_relations = defaultdict(set)
+    for scope, _, r, _, _ in rows:
+        scope_relations[scope].add(r)
+    expected = {}
+    for row in ops.select("scope_key", "op_rank", "h", "r", "t", *uniforms).collect():
+        ordered = sorted(scope_relations[row.scope_key])
+        for k in range(draws):
+            cand = ordered[math.floor(row[f"u{k}"] * len(ordered))]
+            if cand != row.r and not ((row.h, cand) in subjects and (row.t, cand) in objects):
+                expected[(row.scope_key, row.op_rank)] = cand
+                break
+    assert {(r.scope_key, r.op_rank): r.new_r for r in settled.collect()} == expected
+    left = {(r.scope_key, r.op_rank) for r in pending.collect()}
+    assert left == {(r.scope_key, r.op_rank) for r in ops.collect()} - set(expected)
+    assert sorted(pending.columns) == sorted(ops.columns)
 
 
 def test_splits_do_not_leak_across_levels(spark):

@@ -48,7 +48,8 @@ from kgbrink.graph.hashing import smallest, u64
 METHODS = ("RS", "RR", "ER", "ED")
 KEYS = ["scope_key", "h", "r", "t"]
 LOG_COLUMNS = ["scope_key", "method", "level", "seed", "op_rank", "old_h", "old_r", "old_t", "new_h", "new_r", "new_t"]
-DECIDED = [*KEYS, "cand_rank", "new_h", "new_r", "new_t", "noop", "made"]
+DECIDED = [*KEYS, "cand_rank", "new_h", "new_r", "new_t", "noop", "made", "recreates"]
+_BROADCAST_ROWS = 1_000_000  # contested triples met by a broadcast (they are few: collisions)
 
 
 def operations_count(method: str, level: float, n: int) -> int:
@@ -79,9 +80,10 @@ def _first_level(method: str, levels: list[float]) -> F.Column:
 class Perturbation:
     """The made operations of one method and seed, and their counts per level summed over the scopes.
 
-    ``changed``: ``scope_key, h, r, t, cand_rank, op_rank, level, n_scope, new_h, new_r, new_t, noop`` (one
-    row per operation up to the largest level; ``op_rank`` its rank among the made operations, ``level`` the
-    first level that applies it). ``levels``: level -> ``requested`` (m summed over scopes), ``operations``
+    ``changed``: ``scope_key, h, r, t, cand_rank, op_rank, level, n_scope, new_h, new_r, new_t, noop,
+    recreates`` (one row per operation up to the largest level; ``op_rank`` its rank among the made
+    operations, ``level`` the first level that applies it; ``recreates``: its new triple is one of the
+    scope's, a no-op's or one an earlier operation removed). ``levels``: level -> ``requested`` (m summed over scopes), ``operations``
     (made), ``noop``, ``skipped`` (candidates passed over before the level's last operation, or all of them
     when it is not reached), ``short_scopes`` (scopes where it is not reached) and ``reached``
     (operations / requested; 1 when nothing is requested)."""
@@ -166,6 +168,7 @@ def _decide(method: str, cands: DataFrame, scoped: DataFrame, seed: int, whole_k
             nothing.alias("new_t"),
             F.lit(False).alias("noop"),
             F.lit(True).alias("made"),
+            F.lit(False).alias("recreates"),
         )
     if method == "ER":
         return rewire_edges(cands, scoped, seed, whole_kg)
@@ -215,33 +218,49 @@ def swap_relations(cands: DataFrame) -> DataFrame:
 def accept(ops: DataFrame, scoped: DataFrame) -> DataFrame:
     """``ops(scope_key, h, r, t, cand_rank, pair, new_h, new_r, new_t, noop)`` plus ``made``: the pairs (RS)
     or operations (RR: ``pair`` = ``cand_rank``) the sequential rule of the module docstring makes. Only the
-    entangled ones reach the driver (:func:`sequential_acceptance`). ``ops`` is read four times: pass it
-    materialized (checkpointed)."""
-    created = ops.where(~F.col("noop")).select(
-        "scope_key", "pair", F.col("new_h").alias("h"), F.col("new_r").alias("r"), F.col("new_t").alias("t")
+    entangled ones reach the driver (:func:`sequential_acceptance`): those creating a contested triple (one
+    in the scope, or created by another operation too) or removing one (a triple of the scope some
+    operation creates is contested). One aggregation finds the contested triples; ``ops`` (read three
+    times: pass it materialized) meets them on the executors holding it, broadcast when few."""
+    news = [F.col(f"new_{c}").alias(c) for c in "hrt"]
+    tagged = scoped.select(*KEYS, F.lit(1).alias("_in"), F.lit(0).alias("_new")).unionByName(
+        ops.where(~F.col("noop")).select("scope_key", *news, F.lit(0).alias("_in"), F.lit(1).alias("_new"))
     )
-    makers = created.groupBy(*KEYS).agg(F.count("*").alias("makers"))
-    present = scoped.select(*KEYS).distinct().withColumn("in_graph", F.lit(True))
-    contested = makers.join(present, KEYS, "left").where((F.col("makers") > 1) | F.col("in_graph").isNotNull())
-    by_new = created.join(contested.select(*KEYS), KEYS, "left_semi").select("scope_key", "pair")
-    by_old = ops.join(makers.select(*KEYS), KEYS, "left_semi").select("scope_key", "pair")
-    entangled = by_new.union(by_old).distinct()
-    new_present = present.select(
-        "scope_key", *[F.col(c).alias(f"new_{c}") for c in "hrt"], F.col("in_graph").alias("new_in_graph")
-    )
+    contested = (
+        tagged.groupBy(*KEYS)
+        .agg(F.max("_in").alias("_in"), F.sum("_new").alias("_makers"))
+        .where((F.col("_makers") > 1) | ((F.col("_makers") > 0) & (F.col("_in") == 1)))
+        .select(*KEYS, (F.col("_in") == 1).alias("new_in_graph"))
+    ).transform(checkpoint)
+    if contested.count() <= _BROADCAST_ROWS:
+        contested = F.broadcast(contested)
+    as_new = contested.select("scope_key", *[F.col(c).alias(f"new_{c}") for c in "hrt"], "new_in_graph")
+    by_new = ops.where(~F.col("noop")).join(as_new, ["scope_key", "new_h", "new_r", "new_t"], "left_semi")
+    by_old = ops.join(contested, KEYS, "left_semi")
+    entangled = by_new.select("scope_key", "pair").union(by_old.select("scope_key", "pair")).distinct()
     rows = (
-        ops.join(entangled, ["scope_key", "pair"], "left_semi")
-        .join(new_present, ["scope_key", "new_h", "new_r", "new_t"], "left")
+        ops.join(F.broadcast(entangled), ["scope_key", "pair"], "left_semi")
+        .join(as_new, ["scope_key", "new_h", "new_r", "new_t"], "left")
         .select(*KEYS, "cand_rank", "pair", "new_h", "new_r", "new_t", "noop", "new_in_graph")
         .collect()
     )
     skipped = sequential_acceptance(rows)
-    if not skipped:
-        return ops.withColumn("made", F.lit(True))
-    marks = ops.sparkSession.createDataFrame(sorted(skipped), "scope_key string, pair long").withColumn(
-        "_skip", F.lit(1)
+    marks = []  # (scope_key, cand_rank, made, recreates) where either differs from (True, noop)
+    for row in rows:
+        made = (row["scope_key"], row["pair"]) not in skipped
+        recreates = made and not row["noop"] and bool(row["new_in_graph"])
+        if not made or recreates:
+            marks.append((row["scope_key"], row["cand_rank"], made, recreates))
+    if not marks:
+        return ops.select(*ops.columns, F.lit(True).alias("made"), F.col("noop").alias("recreates"))
+    marked = ops.sparkSession.createDataFrame(
+        sorted(marks), "scope_key string, cand_rank long, _made boolean, _recreates boolean"
     )
-    return ops.join(marks, ["scope_key", "pair"], "left").select(*ops.columns, F.col("_skip").isNull().alias("made"))
+    return ops.join(marked, ["scope_key", "cand_rank"], "left").select(
+        *ops.columns,
+        F.coalesce("_made", F.lit(True)).alias("made"),
+        (F.col("noop") | F.coalesce("_recreates", F.lit(False))).alias("recreates"),
+    )
 
 
 def sequential_acceptance(rows) -> set[tuple[str, int]]:
@@ -316,6 +335,7 @@ def rewire_edges(cands: DataFrame, scoped: DataFrame, seed: int, whole_kg: bool)
             "new_t",
             F.lit(False).alias("noop"),
             "made",
+            F.lit(False).alias("recreates"),  # the target is outside N1(h): the triple is new
         )
     )
 
@@ -422,7 +442,7 @@ def _ranked(
     n_scope = spark.createDataFrame(sorted(sizes.items()), "scope_key string, n_scope long")
     ranked = ranked.join(F.broadcast(n_scope), "scope_key").withColumn("level", _first_level(method, levels))
     return ranked.where(F.col("level").isNotNull()).select(
-        *KEYS, "cand_rank", "op_rank", "level", "n_scope", "new_h", "new_r", "new_t", "noop"
+        *KEYS, "cand_rank", "op_rank", "level", "n_scope", "new_h", "new_r", "new_t", "noop", "recreates"
     )
 
 
@@ -475,7 +495,9 @@ def nested_graphs(scoped: DataFrame, changed: DataFrame, levels: list[float], me
     level. Per level this equals :func:`apply_level`; at most 2 |T| rows instead of |levels| |T|. ``scoped``
     may lack ``split`` (then null)."""
     split = F.col("split") if "split" in scoped.columns else F.lit(None).cast("string")
-    ops = changed.select(*KEYS, F.col("level").alias("op_level"), "new_h", "new_r", "new_t")
+    hinted = "recreates" in changed.columns
+    recreates = F.col("recreates") if hinted else F.lit(True)
+    ops = changed.select(*KEYS, F.col("level").alias("op_level"), "new_h", "new_r", "new_t", recreates.alias("_meets"))
     marked = scoped.select(*KEYS, split.alias("split")).join(ops, KEYS, "left")
     every = F.array(*[F.lit(float(x)) for x in sorted(levels)])
     op_level = F.col("op_level")
@@ -493,10 +515,25 @@ def nested_graphs(scoped: DataFrame, changed: DataFrame, levels: list[float], me
         "split",
         F.lit(False).alias("original"),
         F.filter(every, lambda x: x >= op_level).alias("levels"),
+        "_meets",
     )
+    if not hinted:
+        return _collapsed(old.unionByName(new.drop("_meets")))
+    # new triples are distinct, so a row meets another only where an operation recreates a triple of the
+    # scope (``recreates``): those rows alone are grouped
+    again = changed.where("recreates").select("scope_key", *[F.col(f"new_{c}").alias(c) for c in "hrt"])
+    again = again.withColumn("_meets", F.lit(True)).transform(checkpoint)
+    if again.count() <= _BROADCAST_ROWS:
+        again = F.broadcast(again)
+    rows = old.join(again, KEYS, "left").unionByName(new)
+    alone = rows.where(F.col("_meets").isNull() | ~F.col("_meets")).drop("_meets")
+    return alone.unionByName(_collapsed(rows.where("_meets").drop("_meets")))
+
+
+def _collapsed(rows: DataFrame) -> DataFrame:
+    """One row per triple and split of :func:`nested_graphs`' rows: ``original`` if any is, the levels of all."""
     return (
-        old.unionByName(new)
-        .groupBy(*KEYS, "split")
+        rows.groupBy(*KEYS, "split")
         .agg(
             F.max("original").alias("original"),
             F.array_sort(F.array_distinct(F.flatten(F.collect_list("levels")))).alias("levels"),

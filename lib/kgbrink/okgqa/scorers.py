@@ -19,13 +19,12 @@ and the exhaustive argmin runs only for the operations none of them settles.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import reduce
 
 import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
 
+from kgbrink.core.frames import checkpoint
 from kgbrink.graph.hashing import u64, uniform
 
 
@@ -85,27 +84,26 @@ class Scorer:
         return exhaustive if settled is None else settled.unionByName(exhaustive)
 
     def _draw_zero_scores(self, ops: DataFrame, relations: DataFrame) -> tuple[DataFrame, DataFrame]:
-        """Operations settled by the first seeded uniform draw of a relation r' != r with score 0."""
-        positioned = relations.withColumn("pos", F.row_number().over(Window.partitionBy("scope_key").orderBy("r")) - 1)
-        n_rel = positioned.groupBy("scope_key").agg(F.count("*").alias("n_rel"))
-        base = ops.join(F.broadcast(n_rel), "scope_key")
-        draws = []
-        for k in range(self.draws):
-            pos = F.floor(
-                uniform(u64(self.seed, F.lit("RR-draw"), F.lit(k), "scope_key", "h", "r", "t")) * F.col("n_rel")
+        """Operations settled by the first seeded uniform draw of a relation r' != r with score 0, and the
+        rest: draw k picks position floor(uniform(u64(seed, "RR-draw", k, scope_key, h, r, t)) n_rel) of
+        the scope's relations in ascending order. s(h, r', t) = 0 iff h is no subject or t no object of r',
+        so each operation meets its head's subject relations and its tail's object relations once (two
+        joins of the operations), and the draws are tested in one expression."""
+        rels = relations.groupBy("scope_key").agg(F.array_sort(F.collect_list("r")).alias("_rels"))
+        subjects = self.kg.groupBy("h").agg(F.collect_set("r").alias("_subj"))
+        objects = self.kg.groupBy("t").agg(F.collect_set("r").alias("_obj"))
+        met = ops.join(F.broadcast(rels), "scope_key").join(subjects, "h", "left").join(objects, "t", "left")
+        n_rel = F.size("_rels")
+        new_r = F.lit(None).cast("int")
+        for k in reversed(range(self.draws)):  # the first zero draw wins
+            pos = F.floor(uniform(u64(self.seed, F.lit("RR-draw"), F.lit(k), "scope_key", "h", "r", "t")) * n_rel)
+            cand = F.element_at("_rels", pos.cast("int") + 1)
+            typed = F.coalesce(F.array_contains("_subj", cand), F.lit(False)) & F.coalesce(
+                F.array_contains("_obj", cand), F.lit(False)
             )
-            draws.append(
-                base.select("scope_key", "op_rank", "h", "r", "t", F.lit(k).alias("k"), pos.cast("long").alias("pos"))
-            )
-        drawn = reduce(DataFrame.unionByName, draws)
-        drawn = drawn.join(F.broadcast(positioned.withColumnRenamed("r", "cand")), ["scope_key", "pos"]).where(
-            F.col("cand") != F.col("r")
-        )
-        scored = self.score(drawn.select("scope_key", "op_rank", "h", "t", "k", F.col("cand").alias("r")))
-        first = scored.where(F.col("score") == 0).groupBy("scope_key", "op_rank").agg(F.min_by("r", "k").alias("new_r"))
-        settled = ops.join(first, ["scope_key", "op_rank"])
-        pending = ops.join(first, ["scope_key", "op_rank"], "left_anti")
-        return settled, pending
+            new_r = F.when((cand != F.col("r")) & ~typed, cand).otherwise(new_r)
+        drawn = checkpoint(met.select(*ops.columns, new_r.alias("new_r")))
+        return drawn.where(F.col("new_r").isNotNull()), drawn.where(F.col("new_r").isNull()).drop("new_r")
 
     def _embedded(self, triples: DataFrame) -> DataFrame:
         if self.entity_vectors is None or self.relation_vectors is None:

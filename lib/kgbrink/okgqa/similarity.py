@@ -102,17 +102,31 @@ def ats(scored_perturbed: DataFrame) -> float:
 # One question subgraph (numpy / scipy.sparse)
 
 
-def _triple_array(triples: pd.DataFrame | np.ndarray) -> np.ndarray:
-    """The distinct rows (sorted) of a pandas frame with ``h, r, t`` columns or an (n, 3) integer array."""
+def _rows(triples: pd.DataFrame | np.ndarray) -> np.ndarray:
+    """The rows of a pandas frame with ``h, r, t`` columns or an (n, 3) integer array, as int64."""
     if isinstance(triples, pd.DataFrame):
-        array = triples[["h", "r", "t"]].to_numpy(dtype=np.int64)
-    else:
-        array = np.asarray(triples, dtype=np.int64)
-        if array.size == 0:
-            array = array.reshape(0, 3)
-        if array.ndim != 2 or array.shape[1] != 3:
-            raise ValueError(f"expected an (n, 3) array of (h, r, t) rows, got shape {array.shape}")
-    return np.unique(array, axis=0)
+        return triples[["h", "r", "t"]].to_numpy(dtype=np.int64)
+    array = np.asarray(triples, dtype=np.int64)
+    if array.size == 0:
+        array = array.reshape(0, 3)
+    if array.ndim != 2 or array.shape[1] != 3:
+        raise ValueError(f"expected an (n, 3) array of (h, r, t) rows, got shape {array.shape}")
+    return array
+
+
+def _triple_array(triples: pd.DataFrame | np.ndarray) -> np.ndarray:
+    """The distinct rows (sorted) of :func:`_rows`."""
+    return np.unique(_rows(triples), axis=0)
+
+
+def _distinct_pairs(relation: np.ndarray, low: np.ndarray, high: np.ndarray, n: int) -> np.ndarray:
+    """The distinct (relation, low, high) rows, sorted, of index arrays (relation < its count, low and high
+    < n): one 1-D sort of a packed key when it fits in 63 bits, else a row sort."""
+    n_relations = int(relation.max()) + 1 if len(relation) else 1
+    if n_relations * n * n < 2**63:
+        keys = np.unique((relation * n + low) * n + high)
+        return np.stack([keys // (n * n), keys // n % n, keys % n], axis=1)
+    return np.unique(np.stack([relation, low, high], axis=1), axis=0)
 
 
 def _n_relations(triples: np.ndarray) -> int:
@@ -129,17 +143,17 @@ def clustering_sum_local(
     one entry (b, c) of (L^T L) o L, which count it for a and c, and for b. Degree ordering keeps both
     products small around hubs, unlike A^3: they have at most sum C(outdeg, 2) entries (the wedges), and
     with ``max_wedges`` a ``ValueError`` is raised before the products when that is over the cap."""
-    t = _triple_array(triples)
+    t = _rows(triples)
     t = t[t[:, 0] != t[:, 2]]
-    pairs = np.unique(np.stack([t[:, 1], np.minimum(t[:, 0], t[:, 2]), np.maximum(t[:, 0], t[:, 2])], 1), axis=0)
-    nodes = np.unique(pairs[:, 1:])
-    if len(pairs) == 0:
+    low, high = np.minimum(t[:, 0], t[:, 2]), np.maximum(t[:, 0], t[:, 2])
+    nodes = np.unique(np.concatenate([low, high]))
+    if len(t) == 0:
         return nodes, np.zeros(0)
-    _, rel = np.unique(pairs[:, 0], return_inverse=True)
+    _, relation = np.unique(t[:, 1], return_inverse=True)
     n = len(nodes)
+    pairs = _distinct_pairs(relation, np.searchsorted(nodes, low), np.searchsorted(nodes, high), n)
     keys, index = np.unique(
-        np.concatenate([rel * n + np.searchsorted(nodes, pairs[:, 1]), rel * n + np.searchsorted(nodes, pairs[:, 2])]),
-        return_inverse=True,
+        np.concatenate([pairs[:, 0] * n + pairs[:, 1], pairs[:, 0] * n + pairs[:, 2]]), return_inverse=True
     )
     i, j = index[: len(pairs)], index[len(pairs) :]
     m = len(keys)
