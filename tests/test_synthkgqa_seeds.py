@@ -221,7 +221,14 @@ def test_a_rerun_with_the_same_inputs_keeps_the_set_and_a_changed_setting_sample
     edges_prompts, edges = once("edges", "--n-samples", "20", "--set", "seed_graphs.prompt_edges=3")
     assert "reused" in edges and edges_prompts != first_prompts
     _, more = once("more", "--n-samples", "21")
-    _, forced = once("forced", "--n-samples", "21", "--force")
+    forced_prompts, forced = once("forced", "--n-samples", "21", "--force")
     assert "reused" not in more and more["outputs"]["seed_graphs"]["version"] == version + 1
     assert "reused" not in forced and forced["outputs"]["seed_graphs"]["version"] == version + 2
     assert more["counts"]["samples"] == forced["counts"]["samples"] == 21
+    # another name sampled from the same inputs and settings: the set is copied, not sampled again
+    mine = base[: base.index("--name") + 1] + ["other", *base[base.index("--name") + 2 :]]
+    out, record = tmp_path / "other.jsonl", tmp_path / "other.json"
+    assert main([*mine, "--n-samples", "21", "--out", str(out), "--json", str(record)]) == 0
+    copied = json.loads(record.read_text())
+    assert copied["reused"].startswith(f"{path} version {version + 2}:") and copied["reused"].endswith("copied")
+    assert out.read_bytes() == forced_prompts and "graph" not in copied["timings"]

@@ -222,6 +222,14 @@ def corrupt_input(exc: BaseException, paths: list[str]) -> InputError | None:
     return InputError(f"{where}: truncated or corrupt compressed input ({causes[-1]})")
 
 
+def subdirectories(spark: SparkSession, path: str) -> list[str]:
+    """The names of the directories directly under ``path``, sorted (none when it does not exist)."""
+    if not path_exists(spark, path) or not _is_directory(spark, path):
+        return []
+    hpath, fs = hadoop_path(spark, path)
+    return sorted(s.getPath().getName() for s in fs.listStatus(hpath) if s.isDirectory())
+
+
 def expand_directories(spark: SparkSession, paths: list[str]) -> list[str]:
     """``paths`` with each directory replaced by the files in it, sorted by name, so a directory of part
     files reads like those files named one by one (line numbers and quarantine rows per file). Names

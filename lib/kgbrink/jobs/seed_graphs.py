@@ -4,8 +4,9 @@ from an ingested dataset, for an LLM step outside kgbrink that writes a question
 Writes under ``<dataset>/synthkgqa/<name>/``: ``seed_graphs`` (Delta) and ``prompts.jsonl`` (or ``--out``),
 one record per sample with the nodes and triples by key and label and the code's ``flattened`` text
 (``label (KEY)-label (PID)-label (KEY)`` joined by ``;``), sorted by ``sample_id``. A set sampled from the
-same triples and relations versions, splits and settings is kept, not sampled again (``--force`` samples
-anyway): its commit message records their fingerprint.
+same triples and relations versions, splits and settings is kept, not sampled again, and a set of another
+name sampled from the same is copied (``--force`` samples anyway): its commit message records their
+fingerprint.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
 from kgbrink.core.delta import description
-from kgbrink.core.files import local_dir, write_single_file
+from kgbrink.core.files import local_dir, subdirectories, write_single_file
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
@@ -44,6 +45,20 @@ def _description(name: str, cfg, splits: list[str], inputs: dict) -> str:
     used = {"settings": settings, "splits": splits, **{t: inputs[t].version for t in ("triples", "relations")}}
     digest = hashlib.sha256(json.dumps(used, sort_keys=True, default=str).encode()).hexdigest()
     return f"seed subgraphs {name}; fingerprint {digest}"
+
+
+def _same_samples(spark, dataset: str, path: str, note: str) -> str | None:
+    """The seed-graph table sampled from the same inputs and settings as ``note`` says: ``path`` itself, else
+    another set of the dataset (the first by name), else None."""
+    if description(spark, path) == note:
+        return path
+    fingerprint = note.rsplit("; ", 1)[-1]
+    for name in subdirectories(spark, f"{dataset.rstrip('/')}/synthkgqa"):
+        other = catalog.path("synthkgqa.seed_graphs", dataset=dataset, questions=name)
+        found = description(spark, other)
+        if other != path and found and found.startswith("seed subgraphs ") and found.rsplit("; ", 1)[-1] == fingerprint:
+            return other
+    return None
 
 
 @job("seed-graphs", "paper 002 seed subgraphs (Algorithm 1) and their prompt records", SeedGraphOptions, steps=3)
@@ -77,9 +92,15 @@ def run(ctx: JobContext, opts: SeedGraphOptions) -> JobSummary:
     kg = triples.where(F.col("split").isin(splits) & ~F.col("r").isin(list(excluded.values()))).select("h", "r", "t")
     path = catalog.path("synthkgqa.seed_graphs", dataset=dataset, questions=opts.name)
     note = _description(opts.name, cfg, splits, summary.inputs)
-    if not opts.force and description(ctx.spark, path) == note:
+    source = None if opts.force else _same_samples(ctx.spark, dataset, path, note)
+    if source == path:
         kept = ctx.keep("seed_graphs", path, None)
         summary.extra["reused"] = f"{path} version {kept.version}: sampled from the same inputs and settings"
+    elif source is not None:
+        with ctx.step("sample"):
+            ctx.write("seed_graphs", ctx.read("same_seed_graphs", source), path, note, table="synthkgqa.seed_graphs")
+        copied = summary.inputs["same_seed_graphs"].version
+        summary.extra["reused"] = f"{source} version {copied}: sampled from the same inputs and settings, copied"
     else:
         with ctx.step("graph"):
             graph = sampling_graph(kg, plan)
