@@ -522,7 +522,7 @@ def nested_graphs(scoped: DataFrame, changed: DataFrame, levels: list[float], me
     # new triples are distinct, so a row meets another only where an operation recreates a triple of the
     # scope (``recreates``): those rows alone are grouped
     again = changed.where("recreates").select("scope_key", *[F.col(f"new_{c}").alias(c) for c in "hrt"])
-    again = again.withColumn("_meets", F.lit(True)).transform(checkpoint)
+    again = again.withColumn("_meets", F.lit(True))  # a filter of ``changed``, which is materialized
     if again.count() <= _BROADCAST_ROWS:
         again = F.broadcast(again)
     rows = old.join(again, KEYS, "left").unionByName(new)
