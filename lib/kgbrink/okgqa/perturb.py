@@ -82,11 +82,11 @@ class Perturbation:
 
     ``changed``: ``scope_key, h, r, t, cand_rank, op_rank, level, n_scope, new_h, new_r, new_t, noop,
     recreates`` (one row per operation up to the largest level; ``op_rank`` its rank among the made
-    operations, ``level`` the first level that applies it; ``recreates``: its new triple is one of the
-    scope's, a no-op's or one an earlier operation removed). ``levels``: level -> ``requested`` (m summed over scopes), ``operations``
-    (made), ``noop``, ``skipped`` (candidates passed over before the level's last operation, or all of them
-    when it is not reached), ``short_scopes`` (scopes where it is not reached) and ``reached``
-    (operations / requested; 1 when nothing is requested)."""
+    operations, ``level`` the first level that applies it; ``recreates``: a no-op, or its new triple is a
+    triple of the scope, which an earlier operation removed). ``levels``: level -> ``requested`` (m summed
+    over scopes), ``operations`` (made), ``noop``, ``skipped`` (candidates passed over before the level's
+    last operation, or all of them when it is not reached), ``short_scopes`` (scopes where it is not
+    reached) and ``reached`` (operations / requested; 1 when nothing is requested)."""
 
     changed: DataFrame
     levels: dict[float, dict] = field(default_factory=dict)
