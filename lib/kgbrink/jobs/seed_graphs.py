@@ -38,26 +38,32 @@ class SeedGraphOptions:
     force: bool = arg(False, "sample again even when the set was sampled with the same inputs", action="store_true")
 
 
-def _description(name: str, cfg, splits: list[str], inputs: dict) -> str:
-    """The commit message of a seed-graph set: its name and the fingerprint of what the samples depend on
-    (the settings but ``prompt_edges``, the splits, the triples and relations versions)."""
+def _fingerprint(cfg, splits: list[str], inputs: dict) -> str:
+    """The digest of what the samples depend on: the settings but ``prompt_edges``, the splits, the triples
+    and relations versions."""
     settings = {k: v for k, v in dataclasses.asdict(cfg).items() if k != "prompt_edges"}
     used = {"settings": settings, "splits": splits, **{t: inputs[t].version for t in ("triples", "relations")}}
-    digest = hashlib.sha256(json.dumps(used, sort_keys=True, default=str).encode()).hexdigest()
-    return f"seed subgraphs {name}; fingerprint {digest}"
+    return hashlib.sha256(json.dumps(used, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _same_samples(spark, dataset: str, path: str, note: str) -> str | None:
-    """The seed-graph table sampled from the same inputs and settings as ``note`` says: ``path`` itself, else
-    another set of the dataset (the first by name), else None."""
-    if description(spark, path) == note:
-        return path
-    fingerprint = note.rsplit("; ", 1)[-1]
-    for name in subdirectories(spark, f"{dataset.rstrip('/')}/synthkgqa"):
-        other = catalog.path("synthkgqa.seed_graphs", dataset=dataset, questions=name)
-        found = description(spark, other)
-        if other != path and found and found.startswith("seed subgraphs ") and found.rsplit("; ", 1)[-1] == fingerprint:
-            return other
+def _description(name: str, fingerprint: str) -> str:
+    """The commit message of the seed-graph set ``name``."""
+    return f"seed subgraphs {name}; fingerprint {fingerprint}"
+
+
+def _same_samples(spark, dataset: str, name: str, fingerprint: str) -> str | None:
+    """The seed-graph table sampled with ``fingerprint``: set ``name``'s own, else another set of the
+    dataset (the first by name), else None."""
+
+    def sampled(candidate: str) -> str | None:
+        path = catalog.path("synthkgqa.seed_graphs", dataset=dataset, questions=candidate)
+        return path if description(spark, path) == _description(candidate, fingerprint) else None
+
+    if own := sampled(name):
+        return own
+    for other in subdirectories(spark, f"{dataset.rstrip('/')}/synthkgqa"):
+        if other != name and (found := sampled(other)):
+            return found
     return None
 
 
@@ -91,8 +97,9 @@ def run(ctx: JobContext, opts: SeedGraphOptions) -> JobSummary:
         summary.extra["exclude_relations_not_in_dataset"] = missing
     kg = triples.where(F.col("split").isin(splits) & ~F.col("r").isin(list(excluded.values()))).select("h", "r", "t")
     path = catalog.path("synthkgqa.seed_graphs", dataset=dataset, questions=opts.name)
-    note = _description(opts.name, cfg, splits, summary.inputs)
-    source = None if opts.force else _same_samples(ctx.spark, dataset, path, note)
+    fingerprint = _fingerprint(cfg, splits, summary.inputs)
+    note = _description(opts.name, fingerprint)
+    source = None if opts.force else _same_samples(ctx.spark, dataset, opts.name, fingerprint)
     if source == path:
         kept = ctx.keep("seed_graphs", path, None)
         summary.extra["reused"] = f"{path} version {kept.version}: sampled from the same inputs and settings"

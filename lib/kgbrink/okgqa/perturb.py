@@ -49,7 +49,17 @@ METHODS = ("RS", "RR", "ER", "ED")
 KEYS = ["scope_key", "h", "r", "t"]
 LOG_COLUMNS = ["scope_key", "method", "level", "seed", "op_rank", "old_h", "old_r", "old_t", "new_h", "new_r", "new_t"]
 DECIDED = [*KEYS, "cand_rank", "new_h", "new_r", "new_t", "noop", "made", "recreates"]
-_BROADCAST_ROWS = 1_000_000  # contested triples met by a broadcast (they are few: collisions)
+_BROADCAST_ROWS = 1_000_000  # contested or recreated triples met by a broadcast (they are few)
+
+
+def _new_triple() -> list[Column]:
+    """``new_h, new_r, new_t`` as ``h, r, t``."""
+    return [F.col(f"new_{c}").alias(c) for c in "hrt"]
+
+
+def _broadcast_if_small(frame: DataFrame) -> DataFrame:
+    """``frame`` marked for a broadcast join when it has at most ``_BROADCAST_ROWS`` rows (one count)."""
+    return F.broadcast(frame) if frame.count() <= _BROADCAST_ROWS else frame
 
 
 def operations_count(method: str, level: float, n: int) -> int:
@@ -222,9 +232,8 @@ def accept(ops: DataFrame, scoped: DataFrame) -> DataFrame:
     in the scope, or created by another operation too) or removing one (a triple of the scope some
     operation creates is contested). One aggregation finds the contested triples; ``ops`` (read three
     times: pass it materialized) meets them on the executors holding it, broadcast when few."""
-    news = [F.col(f"new_{c}").alias(c) for c in "hrt"]
     tagged = scoped.select(*KEYS, F.lit(1).alias("_in"), F.lit(0).alias("_new")).unionByName(
-        ops.where(~F.col("noop")).select("scope_key", *news, F.lit(0).alias("_in"), F.lit(1).alias("_new"))
+        ops.where(~F.col("noop")).select("scope_key", *_new_triple(), F.lit(0).alias("_in"), F.lit(1).alias("_new"))
     )
     contested = (
         tagged.groupBy(*KEYS)
@@ -232,8 +241,7 @@ def accept(ops: DataFrame, scoped: DataFrame) -> DataFrame:
         .where((F.col("_makers") > 1) | ((F.col("_makers") > 0) & (F.col("_in") == 1)))
         .select(*KEYS, (F.col("_in") == 1).alias("new_in_graph"))
     ).transform(checkpoint)
-    if contested.count() <= _BROADCAST_ROWS:
-        contested = F.broadcast(contested)
+    contested = _broadcast_if_small(contested)
     as_new = contested.select("scope_key", *[F.col(c).alias(f"new_{c}") for c in "hrt"], "new_in_graph")
     by_new = ops.where(~F.col("noop")).join(as_new, ["scope_key", "new_h", "new_r", "new_t"], "left_semi")
     by_old = ops.join(contested, KEYS, "left_semi")
@@ -477,9 +485,7 @@ def apply_level(scoped: DataFrame, changed: DataFrame, level: float) -> DataFram
     operations up to that level, plus their new triples (null for ED), as a set."""
     ops = changed.where(F.col("level") <= level)
     kept = scoped.join(ops.select(*KEYS), KEYS, "left_anti")
-    new = ops.where(F.col("new_h").isNotNull()).select(
-        "scope_key", F.col("new_h").alias("h"), F.col("new_r").alias("r"), F.col("new_t").alias("t")
-    )
+    new = ops.where(F.col("new_h").isNotNull()).select("scope_key", *_new_triple())
     return kept.select(*KEYS).unionByName(new).distinct()
 
 
@@ -511,7 +517,7 @@ def nested_graphs(scoped: DataFrame, changed: DataFrame, levels: list[float], me
         return old
     new = marked.where(F.col("new_h").isNotNull()).select(
         "scope_key",
-        *[F.col(f"new_{c}").alias(c) for c in "hrt"],
+        *_new_triple(),
         "split",
         F.lit(False).alias("original"),
         F.filter(every, lambda x: x >= op_level).alias("levels"),
@@ -521,10 +527,8 @@ def nested_graphs(scoped: DataFrame, changed: DataFrame, levels: list[float], me
         return _collapsed(old.unionByName(new.drop("_meets")))
     # new triples are distinct, so a row meets another only where an operation recreates a triple of the
     # scope (``recreates``): those rows alone are grouped
-    again = changed.where("recreates").select("scope_key", *[F.col(f"new_{c}").alias(c) for c in "hrt"])
-    again = again.withColumn("_meets", F.lit(True))  # a filter of ``changed``, which is materialized
-    if again.count() <= _BROADCAST_ROWS:
-        again = F.broadcast(again)
+    again = changed.where("recreates").select("scope_key", *_new_triple(), F.lit(True).alias("_meets"))
+    again = _broadcast_if_small(again)  # a filter of ``changed``, which is materialized
     rows = old.join(again, KEYS, "left").unionByName(new)
     alone = rows.where(F.col("_meets").isNull() | ~F.col("_meets")).drop("_meets")
     return alone.unionByName(_collapsed(rows.where("_meets").drop("_meets")))
