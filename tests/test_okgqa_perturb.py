@@ -504,11 +504,20 @@ def test_seeded_permutation_and_the_free_targets_of_a_bucket(size, key, data):
     total = size + 21
     excluded = {h: sorted(data.draw(st.sets(st.integers(0, total - 1), max_size=20))) for h in range(3)}
     own = pd.DataFrame(
-        [("s", h, 10 * h + j, total, key) for h, ex in excluded.items() for j in range(total - len(ex) + 1)],
-        columns=["scope_key", "h", "cand_rank", "n_nodes", "key"],
+        [
+            ("s", h, 7, 100 + j, 10 * h + j, total, key)
+            for h, ex in excluded.items()
+            for j in range(total - len(ex) + 1)
+        ],
+        columns=["scope_key", "h", "r", "t", "cand_rank", "n_nodes", "key"],
     )
     near = pd.DataFrame([("s", h, x) for h, ex in excluded.items() for x in ex], columns=["scope_key", "h", "pos"])
+    # the whole KG's buckets also hold repeated entries and the neighbourhoods of nodes that head no candidate
+    others = pd.DataFrame([("s", 99, 0), ("s", 99, 1), ("t", 0, 2)], columns=["scope_key", "h", "pos"])
+    near = pd.concat([near, near.head(3), others], ignore_index=True)
     out = perturb._rewire_heads(own.sample(frac=1, random_state=1), near)
+    assert (out.r == 7).all() and sorted(out.t) == sorted(own.t)
+    assert perturb._rewire_heads(own.iloc[:0], others).empty
     for h, ex in excluded.items():
         mine = out[out.h == h].sort_values("cand_rank")
         assert list(mine.made) == [True] * (total - len(ex)) + [False]  # the last candidate has no target left
@@ -546,3 +555,40 @@ def test_embeddings_scorer_scores_and_replaces_by_the_numpy_formula(spark, model
     missing = Scorer("embeddings", kg, 1, model, 12.0, ev.where("entity < 5"), rv)
     with pytest.raises(ScorerInputError, match="1 triples lack an entity or relation vector"):
         missing.score(kg)
+
+
+@pytest.mark.parametrize("method", ["RS", "RR", "ER"])
+def test_whole_kg_operations_do_not_depend_on_what_is_small_enough_to_broadcast(spark, monkeypatch, method):
+    """The contested triples, the recreated ones and the skipped candidates' ranks (op_rank = cand_rank minus
+    the skipped below it) reach every task when few; past ``_BROADCAST_ROWS`` they are joined and numbered
+    instead. Both give the same operations on a dense multigraph where candidates collide."""
+    rng = np.random.default_rng(11)
+    rows = sorted({("kg", int(h), int(r), int(t), "train") for h, r, t in rng.integers(0, [9, 3, 9], (160, 3))})
+    scoped = _frame(spark, rows).drop("split")
+    kg = scoped.select("h", "r", "t")
+
+    def run():
+        made = perturb.perturbation(scoped, method, [0.5, 1.0], 3, True, Scorer("type_compatibility", kg, 3))
+        nested = perturb.nested_graphs(_frame(spark, rows), made.changed, [0.5, 1.0], method).toPandas()
+        return made, made.changed.toPandas().sort_values("op_rank").reset_index(drop=True), _table_rows(nested)
+
+    few, few_ops, few_nested = run()
+    monkeypatch.setattr(perturb, "_BROADCAST_ROWS", 0)
+    many, many_ops, many_nested = run()
+    if method != "ER":  # RS and RR meet collisions here, so the skipped candidates' path is the one tested
+        assert few.levels[1.0]["skipped"] > 0
+    assert few_ops.equals(many_ops) and few_nested == many_nested and few.levels == many.levels
+
+
+def test_type_compatibility_scores_the_known_triples_one_without_a_lookup(spark):
+    kg = spark.createDataFrame([(0, 0, 1), (1, 1, 2), (2, 0, 0)], "h int, r int, t int")
+    scorer = Scorer("type_compatibility", kg, 1)
+    rows = [(0, 0, 1, True), (1, 1, 2, True), (0, 1, 2, False), (2, 0, 1, False), (1, 0, 0, False), (2, 1, 0, False)]
+    triples = spark.createDataFrame(rows, "h int, r int, t int, known boolean")
+    looked_up = {(r.h, r.r, r.t): r.score for r in scorer.score(triples.drop("known")).collect()}
+    hinted = {(r.h, r.r, r.t): r.score for r in scorer.score(triples, "known").collect()}
+    assert (
+        hinted
+        == looked_up
+        == {(0, 0, 1): 1.0, (1, 1, 2): 1.0, (0, 1, 2): 0.0, (2, 0, 1): 1.0, (1, 0, 0): 0.0, (2, 1, 0): 0.0}
+    )

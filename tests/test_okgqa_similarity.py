@@ -118,6 +118,31 @@ def test_local_metrics_equal_the_per_relation_definitions(pair):
     assert similarity.sd2_local(original, original) == similarity.sc2d_local(original, original) == 1.0
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    rows=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(1, 2**4 - 1)), max_size=40),
+    hub=st.booleans(),
+)
+def test_clustering_of_every_bit_of_one_relation_equals_networkx(rows, hub):
+    """The sweep's per-relation task (nodes numbered and edges made distinct once for every bit of ``mask``)
+    against networkx's clustering of each bit's graph; self-loops, repeats and reversed rows included."""
+    from kgbrink.okgqa import sweep
+
+    if hub:  # a node joined to most others, the degree ordering's case
+        rows = rows + [(0, x, 1 | (x % 3) << 1) for x in range(1, 10)]
+    group = pd.DataFrame(rows or [(0, 0, 1)], columns=["h", "t", "mask"]).astype("int64")
+    group["r"] = 3
+    out = sweep._relation_clustering(4, None)(group).set_index("id")
+    nodes = sorted(set(group.h) | set(group.t))
+    for k in range(4):
+        pairs = [(h, t) for h, t, m in zip(group.h, group.t, group["mask"]) if m >> k & 1]
+        expected = _clustering(pairs, np.array(nodes)) if pairs else np.zeros(len(nodes))
+        mine = np.array([out[f"c{k}"].get(x, 0.0) for x in nodes])
+        assert np.array_equal(mine, expected) or np.allclose(mine, expected, rtol=0, atol=1e-15), k
+        edges = np.unique([min(a, b) * 10 + max(a, b) for a, b in pairs if a != b]).astype(np.int64)
+        assert np.allclose(similarity.clustering_of_edges(edges, 10), _clustering(pairs, np.arange(10)) if pairs else 0)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     original=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 3), st.integers(0, 9)), max_size=30),

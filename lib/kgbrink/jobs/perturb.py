@@ -8,6 +8,7 @@ Tables under ``<dataset>/okgqa/<questions>/`` (``<questions>`` = ``kg`` for the 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from functools import reduce
@@ -118,7 +119,7 @@ def _operations(ctx: JobContext, s: _Scope, original: DataFrame) -> tuple[list, 
     scoped = original.select("scope_key", "h", "r", "t")
     logs, graphs, counts = [], [], {}
     for seed in s.seeds:
-        scorer = Scorer(**{**vars(s.scorer), "seed": seed})
+        scorer = dataclasses.replace(s.scorer, seed=seed)
         for method in s.methods:
             try:
                 made = okgqa_perturb.perturbation(scoped, method, s.levels, seed, whole, scorer)

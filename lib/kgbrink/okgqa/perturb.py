@@ -162,7 +162,7 @@ def perturbation(
             limits[k] = min(usable[k], limits[k] + more + (more % 2 if method == "RS" else 0))
     considered = {k: min(limits[k], usable[k]) for k in limits}
     every_made = all(made.get(k, 0) == considered[k] for k in limits)
-    changed = _ranked(decided.where("made").drop("made"), sizes, method, levels, whole_kg, every_made)
+    changed = _ranked(decided, sizes, method, levels, whole_kg, every_made)
     changed = changed.transform(checkpoint)
     return Perturbation(changed, _level_counts(changed, method, levels, sizes, considered))
 
@@ -312,47 +312,46 @@ def rewire_edges(cands: DataFrame, scoped: DataFrame, seed: int, whole_kg: bool)
         positioned = nodes.withColumn("pos", (F.row_number().over(by_node) - 1).cast("long"))
     n_nodes = positioned.groupBy("scope_key").agg(F.count("*").alias("n_nodes"))
     heads = cands.select("scope_key", "h").distinct()
+    # every node's closed neighbourhood, repeated entries and all (:func:`_rewire_heads` keeps its heads' and
+    # drops repeats); in a question subgraph, only the candidates' heads'
     near = (
         scoped.select("scope_key", "h", F.col("t").alias("node"))
         .union(scoped.select("scope_key", F.col("t").alias("h"), F.col("h").alias("node")))
         .union(heads.select("scope_key", "h", F.col("h").alias("node")))
-        .join(heads, ["scope_key", "h"], "left_semi")
-        .distinct()
-        .join(positioned, ["scope_key", "node"])
-        .select("scope_key", "h", "pos")
     )
+    if not whole_kg:
+        near = near.join(heads, ["scope_key", "h"], "left_semi").distinct()
+    near = near.join(positioned, ["scope_key", "node"]).select("scope_key", "h", "pos")
     own = cands.join(F.broadcast(n_nodes), "scope_key").select(
-        "scope_key", "h", "cand_rank", "n_nodes", u64(seed, F.lit("ER"), "scope_key", "h").alias("key")
+        "scope_key", "h", "r", "t", "cand_rank", "n_nodes", u64(seed, F.lit("ER"), "scope_key", "h").alias("key")
     )
     spark = cands.sparkSession
     buckets = int(spark.conf.get("spark.sql.shuffle.partitions")) * 4
     bucket = F.pmod(F.xxhash64("scope_key", "h"), F.lit(buckets)).alias("bucket")
     own = own.select(bucket, *own.columns)
     near = near.toDF("scope_key", "h", "pos").select(bucket, "scope_key", "h", "pos")  # new column ids
-    schema = "scope_key string, h int, cand_rank long, made boolean, new_pos long"
+    schema = "scope_key string, h int, r int, t int, cand_rank long, made boolean, new_pos long"
     drawn = own.groupBy("bucket").cogroup(near.groupBy("bucket")).applyInPandas(_rewire_heads, schema)
     targets = positioned.select("scope_key", F.col("pos").alias("new_pos"), F.col("node").alias("new_t"))
-    return (
-        cands.join(drawn, ["scope_key", "h", "cand_rank"])
-        .join(targets, ["scope_key", "new_pos"], "left")
-        .select(
-            *KEYS,
-            "cand_rank",
-            F.col("h").alias("new_h"),
-            F.col("r").alias("new_r"),
-            "new_t",
-            F.lit(False).alias("noop"),
-            "made",
-            F.lit(False).alias("recreates"),  # the target is outside N1(h): the triple is new
-        )
+    return drawn.join(targets, ["scope_key", "new_pos"], "left").select(
+        *KEYS,
+        "cand_rank",
+        F.col("h").alias("new_h"),
+        F.col("r").alias("new_r"),
+        "new_t",
+        F.lit(False).alias("noop"),
+        "made",
+        F.lit(False).alias("recreates"),  # the target is outside N1(h): the triple is new
     )
 
 
 def _rewire_heads(own: pd.DataFrame, near: pd.DataFrame) -> pd.DataFrame:
-    """The heads of one bucket at once: ``own(scope_key, h, cand_rank, n_nodes, key)`` and their closed
-    neighbourhoods ``near(scope_key, h, pos)`` -> ``scope_key, h, cand_rank, made, new_pos``."""
-    if own.empty:
-        return pd.DataFrame({"scope_key": [], "h": [], "cand_rank": [], "made": [], "new_pos": []})
+    """The heads of one bucket at once: ``own(scope_key, h, r, t, cand_rank, n_nodes, key)`` and their closed
+    neighbourhoods ``near(scope_key, h, pos)`` (other heads' rows and repeats allowed) -> ``scope_key, h, r,
+    t, cand_rank, made, new_pos``."""
+    if own.empty:  # a bucket of nodes that head no candidate
+        empty = own[["scope_key", "h", "r", "t", "cand_rank"]].astype({"h": "int32", "r": "int32", "t": "int32"})
+        return empty.assign(made=pd.Series([], dtype=bool), new_pos=pd.Series([], dtype="Int64"))
     own = own.sort_values(["scope_key", "h", "cand_rank"], kind="stable").reset_index(drop=True)
     head = own.groupby(["scope_key", "h"], sort=True).ngroup().to_numpy(np.int64)
     starts = np.flatnonzero(np.r_[True, head[1:] != head[:-1]])
@@ -373,6 +372,8 @@ def _rewire_heads(own: pd.DataFrame, near: pd.DataFrame) -> pd.DataFrame:
         {
             "scope_key": own["scope_key"],
             "h": own["h"],
+            "r": own["r"],
+            "t": own["t"],
             "cand_rank": own["cand_rank"],
             "made": made,
             "new_pos": _nullable(new_pos, made),
@@ -435,12 +436,22 @@ def permuted(j, size, key) -> np.ndarray:
 
 
 def _ranked(
-    made: DataFrame, sizes: dict, method: str, levels: list[float], whole_kg: bool, every_made: bool
+    decided: DataFrame, sizes: dict, method: str, levels: list[float], whole_kg: bool, every_made: bool
 ) -> DataFrame:
-    """The made operations with ``op_rank`` (rank among them), ``n_scope`` and ``level``, up to the largest."""
-    spark = made.sparkSession
+    """The made operations of ``decided`` with ``op_rank`` (rank among them), ``n_scope`` and ``level``, up
+    to the largest. In the whole KG, op_rank = cand_rank - the skipped candidates below it, when those are
+    few enough to reach every task; else (and per question subgraph) a numbering of the made ones."""
+    spark = decided.sparkSession
+    made = decided.where("made").drop("made")
+    skipped = None
+    if whole_kg and not every_made:
+        rows = decided.where(~F.col("made")).select("cand_rank").limit(_BROADCAST_ROWS + 1).collect()
+        if len(rows) <= _BROADCAST_ROWS:
+            skipped = np.sort(np.array([row[0] for row in rows], dtype=np.int64))
     if every_made:  # no candidate skipped: the ranks are the candidates'
         ranked = made.withColumn("op_rank", F.col("cand_rank"))
+    elif skipped is not None:
+        ranked = made.withColumn("op_rank", _minus_below(skipped)("cand_rank"))
     elif whole_kg:
         ranked = with_positions(made, ["cand_rank"], "op_rank")
     else:
@@ -452,6 +463,17 @@ def _ranked(
     return ranked.where(F.col("level").isNotNull()).select(
         *KEYS, "cand_rank", "op_rank", "level", "n_scope", "new_h", "new_r", "new_t", "noop", "recreates"
     )
+
+
+def _minus_below(sorted_values: np.ndarray):
+    """A pandas UDF: x minus the number of ``sorted_values`` below x."""
+
+    @F.pandas_udf("long")
+    def minus_below(x: pd.Series) -> pd.Series:
+        values = x.to_numpy(np.int64)
+        return pd.Series(values - np.searchsorted(sorted_values, values, side="left"))
+
+    return minus_below
 
 
 def _level_counts(changed: DataFrame, method: str, levels: list[float], sizes: dict, considered: dict) -> dict:

@@ -49,11 +49,15 @@ class Scorer:
         """False for the default type-compatibility scorer, which is kgbrink's stand-in."""
         return self.kind != "type_compatibility"
 
-    def score(self, triples: DataFrame) -> DataFrame:
-        """``triples`` plus ``score`` in [0, 1]."""
+    def score(self, triples: DataFrame, known: str | None = None) -> DataFrame:
+        """``triples`` plus ``score`` in [0, 1]. ``known``: a boolean column true for rows that are triples of
+        the original KG; type compatibility scores those 1 without a lookup (h is a subject and t an object
+        of r)."""
         if self.kind == "type_compatibility":
-            subj = self.kg.select("h", "r").distinct().withColumn("_s", F.lit(1))
-            obj = self.kg.select(F.col("t"), "r").distinct().withColumn("_o", F.lit(1))
+            if known is not None:
+                sure = F.coalesce(F.col(known), F.lit(False))
+                return triples.where(sure).withColumn("score", F.lit(1.0)).unionByName(self.score(triples.where(~sure)))
+            subj, obj = self._typed()
             return (
                 triples.join(subj, ["h", "r"], "left")
                 .join(obj, ["t", "r"], "left")
@@ -63,6 +67,14 @@ class Scorer:
         if self.kind == "scores":
             return _checked_join(triples, self.scores, "ATS")
         return self._embedded(triples)
+
+    def _typed(self) -> tuple[DataFrame, DataFrame]:
+        """The KG's distinct ``(h, r)`` (``_s`` = 1) and ``(t, r)`` (``_o`` = 1), materialized once per scorer."""
+        if "_typed_pairs" not in self.__dict__:
+            subj = self.kg.select("h", "r").distinct().withColumn("_s", F.lit(1))
+            obj = self.kg.select(F.col("t"), "r").distinct().withColumn("_o", F.lit(1))
+            self.__dict__["_typed_pairs"] = (checkpoint(subj), checkpoint(obj))
+        return self.__dict__["_typed_pairs"]
 
     def replace_relations(self, ops: DataFrame, relations: DataFrame) -> DataFrame:
         """``ops`` plus ``new_r`` = argmin over the scope's relations (``relations(scope_key, r)``) other

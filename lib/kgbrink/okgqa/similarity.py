@@ -138,11 +138,7 @@ def clustering_sum_local(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``(nodes, C)``: C(x) = sum_r c_r(x) for the sorted nodes of the G^r (as ``triangles.clustering_sum``).
 
-    All G^r at once as one block-diagonal sparse graph on the (r, x) pairs; its edges are oriented low ->
-    high by (degree, index), L. A triangle a < b < c (in that order) is one entry (a, c) of (L L) o L and
-    one entry (b, c) of (L^T L) o L, which count it for a and c, and for b. Degree ordering keeps both
-    products small around hubs, unlike A^3: they have at most sum C(outdeg, 2) entries (the wedges), and
-    with ``max_wedges`` a ``ValueError`` is raised before the products when that is over the cap."""
+    All G^r at once as one block-diagonal graph on the (r, x) pairs (:func:`_clustering_of_keys`)."""
     t = _rows(triples)
     t = t[t[:, 0] != t[:, 2]]
     low, high = np.minimum(t[:, 0], t[:, 2]), np.maximum(t[:, 0], t[:, 2])
@@ -155,8 +151,27 @@ def clustering_sum_local(
     keys, index = np.unique(
         np.concatenate([pairs[:, 0] * n + pairs[:, 1], pairs[:, 0] * n + pairs[:, 2]]), return_inverse=True
     )
-    i, j = index[: len(pairs)], index[len(pairs) :]
-    m = len(keys)
+    c = _clustering_of_keys(index[: len(pairs)], index[len(pairs) :], len(keys), max_wedges)
+    return nodes, np.bincount(keys % n, weights=c, minlength=n)
+
+
+def clustering_of_edges(edges: np.ndarray, n: int, max_wedges: int | None = None) -> np.ndarray:
+    """c(x) for x in range(n) of the simple undirected graph whose edges are the distinct packed keys
+    ``edges`` = low * n + high (low < high < n): several graphs on one numbering of their nodes (the levels
+    of :mod:`kgbrink.okgqa.sweep`). Equals :func:`clustering_sum_local` of one relation, at its nodes."""
+    edges = np.asarray(edges, dtype=np.int64)
+    if len(edges) == 0:
+        return np.zeros(n)
+    return _clustering_of_keys(edges // n, edges % n, n, max_wedges)
+
+
+def _clustering_of_keys(i: np.ndarray, j: np.ndarray, m: int, max_wedges: int | None) -> np.ndarray:
+    """c per vertex 0..m-1 of the simple graph with the distinct edges (i, j), i != j (a vertex without an
+    edge has c = 0). Its edges are oriented low -> high by (degree, index), L. A triangle a < b < c (in
+    that order) is one entry (a, c) of (L L) o L and one entry (b, c) of (L^T L) o L, which count it for a
+    and c, and for b. Degree ordering keeps both products small around hubs, unlike A^3: they have at most
+    sum C(outdeg, 2) entries (the wedges), and with ``max_wedges`` a ``ValueError`` is raised before the
+    products when that is over the cap."""
     degree = np.bincount(i, minlength=m) + np.bincount(j, minlength=m)
     rank = np.empty(m, dtype=np.int64)
     rank[np.lexsort((np.arange(m), degree))] = np.arange(m)
@@ -172,8 +187,7 @@ def clustering_sum_local(
     tri = np.asarray(ends.sum(axis=1)).ravel() + np.asarray(ends.sum(axis=0)).ravel()
     tri += np.asarray(middles.sum(axis=1)).ravel()
     pairs_possible = degree * (degree - 1)
-    c = np.divide(2.0 * tri, pairs_possible, out=np.zeros(m), where=degree >= 2)
-    return nodes, np.bincount(keys % n, weights=c, minlength=n)
+    return np.divide(2.0 * tri, pairs_possible, out=np.zeros(m), where=degree >= 2)
 
 
 def sc2d_local(original: pd.DataFrame | np.ndarray, perturbed: pd.DataFrame | np.ndarray) -> float:

@@ -86,21 +86,21 @@ def _bit(k: int) -> F.Column:
 
 def _relation_clustering(width: int, max_wedges: int | None):
     """For ``applyInPandas`` grouped by r: ``id, c0 .. c{width-1}``, c_r(x) in the graph of each bit of
-    ``mask`` (:func:`similarity.clustering_sum_local` on G^r), for the nodes with some c > 0."""
+    ``mask`` (:func:`similarity.clustering_of_edges` on G^r), for the nodes with some c > 0. The nodes are
+    numbered and the undirected edges made distinct once for all bits."""
 
     def run(group: pd.DataFrame) -> pd.DataFrame:
         h, t, mask = (group[c].to_numpy(np.int64) for c in ("h", "t", "mask"))
-        per_bit = []
-        for k in range(width):
-            on = (mask >> k) & 1 == 1
-            triples = np.stack([h[on], np.zeros(on.sum(), np.int64), t[on]], axis=1)
-            per_bit.append(okgqa_similarity.clustering_sum_local(triples, max_wedges))
-        nodes = np.unique(np.concatenate([n for n, _ in per_bit]))
+        nodes, index = np.unique(np.concatenate([h, t]), return_inverse=True)
+        n = len(nodes)
+        low, high = np.minimum(index[: len(h)], index[len(h) :]), np.maximum(index[: len(h)], index[len(h) :])
+        edge = low != high  # a self-loop is no edge of the simple graph
+        edges, edge_of_row = np.unique(low[edge] * n + high[edge], return_inverse=True)
         out = {"id": nodes.astype(np.int32)}
-        for k, (n, c) in enumerate(per_bit):
-            col = np.zeros(len(nodes))
-            col[np.searchsorted(nodes, n)] = c
-            out[f"c{k}"] = col
+        for k in range(width):
+            present = np.zeros(len(edges), dtype=bool)
+            present[edge_of_row[(mask[edge] >> k) & 1 == 1]] = True
+            out[f"c{k}"] = okgqa_similarity.clustering_of_edges(edges[present], n, max_wedges)
         frame = pd.DataFrame(out)
         return frame[frame[[f"c{k}" for k in range(width)]].to_numpy().any(axis=1)]
 
@@ -117,9 +117,10 @@ def _nested_similarity(graph: DataFrame, levels: list[float], scorer, max_wedges
     for i, level in enumerate(levels):
         mask = mask + F.when(F.array_contains("levels", float(level)), 1 << (i + 1)).otherwise(0)
     g = graph.select("h", "r", "t", mask.cast("long").alias("mask")).where(F.col("mask") != 0).persist()
-    n = g.agg(*[F.count(F.when(_bit(k), 1)).alias(f"n{k}") for k in range(width)]).first()
-    relation_masks = [row["m"] for row in g.groupBy("r").agg(F.bit_or("mask").alias("m")).collect()]
-    n_rel = [sum(1 for m in relation_masks if m >> k & 1) for k in range(width)]
+    per_relation_counts = g.groupBy("r").agg(*[F.count(F.when(_bit(k), 1)).alias(f"n{k}") for k in range(width)])
+    counted = per_relation_counts.collect()  # triples per relation and graph: |T| and |R| of every graph
+    n = {f"n{k}": sum(row[f"n{k}"] for row in counted) for k in range(width)}
+    n_rel = [sum(1 for row in counted if row[f"n{k}"]) for k in range(width)]
     ro = max(n_rel[0], 1)
     rp = [max(x, 1) for x in n_rel]
 
@@ -139,7 +140,10 @@ def _nested_similarity(graph: DataFrame, levels: list[float], scorer, max_wedges
     dc = [F.col("c0") / ro - F.col(f"c{k}") / rp[k] for k in range(width)]
     c_sums = per_node.agg(*[F.sum((dc[k] * dc[k]).cast(exact)).alias(f"s{k}") for k in range(1, width)]).first()
 
-    scored = scorer.score(g.where(F.col("mask") > 1).select("h", "r", "t", "mask"))
+    in_original = F.col("mask").bitwiseAND(1) == 1
+    scored = scorer.score(
+        g.where(F.col("mask") > 1).select("h", "r", "t", "mask", in_original.alias("_known")), "_known"
+    )
     score = F.col("score").cast(exact)
     ats = scored.agg(
         *[F.sum(F.when(_bit(k), score)).alias(f"s{k}") for k in range(1, width)],
