@@ -517,7 +517,9 @@ def test_seeded_permutation_and_the_free_targets_of_a_bucket(size, key, data):
     near = pd.concat([near, near.head(3), others], ignore_index=True)
     out = perturb._rewire_heads(own.sample(frac=1, random_state=1), near)
     assert (out.r == 7).all() and sorted(out.t) == sorted(own.t)
-    assert perturb._rewire_heads(own.iloc[:0], others).empty
+    empty = perturb._rewire_heads(own.iloc[:0], others)  # a bucket of nodes that head no candidate
+    assert empty.empty and list(empty.columns) == ["scope_key", "h", "r", "t", "cand_rank", "made", "new_pos"]
+    assert [str(t) for t in empty.dtypes[1:]] == ["int32", "int32", "int32", "int64", "bool", "Int64"]
     for h, ex in excluded.items():
         mine = out[out.h == h].sort_values("cand_rank")
         assert list(mine.made) == [True] * (total - len(ex)) + [False]  # the last candidate has no target left
@@ -592,3 +594,6 @@ def test_type_compatibility_scores_the_known_triples_one_without_a_lookup(spark)
         == looked_up
         == {(0, 0, 1): 1.0, (1, 1, 2): 1.0, (0, 1, 2): 0.0, (2, 0, 1): 1.0, (1, 0, 0): 0.0, (2, 1, 0): 0.0}
     )
+    # the hint is trusted, not looked up: a row said to be known scores 1 (the caller guarantees it is)
+    said = spark.createDataFrame([(1, 0, 0, True)], "h int, r int, t int, known boolean")
+    assert scorer.score(said, "known").first().score == 1.0

@@ -183,6 +183,20 @@ def test_bad_levels_methods_and_missing_scorer_rows_are_clear_errors(spark, conf
     assert "the scores table misses" in capsys.readouterr().err
 
 
+def test_similarity_of_a_perturbed_table_made_from_other_splits_fails_naming_both(config, small_dataset, capsys):
+    """kg-similarity's KG and scorer must be the original perturb used (its splits, its triples version):
+    the perturbed table's description records them."""
+    dataset, _ = small_dataset
+    common = [*conf_args(config), "--dataset", str(dataset), "--scope", "kg", "--methods", "ED", "--levels", "0.5"]
+    assert main(["perturb", *common]) == 0
+    capsys.readouterr()
+    assert main(["kg-similarity", *common, "--splits", "train"]) == 1
+    error = capsys.readouterr().err
+    assert "holds 'perturbed kg on test+train+valid of triples version" in error
+    assert "this run reads 'perturbed kg on train of triples version" in error
+    assert main(["kg-similarity", *common]) == 0
+
+
 def test_report_marks_a_level_not_reached(tmp_path):
     import pandas as pd
 

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
-from kgbrink.core.delta import table_exists
+from kgbrink.core.delta import commit_info, table_exists
 from kgbrink.core.files import local_dir
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
@@ -77,6 +77,9 @@ class _Scope:
         self.name = "kg" if self.scope == "kg" else opts.questions
         triples = ctx.read("triples", catalog.path("triples", dataset=self.dataset))
         self.splits = sorted(opts.splits or dataset_splits(triples))
+        # the perturbed table's description: kg-similarity's KG and scorer must be the ones perturb used
+        triples_version = ctx.summary.inputs["triples"].version
+        self.note = f"perturbed {self.name} on {'+'.join(self.splits)} of triples version {triples_version}"
         kg = triples.where(F.col("split").isin(self.splits))
         self.kg = kg.select("h", "r", "t").distinct()
         if self.scope == "kg":
@@ -181,7 +184,7 @@ def perturb(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
         ctx.write("perturbation_log", log_rows, path, "perturbation log", table="okgqa.perturbation_log")
     with ctx.step("write_perturbed"):
         graph_rows = reduce(DataFrame.unionByName, graphs)
-        ctx.write("perturbed", graph_rows, s.path["perturbed"], f"perturbed {s.name}", table="okgqa.perturbed")
+        ctx.write("perturbed", graph_rows, s.path["perturbed"], s.note, table="okgqa.perturbed")
     n = original.count()
     rows = _level_rows(ctx, s, n, counts)
     summary.counts.update(triples_in_scope=n, scopes=original.select("scope_key").distinct().count())
@@ -205,6 +208,14 @@ def kg_similarity(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
     if not table_exists(ctx.spark, s.path["perturbations"]):
         raise JobFailed(f"no perturbations under {s.path['perturbations']}: run `kgbrink perturb` first", summary)
     perturbed = ctx.read("perturbed", s.path["perturbed"])
+    pinned = ctx.summary.inputs["perturbed"].version
+    made_from = commit_info(ctx.spark, s.path["perturbed"], pinned)["userMetadata"]
+    if made_from != s.note:  # the original graph of the perturbed table must be this run's KG (and its scorer's)
+        raise JobFailed(
+            f"{s.path['perturbed']} (version {pinned}) holds {made_from!r}, this run reads {s.note!r}: run "
+            "`kgbrink perturb` with the same --splits on this version of the triples first",
+            summary,
+        )
     perturbed = perturbed.where(F.col("method").isin(s.methods) & F.col("seed").isin(s.seeds))
     combos = [(m, float(lv), sd) for m in s.methods for lv in s.levels for sd in s.seeds]
     done = ctx.read("perturbations", s.path["perturbations"]).select("method", "level", "seed").collect()

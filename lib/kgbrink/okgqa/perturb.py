@@ -312,8 +312,8 @@ def rewire_edges(cands: DataFrame, scoped: DataFrame, seed: int, whole_kg: bool)
         positioned = nodes.withColumn("pos", (F.row_number().over(by_node) - 1).cast("long"))
     n_nodes = positioned.groupBy("scope_key").agg(F.count("*").alias("n_nodes"))
     heads = cands.select("scope_key", "h").distinct()
-    # every node's closed neighbourhood, repeated entries and all (:func:`_rewire_heads` keeps its heads' and
-    # drops repeats); in a question subgraph, only the candidates' heads'
+    # every node's neighbours and each head itself, repeats and all (:func:`_rewire_heads` keeps its heads'
+    # and drops repeats); in a question subgraph, only the candidates' heads' rows, distinct
     near = (
         scoped.select("scope_key", "h", F.col("t").alias("node"))
         .union(scoped.select("scope_key", F.col("t").alias("h"), F.col("h").alias("node")))
@@ -445,9 +445,9 @@ def _ranked(
     made = decided.where("made").drop("made")
     skipped = None
     if whole_kg and not every_made:
-        rows = decided.where(~F.col("made")).select("cand_rank").limit(_BROADCAST_ROWS + 1).collect()
-        if len(rows) <= _BROADCAST_ROWS:
-            skipped = np.sort(np.array([row[0] for row in rows], dtype=np.int64))
+        ranks = decided.where(~F.col("made")).select("cand_rank").limit(_BROADCAST_ROWS + 1).toPandas()
+        if len(ranks) <= _BROADCAST_ROWS:
+            skipped = np.sort(ranks["cand_rank"].to_numpy(np.int64))
     if every_made:  # no candidate skipped: the ranks are the candidates'
         ranked = made.withColumn("op_rank", F.col("cand_rank"))
     elif skipped is not None:

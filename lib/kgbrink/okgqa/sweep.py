@@ -140,6 +140,8 @@ def _nested_similarity(graph: DataFrame, levels: list[float], scorer, max_wedges
     dc = [F.col("c0") / ro - F.col(f"c{k}") / rp[k] for k in range(width)]
     c_sums = per_node.agg(*[F.sum((dc[k] * dc[k]).cast(exact)).alias(f"s{k}") for k in range(1, width)]).first()
 
+    # a row of the original is a triple of the scorer's KG (the kg-similarity job checks that the perturbed
+    # table was made from it): type compatibility scores it 1 without a lookup
     in_original = F.col("mask").bitwiseAND(1) == 1
     scored = scorer.score(
         g.where(F.col("mask") > 1).select("h", "r", "t", "mask", in_original.alias("_known")), "_known"
