@@ -18,6 +18,7 @@ and the exhaustive argmin runs only for the operations none of them settles.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +58,7 @@ class Scorer:
             if known is not None:
                 sure = F.coalesce(F.col(known), F.lit(False))
                 return triples.where(sure).withColumn("score", F.lit(1.0)).unionByName(self.score(triples.where(~sure)))
-            subj, obj = self._typed()
+            subj, obj = self._typed_pairs
             return (
                 triples.join(subj, ["h", "r"], "left")
                 .join(obj, ["t", "r"], "left")
@@ -68,13 +69,12 @@ class Scorer:
             return _checked_join(triples, self.scores, "ATS")
         return self._embedded(triples)
 
-    def _typed(self) -> tuple[DataFrame, DataFrame]:
+    @functools.cached_property
+    def _typed_pairs(self) -> tuple[DataFrame, DataFrame]:
         """The KG's distinct ``(h, r)`` (``_s`` = 1) and ``(t, r)`` (``_o`` = 1), materialized once per scorer."""
-        if "_typed_pairs" not in self.__dict__:
-            subj = self.kg.select("h", "r").distinct().withColumn("_s", F.lit(1))
-            obj = self.kg.select(F.col("t"), "r").distinct().withColumn("_o", F.lit(1))
-            self.__dict__["_typed_pairs"] = (checkpoint(subj), checkpoint(obj))
-        return self.__dict__["_typed_pairs"]
+        subj = self.kg.select("h", "r").distinct().withColumn("_s", F.lit(1))
+        obj = self.kg.select(F.col("t"), "r").distinct().withColumn("_o", F.lit(1))
+        return checkpoint(subj), checkpoint(obj)
 
     def replace_relations(self, ops: DataFrame, relations: DataFrame) -> DataFrame:
         """``ops`` plus ``new_r`` = argmin over the scope's relations (``relations(scope_key, r)``) other

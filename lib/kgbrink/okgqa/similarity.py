@@ -165,6 +165,25 @@ def clustering_of_edges(edges: np.ndarray, n: int, max_wedges: int | None = None
     return _clustering_of_keys(edges // n, edges % n, n, max_wedges)
 
 
+def clustering_of_bits(
+    h: np.ndarray, t: np.ndarray, mask: np.ndarray, width: int, max_wedges: int | None = None
+) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``(nodes, [c_0 .. c_{width-1}])``: c_k(x) at the sorted ``nodes`` of the simple undirected graph of
+    one relation's rows (``h, t``) whose ``mask`` has bit k (:func:`clustering_of_edges`); the nodes are
+    numbered and the edges made distinct once for every bit."""
+    nodes, index = np.unique(np.concatenate([h, t]), return_inverse=True)
+    n = len(nodes)
+    low, high = np.minimum(index[: len(h)], index[len(h) :]), np.maximum(index[: len(h)], index[len(h) :])
+    edge = low != high  # a self-loop is no edge of the simple graph
+    edges, edge_of_row = np.unique(low[edge] * n + high[edge], return_inverse=True)
+    per_bit = []
+    for k in range(width):
+        present = np.zeros(len(edges), dtype=bool)
+        present[edge_of_row[(mask[edge] >> k) & 1 == 1]] = True
+        per_bit.append(clustering_of_edges(edges[present], n, max_wedges))
+    return nodes, per_bit
+
+
 def _clustering_of_keys(i: np.ndarray, j: np.ndarray, m: int, max_wedges: int | None) -> np.ndarray:
     """c per vertex 0..m-1 of the simple graph with the distinct edges (i, j), i != j (a vertex without an
     edge has c = 0). Its edges are oriented low -> high by (degree, index), L. A triangle a < b < c (in

@@ -86,22 +86,12 @@ def _bit(k: int) -> F.Column:
 
 def _relation_clustering(width: int, max_wedges: int | None):
     """For ``applyInPandas`` grouped by r: ``id, c0 .. c{width-1}``, c_r(x) in the graph of each bit of
-    ``mask`` (:func:`similarity.clustering_of_edges` on G^r), for the nodes with some c > 0. The nodes are
-    numbered and the undirected edges made distinct once for all bits."""
+    ``mask`` (:func:`similarity.clustering_of_bits` on G^r), for the nodes with some c > 0."""
 
     def run(group: pd.DataFrame) -> pd.DataFrame:
         h, t, mask = (group[c].to_numpy(np.int64) for c in ("h", "t", "mask"))
-        nodes, index = np.unique(np.concatenate([h, t]), return_inverse=True)
-        n = len(nodes)
-        low, high = np.minimum(index[: len(h)], index[len(h) :]), np.maximum(index[: len(h)], index[len(h) :])
-        edge = low != high  # a self-loop is no edge of the simple graph
-        edges, edge_of_row = np.unique(low[edge] * n + high[edge], return_inverse=True)
-        out = {"id": nodes.astype(np.int32)}
-        for k in range(width):
-            present = np.zeros(len(edges), dtype=bool)
-            present[edge_of_row[(mask[edge] >> k) & 1 == 1]] = True
-            out[f"c{k}"] = okgqa_similarity.clustering_of_edges(edges[present], n, max_wedges)
-        frame = pd.DataFrame(out)
+        nodes, per_bit = okgqa_similarity.clustering_of_bits(h, t, mask, width, max_wedges)
+        frame = pd.DataFrame({"id": nodes.astype(np.int32), **{f"c{k}": c for k, c in enumerate(per_bit)}})
         return frame[frame[[f"c{k}" for k in range(width)]].to_numpy().any(axis=1)]
 
     return run
