@@ -430,7 +430,7 @@ def test_rr_draws_equal_a_python_replay_of_each_draw(spark, rows, seed, draws):
     ops = frame.withColumn("op_rank", F.xxhash64("h", "r", "t"))
     scorer = Scorer("type_compatibility", frame.select("h", "r", "t").distinct(), seed, draws=draws)
     relations = frame.select("scope_key", "r").distinct()
-    settled, pending = scorer._draw_zero_scores(ops, relations)
+    settled, pending = scorer.draw_zero_scores(ops, relations)
     uniforms = [
         uniform(u64(seed, F.lit("RR-draw"), F.lit(k), "scope_key", "h", "r", "t")).alias(f"u{k}") for k in range(draws)
     ]

@@ -81,7 +81,7 @@ class Scorer:
         than r of s(h, r', t), ties by seeded hash; null when the scope has no other relation."""
         keys = ["scope_key", "op_rank"]
         if self.kind == "type_compatibility" and self.draws > 0:  # no draws: the exhaustive argmin alone
-            settled, pending = self._draw_zero_scores(ops, relations)
+            settled, pending = self.draw_zero_scores(ops, relations)
         else:
             settled, pending = None, ops
         # the scope's relations travel to every task (a join on scope_key alone is one task for the kg scope)
@@ -95,7 +95,7 @@ class Scorer:
         exhaustive = pending.join(best, keys, "left")
         return exhaustive if settled is None else settled.unionByName(exhaustive)
 
-    def _draw_zero_scores(self, ops: DataFrame, relations: DataFrame) -> tuple[DataFrame, DataFrame]:
+    def draw_zero_scores(self, ops: DataFrame, relations: DataFrame) -> tuple[DataFrame, DataFrame]:
         """Operations settled by the first seeded uniform draw of a relation r' != r with score 0, and the
         rest: draw k picks position floor(uniform(u64(seed, "RR-draw", k, scope_key, h, r, t)) n_rel) of
         the scope's relations in ascending order. s(h, r', t) = 0 iff h is no subject or t no object of r',

@@ -18,7 +18,7 @@ from kgbrink.core.delta import (
     table_exists,
     table_path,
 )
-from kgbrink.core.files import hadoop_path, path_exists
+from kgbrink.core.files import path_exists, subdirectories
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.tracking import JobFailed
 from kgbrink.core.writer import RECORDED, consistent_version
@@ -31,13 +31,6 @@ PENDING = "_refresh_pending"
 
 class RefreshError(JobFailed):
     """The dataset cannot be refreshed (no complete ingest, an unknown variant)."""
-
-
-def _subdirectories(spark, path: str) -> list[str]:
-    if not path_exists(spark, path):
-        return []
-    hpath, fs = hadoop_path(spark, path)
-    return sorted(s.getPath().getName() for s in fs.listStatus(hpath) if s.isDirectory())
 
 
 def _decision(kind: str, name: str, action: str, reason: str, **extra) -> dict:
@@ -55,7 +48,7 @@ def stats_decisions(ctx: JobContext, dataset: str, current: int) -> list[dict]:
     triples_path = catalog.path("triples", dataset=dataset)
     now = refresh.split_fingerprints(read_table(spark, triples_path, current))
     out = []
-    for name in _subdirectories(spark, table_path(dataset, "stats")):
+    for name in subdirectories(spark, table_path(dataset, "stats")):
         splits = sorted(name.split("+"))
         where = catalog.stats_dir(dataset, splits)
 
@@ -122,7 +115,7 @@ def variant_decisions(ctx: JobContext, dataset: str, current: int, wanted: list[
     spark = ctx.spark
     found = [
         name
-        for name in _subdirectories(spark, table_path(dataset, "variants"))
+        for name in subdirectories(spark, table_path(dataset, "variants"))
         if table_exists(spark, catalog.path("variant.complete", dataset=dataset, variant=name))
     ]
     unknown = sorted(set(wanted or []) - set(found))
@@ -174,7 +167,7 @@ def score_decisions(ctx: JobContext, dataset: str) -> list[dict]:
     group is current: some run of it read the current versions of every table it read."""
     spark = ctx.spark
     groups: dict[str, list[tuple[str, dict]]] = {}
-    for work in _subdirectories(spark, table_path(dataset, "scores")):
+    for work in subdirectories(spark, table_path(dataset, "scores")):
         results = table_path(dataset, f"scores/{work}/results")
         record = score_runs.parse(description(spark, results))
         if record is not None:
