@@ -290,6 +290,7 @@ def test_question_graphs_and_sp_analysis_through_the_cli(spark, config, planted_
     both = json.loads((tmp_path / "fused.json").read_text())
     assert both["counts"]["pairs"] == 9 and both["counts"]["graphs"] == 9 and both["results"] == summary["results"]
     assert (tmp_path / "fused" / "report.md").read_text() == (report / "report.md").read_text()
+    spark.catalog.clearCache()  # what earlier tests in this process left cached
     assert main([*args[:-2], "--graph", "full_kg", "--json", str(tmp_path / "full.json")]) == 0
     assert spark._jsparkSession.sharedState().cacheManager().isEmpty()  # the KG persisted for it is released
     full = spark.read.format("delta").load(str(root / "sp_pairs"))
