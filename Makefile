@@ -108,12 +108,12 @@ test-airflow: test-k8s
 
 # ruff: lint and format check (CI runs it before the tests); `make format` rewrites.
 lint: venv
-	$(BIN)/ruff check lib tests benchmarks jobs infra
-	$(BIN)/ruff format --check lib tests benchmarks jobs infra
+	$(BIN)/ruff check lib tests benchmarks jobs infra .ci
+	$(BIN)/ruff format --check lib tests benchmarks jobs infra .ci
 
 format: venv
-	$(BIN)/ruff check --fix lib tests benchmarks jobs infra
-	$(BIN)/ruff format lib tests benchmarks jobs infra
+	$(BIN)/ruff check --fix lib tests benchmarks jobs infra .ci
+	$(BIN)/ruff format lib tests benchmarks jobs infra .ci
 
 # tests/cluster needs the stack (make test-cluster); tests/airflow and tests/k8s the Airflow venv (make test-airflow).
 # The suite in PYTEST_WORKERS processes (pytest-xdist, whole files per process; 1: one process).
@@ -121,9 +121,10 @@ PYTEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -q --durations=40 $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder) --ignore=tests/cluster --ignore=tests/airflow --ignore=tests/k8s tests
 
-# The inner loop: everything but the slow tests and those on ../shared/reference (CI runs all of them).
+# The inner loop (about 3 minutes): the tests without a Spark session and one Spark path per package
+# (tests/conftest.py, FAST_SPARK); CI runs all of them.
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow and not reference" --ignore=tests/cluster --ignore=tests/airflow --ignore=tests/k8s tests
+	$(BIN)/python -m pytest -q -m "fast and not reference" --durations=10 --ignore=tests/cluster --ignore=tests/airflow --ignore=tests/k8s tests
 
 bench: setup
 	$(BIN)/python benchmarks/bench_ingest_stats.py --sizes 2000000 20000000

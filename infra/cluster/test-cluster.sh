@@ -29,4 +29,5 @@ set +a
 export AWS_EC2_METADATA_DISABLED=true SPARK_LOCAL_IP=127.0.0.1
 mkdir -p "$STATE"
 echo "cluster-up ${up}" >"$STATE/test-cluster-times.txt"
-"$PY" -m pytest -q -p no:cacheprovider --durations=0 tests/cluster "$@"
+# A test's time limit covers its fixtures' set-up: the sample pipeline's (about 10 minutes) is the longest.
+"$PY" -m pytest -q -p no:cacheprovider --durations=0 --timeout=1500 tests/cluster "$@"
