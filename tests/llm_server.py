@@ -147,6 +147,7 @@ class _Counters:
         self.auth = {"ok": 0, "missing": 0, "wrong": 0}
         self.faults: dict[str, int] = {}
         self.http_requests = 0
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0}  # of the completions delivered whole
 
 
 class _Peer:
@@ -345,6 +346,7 @@ class LlmServer:
             "held": sum(not future.done() for future in self._parked),
             "auth": dict(counters.auth),
             "faults": dict(counters.faults),
+            "usage": dict(counters.usage),
         }
         if detail:
             snapshot["arrivals"] = list(counters.arrivals)
@@ -506,6 +508,10 @@ class LlmServer:
                 return False
             counters.completed += 1
             counts[1] += 1
+            sent = json.loads(answer)
+            usage = (sent.get("usage") if isinstance(sent, dict) else None) or {}
+            for key in counters.usage:
+                counters.usage[key] += int(usage.get(key) or 0) if isinstance(usage, dict) else 0
             return True
         finally:
             counters.concurrent -= 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,19 +194,76 @@ def test_unparseable_and_empty_answers_are_kept_and_quarantined(spark, config, m
         assert server.stats()["requests"] == requests  # an empty answer is an answer: not asked again
 
 
-def test_the_api_key_is_sent_and_appears_in_no_output(spark, config, mcq_dataset, tmp_path, monkeypatch):
+def _key_places(spark, config, dataset: str, tmp_path: Path) -> dict[str, Path]:
+    """Where a run could leave the key: the dataset, the test's folder (the run's summary and the spools kept
+    there), the logs, the MLflow store (database and artifacts) and Spark's temp folders (block manager,
+    the driver's files)."""
+    from pyspark import SparkFiles
+
+    jvm = spark.sparkContext._jvm
+    block_dirs = jvm.org.apache.spark.SparkEnv.get().blockManager().diskBlockManager().localDirs()
+    places = {"dataset": Path(dataset), "test folder": tmp_path, "logs": Path(config.log_dir)}
+    places["mlflow database"] = Path(config.tracking.uri.removeprefix("sqlite:///")).parent
+    places["mlflow artifacts"] = Path(config.tracking.artifact_location)
+    places |= {f"spark blocks {i}": Path(str(d.getAbsolutePath())) for i, d in enumerate(block_dirs)}
+    places["spark files"] = Path(SparkFiles.getRootDirectory()).parent
+    return places
+
+
+def _leaks(secret: str, places: dict[str, Path], output: str) -> list[str]:
+    """The places (and files) holding ``secret``: ``output`` (what the run printed) and every file under the
+    folders (links not followed; the MLflow database folder: its files beside ``mlflow.db`` only)."""
+    found = ["output"] if secret in output else []
+    needle = secret.encode()
+    for name, folder in places.items():
+        files = folder.glob("mlflow.db*") if name == "mlflow database" else folder.rglob("*")
+        for path in files:
+            if path.is_file() and not path.is_symlink() and needle in path.read_bytes():
+                found.append(f"{name}: {path.name}")
+    return found
+
+
+def test_the_api_key_is_sent_and_appears_in_no_output(spark, config, mcq_dataset, tmp_path, monkeypatch, capfd):
+    """The key reaches the server on every request and nothing else: not the output, the tables, the summary,
+    the spool lines (kept here instead of removed), the logs, MLflow or Spark's temp folders. Each place is
+    shown to be scanned by planting the key there once."""
+    from kgbrink.jobs import predict
+
     dataset, gold = mcq_dataset
     secret = "sk-test-" + hashlib.sha256(b"kgbrink").hexdigest()[:24]
     monkeypatch.setenv("KGBRINK_TEST_KEY", secret)
+    kept = tmp_path / "spools"
+    real_delete = predict.delete_path
+
+    def keep_then_delete(session, path):
+        if Path(path).is_dir() and "_spool" in str(path):
+            shutil.copytree(path, kept / Path(path).name)
+        return real_delete(session, path)
+
+    monkeypatch.setattr(predict, "delete_path", keep_then_delete)
+    capfd.readouterr()
     with LlmServer(_models(gold, "e"), api_key=secret) as server:
         key = ["--set", "predict.api_key_env=KGBRINK_TEST_KEY", "--no-score"]
         doc = _predict(config, server, dataset, tmp_path, *_fast(config), *key, model="oracle-e")
         auth = server.stats()["auth"]
         assert auth["ok"] == 24 and auth["missing"] == auth["wrong"] == 0 and doc["counts"]["asked"] == 24
     assert doc["params"]["api_key_env"] == "KGBRINK_TEST_KEY"
-    for path in [*Path(dataset).rglob("*"), *tmp_path.rglob("*"), *Path(config.log_dir).rglob("*")]:
-        if path.is_file():
-            assert secret.encode() not in path.read_bytes(), path
+    assert len(list(kept.rglob("*.jsonl"))) >= 1  # the spool lines of the run, kept to be scanned
+    captured = capfd.readouterr()
+    places = _key_places(spark, config, dataset, tmp_path)
+    assert _leaks(secret, places, captured.out + captured.err) == []
+    # the scan finds the key wherever it is planted
+    assert _leaks(secret, places, f"error: {secret}\n") == ["output"]
+    for name, folder in places.items():
+        plant = folder / ("mlflow.db-plant" if name == "mlflow database" else "plant/a.jsonl")
+        plant.parent.mkdir(parents=True, exist_ok=True)
+        plant.write_text(json.dumps({"call_id": "x", "key": secret}) + "\n")
+        try:
+            assert _leaks(secret, places, "") == [f"{name}: {plant.name}"]
+        finally:
+            plant.unlink()
+            if plant.parent.name == "plant":
+                plant.parent.rmdir()
     monkeypatch.delenv("KGBRINK_TEST_KEY")
     out = tmp_path / "nokey.json"
     args = ["predict", *conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", "x"]

@@ -218,14 +218,18 @@ def test_a_judge_at_its_own_endpoint_gets_its_own_key_and_its_tokens_are_counted
     assert judged["requests"] == counts["judge_asked"] == counts["judge_requests"] == counts["judge_prompts"]
     assert judged["auth"] == {"ok": judged["requests"], "missing": 0, "wrong": 0}
     assert doc["params"]["judge_base_url"] == judge.base_url and doc["params"]["base_url"] == answerer.base_url
-    # the server's usage is characters / 4: each round's tokens apart, each at its own price
-    assert counts["prompt_tokens"] > 0 and counts["judge_completion_tokens"] > 0
+    # each round's tokens are what its server sent (usage: characters / 4), each at its own price
+    assert answers["usage"]["prompt_tokens"] > 0 and judged["usage"]["completion_tokens"] > 0
+    for prefix, usage in (("", answers["usage"]), ("judge_", judged["usage"])):
+        assert counts[f"{prefix}prompt_tokens"] == usage["prompt_tokens"]
+        assert counts[f"{prefix}completion_tokens"] == usage["completion_tokens"]
     costs = {r["metric"]: r["value"] for r in doc["results"] if r["metric"].startswith("cost.")}
+    # this run asked every answer and every judgement: the answers' cost is this run's
     assert costs == {
-        "cost.answers": counts["answer_prompt_tokens"],
-        "cost.this_run": counts["prompt_tokens"],
-        "cost.judge_answers": counts["judge_answer_completion_tokens"],
-        "cost.judge_this_run": counts["judge_completion_tokens"],
+        "cost.answers": answers["usage"]["prompt_tokens"],
+        "cost.this_run": answers["usage"]["prompt_tokens"],
+        "cost.judge_answers": judged["usage"]["completion_tokens"],
+        "cost.judge_this_run": judged["usage"]["completion_tokens"],
     }
     assert secret not in json.dumps(doc)
     quarantine = read_table(spark, doc["outputs"]["predict_quarantine"]["path"]).collect()

@@ -654,15 +654,53 @@ def test_the_leftovers_of_a_crashed_fetch_are_removed_by_the_next(s3, dump, tmp_
 
 
 def test_a_running_fetchs_folder_is_not_a_leftover(s3, dump, tmp_path):
+    """A name the leftover pattern takes (8 characters after ``fetch-``): only the lock keeps it."""
     staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r1")
-    running = tmp_path / ".out.fetch-running"
+    running, crashed = tmp_path / ".out.fetch-running1", tmp_path / ".out.fetch-crashed1"
     running.mkdir()
+    crashed.mkdir()
     lock = staging._lock(running)
     try:
-        assert staging.fetch(s3, f"s3://{BUCKET}/rel", tmp_path / "out").cleaned == []
-        assert running.is_dir()
+        assert staging.fetch(s3, f"s3://{BUCKET}/rel", tmp_path / "out").cleaned == [crashed.name]
+        assert running.is_dir() and not crashed.exists()
     finally:
         os.close(lock)
+
+
+def test_a_file_added_to_out_during_the_download_stops_the_swap(s3, dump, tmp_path, monkeypatch):
+    """The check of ``--out`` is made again just before the swap: a file of the user's that appeared
+    there meanwhile is kept, and the staged version is not put in place."""
+    staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r1")
+    out = tmp_path / "out"
+    staging.fetch(s3, f"s3://{BUCKET}/rel", out)
+    (dump / "train.txt").write_bytes(b"abcd")
+    staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r2")
+    real_download = staging._download
+
+    def download_while_the_user_writes(*args):
+        (out / "notes.txt").write_bytes(b"mine")
+        real_download(*args)
+
+    monkeypatch.setattr(staging, "_download", download_while_the_user_writes)
+    with pytest.raises(StagingError, match="notes.txt"):
+        staging.fetch(s3, f"s3://{BUCKET}/rel", out)
+    assert (out / "notes.txt").read_bytes() == b"mine" and (out / "train.txt").read_bytes() == b"abc"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump", "out"]
+
+
+def test_out_turned_into_a_link_at_the_swap_is_put_back(tmp_path):
+    """``--out`` replaced by a link after the last check: the exchange is undone, the link and what it
+    points to are left as they were, and the staged folder stays where it was."""
+    new, target, out = tmp_path / "new", tmp_path / "elsewhere", tmp_path / "out"
+    new.mkdir()
+    (new / "a.txt").write_bytes(b"new")
+    target.mkdir()
+    (target / "b.txt").write_bytes(b"theirs")
+    out.symlink_to(target)
+    with pytest.raises(StagingError, match="changed during the fetch"):
+        staging._swap(new, out)
+    assert out.is_symlink() and os.readlink(out) == str(target) and (target / "b.txt").read_bytes() == b"theirs"
+    assert new.is_dir() and not new.is_symlink() and (new / "a.txt").read_bytes() == b"new"
 
 
 class Crash(BaseException):
