@@ -55,6 +55,26 @@ def run(command: list[str], run_dir: Path, name: str, timeout: float = 900) -> f
     return seconds
 
 
+# kgbrink commands in one process: the first builds the local-mode session, the others reuse it (kgbrink.cli.main
+# never stops it), as the make-test suite runs them.
+_IN_ONE_PROCESS = """
+import json, sys
+from kgbrink.cli import main
+for args in json.loads(sys.argv[1]):
+    print("$ kgbrink " + " ".join(args), flush=True)
+    print("$ kgbrink " + " ".join(args), file=sys.stderr, flush=True)
+    code = main(args)
+    if code:
+        sys.exit(code)
+"""
+
+
+def run_local(commands: list[list[str]], run_dir: Path, name: str, timeout: float = 1800) -> float:
+    """``kgbrink`` commands (argument lists without ``kgbrink``) in order, in one local-mode process: one
+    driver JVM started and warmed up for all of them (CI time), as :func:`run` runs one command."""
+    return run([str(ROOT / ".venv/bin/python"), "-c", _IN_ONE_PROCESS, json.dumps(commands)], run_dir, name, timeout)
+
+
 # A kill waits at most this long for its step to start a task on worker 2; past it the test fails.
 KILL_DEADLINE_S = 300
 

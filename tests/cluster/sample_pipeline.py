@@ -8,7 +8,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from tests.cluster.jobs import KGBRINK, run
+from tests.cluster.jobs import run_local
 
 DUMP = "s3a://kgbrink/dumps/sample"
 DATASET = "s3a://kgbrink/datasets/sample"
@@ -64,23 +64,21 @@ def benchmark_args(job: str, run_dir: Path, mode: str) -> list[str]:
 
 
 def local_runs(run_dir: Path, sample: Path, ranks: dict) -> dict:
-    """run, score and the benchmark jobs in local mode on local files: the expected outputs."""
+    """run, score and the benchmark jobs in local mode on local files, in one process: the expected outputs."""
     local = run_dir / "local"
     dataset = str(local / "datasets/sample")
-    out: dict = {"seconds": {}}
     run_args = ["--input", str(sample), "--dataset", dataset, "--out", str(run_dir / "export-local")]
-    summary = ["--json", str(run_dir / "run-local.json")]
-    out["seconds"]["run"] = run([KGBRINK, "run", *local_conf(local), *run_args, *summary], run_dir, "run-local")
+    commands = [["run", *local_conf(local), *run_args, "--json", str(run_dir / "run-local.json")]]
     score_args = ["--ranks", ranks["local"], "--dataset", dataset, "--json", str(run_dir / "score-local.json")]
-    out["seconds"]["score"] = run([KGBRINK, "score", *local_conf(local), *score_args], run_dir, "score-local")
-    for job in ("run", "score"):
-        out[job] = json.loads((run_dir / f"{job}-local.json").read_text())
+    commands.append(["score", *local_conf(local), *score_args])
     for job in sorted(BENCHMARK_JOBS):
         name = job.replace("_", "-")
         summary = run_dir / f"{name}-local.json"
-        command = [KGBRINK, name, *local_conf(local), *benchmark_args(job, run_dir, "local"), "--dataset", dataset]
-        run([*command, "--json", str(summary)], run_dir, f"{name}-local")
-        out[job] = json.loads(summary.read_text())
+        commands.append([name, *local_conf(local), *benchmark_args(job, run_dir, "local"), "--dataset", dataset])
+        commands[-1] += ["--json", str(summary)]
+    out: dict = {"seconds": {"all": run_local(commands, run_dir, "local-runs")}}
+    for job in ("run", "score", *sorted(BENCHMARK_JOBS)):
+        out[job] = json.loads((run_dir / f"{job.replace('_', '-')}-local.json").read_text())
     return out
 
 

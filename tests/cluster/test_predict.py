@@ -10,7 +10,7 @@ import json
 import pytest
 
 from kgbrink.core.delta import read_table
-from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, killed_in_steps, run
+from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, killed_in_steps, run, run_local
 from tests.llm_server import LlmServerProcess
 
 DUMP = "s3a://kgbrink/dumps/predict-kg"
@@ -26,22 +26,11 @@ def questions(stack, run_dir, reader) -> int:
     synth = ["synth", "--conf", "conf/local.yaml", "--set", "synth.triples=5000", "--set", "synth.seed=13"]
     run([KGBRINK, *synth, "--out", str(kg), "--no-tracking"], run_dir, "predict-synth")
     run([KGBRINK, "stage", "--conf", CLUSTER_CONF, "--input", str(kg), "--to", DUMP], run_dir, "predict-stage")
-    local = [KGBRINK, "--conf", CLUSTER_CONF, "--set", "spark.master=local[2]"]
-    ingest = ["--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET]
-    run([local[0], "ingest", *local[1:], *ingest], run_dir, "predict-ingest")
-    mcq = [
-        "--dataset",
-        DATASET,
-        "--n-triples",
-        "40",
-        "--seed",
-        "7",
-        "--difficulties",
-        "easy",
-        "--set",
-        "mcq.split=train",
-    ]
-    run([local[0], "mcq", *local[1:], *mcq, "--out", str(run_dir / "predict-mcq")], run_dir, "predict-mcq")
+    local = ["--conf", CLUSTER_CONF, "--set", "spark.master=local[2]"]
+    ingest = ["ingest", *local, "--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET]
+    mcq = ["mcq", *local, "--dataset", DATASET, "--n-triples", "40", "--seed", "7", "--difficulties", "easy"]
+    mcq += ["--set", "mcq.split=train", "--out", str(run_dir / "predict-mcq")]
+    run_local([ingest, mcq], run_dir, "predict-ingest-mcq")
     return read_table(reader, f"{DATASET}/mcq/probekgc/questions").count()
 
 

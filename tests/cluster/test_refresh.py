@@ -1,7 +1,9 @@
 """``kgbrink refresh`` on the cluster (issue 26): a changed dump (about 1% of the sample's triples removed,
-42 added) merged into the sample pipeline's dataset with exact change counts, stable ids and what depends on
-it kept current; the same dump again is a no-op. It changes that dataset: it runs after every test that
-reads it (tests/cluster/conftest.py, ORDER)."""
+42 added) merged into the sample pipeline's dataset with exact change counts and stable ids, its statistics
+recomputed and what else depends on it reported stale (``--no-rebuild``: the rebuild and the rescore are
+the build and score jobs, which tests/cluster/test_pipeline.py runs on the cluster, and tests/test_refresh.py
+decides them); the same dump again is a no-op. It changes that dataset: it runs after every test that reads
+it (tests/cluster/conftest.py, ORDER)."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def _refresh(run_dir: Path, name: str, local: bool = False) -> dict:
     by a local-mode Spark on the same s3a dataset; its summary."""
     summary = run_dir / f"{name}.json"
     args = ["--format", "wikidata5m", "--input", DUMP_V2 + "/", "--dataset", DATASET]
-    args += ["--out", str(run_dir / "refresh-export"), "--json", str(summary)]
+    args += ["--out", str(run_dir / "refresh-export"), "--no-rebuild", "--json", str(summary)]
     if local:
         run([KGBRINK, "refresh", "--conf", CLUSTER_CONF, "--set", "spark.master=local[2]", *args], run_dir, name)
     else:
@@ -119,18 +121,20 @@ def test_a_refresh_on_the_cluster_merges_the_changed_dump(stack, run_dir, dump_v
         for r in triples.select("h", "r", "t", "split").collect()
     }
     assert merged == {(x, s) for s in SPLITS for x in dump_v2["new"][s]}
-    # downstream: statistics recomputed, the variant rebuilt (exported files written), the score run again
+    # downstream: statistics recomputed; the variant and the score run reported stale, neither run again
     acted = {(d["kind"], d["name"]): d["action"] for d in done["downstream"]}
     assert {a for (kind, _), a in acted.items() if kind == "stats"} == {"recompute"}
-    assert acted[("variant", "brink")] == "rebuild"
-    assert [a for (kind, _), a in acted.items() if kind == "score"] == ["rescore"]
-    assert (run_dir / "refresh-export" / "brink" / "DATA_CARD.md").is_file()
+    assert acted[("variant", "brink")] == "stale"
+    assert [a for (kind, _), a in acted.items() if kind == "score"] == ["stale"]
+    assert done["counts"]["variants_rebuilt"] == 0 and not (run_dir / "refresh-export").exists()
 
 
 def test_the_same_dump_again_is_a_no_op_that_says_so(refreshed):
     first, again = refreshed["first"], refreshed["again"]
     assert again["status"] == "ok" and again["counts"]["changed"] is False
     assert again["counts"]["triples_added"] == again["counts"]["triples_removed"] == 0
-    assert {d["action"] for d in again["downstream"]} == {"skip"}
+    # the statistics are current; the variant and the score run still stale (nothing rebuilt them)
+    acted = {(d["kind"], d["name"]): d["action"] for d in again["downstream"]}
+    assert acted == {k: "skip" if k[0] == "stats" else "stale" for k in acted} and ("variant", "brink") in acted
     assert again["counts"]["versions"]["before"] == again["counts"]["versions"]["after"]
     assert again["counts"]["versions"]["after"] == first["counts"]["versions"]["after"]

@@ -1,7 +1,7 @@
 """``kgbrink release`` on the local stack (issue 47): a small generated KG staged and ingested on s3a,
 released by spark-submit into a release root on s3a, then fetched with ``kgbrink fetch`` (the release's
-manifest, every file checked); the same dataset released in local mode gives the same files byte for byte,
-and a second release (local mode, same root) is a no-op.
+manifest, every file checked); the same KG ingested and released in local mode on local files gives the same
+files byte for byte, and a second release (local mode, same root) is a no-op.
 
 Its own dataset: it runs in any order (``make test-cluster``)."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kgbrink.storage import staging
-from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, run, submit
+from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, run, run_local, submit
 
 DUMP = "s3a://kgbrink/dumps/release-kg"
 DATASET = "s3a://kgbrink/datasets/release-kg"
@@ -46,35 +46,37 @@ def _files(folder: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def released(stack, run_dir) -> dict:
+    """The KG staged and ingested on s3a, and ingested into a local folder as well (one local-mode process,
+    seconds apart: the release's date is its triples' commit day); released by spark-submit on the cluster;
+    then in one local-mode process: the release again (a no-op decided from the release root and the dataset
+    on s3a), its fetch, and the local dataset released into a local root (local files: no s3a writes)."""
     kg = run_dir / "suite-kg"
     synth = ["synth", "--conf", "conf/local.yaml", "--set", "synth.triples=5000", "--set", "synth.seed=11"]
     run([KGBRINK, *synth, "--out", str(kg), "--no-tracking"], run_dir, "suite-synth")
     run([KGBRINK, "stage", "--conf", CLUSTER_CONF, "--input", str(kg), "--to", DUMP], run_dir, "suite-stage")
-    ingest = ["--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET]
-    local = [KGBRINK, "ingest", "--conf", CLUSTER_CONF, "--set", "spark.master=local[2]"]
-    run([*local, *ingest], run_dir, "suite-ingest")  # what the test is about is the release on the cluster
+    local_mode = ["--conf", CLUSTER_CONF, "--set", "spark.master=local[2]"]
+    local_dataset = str(run_dir / "suite-local-datasets" / DATASET.rsplit("/", 1)[1])  # the same dataset name
+    ingests = [
+        ["ingest", *local_mode, "--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET],
+        ["ingest", *local_mode, "--format", "wikidata5m", "--input", str(kg), "--dataset", local_dataset],
+    ]
+    run_local(ingests, run_dir, "suite-ingests")  # what the test is about is the release on the cluster
     out: dict = {"seconds": {}}
-    for name in ("cluster", "again"):
-        summary = run_dir / f"suite-{name}.json"
-        args = ["--dataset", DATASET, "--out", ROOT_URI, *SETTINGS, "--json", str(summary)]
-        if name == "cluster":
-            out["seconds"][name] = submit(run_dir, "release", args, f"suite-{name}")
-        else:  # the no-op is decided from the release root and the dataset on s3a: local mode (CI time)
-            local = [KGBRINK, "release", "--conf", CLUSTER_CONF, "--set", "spark.master=local[2]", *args]
-            out["seconds"][name] = run(local, run_dir, f"suite-{name}")
-        out[name] = json.loads(summary.read_text())
-    fetched = run_dir / "suite-fetched"
-    summary = run_dir / "suite-fetch.json"
-    fetch = ["fetch", "--conf", CLUSTER_CONF, "--from", ROOT_URI, "--out", str(fetched), "--json", str(summary)]
-    run([KGBRINK, *fetch], run_dir, "suite-fetch")
-    out["fetch"] = json.loads(summary.read_text())
-    # the same dataset, released by a local-mode Spark into a local root
-    local_root = run_dir / "suite-local"
-    summary = run_dir / "suite-local.json"
-    local = ["release", "--conf", CLUSTER_CONF, "--set", "spark.master=local[2]", *SETTINGS]
-    local += ["--dataset", DATASET, "--out", str(local_root), "--json", str(summary)]
-    out["seconds"]["local"] = run([KGBRINK, *local], run_dir, "suite-local")
-    out["local"] = json.loads(summary.read_text())
+    summaries = {name: run_dir / f"suite-{name}.json" for name in ("cluster", "again", "fetch", "local")}
+    args = ["--dataset", DATASET, "--out", ROOT_URI, *SETTINGS]
+    out["seconds"]["cluster"] = submit(
+        run_dir, "release", [*args, "--json", str(summaries["cluster"])], "suite-cluster"
+    )
+    fetched, local_root = run_dir / "suite-fetched", run_dir / "suite-local"
+    fetch = ["fetch", "--conf", CLUSTER_CONF, "--from", ROOT_URI, "--out", str(fetched)]
+    local = ["release", *local_mode, *SETTINGS, "--dataset", local_dataset, "--out", str(local_root)]
+    after = [
+        ["release", *local_mode, *args, "--json", str(summaries["again"])],
+        [*fetch, "--json", str(summaries["fetch"])],
+        [*local, "--json", str(summaries["local"])],
+    ]
+    out["seconds"]["local"] = run_local(after, run_dir, "suite-local")
+    out |= {name: json.loads(path.read_text()) for name, path in summaries.items()}
     out["fetched"], out["local_folder"] = fetched, local_root / out["local"]["version"]
     return out
 
