@@ -237,34 +237,57 @@ SLOW = {
 REFERENCE_FIXTURES = {"reference", "probe_datasets", "family", "family_build", "family_kg"}
 
 
-# The files with the most test time (pytest --durations, 2026-12-04), longest first. `make test` runs
+# The files with the most test time (junit XML of `make test`, 2026-12-06), longest first. `make test` runs
 # `--dist loadfile --no-loadscope-reorder`: its two workers take files in this order, so they start on the
 # long files and end on short ones instead of one worker finishing a long file alone.
 LONGEST_FIRST = (
     "test_release.py",
-    "test_okgqa_perturb.py",
     "test_refresh.py",
-    "test_predict_okgqa.py",
-    "test_cli.py",
-    "test_predict.py",
+    "test_okgqa_perturb.py",
     "test_scoring.py",
-    "test_okgqa_sweep.py",
-    "test_predict_synthkgqa.py",
-    "test_variant.py",
     "test_mining.py",
+    "test_predict_okgqa.py",
+    "test_predict.py",
+    "test_variant.py",
     "test_mcq_build.py",
     "test_ingest.py",
+    "test_okgqa_sweep.py",
+    "test_cli.py",
+    "test_synthkgqa_seeds.py",
+    "test_synthkgqa_questions.py",
+    "test_synthkgqa_generator.py",
     "test_synthkgqa_paths.py",
-    "test_actions.py",
     "test_mcq_scoring.py",
+    "test_predict_synthkgqa.py",
 )
+
+# `make test-fast` (-m fast, about 3 minutes): every test that uses no Spark session fixture and is not slow,
+# and one Spark path per package (the quickest that runs one of its jobs or transformations end to end).
+FAST_SPARK = {
+    "test_positions_follow_the_order_from_start",  # core.frames
+    "test_wikidata5m_lines_classify_by_first_failing_check",  # kg (ingest parsing)
+    "test_entity_popularity_reuses_the_counts_partitioning",  # probe (statistics)
+    "test_release_eps_falls_back_to_one_when_every_delta_is_zero",  # probe (scoring)
+    "test_reference_mode_drops_every_head_found_in_any_sampled_body",  # brink (removal)
+    "test_xxhash_equals_spark",  # graph
+    "test_appendix_a4_nkd_values",  # mcq
+    "test_first_step_matches_the_softmax_of_appendix_a5",  # synthkgqa
+    "test_each_wrong_type_has_its_own_reason",  # okgqa
+    "test_rs_swap_that_would_merge_two_triples_is_not_made",  # okgqa (perturbation)
+    "test_messages_and_keys_built_by_spark_equal_pythons",  # evaluation, llm
+    "test_an_id_without_a_key_fails_naming_the_column",  # release
+}
+SPARK_FIXTURES = {"spark", "config"}
 
 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's tests stay together
     for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
         if item.originalname in SLOW:
             item.add_marker(pytest.mark.slow)
-        if REFERENCE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if REFERENCE_FIXTURES & fixtures:
             item.add_marker(pytest.mark.reference)
+        if item.originalname in FAST_SPARK or not (SPARK_FIXTURES & fixtures or item.originalname in SLOW):
+            item.add_marker(pytest.mark.fast)

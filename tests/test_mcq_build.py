@@ -15,7 +15,7 @@ from kgbrink.cli import main
 from kgbrink.core.settings import ConfigError, load_config
 from kgbrink.mcq import options as mcq_options
 from kgbrink.mcq import render
-from tests.conftest import PROJECT_ROOT, conf_args
+from tests.conftest import PROJECT_ROOT, conf_args, own_copy
 
 SEED = 42
 # the hand-written KG: relations likes = 0, rare = 1, P31 = 2; entities 0..11
@@ -300,11 +300,9 @@ def test_mcq_settings_are_checked():
 
 
 @pytest.fixture(scope="module")
-def wn18rr(spark, config, reference, tmp_path_factory) -> Path:
-    dataset = tmp_path_factory.mktemp("mcq") / "wn18rr"
-    args = ["ingest", *conf_args(config), "--format", "probe", "--input", str(reference / "probe" / "wn18rr")]
-    assert main([*args, "--dataset", str(dataset), "--no-tracking"]) == 0
-    return dataset
+def wn18rr(probe_datasets, tmp_path_factory) -> Path:
+    """The session's WN18RR (tests/conftest.py, ``probe_datasets``), copied: the mcq job writes into it."""
+    return own_copy(Path(probe_datasets["wn18rr"]), tmp_path_factory, "mcq")[0]
 
 
 def test_probekgc_wn_statistics_through_the_cli(spark, config, wn18rr, tmp_path):
