@@ -601,6 +601,42 @@ def test_each_table_config_is_its_delta_table_by_key(spark, released):
         assert digests == {s: _content_digest(rows) for s, rows in expected.items()}, part.config
 
 
+def _plain(value):
+    """A record as its JSON text would give it: nulls dropped (a union schema adds them), numbers as floats
+    (Spark's JSON reader widens a field of ints and floats to double)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def test_each_file_config_holds_the_records_of_its_json_lines_files(released):
+    """Each configuration made of a builder's JSON Lines files (brink provenance and questions in three
+    schemes, synthkgqa seed graphs, probekgc questions by key and by label): split by split, its Parquet
+    files hold exactly the records of its ``<split>.jsonl`` file, read here line by line."""
+    import pyarrow.parquet as parquet
+
+    _, _, root, _, _ = released
+    folder = Path(root) / "v1"
+    declared = {part.config for benchmark in benchmarks.DECLARED for part in benchmark.files}
+    configs = {c["name"]: c for c in _manifest(folder)["configs"] if c["name"] in declared}
+    assert sorted(configs) == sorted(declared)
+    for name, config in configs.items():
+        assert config["jsonl"].keys() == config["files"].keys() != set(), name
+        for split, files in config["files"].items():
+            rows = [row for f in files for row in parquet.read_table(folder / f).to_pylist()]
+            lines = [json.loads(x) for f in config["jsonl"][split] for x in (folder / f).read_text().splitlines()]
+            assert len(rows) == len(lines) == config["rows"][split] > 0, (name, split)
+
+            def canonical(records):
+                return sorted(json.dumps(_plain(r), sort_keys=True) for r in records)
+
+            assert canonical(rows) == canonical(lines), (name, split)
+
+
 def _tables_versions(spark, dataset: str, config) -> dict:
     """The latest Delta version of the dataset's rules, its variant's tables and its statistics."""
     from kgbrink.core import catalog
