@@ -16,7 +16,16 @@ from pathlib import Path
 import pytest
 
 from kgbrink.storage import staging
-from tests.cluster.jobs import CLUSTER_CONF, CREDENTIALS, KGBRINK, ROOT, killed_in_steps, run, stack_module
+from tests.cluster.jobs import (
+    CLUSTER_CONF,
+    CREDENTIALS,
+    KGBRINK,
+    ROOT,
+    job_settings,
+    killed_in_steps,
+    run,
+    stack_module,
+)
 from tests.cluster.sample_pipeline import DATASET, DUMP, RANKS, RUN_KILLS, SCORE_KILLS, local_runs, ranks_file
 
 # The files in the order they run: the refresh changes the sample pipeline's dataset, so it runs after every
@@ -25,7 +34,6 @@ ORDER = (
     "test_stack.py",
     "test_staging.py",
     "test_pipeline.py",
-    "test_kills.py",
     "test_tracking.py",
     "test_predict.py",
     "test_release.py",
@@ -74,7 +82,8 @@ def reader():
     from kgbrink.core.settings import load_config
 
     config = load_config(
-        ROOT / "conf/cluster-local.yaml", ["spark.master=local[2]", "spark.conf.spark.driver.memory=2g"]
+        ROOT / "conf/cluster-local.yaml",
+        ["spark.master=local[2]", "spark.conf.spark.driver.memory=2g", *job_settings()[1::2]],
     )
     spark = spark_session(config)
     yield spark
@@ -116,8 +125,8 @@ def pipelines(stack, run_dir, sample, staged, ranks) -> dict:
     SCORE_KILLS; then the same and the benchmark jobs in local mode (``local_runs``)."""
     cluster = {}
     run_args = ["--input", DUMP + "/", "--dataset", DATASET, "--out", str(run_dir / "export-cluster")]
-    cluster["run"] = killed_in_steps(stack, run_dir, "run_pipeline", run_args, "run-cluster", RUN_KILLS)
+    cluster["run"] = killed_in_steps(stack, run_dir, "run_pipeline", run_args, "run-cluster", RUN_KILLS, codegen=True)
     score_args = ["--ranks", ranks["cluster"], "--dataset", DATASET]
-    cluster["score"] = killed_in_steps(stack, run_dir, "score", score_args, "score-cluster", SCORE_KILLS)
+    cluster["score"] = killed_in_steps(stack, run_dir, "score", score_args, "score-cluster", SCORE_KILLS, codegen=True)
     # after the cluster's runs, not beside them: on 2 cores the two contend (1,020 s side by side)
     return {"cluster": cluster, "local": local_runs(run_dir, sample, ranks)}

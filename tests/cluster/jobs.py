@@ -27,6 +27,25 @@ _spec.loader.exec_module(stack_module)
 CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 CLUSTER_CONF = "conf/cluster-local.yaml"
 KGBRINK = str(ROOT / ".venv/bin/kgbrink")
+# The test JVMs, drivers and executors, live for one job: the parallel collector, and C2 only for code 10x
+# hotter than its defaults (conf/test.yaml's flags; BENCHMARKS.md, "The test suite and CI").
+JAVA_OPTIONS = (
+    "-XX:+UseParallelGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000"
+    " -XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=400000"
+)
+
+
+def job_settings(codegen: bool = False) -> list[str]:
+    """The ``--set`` arguments of a test job: :data:`JAVA_OPTIONS` for its executors and a local-mode
+    driver; without ``codegen``, interpreted expressions, as conf/test.yaml (the pipeline's runs keep code
+    generation: make test-cluster exercises it on the cluster and in local mode)."""
+    settings = [f"spark.conf.spark.{side}.extraJavaOptions={JAVA_OPTIONS}" for side in ("driver", "executor")]
+    if not codegen:
+        settings += [
+            "spark.conf.spark.sql.codegen.wholeStage=false",
+            "spark.conf.spark.sql.codegen.factoryMode=NO_CODEGEN",
+        ]
+    return [word for item in settings for word in ("--set", item)]
 
 
 def env() -> dict[str, str]:
@@ -69,9 +88,13 @@ for args in json.loads(sys.argv[1]):
 """
 
 
-def run_local(commands: list[list[str]], run_dir: Path, name: str, timeout: float = 1800) -> float:
-    """``kgbrink`` commands (argument lists without ``kgbrink``) in order, in one local-mode process: one
-    driver JVM started and warmed up for all of them (CI time), as :func:`run` runs one command."""
+def run_local(
+    commands: list[list[str]], run_dir: Path, name: str, timeout: float = 1800, codegen: bool = False
+) -> float:
+    """``kgbrink`` commands (argument lists without ``kgbrink``) in order, in one local-mode process with
+    :func:`job_settings`: one driver JVM started and warmed up for all of them (CI time), as :func:`run`
+    runs one command."""
+    commands = [[*command, *job_settings(codegen)] for command in commands]
     return run([str(ROOT / ".venv/bin/python"), "-c", _IN_ONE_PROCESS, json.dumps(commands)], run_dir, name, timeout)
 
 
@@ -79,9 +102,9 @@ def run_local(commands: list[list[str]], run_dir: Path, name: str, timeout: floa
 KILL_DEADLINE_S = 300
 
 
-def submit(run_dir: Path, job: str, args: list[str], name: str, wait: bool = True):
+def submit(run_dir: Path, job: str, args: list[str], name: str, wait: bool = True, codegen: bool = False):
     """``jobs/<job>.py`` by spark-submit on the stack's master (client mode, the project's jars, kgbrink as a
-    zip), as :func:`run` runs a command; ``wait=False``: the process, running."""
+    zip, :func:`job_settings`), as :func:`run` runs a command; ``wait=False``: the process, running."""
     jars = ",".join(
         str(p) for d in ("core", "graphframes", "s3") for p in sorted((ROOT / ".cache/jars" / d).glob("*.jar"))
     )
@@ -90,9 +113,10 @@ def submit(run_dir: Path, job: str, args: list[str], name: str, wait: bool = Tru
         shutil.make_archive(str(archive.with_suffix("")), "zip", ROOT / "lib", "kgbrink")
     spark_submit = [
         str(ROOT / ".venv/bin/spark-submit"), "--master", "spark://127.0.0.1:7077", "--deploy-mode", "client",
-        "--driver-memory", "2g", "--jars", jars, "--py-files", str(archive), f"jobs/{job}.py",
+        "--driver-memory", "2g", "--driver-java-options", JAVA_OPTIONS, "--jars", jars, "--py-files", str(archive),
+        f"jobs/{job}.py",
     ]  # fmt: skip
-    command = [*spark_submit, "--conf", CLUSTER_CONF, *args]
+    command = [*spark_submit, "--conf", CLUSTER_CONF, *job_settings(codegen), *args]
     if wait:
         return run(command, run_dir, name)
     out, err = open(run_dir / f"{name}.out", "w"), open(run_dir / f"{name}.err", "w")  # noqa: SIM115
@@ -183,19 +207,21 @@ def lost_executors(err: str) -> set[str]:
     return set(re.findall(r"Lost executor (\d+)", err)) | set(re.findall(r"Executor app-[\w-]+/(\d+) removed", err))
 
 
-def killed_in_steps(stack, run_dir: Path, job: str, args: list[str], name: str, kills, ready_when=None) -> dict:
+def killed_in_steps(
+    stack, run_dir: Path, job: str, args: list[str], name: str, kills, ready_when=None, codegen: bool = False
+) -> dict:
     """``job`` on the cluster; worker 2 and its executors SIGKILLed inside each step of ``kills`` (``(step,
     after_checkpoint)`` in the order the job begins them), then started again: once the job printed the
     step's progress line, (``after_checkpoint``) wrote a checkpoint in it, then started a task on worker 2
-    and (``ready_when``, a callable) that returned true. Asserts each kill landed inside its step (its line the last step line and, for a top-level
-    step, its end not yet printed when the worker died), that each reached the job (an executor lost per
+    and (``ready_when``, a callable) that returned true (``codegen``: :func:`job_settings`'s). Asserts each
+    kill landed inside its step (its line the last step line and, for a top-level step, its end not yet printed when the worker died), that each reached the job (an executor lost per
     kill in Spark's log on standard error), and that the job exited 0; its summary."""
     work = stack.state / "work" / "worker-2"
     client = staging.s3_client(stack.s3_endpoint, "us-east-1", path_style=True)
     before = set(work.iterdir())
     summary, out_file, err_file = (run_dir / f"{name}{suffix}" for suffix in (".json", ".out", ".err"))
     started_at = time.monotonic()
-    process = submit(run_dir, job, [*args, "--json", str(summary)], name, wait=False)
+    process = submit(run_dir, job, [*args, "--json", str(summary)], name, wait=False, codegen=codegen)
     at_kill, killed_at, down = [], None, False
     try:
         for step, after_checkpoint in kills:

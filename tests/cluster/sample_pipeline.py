@@ -1,6 +1,6 @@
 """The make-run sample's pipeline on the stack (issue 26), which several cluster tests read: where its
-dump, dataset and rank file are, the steps a worker is killed in, the benchmark jobs run on its dataset, and
-the same runs in local mode, the expected outputs."""
+dump, dataset and rank file are, the steps a worker is killed in, and the same runs in local mode, the
+expected outputs."""
 
 from __future__ import annotations
 
@@ -43,42 +43,18 @@ STATS_STEP = "entity_relation_counts_and_entity_popularity"
 RUN_KILLS = (("dictionaries", False), (STATS_STEP, False), ("remove", True))
 SCORE_KILLS = (("batches", False),)
 
-# The benchmark jobs on the sample, on small settings (the valid and test splits for seed-graphs and the
-# sweep), so each takes about a minute on the cluster; the step each is killed in (after a checkpoint).
-BENCHMARK_JOBS = {
-    "mcq": (["--n-triples", "300", "--seed", "7", "--difficulties", "easy,medium"], "options"),
-    "seed_graphs": (["--n-samples", "30", "--seed", "7", "--splits", "valid,test"], "sample"),
-    "okgqa_sweep": (
-        ["--scope", "kg", "--methods", "RS,ED", "--levels", "0.5", "--seeds", "1", "--splits", "valid,test"],
-        "perturb",
-    ),
-}
-
-
-def benchmark_args(job: str, run_dir: Path, mode: str) -> list[str]:
-    """``job``'s arguments in ``mode`` (cluster or local) but the dataset: its settings and its output."""
-    args, _ = BENCHMARK_JOBS[job]
-    out = run_dir / f"{job.replace('_', '-')}-{mode}"
-    flag = {"mcq": ["--out", str(out)], "seed_graphs": ["--out", str(out / "prompts.jsonl")]}
-    return [*args, *flag.get(job, ["--report-dir", str(out)])]
-
 
 def local_runs(run_dir: Path, sample: Path, ranks: dict) -> dict:
-    """run, score and the benchmark jobs in local mode on local files, in one process: the expected outputs."""
+    """run and score in local mode on local files, in one process: the expected outputs."""
     local = run_dir / "local"
     dataset = str(local / "datasets/sample")
     run_args = ["--input", str(sample), "--dataset", dataset, "--out", str(run_dir / "export-local")]
     commands = [["run", *local_conf(local), *run_args, "--json", str(run_dir / "run-local.json")]]
     score_args = ["--ranks", ranks["local"], "--dataset", dataset, "--json", str(run_dir / "score-local.json")]
     commands.append(["score", *local_conf(local), *score_args])
-    for job in sorted(BENCHMARK_JOBS):
-        name = job.replace("_", "-")
-        summary = run_dir / f"{name}-local.json"
-        commands.append([name, *local_conf(local), *benchmark_args(job, run_dir, "local"), "--dataset", dataset])
-        commands[-1] += ["--json", str(summary)]
-    out: dict = {"seconds": {"all": run_local(commands, run_dir, "local-runs")}}
-    for job in ("run", "score", *sorted(BENCHMARK_JOBS)):
-        out[job] = json.loads((run_dir / f"{job.replace('_', '-')}-local.json").read_text())
+    out: dict = {"seconds": {"all": run_local(commands, run_dir, "local-runs", codegen=True)}}
+    for job in ("run", "score"):
+        out[job] = json.loads((run_dir / f"{job}-local.json").read_text())
     return out
 
 

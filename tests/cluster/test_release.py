@@ -1,7 +1,8 @@
 """``kgbrink release`` on the local stack (issue 47): a small generated KG staged and ingested on s3a,
-released by spark-submit into a release root on s3a, then fetched with ``kgbrink fetch`` (the release's
-manifest, every file checked); the same KG ingested and released in local mode on local files gives the same
-files byte for byte, and a second release (local mode, same root) is a no-op.
+released by spark-submit into a release root on s3a, worker 2 killed inside three of its builders, then
+fetched with ``kgbrink fetch`` (the release's manifest, every file checked); the same KG ingested and
+released in local mode on local files gives the same files byte for byte, and a second release (local mode,
+same root) is a no-op.
 
 Its own dataset: it runs in any order (``make test-cluster``)."""
 
@@ -14,18 +15,17 @@ from pathlib import Path
 import pytest
 
 from kgbrink.storage import staging
-from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, run, run_local, submit
+from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, killed_in_steps, run, run_local
 
 DUMP = "s3a://kgbrink/dumps/release-kg"
 DATASET = "s3a://kgbrink/datasets/release-kg"
 ROOT_URI = "s3a://kgbrink/releases/release-kg"
 # The release's builders at test size (tests/test_release.py's settings) on a 5,000-triple KG, OKGQA-P with
-# all four methods. Rules of 2 atoms and seed graphs of 4 nodes (CI time): 3-atom mining and 10-node seed
-# graphs run on the cluster in test_pipeline.py's build and test_kills.py's seed-graphs.
+# all four methods, seed graphs of 10 nodes. Rules of 2 atoms (CI time): 3-atom mining runs on the cluster
+# in test_pipeline.py's build.
 SMALL = [
     "mcq.n_triples=30",
     "seed_graphs.n_samples=8",
-    "seed_graphs.n_nodes=4",
     "gt_questions.per_type=1",
     "question_graphs.top_nodes=200",
     "question_graphs.max_triples=1000",
@@ -34,6 +34,11 @@ SMALL = [
     "mining.max_atoms=2",
 ]
 SETTINGS = [word for item in SMALL for word in ("--set", item)]
+# Worker 2 and its executors are SIGKILLed inside these steps of the cluster's release, each once a
+# checkpoint of the step was written (``killed_in_steps``): the seed graphs' sample (synthkgqa), the
+# options (probekgc) and the perturbations (okgqa), the checkpointing steps of the seed-graphs, mcq and
+# okgqa-sweep jobs, whose builders the release runs.
+RELEASE_KILLS = (("sample", True), ("options", True), ("perturb", True))
 
 
 def _files(folder: Path) -> dict[str, str]:
@@ -47,8 +52,8 @@ def _files(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def released(stack, run_dir) -> dict:
     """The KG staged and ingested on s3a, and ingested into a local folder as well (one local-mode process,
-    seconds apart: the release's date is its triples' commit day); released by spark-submit on the cluster;
-    then in one local-mode process: the release again (a no-op decided from the release root and the dataset
+    seconds apart: the release's date is its triples' commit day); released by spark-submit on the cluster,
+    worker 2 killed inside the steps of RELEASE_KILLS; then in one local-mode process: the release again (a no-op decided from the release root and the dataset
     on s3a), its fetch, and the local dataset released into a local root (local files: no s3a writes)."""
     kg = run_dir / "suite-kg"
     synth = ["synth", "--conf", "conf/local.yaml", "--set", "synth.triples=5000", "--set", "synth.seed=11"]
@@ -61,12 +66,10 @@ def released(stack, run_dir) -> dict:
         ["ingest", *local_mode, "--format", "wikidata5m", "--input", str(kg), "--dataset", local_dataset],
     ]
     run_local(ingests, run_dir, "suite-ingests")  # what the test is about is the release on the cluster
-    out: dict = {"seconds": {}}
+    out: dict = {}
     summaries = {name: run_dir / f"suite-{name}.json" for name in ("cluster", "again", "fetch", "local")}
     args = ["--dataset", DATASET, "--out", ROOT_URI, *SETTINGS]
-    out["seconds"]["cluster"] = submit(
-        run_dir, "release", [*args, "--json", str(summaries["cluster"])], "suite-cluster"
-    )
+    killed_in_steps(stack, run_dir, "release", args, "suite-cluster", RELEASE_KILLS)  # its summary: suite-cluster.json
     fetched, local_root = run_dir / "suite-fetched", run_dir / "suite-local"
     fetch = ["fetch", "--conf", CLUSTER_CONF, "--from", ROOT_URI, "--out", str(fetched)]
     local = ["release", *local_mode, *SETTINGS, "--dataset", local_dataset, "--out", str(local_root)]
@@ -75,20 +78,25 @@ def released(stack, run_dir) -> dict:
         [*fetch, "--json", str(summaries["fetch"])],
         [*local, "--json", str(summaries["local"])],
     ]
-    out["seconds"]["local"] = run_local(after, run_dir, "suite-local")
+    run_local(after, run_dir, "suite-local")
     out |= {name: json.loads(path.read_text()) for name, path in summaries.items()}
     out["fetched"], out["local_folder"] = fetched, local_root / out["local"]["version"]
     return out
 
 
-def test_a_release_on_the_cluster_equals_the_local_mode_release(stack, released):
+def test_a_release_on_the_cluster_with_a_worker_killed_in_three_builders_equals_the_local_mode_release(stack, released):
+    """Also the seed graphs, ProbeKGC questions and OKGQA-P perturbations built on a cluster that lost an
+    executor inside their checkpointing steps: the same counts and files, byte for byte, as local mode's."""
     cluster, local = released["cluster"], released["local"]
     assert cluster["status"] == "ok" and cluster["version"] == "v1"
     assert cluster["rebuilt"] == local["rebuilt"] == ["kg", "brink", "probe", "synthkgqa", "probekgc", "okgqa"]
+    assert cluster["counts"] == local["counts"]
+    built = ("synthkgqa/seed_graphs/train.jsonl", "probekgc/questions/easy.jsonl", "okgqa/perturbations/")
     fetched, expected = _files(released["fetched"]), _files(released["local_folder"])
     manifest = expected.pop(staging.MANIFEST)  # fetch keeps the files a manifest lists, not the manifest
     assert len(fetched) > 30 and fetched.keys() == expected.keys()
     assert [n for n in fetched if fetched[n] != expected[n]] == []
+    assert all(any(name.startswith(prefix) for name in fetched) for prefix in built)
     # the fetch read the release's manifest (LATEST -> v1), the local release's byte for byte
     assert released["fetch"]["params"]["source"] == f"{ROOT_URI}/v1"
     client = staging.s3_client(stack.s3_endpoint, "us-east-1", path_style=True)
