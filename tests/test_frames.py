@@ -100,7 +100,8 @@ def _final_exchanges(frame) -> int:
 def test_hash_partitioned_rows_are_not_shuffled_again_by_a_join_on_their_columns(spark):
     rows = spark.createDataFrame([(1, 2, 3), (1, 2, 3), (4, 5, 6), (7, 8, 9)], "h int, r int, t int")
     other = spark.createDataFrame([(1, 2, 3, "a"), (2, 2, 2, "b"), (7, 8, 9, "c")], "h int, r int, t int, x string")
-    with session_setting(spark, "spark.sql.autoBroadcastJoinThreshold", "-1"):
+    adaptive = session_setting(spark, "spark.sql.adaptive.enabled", "true")  # as outside tests (conf/test.yaml)
+    with adaptive, session_setting(spark, "spark.sql.autoBroadcastJoinThreshold", "-1"):
         known = hash_partitioned(rows)
         assertDataFrameEqual(known, [(1, 2, 3), (4, 5, 6), (7, 8, 9)])
         kept = other.join(known, ["h", "r", "t"], "left_anti")
@@ -109,7 +110,7 @@ def test_hash_partitioned_rows_are_not_shuffled_again_by_a_join_on_their_columns
         plain = other.join(rows.distinct().localCheckpoint(), ["h", "r", "t"], "left_anti")
         assertDataFrameEqual(plain, [(2, 2, 2, "b")])
         assert _final_exchanges(plain) == 2  # what the checkpoint alone gives: both sides
-    assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "true"  # restored after the checkpoint
 
 
 def test_hash_partitioned_on_some_columns_keeps_every_row_and_serves_joins_on_them(spark):
