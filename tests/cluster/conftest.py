@@ -21,7 +21,7 @@ from tests.cluster.jobs import (
     CREDENTIALS,
     KGBRINK,
     ROOT,
-    job_settings,
+    job_overrides,
     killed_in_steps,
     run,
     stack_module,
@@ -83,7 +83,7 @@ def reader():
 
     config = load_config(
         ROOT / "conf/cluster-local.yaml",
-        ["spark.master=local[2]", "spark.conf.spark.driver.memory=2g", *job_settings()[1::2]],
+        ["spark.master=local[2]", "spark.conf.spark.driver.memory=2g", *job_overrides()],
     )
     spark = spark_session(config)
     yield spark

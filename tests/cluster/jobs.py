@@ -27,6 +27,8 @@ _spec.loader.exec_module(stack_module)
 CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 CLUSTER_CONF = "conf/cluster-local.yaml"
 KGBRINK = str(ROOT / ".venv/bin/kgbrink")
+# A kgbrink command's options for a local-mode Spark with the stack's settings (s3a, the MLflow server).
+LOCAL_MODE = ["--conf", CLUSTER_CONF, "--set", "spark.master=local[2]"]
 # The test JVMs, drivers and executors, live for one job: the parallel collector, and C2 only for code 10x
 # hotter than its defaults (conf/test.yaml's flags; BENCHMARKS.md, "The test suite and CI").
 JAVA_OPTIONS = (
@@ -35,17 +37,22 @@ JAVA_OPTIONS = (
 )
 
 
-def job_settings(codegen: bool = False) -> list[str]:
-    """The ``--set`` arguments of a test job: :data:`JAVA_OPTIONS` for its executors and a local-mode
-    driver; without ``codegen``, interpreted expressions, as conf/test.yaml (the pipeline's runs keep code
-    generation: make test-cluster exercises it on the cluster and in local mode)."""
-    settings = [f"spark.conf.spark.{side}.extraJavaOptions={JAVA_OPTIONS}" for side in ("driver", "executor")]
+def job_overrides(codegen: bool = False) -> list[str]:
+    """The settings of a test job: :data:`JAVA_OPTIONS` for its executors and a local-mode driver; without
+    ``codegen``, interpreted expressions, as conf/test.yaml (the pipeline's runs keep code generation: make
+    test-cluster exercises it on the cluster and in local mode)."""
+    overrides = [f"spark.conf.spark.{side}.extraJavaOptions={JAVA_OPTIONS}" for side in ("driver", "executor")]
     if not codegen:
-        settings += [
+        overrides += [
             "spark.conf.spark.sql.codegen.wholeStage=false",
             "spark.conf.spark.sql.codegen.factoryMode=NO_CODEGEN",
         ]
-    return [word for item in settings for word in ("--set", item)]
+    return overrides
+
+
+def job_settings(codegen: bool = False) -> list[str]:
+    """:func:`job_overrides` as ``--set`` arguments of a kgbrink command."""
+    return [word for item in job_overrides(codegen) for word in ("--set", item)]
 
 
 def env() -> dict[str, str]:
@@ -214,8 +221,9 @@ def killed_in_steps(
     after_checkpoint)`` in the order the job begins them), then started again: once the job printed the
     step's progress line, (``after_checkpoint``) wrote a checkpoint in it, then started a task on worker 2
     and (``ready_when``, a callable) that returned true (``codegen``: :func:`job_settings`'s). Asserts each
-    kill landed inside its step (its line the last step line and, for a top-level step, its end not yet printed when the worker died), that each reached the job (an executor lost per
-    kill in Spark's log on standard error), and that the job exited 0; its summary."""
+    kill landed inside its step (its line the last step line and, for a top-level step, its end not yet
+    printed when the worker died), that each reached the job (an executor lost per kill in Spark's log on
+    standard error), and that the job exited 0; its summary."""
     work = stack.state / "work" / "worker-2"
     client = staging.s3_client(stack.s3_endpoint, "us-east-1", path_style=True)
     before = set(work.iterdir())

@@ -52,10 +52,8 @@ def local_runs(run_dir: Path, sample: Path, ranks: dict) -> dict:
     commands = [["run", *local_conf(local), *run_args, "--json", str(run_dir / "run-local.json")]]
     score_args = ["--ranks", ranks["local"], "--dataset", dataset, "--json", str(run_dir / "score-local.json")]
     commands.append(["score", *local_conf(local), *score_args])
-    out: dict = {"seconds": {"all": run_local(commands, run_dir, "local-runs", codegen=True)}}
-    for job in ("run", "score"):
-        out[job] = json.loads((run_dir / f"{job}-local.json").read_text())
-    return out
+    run_local(commands, run_dir, "local-runs", codegen=True)
+    return {job: json.loads((run_dir / f"{job}-local.json").read_text()) for job in ("run", "score")}
 
 
 def step_outputs(summary: dict, step: str) -> dict:

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from kgbrink.core.delta import read_table
-from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, job_settings, killed_in_steps, run, run_local
+from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, LOCAL_MODE, job_settings, killed_in_steps, run, run_local
 from tests.llm_server import LlmServerProcess
 
 DUMP = "s3a://kgbrink/dumps/predict-kg"
@@ -26,9 +26,8 @@ def questions(stack, run_dir, reader) -> int:
     synth = ["synth", "--conf", "conf/local.yaml", "--set", "synth.triples=5000", "--set", "synth.seed=13"]
     run([KGBRINK, *synth, "--out", str(kg), "--no-tracking"], run_dir, "predict-synth")
     run([KGBRINK, "stage", "--conf", CLUSTER_CONF, "--input", str(kg), "--to", DUMP], run_dir, "predict-stage")
-    local = ["--conf", CLUSTER_CONF, "--set", "spark.master=local[2]"]
-    ingest = ["ingest", *local, "--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET]
-    mcq = ["mcq", *local, "--dataset", DATASET, "--n-triples", "40", "--seed", "7", "--difficulties", "easy"]
+    ingest = ["ingest", *LOCAL_MODE, "--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET]
+    mcq = ["mcq", *LOCAL_MODE, "--dataset", DATASET, "--n-triples", "40", "--seed", "7", "--difficulties", "easy"]
     mcq += ["--set", "mcq.split=train", "--out", str(run_dir / "predict-mcq")]
     run_local([ingest, mcq], run_dir, "predict-ingest-mcq")
     return read_table(reader, f"{DATASET}/mcq/probekgc/questions").count()
@@ -55,7 +54,7 @@ def test_predict_on_the_cluster_survives_a_killed_worker_and_a_rerun_asks_nothin
         stats = server.stats()
         summary = run_dir / "predict-again.json"
         # the rerun finds every answer in model_calls on s3a: local mode suffices (CI time)
-        local = [KGBRINK, "predict", "--conf", CLUSTER_CONF, "--set", "spark.master=local[2]", *job_settings()]
+        local = [KGBRINK, "predict", *LOCAL_MODE, *job_settings()]
         run([*local, *args, "--json", str(summary)], run_dir, "predict-again")
         again = json.loads(summary.read_text())
         assert server.stats()["requests"] == stats["requests"]

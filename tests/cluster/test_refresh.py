@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, job_settings, run, submit
+from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, LOCAL_MODE, job_settings, run, submit
 from tests.cluster.sample_pipeline import DATASET
 
 DUMP_V2 = "s3a://kgbrink/dumps/sample-v2"
@@ -65,8 +65,7 @@ def _refresh(run_dir: Path, name: str, local: bool = False) -> dict:
     args = ["--format", "wikidata5m", "--input", DUMP_V2 + "/", "--dataset", DATASET]
     args += ["--out", str(run_dir / "refresh-export"), "--no-rebuild", "--json", str(summary)]
     if local:
-        local_mode = ["--conf", CLUSTER_CONF, "--set", "spark.master=local[2]", *job_settings()]
-        run([KGBRINK, "refresh", *local_mode, *args], run_dir, name)
+        run([KGBRINK, "refresh", *LOCAL_MODE, *job_settings(), *args], run_dir, name)
     else:
         submit(run_dir, "refresh", args, name)
     return json.loads(summary.read_text())

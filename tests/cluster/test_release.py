@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kgbrink.storage import staging
-from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, killed_in_steps, run, run_local
+from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, LOCAL_MODE, killed_in_steps, run, run_local
 
 DUMP = "s3a://kgbrink/dumps/release-kg"
 DATASET = "s3a://kgbrink/datasets/release-kg"
@@ -53,33 +53,32 @@ def _files(folder: Path) -> dict[str, str]:
 def released(stack, run_dir) -> dict:
     """The KG staged and ingested on s3a, and ingested into a local folder as well (one local-mode process,
     seconds apart: the release's date is its triples' commit day); released by spark-submit on the cluster,
-    worker 2 killed inside the steps of RELEASE_KILLS; then in one local-mode process: the release again (a no-op decided from the release root and the dataset
-    on s3a), its fetch, and the local dataset released into a local root (local files: no s3a writes)."""
+    worker 2 killed inside the steps of RELEASE_KILLS; then in one local-mode process: the release again (a
+    no-op decided from the release root and the dataset on s3a), its fetch, and the local dataset released
+    into a local root (local files: no s3a writes)."""
     kg = run_dir / "suite-kg"
     synth = ["synth", "--conf", "conf/local.yaml", "--set", "synth.triples=5000", "--set", "synth.seed=11"]
     run([KGBRINK, *synth, "--out", str(kg), "--no-tracking"], run_dir, "suite-synth")
     run([KGBRINK, "stage", "--conf", CLUSTER_CONF, "--input", str(kg), "--to", DUMP], run_dir, "suite-stage")
-    local_mode = ["--conf", CLUSTER_CONF, "--set", "spark.master=local[2]"]
     local_dataset = str(run_dir / "suite-local-datasets" / DATASET.rsplit("/", 1)[1])  # the same dataset name
     ingests = [
-        ["ingest", *local_mode, "--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET],
-        ["ingest", *local_mode, "--format", "wikidata5m", "--input", str(kg), "--dataset", local_dataset],
+        ["ingest", *LOCAL_MODE, "--format", "wikidata5m", "--input", DUMP + "/", "--dataset", DATASET],
+        ["ingest", *LOCAL_MODE, "--format", "wikidata5m", "--input", str(kg), "--dataset", local_dataset],
     ]
     run_local(ingests, run_dir, "suite-ingests")  # what the test is about is the release on the cluster
-    out: dict = {}
     summaries = {name: run_dir / f"suite-{name}.json" for name in ("cluster", "again", "fetch", "local")}
     args = ["--dataset", DATASET, "--out", ROOT_URI, *SETTINGS]
     killed_in_steps(stack, run_dir, "release", args, "suite-cluster", RELEASE_KILLS)  # its summary: suite-cluster.json
     fetched, local_root = run_dir / "suite-fetched", run_dir / "suite-local"
     fetch = ["fetch", "--conf", CLUSTER_CONF, "--from", ROOT_URI, "--out", str(fetched)]
-    local = ["release", *local_mode, *SETTINGS, "--dataset", local_dataset, "--out", str(local_root)]
+    local = ["release", *LOCAL_MODE, *SETTINGS, "--dataset", local_dataset, "--out", str(local_root)]
     after = [
-        ["release", *local_mode, *args, "--json", str(summaries["again"])],
+        ["release", *LOCAL_MODE, *args, "--json", str(summaries["again"])],
         [*fetch, "--json", str(summaries["fetch"])],
         [*local, "--json", str(summaries["local"])],
     ]
     run_local(after, run_dir, "suite-local")
-    out |= {name: json.loads(path.read_text()) for name, path in summaries.items()}
+    out = {name: json.loads(path.read_text()) for name, path in summaries.items()}
     out["fetched"], out["local_folder"] = fetched, local_root / out["local"]["version"]
     return out
 
