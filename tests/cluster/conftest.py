@@ -20,13 +20,21 @@ from tests.cluster.jobs import (
     CLUSTER_CONF,
     CREDENTIALS,
     KGBRINK,
-    ROOT,
-    job_overrides,
     killed_in_steps,
+    local_session,
     run,
     stack_module,
 )
-from tests.cluster.sample_pipeline import DATASET, DUMP, RANKS, RUN_KILLS, SCORE_KILLS, local_runs, ranks_file
+from tests.cluster.sample_pipeline import (
+    DATASET,
+    DUMP,
+    RANKS,
+    RUN_KILLS,
+    SAMPLE_TRIPLES,
+    SCORE_KILLS,
+    local_runs,
+    ranks_file,
+)
 
 # The files in the order they run: the refresh changes the sample pipeline's dataset, so it runs after every
 # file that reads it at the pipeline's versions; the credentials are looked for in every log, so last.
@@ -77,24 +85,18 @@ def run_dir(stack) -> Path:
 
 @pytest.fixture(scope="session")
 def reader():
-    """A local-mode session that reads the tables on s3a as well as the local ones."""
-    from kgbrink.core.session import spark_session
-    from kgbrink.core.settings import load_config
-
-    config = load_config(
-        ROOT / "conf/cluster-local.yaml",
-        ["spark.master=local[2]", "spark.conf.spark.driver.memory=2g", *job_overrides()],
-    )
-    spark = spark_session(config)
+    """A local-mode session that reads the tables on s3a as well as the local ones (the one run_local uses)."""
+    spark = local_session()
     yield spark
     spark.stop()
 
 
 @pytest.fixture(scope="session")
 def sample(run_dir) -> Path:
-    """The make-run sample KG (settings synth.* of conf/local.yaml), generated locally."""
+    """The make-run sample's generator (conf/local.yaml) at :data:`SAMPLE_TRIPLES` triples, generated locally."""
     out = run_dir / "sample-kg"
-    run([KGBRINK, "synth", "--conf", "conf/local.yaml", "--out", str(out), "--no-tracking"], run_dir, "synth")
+    synth = ["synth", "--conf", "conf/local.yaml", "--set", f"synth.triples={SAMPLE_TRIPLES}"]
+    run([KGBRINK, *synth, "--out", str(out), "--no-tracking"], run_dir, "synth")
     return out
 
 

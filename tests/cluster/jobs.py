@@ -3,6 +3,7 @@ its steps, and tables and folders compared with a local-mode run's."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -28,7 +29,7 @@ CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 CLUSTER_CONF = "conf/cluster-local.yaml"
 KGBRINK = str(ROOT / ".venv/bin/kgbrink")
 # A kgbrink command's options for a local-mode Spark with the stack's settings (s3a, the MLflow server).
-LOCAL_MODE = ["--conf", CLUSTER_CONF, "--set", "spark.master=local[2]"]
+LOCAL_MODE = ["--conf", CLUSTER_CONF, "--set", "spark.master=local[2]", "--set", "spark.conf.spark.driver.memory=4g"]
 # The test JVMs, drivers and executors, live for one job: the parallel collector, and C2 only for code 10x
 # hotter than its defaults (conf/test.yaml's flags; BENCHMARKS.md, "The test suite and CI").
 JAVA_OPTIONS = (
@@ -42,12 +43,13 @@ def job_overrides(codegen: bool = False) -> list[str]:
     ``codegen``, interpreted expressions, as conf/test.yaml (the pipeline's runs keep code generation: make
     test-cluster exercises it on the cluster and in local mode)."""
     overrides = [f"spark.conf.spark.{side}.extraJavaOptions={JAVA_OPTIONS}" for side in ("driver", "executor")]
-    if not codegen:
-        overrides += [
-            "spark.conf.spark.sql.codegen.wholeStage=false",
-            "spark.conf.spark.sql.codegen.factoryMode=NO_CODEGEN",
-        ]
-    return overrides
+    # both ways explicit: commands run in one local-mode session (run_local) change it command by command
+    whole_stage, factory = ("true", "FALLBACK") if codegen else ("false", "NO_CODEGEN")
+    return [
+        *overrides,
+        f"spark.conf.spark.sql.codegen.wholeStage={whole_stage}",
+        f"spark.conf.spark.sql.codegen.factoryMode={factory}",
+    ]
 
 
 def job_settings(codegen: bool = False) -> list[str]:
@@ -81,28 +83,42 @@ def run(command: list[str], run_dir: Path, name: str, timeout: float = 900) -> f
     return seconds
 
 
-# kgbrink commands in one process: the first builds the local-mode session, the others reuse it (kgbrink.cli.main
-# never stops it), as the make-test suite runs them.
-_IN_ONE_PROCESS = """
-import json, sys
-from kgbrink.cli import main
-for args in json.loads(sys.argv[1]):
-    print("$ kgbrink " + " ".join(args), flush=True)
-    print("$ kgbrink " + " ".join(args), file=sys.stderr, flush=True)
-    code = main(args)
+def local_session():
+    """This process's local-mode session with the stack's settings (s3a, the MLflow server): the tests'
+    reader of the tables, and the session :func:`run_local`'s commands run in. One driver JVM, started and
+    warmed up once for all of them (CI time), built here before any command does, so with the s3a jars."""
+    from kgbrink.core.session import spark_session
+    from kgbrink.core.settings import load_config
+
+    for key, value in env().items():
+        os.environ.setdefault(key, value)
+    options = [LOCAL_MODE[i + 1] for i, word in enumerate(LOCAL_MODE) if word == "--set"]
+    return spark_session(load_config(ROOT / CLUSTER_CONF, [*options, *job_overrides()]))
+
+
+def run_local(commands: list[list[str]], run_dir: Path, name: str, codegen: bool = False) -> float:
+    """``kgbrink`` commands (argument lists without ``kgbrink``, with :data:`LOCAL_MODE` or another local
+    config) in order, in this process's :func:`local_session` with :func:`job_settings` (``codegen``), as
+    ``kgbrink.cli.main`` runs them (it never stops the session); their output in ``<run_dir>/<name>.out|.err``,
+    their seconds returned and appended to the stack's times file, as :func:`run`."""
+    from kgbrink.cli import main
+
+    local_session()
+    started, code = time.monotonic(), 0
+    with open(run_dir / f"{name}.out", "w") as out, open(run_dir / f"{name}.err", "w") as err:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            for args in commands:
+                print("$ kgbrink " + " ".join(args), file=err, flush=True)
+                code = main([*args, *job_settings(codegen)])
+                if code:
+                    break
+    seconds = round(time.monotonic() - started, 1)
+    with open(run_dir.parent / "test-cluster-times.txt", "a") as times:
+        times.write(f"{name} {seconds}\n")
     if code:
-        sys.exit(code)
-"""
-
-
-def run_local(
-    commands: list[list[str]], run_dir: Path, name: str, timeout: float = 1800, codegen: bool = False
-) -> float:
-    """``kgbrink`` commands (argument lists without ``kgbrink``) in order, in one local-mode process with
-    :func:`job_settings`: one driver JVM started and warmed up for all of them (CI time), as :func:`run`
-    runs one command."""
-    commands = [[*command, *job_settings(codegen)] for command in commands]
-    return run([str(ROOT / ".venv/bin/python"), "-c", _IN_ONE_PROCESS, json.dumps(commands)], run_dir, name, timeout)
+        tail = (run_dir / f"{name}.err").read_text()[-4000:]
+        pytest.fail(f"kgbrink {' '.join(args[:4])} ... exited {code}:\n{tail}")
+    return seconds
 
 
 # A kill waits at most this long for its step to start a task on worker 2; past it the test fails.

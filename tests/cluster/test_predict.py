@@ -10,7 +10,7 @@ import json
 import pytest
 
 from kgbrink.core.delta import read_table
-from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, LOCAL_MODE, job_settings, killed_in_steps, run, run_local
+from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, LOCAL_MODE, killed_in_steps, run, run_local
 from tests.llm_server import LlmServerProcess
 
 DUMP = "s3a://kgbrink/dumps/predict-kg"
@@ -54,8 +54,7 @@ def test_predict_on_the_cluster_survives_a_killed_worker_and_a_rerun_asks_nothin
         stats = server.stats()
         summary = run_dir / "predict-again.json"
         # the rerun finds every answer in model_calls on s3a: local mode suffices (CI time)
-        local = [KGBRINK, "predict", *LOCAL_MODE, *job_settings()]
-        run([*local, *args, "--json", str(summary)], run_dir, "predict-again")
+        run_local([["predict", *LOCAL_MODE, *args, "--json", str(summary)]], run_dir, "predict-again")
         again = json.loads(summary.read_text())
         assert server.stats()["requests"] == stats["requests"]
     assert done["status"] == "ok" and done["counts"]["prompts"] == questions >= 40
