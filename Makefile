@@ -28,7 +28,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q uv==$(UV_VERSION)
-	$(BIN)/uv pip install -q --python $(BIN)/python -c requirements.lock -e '.[dev]'
+	$(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python -c requirements.lock -e '.[dev]'
 	touch $@
 
 $(MAVEN_HOME)/bin/mvn:
@@ -69,7 +69,7 @@ $(1)-venv: .cache/$(1)-venv/.installed
 .cache/$(1)-venv/.installed: $(2)/requirements.txt $(2)/requirements.lock
 	test -x .cache/$(1)-venv/bin/python || $$(PYTHON) -m venv .cache/$(1)-venv
 	.cache/$(1)-venv/bin/pip install -q uv==$$(UV_VERSION)
-	.cache/$(1)-venv/bin/uv pip install -q --python .cache/$(1)-venv/bin/python -c $(2)/requirements.lock -r $(2)/requirements.txt
+	.cache/$(1)-venv/bin/uv pip install -q --compile-bytecode --python .cache/$(1)-venv/bin/python -c $(2)/requirements.lock -r $(2)/requirements.txt
 	touch $$@
 
 $(1)-lock:
