@@ -29,7 +29,15 @@ CREDENTIALS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 CLUSTER_CONF = "conf/cluster-local.yaml"
 KGBRINK = str(ROOT / ".venv/bin/kgbrink")
 # A kgbrink command's options for a local-mode Spark with the stack's settings (s3a, the MLflow server).
-LOCAL_MODE = ["--conf", CLUSTER_CONF, "--set", "spark.master=local[2]", "--set", "spark.conf.spark.driver.memory=4g"]
+LOCAL_OPTIONS = ["spark.master=local[2]", "spark.conf.spark.driver.memory=4g"]
+
+
+def set_args(settings: list[str]) -> list[str]:
+    """``key=value`` settings as a kgbrink command's ``--set`` arguments."""
+    return [word for item in settings for word in ("--set", item)]
+
+
+LOCAL_MODE = ["--conf", CLUSTER_CONF, *set_args(LOCAL_OPTIONS)]
 # The test JVMs, drivers and executors, live for one job: the parallel collector, and C2 only for code 10x
 # hotter than its defaults (conf/test.yaml's flags; BENCHMARKS.md, "The test suite and CI").
 JAVA_OPTIONS = (
@@ -54,7 +62,7 @@ def job_overrides(codegen: bool = False) -> list[str]:
 
 def job_settings(codegen: bool = False) -> list[str]:
     """:func:`job_overrides` as ``--set`` arguments of a kgbrink command."""
-    return [word for item in job_overrides(codegen) for word in ("--set", item)]
+    return set_args(job_overrides(codegen))
 
 
 def env() -> dict[str, str]:
@@ -74,12 +82,18 @@ def run(command: list[str], run_dir: Path, name: str, timeout: float = 900) -> f
     started = time.monotonic()
     with open(run_dir / f"{name}.out", "w") as out, open(run_dir / f"{name}.err", "w") as err:
         done = subprocess.run(command, cwd=ROOT, env=env(), stdout=out, stderr=err, timeout=timeout, check=False)
+    return _ended(run_dir, name, started, " ".join(command[:4]), done.returncode)
+
+
+def _ended(run_dir: Path, name: str, started: float, what: str, code: int) -> float:
+    """The seconds since ``started``, appended to the stack's times file as ``name``; fail with the tail of
+    ``<run_dir>/<name>.err`` when ``code`` is not 0."""
     seconds = round(time.monotonic() - started, 1)
     with open(run_dir.parent / "test-cluster-times.txt", "a") as times:
         times.write(f"{name} {seconds}\n")
-    if done.returncode != 0:
+    if code:
         tail = (run_dir / f"{name}.err").read_text()[-4000:]
-        pytest.fail(f"{' '.join(command[:4])} ... exited {done.returncode}:\n{tail}")
+        pytest.fail(f"{what} ... exited {code}:\n{tail}")
     return seconds
 
 
@@ -92,8 +106,7 @@ def local_session():
 
     for key, value in env().items():
         os.environ.setdefault(key, value)
-    options = [LOCAL_MODE[i + 1] for i, word in enumerate(LOCAL_MODE) if word == "--set"]
-    return spark_session(load_config(ROOT / CLUSTER_CONF, [*options, *job_overrides()]))
+    return spark_session(load_config(ROOT / CLUSTER_CONF, [*LOCAL_OPTIONS, *job_overrides()]))
 
 
 def run_local(commands: list[list[str]], run_dir: Path, name: str, codegen: bool = False) -> float:
@@ -112,13 +125,7 @@ def run_local(commands: list[list[str]], run_dir: Path, name: str, codegen: bool
                 code = main([*args, *job_settings(codegen)])
                 if code:
                     break
-    seconds = round(time.monotonic() - started, 1)
-    with open(run_dir.parent / "test-cluster-times.txt", "a") as times:
-        times.write(f"{name} {seconds}\n")
-    if code:
-        tail = (run_dir / f"{name}.err").read_text()[-4000:]
-        pytest.fail(f"kgbrink {' '.join(args[:4])} ... exited {code}:\n{tail}")
-    return seconds
+    return _ended(run_dir, name, started, f"kgbrink {' '.join(args[:4])}", code)
 
 
 # A kill waits at most this long for its step to start a task on worker 2; past it the test fails.

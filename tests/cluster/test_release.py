@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kgbrink.storage import staging
-from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, LOCAL_MODE, killed_in_steps, run, run_local
+from tests.cluster.jobs import CLUSTER_CONF, KGBRINK, LOCAL_MODE, killed_in_steps, run, run_local, set_args
 
 DUMP = "s3a://kgbrink/dumps/release-kg"
 DATASET = "s3a://kgbrink/datasets/release-kg"
@@ -33,7 +33,7 @@ SMALL = [
     "mining.min_initial_support=30",
     "mining.max_atoms=2",
 ]
-SETTINGS = [word for item in SMALL for word in ("--set", item)]
+SETTINGS = set_args(SMALL)
 # Worker 2 and its executors are SIGKILLed inside these steps of the cluster's release, each once a
 # checkpoint of the step was written (``killed_in_steps``): the seed graphs' sample (synthkgqa), the
 # options (probekgc) and the perturbations (okgqa), the checkpointing steps of the seed-graphs, mcq and
