@@ -76,6 +76,9 @@ LOCAL_SPARK_CONF = {
     # a cached frame is named by its plan's text: long lineages (predict's judge round) made it gigabytes
     "spark.sql.maxPlanStringLength": 1_000_000,
     "spark.databricks.delta.snapshotPartitions": 2,
+    # PySpark 4 sends every DataFrame call's Python call site to the JVM (ten py4j round trips more per call,
+    # for error messages): off, a third of the driver's py4j calls (BENCHMARKS.md, "The test suite and CI")
+    "spark.python.sql.dataFrameDebugging.enabled": False,
     "spark.databricks.delta.stats.skipping": True,
     "spark.databricks.delta.retentionDurationCheck.enabled": True,
 }
