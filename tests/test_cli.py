@@ -86,6 +86,39 @@ def test_every_subcommand_has_a_spark_submit_entry_point():
         assert entry.is_file() and f'main(["{command}", *sys.argv[1:]])' in entry.read_text(), entry
 
 
+def test_the_help_groups_every_command_by_what_a_user_does_and_says_where_to_start(capsys):
+    """Each command in exactly one group; the groups in the help in their order, each command once under its
+    group with its one-line help; the five papers and `predict` named; where to start last."""
+    from kgbrink.cli import GROUPS, load_jobs
+
+    grouped = [name for _, names in GROUPS for name in names]
+    assert sorted(grouped) == sorted(load_jobs()) and len(grouped) == len(set(grouped))
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    text = capsys.readouterr().out
+    positions = [text.index(f"\n{title}:\n") for title, _ in GROUPS]
+    assert positions == sorted(positions) and text.rstrip().splitlines()[-1].lstrip().startswith("kgbrink COMMAND")
+    for (title, names), start, end in zip(GROUPS, positions, [*positions[1:], text.index("where to start")]):
+        for name in names:
+            line = f"\n  {name} "
+            assert text.count(line) == 1 and start < text.index(line) < end, (title, name)
+            assert load_jobs()[name].help in text
+    words = " ".join(text.split())
+    for paper in ("BRINK", "PROBE", "SynthKGQA", "ProbeKGC", "OKGQA-P", "`predict`", "OpenAI-compatible"):
+        assert paper in words, paper
+
+
+def test_version_is_the_installed_packages(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    pyproject = (PROJECT_ROOT / "pyproject.toml").read_text()
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"kgbrink {version('kgbrink')}"
+    assert f'\nversion = "{version("kgbrink")}"\n' in pyproject
+
+
 def test_build_on_a_train_only_dataset_needs_no_flags(spark, config, family, tmp_path, capsys):
     """The README's delimited example ingests one split; `kgbrink build --dataset D` mines, removes and
     exports it with no other flag (the mining splits default to the dataset's splits)."""

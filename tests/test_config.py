@@ -150,3 +150,22 @@ def test_kgbrink_runs_from_any_folder_with_the_installation_jars(tmp_path, monke
         from kgbrink.core.session import spark_session
 
         spark_session(moved)
+
+
+def test_the_driver_memory_comes_from_the_environment_over_every_file_and_set_wins(monkeypatch, capsys):
+    from kgbrink.cli import main
+
+    test_yaml = PROJECT_ROOT / "conf" / "test.yaml"  # its own 4g
+    monkeypatch.setenv("KGBRINK_DRIVER_MEMORY", " 6g ")
+    assert load_config(test_yaml).spark.conf["spark.driver.memory"] == "6g"
+    assert load_config(PROJECT_ROOT / "conf" / "local.yaml").spark.conf["spark.driver.memory"] == "6g"
+    overridden = load_config(test_yaml, ["spark.conf.spark.driver.memory=3g"])
+    assert overridden.spark.conf["spark.driver.memory"] == "3g"
+    for bad in ("lots", "6 g", "0g", "-1g", ""):
+        monkeypatch.setenv("KGBRINK_DRIVER_MEMORY", bad)
+        with pytest.raises(ConfigError, match=r"\$KGBRINK_DRIVER_MEMORY=.* is not a JVM memory size"):
+            load_config(test_yaml)
+    assert main(["stats", "--conf", str(test_yaml), "--dataset", "x", "--no-tracking"]) == 2
+    assert "$KGBRINK_DRIVER_MEMORY='' is not a JVM memory size" in capsys.readouterr().err
+    monkeypatch.delenv("KGBRINK_DRIVER_MEMORY")
+    assert load_config(test_yaml).spark.conf["spark.driver.memory"] == "4g"

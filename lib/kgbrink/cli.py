@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -29,20 +30,81 @@ def load_jobs() -> dict[str, Job]:
     return registered()
 
 
+# What a user does, in the order a newcomer meets it; every command is in exactly one group (tests/test_cli.py).
+GROUPS = (
+    ("build a dataset", ("run", "synth", "ingest", "stats", "refresh")),
+    (
+        "BRINK, incomplete-KG variants (paper 000)",
+        ("build", "mine", "import-rules", "export-rules", "ground", "remove", "verify", "questions", "export"),
+    ),
+    ("PROBE, popularity-aware rank scoring (paper 001)", ("score", "rank", "reproduce-probe")),
+    (
+        "SynthKGQA, questions with ground-truth subgraphs (paper 002)",
+        ("seed-graphs", "gt-questions", "question-graphs", "sp-analysis"),
+    ),
+    ("ProbeKGC, multiple-choice KG completion (paper 003)", ("mcq",)),
+    (
+        "OKGQA-P, KG perturbations and similarity (paper 004)",
+        ("okgqa-subgraphs", "perturb", "kg-similarity", "okgqa-sweep"),
+    ),
+    ("evaluate a model (any OpenAI-compatible endpoint)", ("predict", "evaluate-qa", "score-mcq")),
+    ("publish and operate (object storage, releases)", ("release", "stage", "fetch")),
+)
+DESCRIPTION = (
+    "Benchmarks built from Wikidata-scale knowledge graphs on Spark, and models scored on them: the benchmarks of "
+    "five papers (BRINK, PROBE, SynthKGQA, ProbeKGC, OKGQA-P), published together as one release, and `predict` to "
+    "ask any OpenAI-compatible endpoint their questions."
+)
+START = """where to start (README.md tells the rest):
+  kgbrink run                  a generated sample KG into data/datasets/sample: ingest, statistics, a BRINK variant
+  kgbrink release --dataset data/datasets/sample --out data/releases
+                               the five benchmarks of that dataset as one release
+  kgbrink predict --benchmark brink --dataset data/datasets/sample --model M --base-url URL
+                               a model asked the variant's questions, its answers parsed and scored
+  kgbrink COMMAND --help       a command's options; docs/configuration.md: the settings (--set KEY=VALUE)"""
+
+
+def version() -> str:
+    """kgbrink's installed version (pyproject.toml's when run from a checkout that is not installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("kgbrink")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _command_list(jobs: dict[str, Job]) -> str:
+    """The commands by :data:`GROUPS`, each with its one-line help."""
+    width = max(len(name) for name in jobs) + 2
+    blocks = []
+    for title, names in GROUPS:
+        lines = [f"{title}:"] + [f"  {name:<{width}}{jobs[name].help}" for name in names if name in jobs]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    jobs = load_jobs()
     parser = argparse.ArgumentParser(
-        prog="kgbrink", description="KG benchmark construction (BRINK) and rank scoring (PROBE) on Spark"
+        prog="kgbrink",
+        usage="kgbrink [-h] [--version] COMMAND [options]",
+        description=textwrap.fill(DESCRIPTION, 100),
+        epilog=f"{_command_list(jobs)}\n\n{START}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    for job in load_jobs().values():
-        command = sub.add_parser(job.name, help=job.help, description=job.help)
+    parser.add_argument("--version", action="version", version=f"kgbrink {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS)
+    for job in jobs.values():
+        command = sub.add_parser(job.name, description=job.help)
         command.add_argument("--conf", help="settings file (default: $KGBRINK_CONF or conf/local.yaml)")
         command.add_argument(
             "--set",
             action="append",
             default=[],
             metavar="KEY=VALUE",
-            help="override a setting, e.g. mining.splits=train",
+            help="override a setting (repeatable); the keys are in docs/configuration.md",
         )
         command.add_argument("--json", metavar="PATH", help="write the full job summary as JSON here")
         command.add_argument("--no-tracking", action="store_true", help="do not record the run in MLflow")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -748,8 +749,24 @@ def default_config_path() -> Path:
     return here if here.is_file() else install_root() / "conf" / "local.yaml"
 
 
+DRIVER_MEMORY_ENV = "KGBRINK_DRIVER_MEMORY"
+_JVM_SIZE = re.compile(r"[1-9][0-9]*[kmgt]?b?", re.IGNORECASE)
+
+
+def environment_overrides() -> list[str]:
+    """``key=value`` overrides from the environment: ``$KGBRINK_DRIVER_MEMORY`` (e.g. ``6g``) sets
+    ``spark.conf.spark.driver.memory`` over every settings file; ``--set`` still wins."""
+    memory = os.environ.get(DRIVER_MEMORY_ENV)
+    if memory is None:
+        return []
+    if not _JVM_SIZE.fullmatch(memory.strip()):
+        raise ConfigError(f"${DRIVER_MEMORY_ENV}={memory!r} is not a JVM memory size such as 4g or 6144m")
+    return [f"spark.conf.spark.driver.memory={memory.strip()}"]
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Settings:
-    """Settings of an environment file over the defaults, with ``key=value`` overrides applied."""
+    """Settings of an environment file over the defaults, then :func:`environment_overrides`, then the
+    ``key=value`` ``overrides``."""
     path = Path(path) if path else default_config_path()
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
@@ -760,7 +777,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     base = _build(values, str(path), [])
-    return base.with_overrides(overrides or []) if overrides else base
+    overrides = [*environment_overrides(), *(overrides or [])]
+    return base.with_overrides(overrides) if overrides else base
 
 
 assert all(is_dataclass(cls) for cls in SECTIONS.values())
