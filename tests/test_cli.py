@@ -109,6 +109,33 @@ def test_the_help_groups_every_command_by_what_a_user_does_and_says_where_to_sta
         assert paper in words, paper
 
 
+def test_every_option_with_a_plain_default_names_it_in_its_help():
+    """``predict --split`` (test), ``--scheme`` (text_label), ``mcq --name`` (probekgc), ...: each option whose
+    field has a text or number default says it in ``--help``."""
+    from dataclasses import fields
+
+    from kgbrink.cli import load_jobs
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    checked = 0
+    for name, job in load_jobs().items():
+        helps = {a.dest: a.help or "" for a in sub.choices[name]._actions}
+        for f in fields(job.options):
+            default = f.default
+            if not f.metadata.get("cli") or isinstance(default, bool) or not isinstance(default, str | int | float):
+                continue
+            if default == "" or f.metadata["argparse"].get("action"):
+                continue
+            given = f.metadata["help"] or ""
+            if "default" not in given.lower():  # else the help's own words name it ("default TAB")
+                assert helps[f.name] == f"{given} (default: {default})", (name, f.name)
+            assert "default" in helps[f.name].lower(), (name, f.name)
+            checked += 1
+    assert checked >= 20
+    predict = {a.dest: a.help for a in sub.choices["predict"]._actions}
+    assert predict["split"].endswith("(default: test)") and predict["scheme"].endswith("(default: text_label)")
+
+
 def test_version_is_the_installed_packages(capsys):
     from importlib.metadata import version
 

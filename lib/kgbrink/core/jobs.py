@@ -14,7 +14,7 @@ import argparse
 import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from kgbrink.core import catalog, delta
@@ -253,7 +253,18 @@ def add_arguments(parser: argparse.ArgumentParser, options: type) -> None:
             continue
         kwargs = {k: v for k, v in meta["argparse"].items() if k != "convert"}
         kwargs.setdefault("default", None)
-        parser.add_argument(meta["flag"] or "--" + f.name.replace("_", "-"), dest=f.name, help=meta["help"], **kwargs)
+        parser.add_argument(meta["flag"] or "--" + f.name.replace("_", "-"), dest=f.name, help=option_help(f), **kwargs)
+
+
+def option_help(option: Field) -> str:
+    """An option's help, ending with its default when the field has a plain one (text or a number) the help
+    does not already name."""
+    text = option.metadata["help"] or ""
+    default = option.default
+    plain = isinstance(default, str | int | float) and not isinstance(default, bool) and default != ""
+    if not plain or "default" in text.lower() or option.metadata["argparse"].get("action"):
+        return text
+    return f"{text} (default: {str(default).replace('%', '%%')})"
 
 
 def options_from(args: argparse.Namespace, options: type) -> Any:
