@@ -125,6 +125,7 @@ def test_sweep_through_the_cli_writes_tables_report_and_mlflow_run(spark, config
     ]
     assert main(args) == 0
     summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["params"]["dataset"] == summary["perturb"]["params"]["dataset"] == str(dataset)
     means = {(r["method"], r["level"]): r for r in summary["results"]}
     assert set(means) == {(m, lv) for m in methods for lv in (0.5, 1.0)}
     assert means[("ED", 1.0)]["ats"] == 0.0 and means[("RS", 1.0)]["sd2"] == pytest.approx(1.0, abs=0.02)

@@ -259,7 +259,8 @@ def kg_similarity(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
 
 @job("okgqa-sweep", "perturb, then kg-similarity: methods x levels x seeds (paper 004 Fig. 4)", PerturbOptions, steps=2)
 def okgqa_sweep(ctx: JobContext, opts: PerturbOptions) -> JobSummary:
-    summary = ctx.begin(scope=opts.scope or ctx.config.perturbation.scope)
+    dataset = ctx.config.require_dataset(opts.dataset)
+    summary = ctx.begin(dataset=dataset, scope=opts.scope or ctx.config.perturbation.scope)
     with ctx.step("perturb"):
         summary.extra["perturb"] = ctx.run("perturb", opts).as_dict()
     with ctx.step("kg_similarity"):
