@@ -359,6 +359,10 @@ def test_cli_contract_on_a_hand_table(spark, config, hand_questions, tmp_path):
     assert doc["params"]["api_raw"] is True and doc["params"]["degree_bins"] == "quantiles"
     values = {(r["model"], r["run"], r["metric"]): r["value"] for r in doc["results"]}
     assert values[("m", "7", "accuracy.medium")] == 0.5 and ("m", "7", "nkd.hard") in values
+    # the summary prints accuracy then NKD, easy to hard
+    shown = [part.rsplit(" ", 1)[0] for part in doc["highlights"]["scores"].split(", ")]
+    assert shown[:3] == ["accuracy easy", "accuracy medium", "accuracy hard"] and shown[-1] == "NKD hard"
+    assert "accuracy medium 0.500" in doc["highlights"]["scores"]
     assert {r["group_kind"] for r in doc["scores"]} == {"all", "degree", "fixed_position"}
     assert sum(r["n"] for r in doc["overlap"]) == 4 and doc["outputs"]["mcq_scores"]["rows"] == len(doc["scores"])
 

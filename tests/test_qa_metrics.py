@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgbrink.brink.qa_metrics import KnownLabels, aggregate, norm, score_question, split_output
+from kgbrink.core.console import headline, human_summary
 from kgbrink.core.jobs import JobContext
 from kgbrink.jobs import evaluate_qa
 
@@ -156,6 +157,9 @@ def test_evaluate_qa_files_and_missing_predictions(tmp_path):
     assert results["hits_at_any"] == 0.5 and results["hits_at_hard"] == 0.5 and results["hhr"] == 1.0
     assert results["precision"] == 0.25 and results["recall"] == 0.25
     assert len((tmp_path / "per.jsonl").read_text().splitlines()) == 2
+    # the summary prints the headline numbers: F1 (1/2 + 0) / 2 per question, averaged
+    assert summary.highlights == {"scores": "Hits@Any 0.500, F1 0.250, Hits@Hard 0.500, HHR 1.000"}
+    assert "  scores: Hits@Any 0.500, F1 0.250, Hits@Hard 0.500, HHR 1.000" in human_summary(summary, None, None)
 
 
 def test_evaluate_qa_text_labels_use_the_question_set_and_labels_file(tmp_path):
@@ -305,3 +309,21 @@ def test_a_prediction_file_is_read_whole_or_refused_at_its_first_bad_line(tmp_pa
     else:
         with pytest.raises(evaluate_qa.QAInputError, match=f"^{path}:{first_bad}: "):
             evaluate_qa.read_predictions(path, _QUESTIONS)
+
+
+def test_headline_numbers_per_model_and_run_in_the_declared_order():
+    rows = [
+        {"model": "b", "run": "1", "metric": "nkd.easy", "alpha": None, "beta": None, "value": 0.25},
+        {"model": "b", "run": "1", "metric": "accuracy.easy", "alpha": None, "beta": None, "value": 0.5},
+        {"model": "a", "run": "2", "metric": "accuracy.easy", "alpha": None, "beta": None, "value": 1.0},
+        {"model": "a", "run": "2", "metric": "probe", "alpha": 1.0, "beta": 0.0, "value": 0.1},  # not plain
+        {"model": "a", "run": "2", "metric": "other", "alpha": None, "beta": None, "value": 0.3},  # not asked
+    ]
+    wanted = {"accuracy.easy": "accuracy easy", "nkd.easy": "NKD easy"}
+    assert headline(rows, wanted) == {
+        "scores a run 2": "accuracy easy 1.000",
+        "scores b run 1": "accuracy easy 0.500, NKD easy 0.250",
+    }
+    assert headline(rows[:2], wanted) == {"scores": "accuracy easy 0.500, NKD easy 0.250"}
+    assert headline([{"metric": "hhr", "value": None}], {"hhr": "HHR"}) == {"scores": "HHR -"}
+    assert headline([], wanted) == {}

@@ -178,6 +178,24 @@ def write_trace(exc: BaseException, log_dir: str, job: str) -> str | None:
         return None
 
 
+def headline(results: list[dict], metrics: dict[str, str]) -> dict[str, str]:
+    """The headline numbers of a job's ``results`` (rows ``metric, value``, with ``model, run`` where
+    several are scored) as summary highlights: ``{"scores": "Hits@Any 0.335, F1 0.271"}``, or one
+    ``"scores <model> run <run>"`` per model and run; ``metrics`` maps a metric to its label, in order."""
+    groups: dict[tuple, dict[str, float | None]] = {}
+    for row in results:
+        if row.get("metric") in metrics and row.get("alpha") is None and row.get("beta") is None:
+            groups.setdefault((row.get("model"), row.get("run")), {})[row["metric"]] = row.get("value")
+    out = {}
+    for (model, run), values in sorted(groups.items(), key=lambda item: tuple(map(str, item[0]))):
+        text = ", ".join(
+            f"{label} {'-' if values[m] is None else f'{values[m]:.3f}'}" for m, label in metrics.items() if m in values
+        )
+        name = "scores" if len(groups) == 1 else f"scores {model} run {run}"
+        out[name] = text
+    return out
+
+
 _WIDTH = 100
 
 

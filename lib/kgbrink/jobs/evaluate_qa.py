@@ -25,8 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgbrink.brink import qa_metrics
+from kgbrink.core.console import headline
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.tracking import JobSummary
+
+# the numbers the summary prints (paper 000 Sec. 4.3); every metric is in the results
+HEADLINE = {"hits_at_any": "Hits@Any", "f1": "F1", "hits_at_hard": "Hits@Hard", "hhr": "HHR"}
 
 
 class QAInputError(ValueError):
@@ -179,6 +183,7 @@ def run(ctx: JobContext, opts: EvaluateQAOptions) -> JobSummary:
         questions=len(questions), predictions=len(predictions), missing_predictions=len(questions) - len(predictions)
     )
     summary.results = [{"metric": k, "value": v} for k, v in metrics.items() if k != "questions"]
+    summary.highlights.update(headline(summary.results, HEADLINE))
     if per_question:
         out = Path(per_question)
         out.parent.mkdir(parents=True, exist_ok=True)

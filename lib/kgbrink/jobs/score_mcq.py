@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
+from kgbrink.core.console import headline
 from kgbrink.core.delta import table_exists
 from kgbrink.core.files import local_dir
 from kgbrink.core.frames import checkpoint
@@ -28,6 +29,12 @@ from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 from kgbrink.mcq import report, scoring
+
+# the numbers the summary prints (paper 003): accuracy, then NKD, by difficulty
+HEADLINE = {
+    **{f"accuracy.{d}": f"accuracy {d}" for d in scoring.DIFFICULTIES},
+    **{f"nkd.{d}": f"NKD {d}" for d in scoring.DIFFICULTIES},
+}
 
 
 @dataclass
@@ -229,6 +236,7 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
     with ctx.step("write"):
         _write(ctx, opts, work, scores, overlap)
     summary.results = scoring.headline_results(scores)
+    summary.highlights.update(headline(summary.results, HEADLINE))
     summary.extra["scores"] = scores
     summary.extra["overlap"] = overlap
     work.questions.unpersist()
