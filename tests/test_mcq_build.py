@@ -363,4 +363,17 @@ def test_probekgc_wn_statistics_through_the_cli(spark, config, wn18rr, tmp_path)
 def test_hard_without_scores_is_a_clear_error(config, wn18rr, capsys):
     args = ["mcq", *conf_args(config), "--dataset", str(wn18rr), "--difficulties", "easy,hard", "--no-tracking"]
     assert main(args) == 1
-    assert "the hard difficulty needs model scores: --scores" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "the hard difficulty needs model scores: --scores" in err and "--difficulties easy,medium" in err
+
+
+def test_by_default_mcq_builds_what_runs_without_a_model_and_says_so(config, wn18rr, tmp_path, capsys):
+    """No --difficulties, --scores or --entity-vectors: easy and medium, a warning naming --scores."""
+    out = tmp_path / "s.json"
+    args = ["mcq", *conf_args(config), "--dataset", str(wn18rr), "--name", "plain", "--n-triples", "20"]
+    assert main([*args, "--out", str(tmp_path / "files"), "--no-tracking", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["params"]["mcq.difficulties"] == "easy,medium" and "--scores" in doc["warnings"][0]
+    assert "questions_hard" not in doc["counts"] and doc["counts"]["queries"] == 40
+    assert "warning: no hard options" in capsys.readouterr().out
+    assert not list((tmp_path / "files").rglob("*hard*"))

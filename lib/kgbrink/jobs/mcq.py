@@ -4,7 +4,8 @@ Samples ``mcq.n_triples`` triples of ``mcq.split`` by seeded hash, two queries e
 option sets of ``mcq.difficulties`` (:mod:`kgbrink.mcq.options`): easy (uniform over the entities),
 medium (the answer-side pool of the relation in the KG of ``stats.splits``, optionally within a type of
 the gold through ``mcq.type_relation``), hard (the best-scored wrong candidates of ``--scores``, or the
-gold's nearest neighbours in ``--entity-vectors`` with ``mcq.hard_mode: embedding_neighbours``). True
+gold's nearest neighbours in ``--entity-vectors`` with ``mcq.hard_mode: embedding_neighbours``; left out
+with a warning when neither is given and the difficulties are the defaults, as the release does). True
 answers are checked against ``mcq.filter_splits`` (default every split).
 
 Writes under ``<dataset>/mcq/<name>/``: ``questions`` (Delta, the spec's ``mcq_questions``),
@@ -15,6 +16,7 @@ position-bias variants), or under ``--out``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from kgbrink.core import catalog
 from kgbrink.core.files import delete_path, json_array_from_lines, local_dir, merge_parts, write_lines
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
+from kgbrink.core.settings import McqSettings
 from kgbrink.core.tracking import JobFailed, JobSummary
 from kgbrink.kg.dataset import dataset_splits
 from kgbrink.mcq import options, render
@@ -44,7 +47,10 @@ class McqOptions:
     n_triples: int | None = arg(None, "triples sampled (default: setting mcq.n_triples)", type=int)
     seed: int | None = arg(None, "seed (default: setting mcq.seed)", type=int)
     difficulties: list[str] | None = arg(
-        None, "comma-separated difficulties: easy, medium, hard (default: setting)", convert=names
+        None,
+        "comma-separated difficulties: easy, medium, hard (default: setting mcq.difficulties, all three; hard only "
+        "with --scores or --entity-vectors, else easy and medium with a warning)",
+        convert=names,
     )
     scores: str | None = arg(
         None, "hard: candidate scores, Delta table or Parquet file/directory/glob (h, r, t, side, candidate, score)"
@@ -126,7 +132,8 @@ def _check_hard(cfg, opts: McqOptions, summary: JobSummary) -> None:
     if cfg.hard_mode == "scores" and not opts.scores:
         raise JobFailed(
             "the hard difficulty needs model scores: --scores (candidate scores h, r, t, side, candidate, "
-            "score), or --entity-vectors with mcq.hard_mode=embedding_neighbours",
+            "score), or --entity-vectors with mcq.hard_mode=embedding_neighbours; without them, "
+            "--difficulties easy,medium",
             summary,
         )
     if cfg.hard_mode == "embedding_neighbours" and not opts.entity_vectors:
@@ -161,6 +168,13 @@ def _open(ctx: JobContext, opts: McqOptions) -> _QuestionSet:
     if not opts.name or "/" in opts.name:
         raise ValueError(f"--name must be a plain name, got {opts.name!r}")
     difficulties = [d for d in options.DIFFICULTIES if d in cfg.difficulties]
+    # by default, what runs without a model (as the release does): hard only with its input
+    hard_input = opts.entity_vectors if cfg.hard_mode == "embedding_neighbours" else opts.scores
+    by_default = not opts.difficulties and list(cfg.difficulties) == list(McqSettings().difficulties)
+    without_hard = "hard" in difficulties and by_default and not hard_input
+    if without_hard:
+        difficulties.remove("hard")
+        cfg = dataclasses.replace(cfg, difficulties=difficulties)
     summary = ctx.begin(
         dataset=dataset,
         name=opts.name,
@@ -173,6 +187,13 @@ def _open(ctx: JobContext, opts: McqOptions) -> _QuestionSet:
             if k not in ("templates", "default_templates")
         },
     )
+    if without_hard:
+        warning = (
+            "no hard options: they need a model's candidate scores (--scores), or --entity-vectors with "
+            "mcq.hard_mode=embedding_neighbours; built easy and medium"
+        )
+        log.warning(warning)
+        summary.extra.setdefault("warnings", []).append(warning)
     if "hard" in difficulties:
         _check_hard(cfg, opts, summary)
     entities = ctx.read("entities", catalog.path("entities", dataset=dataset))
