@@ -187,6 +187,8 @@ def test_unparseable_and_empty_answers_are_kept_and_quarantined(spark, config, m
         doc = json.loads(out.read_text())
         assert doc["counts"]["quarantined_by_reason"] == {"void": 24}
         assert "predict.max_bad_fraction" in doc["error"]
+        # the commonest reason with one example of it, as the quarantine holds it
+        assert doc["error"].endswith("; e.g. void: no option letter in 'I think it is maybe one of them'")
         out = tmp_path / "empty.json"
         assert main([*args[:-1], "empty-d", "--base-url", server.base_url, "--json", str(out), *_fast(config)]) == 1
         assert json.loads(out.read_text())["counts"]["quarantined_by_reason"] == {"empty": 24}

@@ -48,3 +48,20 @@ def test_fails_exactly_when_the_quarantined_rows_exceed_the_share(by_reason, goo
         top = sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:5]
         assert ", ".join(f"{k}: {v}" for k, v in top) in str(exc)
     assert failed == (sum(by_reason.values()) > limit * total)
+
+
+def test_the_commonest_reason_gets_one_example_asked_only_when_failing():
+    asked = []
+
+    def example(reason: str) -> str:
+        asked.append(reason)
+        return f"a {reason} row"
+
+    fail_past_bad_fraction(_summary(), {"b": 2}, 20, 0.1, "x.max_bad_fraction", "rows", "see q", example=example)
+    assert asked == []
+    with pytest.raises(JobFailed) as failed:
+        fail_past_bad_fraction(_summary(), {"a": 2, "b": 3}, 20, 0.1, "s", "rows", "see q", example=example)
+    assert asked == ["b"] and str(failed.value).endswith("see q; e.g. b: a b row")
+    with pytest.raises(JobFailed) as failed:
+        fail_past_bad_fraction(_summary(), {"a": 3}, 20, 0.1, "s", "rows", "see q", example=lambda reason: None)
+    assert str(failed.value).endswith("(> s = 0.1; a: 3); see q")

@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -197,16 +197,22 @@ def fail_past_bad_fraction(
     verb: str = "quarantined",
     source: str = "",
     error: type[Exception] = JobFailed,
+    example: Callable[[str], str | None] | None = None,
 ) -> None:
     """The quarantine threshold of every job: raise ``error(message, summary)`` when the quarantined
     ``by_reason`` counts exceed ``limit`` (the setting named ``setting``) of ``total`` rows; the message
-    names ``source``, the counts, ``verb`` (``{share}`` in it is the bad share), the top reasons and
-    ``where`` the quarantine is ("see <path>", or what was and was not written)."""
+    names ``source``, the counts, ``verb`` (``{share}`` in it is the bad share), the top reasons, one
+    ``example`` of the commonest (its detail, asked only when failing) and ``where`` the quarantine is ("see
+    <path>", or what was and was not written)."""
     bad = sum(by_reason.values())
     if bad <= limit * total:
         return
-    top = ", ".join(f"{k}: {v}" for k, v in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))[:5])
+    ranked = sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))
+    top = ", ".join(f"{k}: {v}" for k, v in ranked[:5])
     share = f"{bad / max(total, 1):.4%}"
     prefix = f"{source}: " if source else ""
     message = f"{prefix}{bad} of {total} {what} {verb.format(share=share)} (> {setting} = {limit:g}; {top}); {where}"
+    detail = example(ranked[0][0]) if example else None
+    if detail:
+        message += f"; e.g. {ranked[0][0]}: {detail}"
     raise error(message, summary)

@@ -790,6 +790,14 @@ def _fold(ctx: JobContext, work: _Work, folder: str) -> DataFrame:
     return failed
 
 
+def _quarantined_example(ctx: JobContext, reason: str) -> str | None:
+    """The detail of one quarantined item with ``reason`` (the first by item id), for the failure message."""
+    if QUARANTINE not in ctx.summary.outputs:
+        return None
+    rows = ctx.written(QUARANTINE).where(F.col("reason") == reason).orderBy("item_id").select("detail").take(1)
+    return rows[0]["detail"] if rows else None
+
+
 def _recover(ctx: JobContext, work: _Work) -> int:
     """Spools of earlier runs that ended before folding them (killed) folded into ``model_calls``."""
     root = Path(work.spool_dir)
@@ -924,7 +932,8 @@ def _steps(ctx: JobContext, work: _Work, opts: PredictOptions) -> JobSummary:
             float(ctx.config.predict.max_bad_fraction),
             "predict.max_bad_fraction",
             "prompts",
-            f"see {work.path('predict_quarantine')}",
+            f"see {work.path(QUARANTINE)}",
+            example=partial(_quarantined_example, ctx),
         )
     if opts.score:
         with ctx.step("score"):
