@@ -459,3 +459,17 @@ def test_lines_that_are_no_prediction_are_quarantined_and_change_nothing_else(sp
     assert good == sorted((p["id"], p.get("letter"), p.get("logits")) for p in clean)
     bad = [r for r in checked if r["reason"] is not None]
     assert len(bad) == len(junk) and all(r["reason"] in scoring.REASONS for r in bad)
+
+
+def test_the_report_says_why_nkd_is_missing_when_no_prediction_has_log_probabilities():
+    import pandas as pd
+
+    from kgbrink.mcq import report
+
+    columns = ["model", "run", "difficulty", "group_kind", "group", "n", "accuracy", "nkd"]
+    without = pd.DataFrame([["m", "1", "easy", "all", "all", 4, 0.75, None]], columns=columns)
+    text = report.markdown(without, pd.DataFrame(), {"degree_bins": "log2"}, {"predictions": 4, "scored": 4})
+    assert "NKD is `-` everywhere: no prediction carries the options' log-probabilities" in text
+    assert "| m | 1 | easy | all | 4 | 0.7500 | - |" in text
+    with_nkd = without.assign(nkd=[0.5])
+    assert "NKD is `-` everywhere" not in report.markdown(with_nkd, pd.DataFrame(), {}, {})

@@ -111,6 +111,12 @@ def markdown(scores: pd.DataFrame, overlap: pd.DataFrame, params: dict, counts: 
         + ".",
         "",
     ]
+    if not scores.empty and scores["nkd"].isna().all():
+        lines += [
+            "NKD is `-` everywhere: no prediction carries the options' log-probabilities (an endpoint that "
+            "returns no `logprobs`, or predictions without `logits`); accuracy needs only the letter.",
+            "",
+        ]
     titles = {"all": "By difficulty", "degree": "By topic-entity degree", "fixed_position": "By fixed gold position"}
     for kind, title in titles.items():
         part = scores[scores.group_kind == kind]
