@@ -160,6 +160,14 @@ def test_human_summary_shows_every_count_and_warning():
     )
 
 
+def test_a_count_with_a_breakdown_shows_its_kinds_commonest_first():
+    counts = {"kept": 9, "skipped": 3, "skipped_by_kind": {"literal": 1, "blank_or_comment": 2}}
+    counts |= {"quarantined": 1, "quarantined_by_reason": {"bad_iri": 1}, "dropped": 0, "dropped_by_kind": {}}
+    text = "\n".join(human_summary(JobSummary("ingest", counts=counts), None, None))
+    assert "skipped 3 (blank_or_comment: 2, literal: 1)" in text and "quarantined 1 (bad_iri: 1)" in text
+    assert "kept 9," in text and "dropped 0" in text and "dropped 0 (" not in text
+
+
 def test_stage_progress_gives_percent_and_time_left_at_the_watched_pace():
     from kgbrink.core.console import stage_line
 

@@ -199,6 +199,16 @@ def headline(results: list[dict], metrics: dict[str, str]) -> dict[str, str]:
 _WIDTH = 100
 
 
+def _kinds(counts: dict, name: str) -> str:
+    """`` (kind: n, ...)`` from the count ``name``'s breakdown ``<name>_by_kind`` or ``<name>_by_reason``, the
+    commonest first; empty without one."""
+    parts = counts.get(f"{name}_by_kind") or counts.get(f"{name}_by_reason")
+    if not isinstance(parts, dict) or not parts or not counts.get(name):
+        return ""
+    ranked = sorted(parts.items(), key=lambda item: (-item[1], str(item[0])))
+    return " (" + ", ".join(f"{kind}: {n:,}" for kind, n in ranked) + ")"
+
+
 def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None) -> list[str]:
     """A few lines on what a job built: status and time, where its files are, its key counts."""
     seconds = sum(v for k, v in summary.timings.items() if "." not in k)
@@ -212,7 +222,11 @@ def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None)
         paths = [table.path for table in summary.outputs.values()]
         common = paths[0] if len(paths) == 1 else os.path.commonprefix(paths).rsplit("/", 1)[0]
         lines.append(f"  wrote: {common} ({len(paths)} table{'s' if len(paths) > 1 else ''})")
-    counts = [f"{k} {v:,}" for k, v in summary.counts.items() if isinstance(v, int) and not isinstance(v, bool)]
+    counts = [
+        f"{k} {v:,}{_kinds(summary.counts, k)}"
+        for k, v in summary.counts.items()
+        if isinstance(v, int) and not isinstance(v, bool)
+    ]
     label = "  counts: "
     while counts:  # every count, wrapped
         line = counts.pop(0)
