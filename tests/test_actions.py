@@ -202,6 +202,8 @@ def test_nested_steps_report_each_stage_once_from_the_innermost(monkeypatch):
     outer = [line for line in before if line.startswith("  ... ")]
     inner = [line for line in during if line.startswith("    ... ")]
     assert len(outer) >= 3 and len(inner) >= 3
+    # each line names its step: a new stage is not mistaken for a regression of the last one
+    assert all(line.startswith("  ... outer, ") for line in outer) and all("... inner, " in x for x in inner)
     # the outer watcher at most finishes a report it began as the inner step started
     assert sum(line.startswith("  ... ") for line in during) <= 1
     assert any(line.startswith("  ... ") for line in after)  # and reports again once it ended

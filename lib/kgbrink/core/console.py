@@ -65,7 +65,7 @@ class Progress:
         start = time.perf_counter()
         if self.depth <= 1:
             self._print(f"{'  ' * self.depth}{label} {name}")
-        watcher = _StageWatcher(spark, self, start) if spark is not None and self.depth <= 2 else None
+        watcher = _StageWatcher(spark, self, start, name) if spark is not None and self.depth <= 2 else None
         try:
             yield
         finally:
@@ -87,11 +87,11 @@ def stage_line(finished: int, tasks: int, done_since: int = 0, seconds: float = 
 
 
 class _StageWatcher:
-    """Reports the active Spark stage's task progress while a step runs past STAGE_REPORT_SECONDS (the
-    innermost step's watcher alone: the stages are the whole application's)."""
+    """Reports the active Spark stage's task progress, named by its step, while a step runs past
+    STAGE_REPORT_SECONDS (the innermost step's watcher alone: the stages are the whole application's)."""
 
-    def __init__(self, spark: Any, progress: Progress, start: float):
-        self.spark, self.progress, self.start = spark, progress, start
+    def __init__(self, spark: Any, progress: Progress, start: float, name: str = ""):
+        self.spark, self.progress, self.start, self.name = spark, progress, start, name
         self.done = threading.Event()
         self.first_seen: dict[int, tuple[float, int]] = {}  # stage id -> (time, tasks done) when first seen
         progress.watchers.append(self)
@@ -115,7 +115,8 @@ class _StageWatcher:
                 tasks = sum(i.numTasks for i in infos)
                 finished = sum(i.numCompletedTasks for i in infos)
                 line = stage_line(finished, tasks, finished - sum(n for _, n in seen), now - min(t for t, _ in seen))
-                self.progress._print(f"{'  ' * (self.progress.depth + 1)}... {clock(now - self.start)}: {line}")
+                where = f"{self.name}, " if self.name else ""
+                self.progress._print(f"{'  ' * (self.progress.depth + 1)}... {where}{clock(now - self.start)}: {line}")
 
     def stop(self) -> None:
         self.done.set()
