@@ -454,6 +454,9 @@ def test_brink_neighbourhood_of_the_complete_kg_scores_one_and_of_the_incomplete
             doc = json.loads(out.read_text())
             metrics[kg] = {r["metric"]: r["value"] for r in doc["results"]}
             failures[kg] = {k: doc["counts"][k] for k in ("retrieval_failures", "reasoning_failures")}
+            # every choice that shaped the prompts is in the summary, defaults included
+            chosen = {k: doc["params"].get(k) for k in ("context", "scheme", "split", "kg")}
+            assert chosen == {"context": "neighbourhood", "scheme": "text_label", "split": "test", "kg": kg}
     # App. J by hand: on the incomplete KG q1's rule body (person1 fatherOf person9, person2 uncleOf person9)
     # is within 2 hops of person1, so its missed hard answer is a reasoning failure; q2 and q3 have no
     # grounding: retrieval failures. The complete KG's reader misses nothing.

@@ -188,6 +188,14 @@ class _Brink:
         """The KG a neighbourhood is retrieved from: the variant's complete or incomplete triples."""
         return ((opts.kg, f"variant.{opts.kg}"),) if opts.context == "neighbourhood" else ()
 
+    def prompt_choices(self, opts) -> dict:
+        """The options that shape the prompts, for the summary: naming, split, and the KG of a neighbourhood."""
+        return {
+            "scheme": opts.scheme,
+            "split": opts.split,
+            **({"kg": opts.kg} if opts.context == "neighbourhood" else {}),
+        }
+
     def release_sources(self, ctx: JobContext, release, opts) -> dict[str, DataFrame]:
         """The release's questions of ``--scheme`` (``--context none`` only: the release carries no reader
         context)."""
@@ -656,6 +664,8 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         template=opts.template,
         limit=opts.limit,
         release=release.folder if release else None,
+        context=opts.context,
+        **getattr(benchmark, "prompt_choices", lambda _: {})(opts),
     )
     if release is not None:
         sources = benchmark.release_sources(ctx, release, opts)
