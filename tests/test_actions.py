@@ -168,6 +168,17 @@ def test_a_count_with_a_breakdown_shows_its_kinds_commonest_first():
     assert "kept 9," in text and "dropped 0" in text and "dropped 0 (" not in text
 
 
+def test_headline_scores_keep_the_line_naming_the_tables_written():
+    from kgbrink.core.delta import TableVersion
+
+    summary = JobSummary("score", outputs={"results": TableVersion("/d/scores/results", 3, 10)})
+    summary.highlights["scores"] = "MRR 0.500"
+    lines = human_summary(summary, None, None)
+    assert "  scores: MRR 0.500" in lines and "  wrote: /d/scores/results (1 table)" in lines
+    summary.highlights["report"] = "/d/report.md"
+    assert not any(line.startswith("  wrote:") for line in human_summary(summary, None, None))
+
+
 def test_stage_progress_gives_percent_and_time_left_at_the_watched_pace():
     from kgbrink.core.console import stage_line
 

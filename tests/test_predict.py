@@ -421,6 +421,8 @@ def test_brink_complete_kg_scores_one_and_incomplete_kg_drops_as_computed_by_han
     expected = {"hits_at_any": 2 / 3, "precision": 2 / 3, "recall": 1 / 3, "f1": 4 / 9, "hits_at_hard": 0.0, "hhr": 0.0}
     assert {k: metrics["incomplete"][k] for k in expected} == pytest.approx(expected, abs=1e-9)
     assert docs["incomplete"]["counts"]["refusals"] == 1 and docs["complete"]["counts"]["refusals"] == 0
+    # the summary prints the headline numbers of the hand-computed ones
+    assert docs["incomplete"]["highlights"]["scores"] == "Hits@Any 0.667, F1 0.444, Hits@Hard 0.000, HHR 0.000"
     assert any(path.endswith("per_question.jsonl") for path in docs["incomplete"]["artifacts"])
 
 

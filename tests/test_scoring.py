@@ -660,6 +660,10 @@ def test_cli_score_contract(spark, config, small_dataset, tmp_path, capsys):
     assert [(g["group"], g["queries"], g["top_percent_to"]) for g in doc["groups"]] == [(1, 2, 50.0), (2, 2, 100.0)]
     assert all({"model", "run", "metric", "alpha", "beta", "value"} <= set(r) for r in doc["results"])
     assert (tmp_path / "plots" / "heatmap_M.png").exists()
+    # the summary prints MRR, the largest Hits@K and PROBE at the first alpha and beta (one run: its mean)
+    assert doc["highlights"]["scores"] == (
+        f"MRR {values['mrr']:.3f}, Hits@3 {values['hits@3']:.3f}, PROBE(alpha 1, beta 0) 0.500"
+    )
 
 
 def test_killed_score_run_resumes_without_redoing_or_double_counting(spark, config, small_dataset, tmp_path):

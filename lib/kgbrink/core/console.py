@@ -182,11 +182,14 @@ def write_trace(exc: BaseException, log_dir: str, job: str) -> str | None:
 def headline(results: list[dict], metrics: dict[str, str]) -> dict[str, str]:
     """The headline numbers of a job's ``results`` (rows ``metric, value``, with ``model, run`` where
     several are scored) as summary highlights: ``{"scores": "Hits@Any 0.335, F1 0.271"}``, or one
-    ``"scores <model> run <run>"`` per model and run; ``metrics`` maps a metric to its label, in order."""
-    groups: dict[tuple, dict[str, float | None]] = {}
+    ``"scores <model> run <run>"`` per model and run; ``metrics`` maps a metric (``(metric, alpha, beta)``
+    for a row with either) to its label, in order."""
+    groups: dict[tuple, dict] = {}
     for row in results:
-        if row.get("metric") in metrics and row.get("alpha") is None and row.get("beta") is None:
-            groups.setdefault((row.get("model"), row.get("run")), {})[row["metric"]] = row.get("value")
+        plain = row.get("alpha") is None and row.get("beta") is None
+        key = row.get("metric") if plain else (row.get("metric"), row.get("alpha"), row.get("beta"))
+        if key in metrics:
+            groups.setdefault((row.get("model"), row.get("run")), {})[key] = row.get("value")
     out = {}
     for (model, run), values in sorted(groups.items(), key=lambda item: tuple(map(str, item[0]))):
         text = ", ".join(
@@ -219,7 +222,8 @@ def human_summary(summary: Any, tracking_uri: str | None, json_path: str | None)
         lines.append(f"  dataset: {summary.params['dataset']}")
     for label, location in summary.highlights.items():
         lines.append(f"  {label}: {location}")
-    if not summary.highlights and summary.outputs:
+    places = [label for label in summary.highlights if not label.startswith("scores")]  # not the numbers
+    if not places and summary.outputs:
         paths = [table.path for table in summary.outputs.values()]
         common = paths[0] if len(paths) == 1 else os.path.commonprefix(paths).rsplit("/", 1)[0]
         lines.append(f"  wrote: {common} ({len(paths)} table{'s' if len(paths) > 1 else ''})")

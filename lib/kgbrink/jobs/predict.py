@@ -254,6 +254,7 @@ class _Brink:
             per_question=str(folder / "per_question.jsonl"),
         )
         ctx.summary.results.extend(summary.results)
+        ctx.summary.highlights.update(summary.highlights)  # its headline scores
         ctx.summary.artifacts.extend(summary.artifacts)
         ctx.summary.extra["evaluate_qa"] = {k: summary.counts.get(k) for k in sorted(summary.counts)}
         self._failures(ctx, work, opts, folder / "per_question.jsonl")

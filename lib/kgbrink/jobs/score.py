@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
+from kgbrink.core.console import headline
 from kgbrink.core.delta import (
     latest_version,
     read_table,
@@ -324,6 +325,19 @@ def _write_results(ctx: JobContext, work: _Work, scores, summary: JobSummary) ->
     return results
 
 
+def _headline(work) -> dict:
+    """The numbers the summary prints per model (the mean over its runs): MRR, the largest Hits@K and PROBE
+    at the first alpha and beta of the spec (paper 001 Eq. 2-3; settings scoring.alphas, scoring.betas)."""
+    spec = work.spec
+    metrics = {"mrr": "MRR"}
+    if spec.hits:
+        metrics[f"hits@{max(spec.hits)}"] = f"Hits@{max(spec.hits)}"
+    if spec.alphas and spec.betas:
+        alpha, beta = float(spec.alphas[0]), float(spec.betas[0])
+        metrics[("probe", alpha, beta)] = f"PROBE(alpha {alpha:g}, beta {beta:g})"
+    return metrics
+
+
 @job("score", "PROBE and the classic rank metrics of rank files", ScoreOptions, steps=4)
 def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
     work = _open(ctx, opts)
@@ -345,6 +359,7 @@ def run(ctx: JobContext, opts: ScoreOptions) -> JobSummary:
         merged = scoring.with_deltas(scoring.merge_group_sums(partials, work.spec), work.total).toPandas()
         scores = scoring.finish(merged, work.spec)
     summary.results = scores.results
+    summary.highlights.update(headline([r for r in scores.results if r["run"] == scoring.MEAN_RUN], _headline(work)))
     summary.extra["groups"] = scores.groups
     summary.extra["eps"] = [
         {"model": m, "run": r, "eps_entity": e, "eps_relation": er} for (m, r), (e, er) in sorted(scores.eps.items())
