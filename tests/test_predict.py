@@ -4,6 +4,7 @@ scripted models that know the answers, guess by hash or fail, faults, a killed r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -274,9 +275,33 @@ def test_the_api_key_is_sent_and_appears_in_no_output(spark, config, mcq_dataset
     assert "KGBRINK_TEST_KEY" in json.loads(out.read_text())["error"]
 
 
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (their parents read from /proc)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError):
+            continue
+    tree, level = [pid], [pid]
+    while level:
+        level = [child for child, parent in parents.items() if parent in level]
+        tree += level
+    return tree
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
 def test_a_killed_run_resumes_and_asks_each_prompt_once_in_all(spark, config, mcq_dataset, tmp_path):
-    """A predict process SIGKILLed while 10 answers are in and the next requests are held (never answered),
-    then run again: every prompt is answered exactly once over both runs."""
+    """A predict run SIGKILLed while 10 answers are in and the next requests are held (never answered): its
+    process, driver JVM and Python workers at once, as a lost machine or container would be (a worker that
+    outlived its driver could retry a held request once it is released); then run again: every prompt is
+    answered exactly once over both runs."""
     dataset, gold = mcq_dataset
     with LlmServer(_models(gold, "f")) as server:
         server.hold_after(10)
@@ -288,8 +313,15 @@ def test_a_killed_run_resumes_and_asks_each_prompt_once_in_all(spark, config, mc
             try:
                 server.wait_held(2, timeout_s=240)
                 time.sleep(0.5)  # the answers in are flushed as they arrive; nothing else is answered meanwhile
-                process.send_signal(signal.SIGKILL)
+                tree = _process_tree(process.pid)
+                for pid in tree:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 process.wait(timeout=60)
+                deadline = time.monotonic() + 60
+                while not all(_gone(pid) for pid in tree) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert all(_gone(pid) for pid in tree), "the killed run's processes outlived SIGKILL"
             finally:
                 if process.poll() is None:
                     process.kill()
