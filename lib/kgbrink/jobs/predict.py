@@ -666,7 +666,7 @@ def _open(ctx: JobContext, opts: PredictOptions) -> _Work:
         limit=opts.limit,
         release=release.folder if release else None,
         context=opts.context,
-        **getattr(benchmark, "prompt_choices", lambda _: {})(opts),
+        **_prompt_choices(benchmark, opts),
     )
     if release is not None:
         sources = benchmark.release_sources(ctx, release, opts)
@@ -799,6 +799,11 @@ def _fold(ctx: JobContext, work: _Work, folder: str) -> DataFrame:
     failed.count()
     rows.unpersist()
     return failed
+
+
+def _prompt_choices(benchmark, opts: PredictOptions) -> dict:
+    """The benchmark's options that shape its prompts (its ``prompt_choices``; none declared: none)."""
+    return getattr(benchmark, "prompt_choices", lambda _: {})(opts)
 
 
 def _quarantined_example(ctx: JobContext, reason: str) -> str | None:
@@ -960,8 +965,8 @@ def _record_results(ctx: JobContext, work: _Work, opts: PredictOptions) -> None:
     """The run's scores into ``<dataset>/predict/results`` (replacing an earlier run with its fingerprint):
     what a release's results config carries."""
     judge = ctx.summary.params.get("judge_model")
-    # the options that make runs of one setting differ, as labels
-    options = {"scheme": opts.scheme, "split": opts.split} if work.benchmark == "brink" else {}
+    # the options that make runs of one setting differ, as labels (the neighbourhood's KG is in the setting)
+    options = {k: v for k, v in _prompt_choices(BENCHMARKS[work.benchmark], opts).items() if k != "kg"}
     options.update({k: getattr(opts, k) for k in ("template", "limit") if getattr(opts, k) is not None})
     rows = [
         (
