@@ -209,13 +209,11 @@ def main() -> None:
     t0 = time.perf_counter()
     planted = gt_questions.run(
         JobContext(spark, config),
-        gt_questions.GtQuestionOptions(
-            generate=True, questions=name, dataset=str(dataset), per_type=per_type, split="test"
-        ),
+        gt_questions.GtQuestionOptions(generate=True, name=name, dataset=str(dataset), per_type=per_type, split="test"),
     )
     record["questions"] = {"seconds": round(time.perf_counter() - t0, 2), "counts": planted.counts}
     print(json.dumps(record["questions"]), flush=True)
-    options = question_graphs.QuestionGraphOptions(questions=name, dataset=str(dataset), sp_analysis=True)
+    options = question_graphs.QuestionGraphOptions(name=name, dataset=str(dataset), sp_analysis=True)
     t0 = time.perf_counter()
     qg = question_graphs.question_graphs(JobContext(spark, config), options)
     t1 = time.perf_counter()

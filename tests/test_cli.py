@@ -109,6 +109,31 @@ def test_the_help_groups_every_command_by_what_a_user_does_and_says_where_to_sta
         assert paper in words, paper
 
 
+def test_a_set_name_is_name_and_a_file_is_questions_and_the_old_spelling_still_works_with_a_warning(capsys):
+    """Issue 73: ``--questions`` is a file (okgqa-subgraphs, predict, evaluate-qa, release, score-mcq) and a
+    question set is ``--name`` (gt-questions, question-graphs, sp-analysis, okgqa-sweep, okgqa-subgraphs,
+    mcq, seed-graphs); the old ``--questions SET`` is accepted for one release and said to be deprecated."""
+    from kgbrink.cli import load_jobs
+    from kgbrink.core.jobs import options_from
+
+    parser, jobs = build_parser(), load_jobs()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for command in ("gt-questions", "question-graphs", "sp-analysis", "okgqa-sweep", "okgqa-subgraphs", "mcq"):
+        flags = {s: a for a in sub.choices[command]._actions for s in a.option_strings}
+        assert flags["--name"].dest == "name" and "set" in flags["--name"].help, command
+    for command in ("okgqa-subgraphs", "predict", "evaluate-qa", "release", "score-mcq"):
+        flags = {s: a for a in sub.choices[command]._actions for s in a.option_strings}
+        assert flags["--questions"].dest == "questions" and flags["--questions"].help != argparse.SUPPRESS, command
+    for command in ("gt-questions", "question-graphs", "sp-analysis", "okgqa-sweep"):
+        old = options_from(parser.parse_args([command, "--questions", "qs"]), jobs[command].options)
+        assert old.name == "qs" and not hasattr(old, "questions"), command
+        warned = capsys.readouterr().err
+        assert warned.count("warning: --questions is deprecated for this command, use --name") == 1, command
+        assert options_from(parser.parse_args([command, "--name", "qs"]), jobs[command].options).name == "qs"
+        assert capsys.readouterr().err == ""
+        assert "--questions" not in sub.choices[command].format_help()  # hidden from the help
+
+
 def test_every_option_with_a_plain_default_names_it_in_its_help():
     """``predict --split`` (test), ``--scheme`` (text_label), ``mcq --name`` (probekgc), ...: each option whose
     field has a text or number default says it in ``--help``."""
@@ -119,7 +144,7 @@ def test_every_option_with_a_plain_default_names_it_in_its_help():
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     checked = 0
     for name, job in load_jobs().items():
-        helps = {a.dest: a.help or "" for a in sub.choices[name]._actions}
+        helps = {a.dest: a.help or "" for a in sub.choices[name]._actions if a.help != argparse.SUPPRESS}
         for f in fields(job.options):
             default = f.default
             if not f.metadata.get("cli") or isinstance(default, bool) or not isinstance(default, str | int | float):

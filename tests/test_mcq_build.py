@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from kgbrink.cli import main
-from kgbrink.core.settings import ConfigError, load_config
+from kgbrink.core.settings import MCQ_DEFAULT_TEMPLATES, ConfigError, load_config
 from kgbrink.mcq import options as mcq_options
 from kgbrink.mcq import render
 from tests.conftest import PROJECT_ROOT, conf_args, own_copy
@@ -284,6 +284,19 @@ def test_position_variants_and_prompt_text(spark):
         "Do not reply any other words."
     )
     assert record["system"] == render.SYSTEM_PROMPT and record["triple"] == ["h", "likes", "t"]
+    # the generic template with a label ending in "of": one "of" (docs/fidelity.md, 003 generic template)
+    generic = frame.withColumns(
+        {f"{side}_template": F.lit(MCQ_DEFAULT_TEMPLATES[f"{side} prediction"]) for side in ("head", "tail")}
+    )
+    for label, question in [
+        ("instance of", "What is the instance of h?"),
+        ("Part Of", "What is the Part Of h?"),
+        ("offers", "What is the offers of h?"),
+    ]:
+        named = generic.withColumn("r_name", F.lit(label))
+        assert f"question:\n{question}\nA. " in render.records(named, "text", 4).first()["prompt"], label
+        head = named.withColumn("task", F.lit("head prediction"))
+        assert f"question:\nWhich entity has {label} t?\nA. " in render.records(head, "text", 4).first()["prompt"]
 
 
 def test_mcq_settings_are_checked():

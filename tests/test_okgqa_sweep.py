@@ -111,7 +111,7 @@ def test_sweep_through_the_cli_writes_tables_report_and_mlflow_run(spark, config
     dataset, base = small_dataset
     # subgraphs: every method at two levels and two seeds; kg: RS and ED (the whole-KG SC2D costs a
     # triangle count per graph)
-    args = ["okgqa-sweep", *conf_args(config), "--dataset", str(dataset), "--scope", scope, "--questions", "qs"]
+    args = ["okgqa-sweep", *conf_args(config), "--dataset", str(dataset), "--scope", scope, "--name", "qs"]
     methods = ("RS", "RR", "ER", "ED") if scope == "subgraphs" else ("RS", "ED")
     seeds = (1, 2) if scope == "subgraphs" else (1,)
     args += ["--methods", ",".join(methods), "--seeds", ",".join(map(str, seeds))]

@@ -35,7 +35,7 @@ def okgqa_dataset(spark, config, synth_5000, tmp_path_factory):
     )
     conf = conf_args(config)
     assert main(["okgqa-subgraphs", *conf, "--dataset", str(dataset), "--questions", str(entity_sets)]) == 0
-    sweep = ["okgqa-sweep", *conf, "--dataset", str(dataset), "--scope", "subgraphs", "--questions", "qs"]
+    sweep = ["okgqa-sweep", *conf, "--dataset", str(dataset), "--scope", "subgraphs", "--name", "qs"]
     sweep += ["--methods", "RR,ED", "--seeds", "1", "--levels", "0.5,1.0", "--report-dir", str(base / "sweep")]
     assert main(sweep) == 0
     texts = base / "texts.jsonl"

@@ -246,7 +246,7 @@ def planted_dataset(spark, config, synth_5000, tmp_path_factory):
 @pytest.mark.slow
 def test_question_graphs_and_sp_analysis_through_the_cli(spark, config, planted_dataset, tmp_path):
     dataset, path, questions = planted_dataset
-    common = [*conf_args(config), "--dataset", str(dataset), "--questions", "planted", "--input", str(path)]
+    common = [*conf_args(config), "--dataset", str(dataset), "--name", "planted", "--input", str(path)]
     small = ["--set", "question_graphs.k_min=1", "--set", "question_graphs.max_expand_degree=40"]
     small += ["--set", "question_graphs.top_nodes=30", "--set", "gt_questions.max_bad_fraction=0.1"]
     strict = ["question-graphs", *common, "--json", str(tmp_path / "fail.json")]

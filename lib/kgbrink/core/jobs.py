@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import Field, dataclass, field, fields
@@ -34,11 +35,13 @@ def arg(
     flag: str | None = None,
     cli: bool = True,
     factory: Callable[[], Any] | None = None,
+    deprecated: tuple[str, ...] = (),
     **argparse_kwargs,
 ):
     """A job option with its command-line form (``--name`` from the field name unless ``flag`` is given;
-    ``argparse_kwargs`` go to ``add_argument``; ``convert`` turns the parsed value into the option's)."""
-    meta = {"help": help, "flag": flag, "cli": cli, "argparse": argparse_kwargs}
+    ``argparse_kwargs`` go to ``add_argument``; ``convert`` turns the parsed value into the option's).
+    ``deprecated``: old flags still accepted for one release, each use warned about on standard error."""
+    meta = {"help": help, "flag": flag, "cli": cli, "argparse": argparse_kwargs, "deprecated": deprecated}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -253,7 +256,25 @@ def add_arguments(parser: argparse.ArgumentParser, options: type) -> None:
             continue
         kwargs = {k: v for k, v in meta["argparse"].items() if k != "convert"}
         kwargs.setdefault("default", None)
-        parser.add_argument(meta["flag"] or "--" + f.name.replace("_", "-"), dest=f.name, help=option_help(f), **kwargs)
+        flag = meta["flag"] or "--" + f.name.replace("_", "-")
+        parser.add_argument(flag, dest=f.name, help=option_help(f), **kwargs)
+        for old in meta.get("deprecated", ()):
+            parser.add_argument(old, dest=f.name, help=argparse.SUPPRESS, action=_deprecated(flag), **kwargs)
+
+
+def _deprecated(flag: str) -> type[argparse.Action]:
+    """An argparse store action for an old spelling of ``flag``: stores as ``flag`` does, and says so once."""
+
+    class Deprecated(argparse._StoreAction):
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(
+                f"warning: {option_string} is deprecated for this command, use {flag} (the old spelling is "
+                "removed in the next release)",
+                file=sys.stderr,
+            )
+            super().__call__(parser, namespace, values, option_string)
+
+    return Deprecated
 
 
 def option_help(option: Field) -> str:

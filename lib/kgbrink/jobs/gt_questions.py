@@ -38,8 +38,10 @@ GENERATED = "generated"
 class GtQuestionOptions:
     input: str | None = arg(None, "question file: JSON Lines {id, split?, seeds, answer, answer_subgraph} by key")
     generate: bool = arg(False, "plant questions of gt_questions.types in the KG instead", action="store_true")
-    questions: str | None = arg(
-        None, "question set name: <dataset>/synthkgqa/<questions>/ (default: the file's stem, or 'generated')"
+    name: str | None = arg(
+        None,
+        "question set name: <dataset>/synthkgqa/<name>/ (default: the file's stem, or 'generated')",
+        deprecated=("--questions",),
     )
     dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
     splits: list[str] | None = arg(
@@ -62,9 +64,9 @@ class GtQuestionOptions:
 
 
 def question_set_name(opts: GtQuestionOptions) -> str:
-    name = opts.questions or (GENERATED if opts.generate else Path(opts.input.rstrip("/")).name.split(".")[0])
+    name = opts.name or (GENERATED if opts.generate else Path(opts.input.rstrip("/")).name.split(".")[0])
     if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"--questions must be a plain name, got {name!r}")
+        raise ValueError(f"--name must be a plain name, got {name!r}")
     return name
 
 

@@ -42,7 +42,9 @@ def _ints(text: str | None) -> list[int] | None:
 @dataclass
 class PerturbOptions:
     dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
-    questions: str | None = arg(None, "question set name (okgqa-subgraphs --name) for scope subgraphs")
+    name: str | None = arg(
+        None, "question set name (okgqa-subgraphs --name) for scope subgraphs", deprecated=("--questions",)
+    )
     scope: str | None = arg(None, "subgraphs or kg (default: setting perturbation.scope)", choices=["subgraphs", "kg"])
     methods: list[str] | None = arg(
         None, "comma-separated methods (default: setting perturbation.methods)", convert=names
@@ -72,9 +74,9 @@ class _Scope:
         config.with_overrides(
             [f"perturbation.methods={','.join(self.methods)}", f"perturbation.levels={','.join(map(str, self.levels))}"]
         )
-        if self.scope == "subgraphs" and not opts.questions:
-            raise ValueError("scope subgraphs needs --questions (the name given to okgqa-subgraphs)")
-        self.name = "kg" if self.scope == "kg" else opts.questions
+        if self.scope == "subgraphs" and not opts.name:
+            raise ValueError("scope subgraphs needs --name (the name given to okgqa-subgraphs)")
+        self.name = "kg" if self.scope == "kg" else opts.name
         triples = ctx.read("triples", catalog.path("triples", dataset=self.dataset))
         self.splits = sorted(opts.splits or dataset_splits(triples))
         # the perturbed table's description: kg-similarity's KG and scorer must be the ones perturb used

@@ -472,7 +472,7 @@ class _SynthKGQA:
         # one set per run setting: two settings of one model never overwrite each other's questions
         questions = ctx.summary.params["questions_set"] = f"{work.name}-{_slug(work.model)}-{work.fingerprint[:8]}"
         summary = ctx.run(
-            "gt-questions", input=work.state["written"], dataset=work.dataset, questions=questions, answers=True
+            "gt-questions", input=work.state["written"], dataset=work.dataset, name=questions, answers=True
         )
         ctx.summary.counts.update(
             {f"gt_{k}": v for k, v in summary.counts.items() if isinstance(v, int) and not isinstance(v, bool)}

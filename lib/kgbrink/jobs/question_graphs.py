@@ -34,7 +34,11 @@ from kgbrink.synthkgqa import report, shortest_paths
 
 @dataclass
 class QuestionSetOptions:
-    questions: str = arg("generated", "question set name: <dataset>/synthkgqa/<questions>/ (gt-questions writes it)")
+    name: str = arg(
+        "generated",
+        "question set name: <dataset>/synthkgqa/<name>/ (gt-questions writes it)",
+        deprecated=("--questions",),
+    )
     input: str | None = arg(
         None, "a question table to read instead of the set's gt_questions (Delta or Parquet: id, seeds, answer, ...)"
     )
@@ -92,9 +96,9 @@ def _inputs(
     paths; the quarantine written, the job failed past ``gt_questions.max_bad_fraction``."""
     spark, config = ctx.spark, ctx.config
     dataset = config.require_dataset(opts.dataset)
-    if not opts.questions or "/" in opts.questions:
-        raise ValueError(f"--questions must be a plain name (a question set), got {opts.questions!r}")
-    path = {t: catalog.path(f"synthkgqa.{t}", dataset=dataset, questions=opts.questions) for t in tables}
+    if not opts.name or "/" in opts.name:
+        raise ValueError(f"--name must be a plain name (a question set), got {opts.name!r}")
+    path = {t: catalog.path(f"synthkgqa.{t}", dataset=dataset, questions=opts.name) for t in tables}
     entities = ctx.read("entities", catalog.path("entities", dataset=dataset))
     relations = ctx.read("relations", catalog.path("relations", dataset=dataset))
     triples = ctx.read("triples", catalog.path("triples", dataset=dataset))
@@ -102,7 +106,7 @@ def _inputs(
     summary.params["splits"] = ",".join(splits)
     kg = triples.where(F.col("split").isin(splits)).select("h", "r", "t").distinct()
     kg = kg.persist() if reuse_kg else kg
-    source = opts.input or catalog.path("synthkgqa.gt_questions", dataset=dataset, questions=opts.questions)
+    source = opts.input or catalog.path("synthkgqa.gt_questions", dataset=dataset, questions=opts.name)
     summary.params["questions"] = source
     if opts.input or table_exists(spark, source):
         given = ctx.read_input("gt_questions", source)
@@ -110,11 +114,9 @@ def _inputs(
         raise JobFailed(f"no question table at {source}: run gt-questions first or give --input", summary)
     questions, paths, bad = synthkgqa_question_graphs.prepare_questions(given, entities, relations)
     quarantine = quarantines[0]
-    ctx.write("quarantine", bad, path[quarantine], f"quarantine of {opts.questions}", table=f"synthkgqa.{quarantine}")
+    ctx.write("quarantine", bad, path[quarantine], f"quarantine of {opts.name}", table=f"synthkgqa.{quarantine}")
     for other in quarantines[1:]:
-        ctx.write(
-            other, ctx.written("quarantine"), path[other], f"quarantine of {opts.questions}", f"synthkgqa.{other}"
-        )
+        ctx.write(other, ctx.written("quarantine"), path[other], f"quarantine of {opts.name}", f"synthkgqa.{other}")
     reasons = {r["reason"]: r["count"] for r in ctx.written("quarantine").groupBy("reason").count().collect()}
     questions = questions.transform(checkpoint)
     n_good = questions.count()
@@ -148,7 +150,7 @@ def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
     sp_cfg = _sp_settings(config, opts.answers, "neighbourhood") if opts.sp_analysis else None
     summary = ctx.begin(
         dataset=config.require_dataset(opts.dataset),
-        questions=opts.questions,
+        questions=opts.name,
         **{f"question_graphs.{k}": v for k, v in vars(cfg).items()},
         **({f"shortest_paths.{k}": v for k, v in vars(sp_cfg).items()} if sp_cfg else {}),
     )
@@ -166,7 +168,7 @@ def question_graphs(ctx: JobContext, opts: QuestionGraphOptions) -> JobSummary:
             )
         else:
             graphs, sizes = synthkgqa_question_graphs.question_graphs(got.kg, got.questions, got.paths, cfg)
-        named = f"of {opts.questions}"
+        named = f"of {opts.name}"
         path = got.path
         ctx.write(
             "sizes", sizes, path["question_graph_sizes"], f"sizes {named}", table="synthkgqa.question_graph_sizes"
@@ -195,7 +197,7 @@ def _sp_settings(config, answers: str | None, graph: str | None):
 
 
 def _sp_write(ctx: JobContext, opts, got: _Inputs, name: str, frame, what: str) -> None:
-    ctx.write(name, frame, got.path[name], f"{what} of {opts.questions}", table=f"synthkgqa.{name}")
+    ctx.write(name, frame, got.path[name], f"{what} of {opts.name}", table=f"synthkgqa.{name}")
 
 
 def _sp_tables(ctx: JobContext, opts, got: _Inputs, pairs, found, sp_triples) -> None:
@@ -247,7 +249,7 @@ def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
         synthkgqa_question_graphs.check_settings(config.question_graphs)
     summary = ctx.begin(
         dataset=config.require_dataset(opts.dataset),
-        questions=opts.questions,
+        questions=opts.name,
         **{f"shortest_paths.{k}": v for k, v in vars(cfg).items()},
         **(
             {f"question_graphs.{k}": v for k, v in vars(config.question_graphs).items()}

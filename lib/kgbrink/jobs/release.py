@@ -429,13 +429,13 @@ def _synthkgqa(env: _Env) -> list[layout.Config]:
     exported = env.work / "synthkgqa"
     ctx.run("seed-graphs", dataset=env.dataset, name=NAME, out=str(exported / "prompts.jsonl"))
     if env.opts.questions:
-        ctx.run("gt-questions", dataset=env.dataset, input=env.opts.questions, questions=NAME, answers=True)
+        ctx.run("gt-questions", dataset=env.dataset, input=env.opts.questions, name=NAME, answers=True)
     else:
         ctx.run(
             "gt-questions",
             dataset=env.dataset,
             generate=True,
-            questions=NAME,
+            name=NAME,
             answers=True,
             per_type=settings.questions_per_type,
             export=str(exported / "questions.jsonl"),
@@ -445,7 +445,7 @@ def _synthkgqa(env: _Env) -> list[layout.Config]:
         ctx.run(
             "question-graphs",
             dataset=env.dataset,
-            questions=NAME,
+            name=NAME,
             sp_analysis=True,
             report_dir=str(exported / "report"),
         )

@@ -77,7 +77,10 @@ def prompt(frame: DataFrame, options: int) -> Column:
     tail = F.col("task") == "tail prediction"
     triple = F.when(tail, F.concat(F.lit("("), h, F.lit(", "), r, F.lit(", <mask>)")))
     triple = triple.otherwise(F.concat(F.lit("(<mask>, "), r, F.lit(", "), t, F.lit(")")))
-    template = F.when(tail, F.col("tail_template")).otherwise(F.col("head_template"))
+    chosen = F.when(tail, F.col("tail_template")).otherwise(F.col("head_template"))
+    # a label ending in "of" ("instance of") takes the template's own "of" once: "the instance of X"
+    once = F.replace(chosen, F.lit("<relation> of "), F.lit("<relation> "))
+    template = F.when(F.lower(r).endswith(" of"), once).otherwise(chosen)
     question = F.replace(
         F.replace(F.replace(template, F.lit("<head entity>"), h), F.lit("<tail entity>"), t), F.lit("<relation>"), r
     )
