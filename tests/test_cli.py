@@ -188,6 +188,41 @@ def test_build_on_a_train_only_dataset_needs_no_flags(spark, config, family, tmp
     assert f"export: {dataset}/variants/brink/export" in out and "report:" in out
 
 
+def test_run_again_on_the_same_dump_reuses_the_statistics_and_the_variant(spark, config, synth_5000, tmp_path):
+    """Issue 73 item 8: `kgbrink run` again with nothing changed ingests nothing, reuses the statistics and
+    the variant (no table but the writer lease's gets a version) and says so; other settings or other
+    table versions are not reused."""
+    from kgbrink.core.delta import latest_version
+    from kgbrink.release import reuse
+
+    dataset = tmp_path / "ds"
+    kg = synth_5000.parent / "kg"  # the session's `synth --triples 5000`
+    args = ["run", *conf_args(config), "--dataset", str(dataset), "--input", str(kg), "--no-tracking"]
+    args += ["--set", "mining.max_atoms=2"]
+    summaries, versions = [], []
+    for n in range(2):
+        assert main([*args, "--json", str(tmp_path / f"{n}.json")]) == 0
+        summaries.append(json.loads((tmp_path / f"{n}.json").read_text()))
+        logs = sorted(p.parent.parent for p in dataset.rglob("_delta_log/00000000000000000000.json"))
+        versions.append({str(p.relative_to(dataset)): latest_version(spark, str(p)) for p in logs})
+    first, again = summaries
+    assert first["counts"]["reused"] == [] and "ingest" not in first["highlights"]
+    assert {"variants/brink/complete", "stats/train/entity_popularity", "triples", "_writer"} <= set(versions[0])
+    assert again["counts"]["reused"] == ["stats", "build"]
+    assert versions[1] == {**versions[0], "_writer": versions[0]["_writer"] + 2}  # the lease taken and given back
+    assert again["highlights"]["ingest"] == "no change: the dataset already holds this dump"
+    assert again["highlights"]["reused"].startswith("stats and the brink variant, already computed")
+    for key in ("export", "report", "built"):
+        assert again["highlights"][key] == first["highlights"][key], key
+    assert Path(again["highlights"]["report"]).is_file()
+    inputs = {name: versions[0][name] for name in ("triples", "entities", "relations")}
+    run_config = config.with_overrides(["mining.max_atoms=2"])
+    assert reuse.current_build_in_variant(spark, run_config, str(dataset), inputs) is not None
+    other = run_config.with_overrides(["mining.min_initial_support=3"])
+    assert reuse.current_build_in_variant(spark, other, str(dataset), inputs) is None
+    assert reuse.current_build_in_variant(spark, run_config, str(dataset), {**inputs, "triples": 99}) is None
+
+
 @pytest.mark.parametrize(
     "settings, message",
     [

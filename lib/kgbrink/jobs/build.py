@@ -233,7 +233,7 @@ def build(ctx: JobContext, opts: BuildOptions) -> JobSummary:
         f"{q.counts['questions']:,} questions"
     )
     # what `release` needs to publish this variant without building it again (kgbrink.release.reuse)
-    record = reuse.build_record(ctx.config, dataset, name, summary, summary.highlights["built"])
+    record = reuse.build_record(ctx.config, dataset, name, summary, summary.highlights["built"], out is None)
     if opts.rules is None and not opts.reuse_rules and record is not None:
         publish.write_text(ctx.spark, reuse.record_path(dataset, name), json.dumps(record, sort_keys=True) + "\n")
     return summary

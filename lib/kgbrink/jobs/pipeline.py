@@ -6,6 +6,10 @@
 2. ``ingest`` it into the dataset (Delta tables);
 3. ``stats`` on the configured splits;
 4. ``build``: mine rules, remove, verify, questions, export and report (:mod:`kgbrink.jobs.build`).
+
+Statistics and the variant already computed from the same table versions with the same settings are
+reused, not computed again (:mod:`kgbrink.release.reuse`): a rerun on an unchanged dump ingests nothing
+and reuses both (the variant only when its files and report are in its own folder, no ``--out``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
+from kgbrink.release import layout, reuse
 
 
 def _sample_is_current(directory: Path, config: Settings) -> bool:
@@ -71,14 +76,33 @@ def run(ctx: JobContext, opts: RunOptions) -> JobSummary:
     with ctx.step("ingest"):
         ingested = ctx.run("ingest", dataset=dataset, format="wikidata5m", input=source)
     steps.append(ingested)
+    # a rerun on the same tables with the same settings reuses what the dataset holds (as `release` does)
+    inputs = {name: ingested.outputs[name].version for name in layout.INPUT_TABLES}
+    reused = []
     with ctx.step("stats"):
-        steps.append(ctx.run("stats", dataset=dataset))
+        if reuse.current_statistics(ctx.spark, dataset, config.stats.splits, inputs["triples"]):
+            reused.append("stats")
+        else:
+            steps.append(ctx.run("stats", dataset=dataset))
     with ctx.step("build"):
-        built = ctx.run("build", dataset=dataset, out=opts.out)
-    steps.append(built)
+        record = None if opts.out else reuse.current_build_in_variant(ctx.spark, config, dataset, inputs)
+        if record is None:
+            built = ctx.run("build", dataset=dataset, out=opts.out)
+            steps.append(built)
+            highlights = built.highlights
+        else:
+            reused.append("build")
+            root = reuse.record_path(dataset, config.variant.name).rsplit("/", 1)[0]
+            highlights = {"export": f"{root}/export", "report": f"{root}/report/report.md", "built": record["built"]}
     summary.merge_steps(steps)
     kept = ingested.counts.get("kept")
-    summary.highlights.update(
-        dataset=dataset + (f" ({kept:,} triples)" if kept is not None else ""), **built.highlights
-    )
+    summary.highlights.update(dataset=dataset + (f" ({kept:,} triples)" if kept is not None else ""), **highlights)
+    summary.counts["reused"] = reused
+    if not ingested.counts.get("changed", True):
+        summary.highlights["ingest"] = "no change: the dataset already holds this dump"
+    if reused:
+        summary.highlights["reused"] = (
+            " and ".join(r if r == "stats" else "the brink variant" for r in reused)
+            + ", already computed from these tables with these settings"
+        )
     return summary

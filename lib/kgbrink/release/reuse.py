@@ -35,9 +35,11 @@ def brink_fingerprint(config, inputs: dict, variant: str) -> dict:
     return layout.fingerprint("brink", inputs, sections)
 
 
-def build_record(config, dataset: str, variant: str, summary, built: str) -> dict | None:
+def build_record(config, dataset: str, variant: str, summary, built: str, in_variant: bool = False) -> dict | None:
     """The record of a finished ``build`` (its summary, sub-jobs merged); None when its sub-jobs read two
-    versions of one input table or it wrote no version of a needed table (nothing to vouch for)."""
+    versions of one input table or it wrote no version of a needed table (nothing to vouch for).
+    ``in_variant``: its exported files and report went to the variant's own folder (``kgbrink run``
+    reuses only such a build, :func:`current_build_in_variant`)."""
     inputs = {}
     for name in layout.INPUT_TABLES:
         versions = {t.version for key, t in summary.inputs.items() if key.rsplit(".", 1)[-1] == name}
@@ -48,7 +50,8 @@ def build_record(config, dataset: str, variant: str, summary, built: str) -> dic
     tables = {paths[t.path]: t.version for t in summary.outputs.values() if t.path in paths}
     if not set(NEEDED) <= set(tables) or None in tables.values():
         return None
-    return {"fingerprint": brink_fingerprint(config, inputs, variant), "tables": tables, "built": built}
+    record = {"fingerprint": brink_fingerprint(config, inputs, variant), "tables": tables, "built": built}
+    return {**record, "exported_in_variant": True} if in_variant else record
 
 
 def current_build(spark, dataset: str, variant: str, fingerprint: dict) -> dict | None:
@@ -68,6 +71,15 @@ def current_build(spark, dataset: str, variant: str, fingerprint: dict) -> dict 
         if not table_exists(spark, path) or latest_version(spark, path) != version:
             return None
     return record
+
+
+def current_build_in_variant(spark, config, dataset: str, inputs: dict) -> dict | None:
+    """The current build record (:func:`current_build`) of the configured variant built from ``inputs``
+    (table name -> version) with these settings, when that build exported its files and report into the
+    variant's own folder (so they are its); None otherwise."""
+    variant = config.variant.name
+    record = current_build(spark, dataset, variant, brink_fingerprint(config, inputs, variant))
+    return record if record is not None and record.get("exported_in_variant") is True else None
 
 
 def current_statistics(spark, dataset: str, splits: list[str], triples_version: int) -> bool:
