@@ -292,6 +292,18 @@ def test_a_driver_killed_by_the_os_says_so_in_one_line(config, tmp_path):
     errors = [line for line in err.splitlines() if line.startswith("kgbrink ingest: error:")]
     assert len(errors) == 1 and "killed by SIGKILL" in errors[0] and "spark.driver.memory (now 4g)" in errors[0], err
     assert "Traceback" not in err and "py4j" not in err.lower(), err
+    assert "incubator" not in err, err  # the JVM's notice at start (kgbrink.core.session.relay_stderr)
+
+
+def test_the_jvms_standard_error_reaches_ours_without_the_incubator_notice(tmp_path):
+    import io
+
+    from kgbrink.core.session import relay_stderr
+
+    lines = [b"WARNING: Using incubator modules: jdk.incubator.vector\n", b"Exception in thread main\n", b"x" * 70000]
+    with open(tmp_path / "err", "wb") as target:
+        relay_stderr(io.BytesIO(b"".join(lines)), target.fileno())
+    assert (tmp_path / "err").read_bytes() == b"".join(lines[1:])
 
 
 def test_a_file_on_object_storage_is_named_in_the_run_not_uploaded(config, tmp_path):

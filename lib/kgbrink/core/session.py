@@ -118,10 +118,45 @@ def spark_session(config: Settings) -> SparkSession:
     }
     for key, value in settings.items():
         builder = builder.config(key, value)
+    _launch_driver(builder._options)
     spark = builder.getOrCreate()
     require_driver_class(spark, DELTA_SETTINGS["spark.sql.extensions"], jars)
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+# Spark's launcher gives every JVM jdk.incubator.vector, and the JVM says so on standard error at each start.
+INCUBATOR_NOTICE = b"WARNING: Using incubator modules:"
+
+
+def _launch_driver(options: dict[str, str]) -> None:
+    """Start the driver JVM as ``getOrCreate`` would (``options``: the builder's), with its standard error
+    relayed by :func:`relay_stderr`; nothing when a driver runs already (this process's, or spark-submit's
+    that started this Python)."""
+    import subprocess
+    import threading
+
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    with SparkContext._lock:
+        if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+            return
+        conf = SparkConf(loadDefaults=False).setAll(list(options.items()))
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+        threading.Thread(target=relay_stderr, args=(gateway.proc.stderr,), name="jvm-stderr", daemon=True).start()
+        SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
+
+
+def relay_stderr(stream, fd: int = 2) -> None:
+    """Copy ``stream`` (the driver JVM's standard error) line by line to ``fd``, without the JVM's
+    incubator-module notice, until it ends."""
+    for line in iter(stream.readline, b""):
+        if line.startswith(INCUBATOR_NOTICE):
+            continue
+        view = memoryview(line)
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def require_driver_class(spark: SparkSession, class_name: str, jars: list[str]) -> None:
