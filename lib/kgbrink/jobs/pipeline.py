@@ -21,6 +21,7 @@ from pathlib import Path
 from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
+from kgbrink.jobs.steps.variant_options import variant_dir
 from kgbrink.release import layout, reuse
 
 
@@ -92,7 +93,7 @@ def run(ctx: JobContext, opts: RunOptions) -> JobSummary:
             highlights = built.highlights
         else:
             reused.append("build")
-            root = reuse.record_path(dataset, config.variant.name).rsplit("/", 1)[0]
+            root = variant_dir(dataset, config.variant.name)
             highlights = {"export": f"{root}/export", "report": f"{root}/report/report.md", "built": record["built"]}
     summary.merge_steps(steps)
     kept = ingested.counts.get("kept")
@@ -101,8 +102,8 @@ def run(ctx: JobContext, opts: RunOptions) -> JobSummary:
     if not ingested.counts.get("changed", True):
         summary.highlights["ingest"] = "no change: the dataset already holds this dump"
     if reused:
+        labels = {"stats": "stats", "build": "the brink variant"}
         summary.highlights["reused"] = (
-            " and ".join(r if r == "stats" else "the brink variant" for r in reused)
-            + ", already computed from these tables with these settings"
+            " and ".join(labels[r] for r in reused) + ", already computed from these tables with these settings"
         )
     return summary
