@@ -51,9 +51,10 @@ def body(index: int) -> dict:
 
 def worker(index: int, workers: int, prompts: int, base_url: str, in_flight: int, spool: str, start, out) -> None:
     """Ask prompts ``index, index + workers, ...``; put this process's timings and counts on ``out``."""
-    from kgbrink.llm.client import EndpointConfig, run_calls
+    from kgbrink.llm.client import EndpointConfig, RetryPolicy, run_calls
 
-    config = EndpointConfig(base_url, in_flight=in_flight, timeout_s=30, backoff_initial_s=0.05, backoff_max_s=1)
+    retry = RetryPolicy(backoff_initial_s=0.05, backoff_max_s=1)
+    config = EndpointConfig(base_url, in_flight=in_flight, timeout_s=30, retry=retry)
     results = 0
     with open(spool, "w", encoding="utf-8") as stream:
 

@@ -47,7 +47,8 @@ from pathlib import Path
 HOST = "127.0.0.1"
 PROJECT = Path(__file__).resolve().parents[1]
 ERROR_KINDS = {"429": 429, "500": 500, "502": 502, "503": 503, "504": 504, "400": 400}
-FAULT_KINDS = (*ERROR_KINDS, "slow", "malformed", "drop", "cut")
+FAULT_KINDS = (*ERROR_KINDS, "slow", "malformed", "drop", "cut", "huge", "huge_chunked")
+HUGE_CHUNK = b'{"pad": "' + b"x" * 65_000  # a huge body's repeated piece (never valid JSON)
 
 
 def prompt_sha(messages: list) -> str:
@@ -96,7 +97,8 @@ class Fault:
     ``kind``: an HTTP error ("429", "500", "502", "503", "504"; "400" quotes the request's Authorization
     header, as a leaky server would), "slow" (the answer after ``delay_s``), "malformed" (a 200 with
     truncated JSON), "drop" (the connection closed, no response) or "cut" (headers and half the body, then
-    closed). It hits the requests matching every selector given: ``ordinals`` (arrival order of chat
+    closed), "huge" (a 200 whose body is ``size`` bytes with its Content-Length) or "huge_chunked" (the same,
+    chunked: no length announced); a huge body is streamed, never held. It hits the requests matching every selector given: ``ordinals`` (arrival order of chat
     requests, from 0), ``prompt`` (the last message's content) and ``attempts`` (the request's order among
     those of its model and messages, from 0); ``retry_after`` is the Retry-After header of an error.
     """
@@ -107,6 +109,7 @@ class Fault:
     attempts: Container[int] | None = None
     retry_after: str | None = None
     delay_s: float = 2.0
+    size: int = 300 << 20
 
     def __post_init__(self):
         if self.kind not in FAULT_KINDS:
@@ -167,6 +170,28 @@ def _response(code: int, body: bytes, headers: Sequence[tuple[str, str]] = (), l
     head += f"Content-Length: {len(body) if length is None else length}\r\n"
     head += "".join(f"{name}: {value}\r\n" for name, value in headers)
     return (head + "\r\n").encode("latin-1") + body
+
+
+async def _stream_huge(peer: _Peer, fault: Fault) -> bool:
+    """A 200 of ``fault.size`` bytes, streamed piece by piece until sent or the client closes (False then)."""
+    chunked = fault.kind == "huge_chunked"
+    length = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {fault.size}"
+    peer.writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{length}\r\n\r\n".encode())
+    sent = 0
+    try:
+        while sent < fault.size:
+            piece = HUGE_CHUNK[: fault.size - sent]
+            peer.writer.write(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+            sent += len(piece)
+            await peer.writer.drain()
+            if peer.gone:
+                return False
+        if chunked:
+            peer.writer.write(b"0\r\n\r\n")
+            await peer.writer.drain()
+    except (ConnectionError, OSError):
+        return False
+    return True
 
 
 def _error(code: int, message: str, headers: Sequence[tuple[str, str]] = ()) -> bytes:
@@ -495,6 +520,8 @@ class LlmServer:
             answer = self._completion(ordinal, model, body, messages)
             if fault is not None and fault.kind == "drop":
                 return False
+            if fault is not None and fault.kind.startswith("huge"):
+                return await _stream_huge(peer, fault)
             if fault is not None and fault.kind == "malformed":
                 peer.writer.write(_response(200, answer[: len(answer) // 2]))
                 return True

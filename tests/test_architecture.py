@@ -788,7 +788,7 @@ READS_AROUND_CTX = {
     ("jobs/okgqa.py", "table = spark.read.format(opts.questions_format).load(opts.questions)"):
         "a question file in the format the user names (JSON, CSV, Parquet), checked and quarantined",
     ("jobs/rank.py", "raw = spark.read.parquet(*files)"): "candidate score files, checked and quarantined",
-    ("jobs/predict.py", 'row = ctx.spark.read.format("binaryFile").load(path).select(F.sha2("content", 256).alias("d")).first()'):
+    ("jobs/evaluations/inputs.py", 'row = ctx.spark.read.format("binaryFile").load(path).select(F.sha2("content", 256).alias("d")).first()'):
         "a question file's digest, for the fingerprint",
     ("jobs/steps/refresh_decisions.py", "now = refresh.split_fingerprints(read_table(spark, triples_path, current))"):
         "refresh's decisions compare the versions they name: the merged triples",

@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +22,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kgbrink.llm.client import CallResult, CallStats, EndpointConfig, backoff_s, escape, retry_after_s, run_calls
+from kgbrink.llm.client import (
+    CallResult,
+    CallStats,
+    EndpointConfig,
+    RetryPolicy,
+    backoff_s,
+    escape,
+    retry_after_s,
+    run_calls,
+)
 from tests.llm_server import Fault, LlmServer, LlmServerProcess, echo, prompt_sha
 
 KEY = "sk-test-Zq81VbX0-secret-key-4417"
@@ -33,9 +43,12 @@ def request(text: str, model: str = "echo", **params) -> dict:
 
 
 def config(server, **overrides) -> EndpointConfig:
-    """Fast test settings: short timeouts and backoffs, 3 tries, 4 in flight."""
+    """Fast test settings: short timeouts and backoffs, 3 tries, 4 in flight (a RetryPolicy field given by
+    its name)."""
     values = {"timeout_s": 2.0, "max_tries": 3, "backoff_initial_s": 0.001, "backoff_max_s": 0.01, "in_flight": 4}
-    return EndpointConfig(server.base_url, **{**values, **overrides})
+    values.update(overrides)
+    retry = RetryPolicy(**{k: values.pop(k) for k in ("max_tries", "backoff_initial_s", "backoff_max_s")})
+    return EndpointConfig(server.base_url, retry=retry, **values)
 
 
 def ask(endpoint: EndpointConfig, requests) -> tuple[dict[str, CallResult], CallStats]:
@@ -133,6 +146,30 @@ def test_a_fault_on_every_try_ends_with_its_status_after_max_tries(kind):
     assert stats.by_status == {RETRIED[kind][0]: 1, "ok": 1}
 
 
+def test_a_body_over_the_cap_is_too_large_read_no_further_and_not_retried():
+    """300 MB announced by Content-Length: refused before a byte of it is read; 300 MB chunked: the read stops
+    just past the cap. Either way one try, ``too_large`` with the size, and the other prompts answered."""
+    cap = 1 << 20
+    faults = [Fault("huge", prompt="p0"), Fault("huge_chunked", prompt="p1")]
+    with LlmServer(faults=faults) as server:
+        keys = [(f"k{i}", request(f"p{i}")) for i in range(4)]
+        results, stats = ask(config(server, max_response_bytes=cap, timeout_s=20), keys)
+        served = server.stats(detail=False)
+    announced, chunked = results["k0"], results["k1"]
+    assert (announced.status, announced.tries, announced.answered, announced.http_status) == (
+        "too_large",
+        1,
+        False,
+        200,
+    )
+    assert announced.detail == f"response body of {300 << 20} bytes (Content-Length) exceeds the {cap}-byte cap"
+    assert (chunked.status, chunked.tries) == ("too_large", 1)
+    read = int(re.search(r"\((\d+) bytes read", chunked.detail).group(1))
+    assert cap < read <= cap + (1 << 16) + 1  # one read chunk past the cap at most
+    assert [results[f"k{i}"].status for i in (2, 3)] == ["ok", "ok"]
+    assert stats.requests == 4 and stats.retries == 0 and served["faults"] == {"huge": 1, "huge_chunked": 1}
+
+
 def test_other_client_errors_are_not_retried():
     with LlmServer(faults=[Fault("400", prompt="bad")]) as server:
         results, stats = ask(config(server), [("unknown", request("x", model="nope")), ("bad", request("bad"))])
@@ -219,7 +256,7 @@ def test_retry_after_header_values():
 
 
 def test_backoff_is_full_jitter_reproducible_from_the_key_and_waited():
-    endpoint = EndpointConfig("http://127.0.0.1:9/v1", backoff_initial_s=0.04, backoff_max_s=0.1)
+    endpoint = RetryPolicy(backoff_initial_s=0.04, backoff_max_s=0.1)
     waits = [backoff_s(endpoint, "same key", tries) for tries in (1, 2, 3, 4)]
     assert waits == [backoff_s(endpoint, "same key", tries) for tries in (1, 2, 3, 4)]
     assert [0 <= wait <= cap for wait, cap in zip(waits, (0.04, 0.08, 0.1, 0.1))] == [True] * 4
@@ -390,9 +427,12 @@ def test_a_running_event_loop_is_refused():
 
 
 def test_configuration_is_checked():
-    for bad in ({"base_url": "ftp://x"}, {"in_flight": 0}, {"max_tries": 0}, {"requests_per_minute": 0}):
+    for bad in ({"base_url": "ftp://x"}, {"in_flight": 0}, {"requests_per_minute": 0}, {"max_response_bytes": 10}):
         with pytest.raises(ValueError):
             EndpointConfig(**{"base_url": "http://127.0.0.1/v1", **bad})
+    for bad in ({"max_tries": 0}, {"backoff_initial_s": -1}, {"backoff_max_s": -1}):
+        with pytest.raises(ValueError):
+            RetryPolicy(**bad)
     assert EndpointConfig("http://h:1/v1/").url == "http://h:1/v1/chat/completions"
 
 
@@ -478,7 +518,7 @@ def test_the_server_in_its_own_process(monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     arguments = ("--model", "echo", "--model", "gpt=refuse", "--api-key-env", KEY_ENV, "--fault", "500@0")
     with LlmServerProcess(*arguments, env=dict(os.environ)) as server:
-        endpoint = EndpointConfig(server.base_url, api_key_env=KEY_ENV, backoff_initial_s=0.001)
+        endpoint = EndpointConfig(server.base_url, api_key_env=KEY_ENV, retry=RetryPolicy(backoff_initial_s=0.001))
         results, _ = ask(endpoint, [("a", request("a")), ("b", request("b", model="gpt"))])
         listing = urllib.request.Request(server.base_url + "/models", headers={"Authorization": f"Bearer {KEY}"})
         with urllib.request.urlopen(listing, timeout=10) as response:

@@ -198,6 +198,96 @@ def test_unparseable_and_empty_answers_are_kept_and_quarantined(spark, config, m
         assert server.stats()["requests"] == requests  # an empty answer is an answer: not asked again
 
 
+def test_cot_answers_through_the_cot_template_as_worked_example_e5(spark, config, mcq_dataset, tmp_path):
+    """``--template probekgc-cot@1``: the user message is the question block and E5's instruction, the request
+    carries the template's params (no log-probabilities), and the answers read the CoT way: E5's four answers
+    (correct, wrong, void, correct twice) give accuracy 2/3 over the letters read (E5's accuracy_valid), the
+    void quarantined (E5's accuracy, void = wrong: 2/4)."""
+    from kgbrink.mcq.answering import question_block
+
+    dataset, gold = mcq_dataset
+    instruction = (
+        'Reasoning step by step based on the provided context. Finish the reasoning with the format "**The answer '
+        'is <ID>.**", where <ID> is the option ID A/B/C/D.'
+    )
+    first_four = sorted(_question_rows())[:4]  # --limit 4: the first item ids
+    by_block = {question_block(r[-1]): (i, LETTERS[r[9]]) for i, r in enumerate(first_four)}
+    bodies = []
+
+    def cot(body):
+        bodies.append(body)
+        block, _, asked = body["messages"][-1]["content"].rpartition("\n\n")
+        assert asked == instruction
+        i, letter = by_block[block]
+        wrong = LETTERS[(LETTERS.index(letter) + 1) % 4]
+        return {
+            "content": [
+                f"It lies there. **The answer is {letter}.**",
+                f"The answer is {wrong}.",
+                "B or C",
+                f"The answer is {letter}. So, the answer is {letter}.",
+            ][i]
+        }
+
+    with LlmServer({"cot-e5": cot}) as server:
+        extra = ["--template", "probekgc-cot@1", "--limit", "4", "--set", "predict.max_bad_fraction=0.5"]
+        doc = _predict(config, server, dataset, tmp_path, *_fast(config), *extra, model="cot-e5")
+    assert {k: v for k, v in bodies[0].items() if k != "messages"} == {
+        "model": "cot-e5",
+        "temperature": 0.0,
+        "max_tokens": 1024,
+    }
+    assert doc["params"]["template_ref"] == "probekgc-cot@1" and doc["counts"]["quarantined_by_reason"] == {"void": 1}
+    predictions = read_table(spark, f"{doc['params']['out']}/mcq_predictions").collect()
+    golds = {r[0]: LETTERS[r[9]] for r in first_four}
+    assert sorted((r["id"], r["letter"] == golds[r["id"]], r["logprobs"]) for r in predictions) == [
+        (first_four[0][0], True, None),
+        (first_four[1][0], False, None),
+        (first_four[3][0], True, None),
+    ]
+    per_difficulty = {first_four[i][7]: v for i, v in ((0, 1.0), (1, 0.0))}  # easy 2 of 2, hard 0 of 1
+    assert _accuracy(doc) == {f"accuracy.{d}": v for d, v in per_difficulty.items()}
+    correct = sum(r["letter"] == golds[r["id"]] for r in predictions)
+    assert round(correct / len(predictions), 6) == 0.666667 and correct / 4 == 0.5  # E5
+
+
+def test_a_template_the_benchmark_does_not_render_is_an_error(config, mcq_dataset, tmp_path):
+    """Unknown, another benchmark's or another context's template, or a file with a slot the benchmark
+    does not fill: a one-line error before anything is asked."""
+    dataset, _ = mcq_dataset
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("name: mine\nversion: 1\nmessages:\n- {role: user, content: 'Q {prompt} {colour}'}\n")
+    mine.write_text(mine.read_text() + "slots: [prompt, colour]\n")
+    cases = {
+        "nope@1": "--template nope@1: no built-in template 'nope@1'",
+        "brink-reader@1": "--template brink-reader@1 is not a template of probekgc with --context none: use one of "
+        "probekgc-direct@1, probekgc-cot@1",
+        str(mine): "(probekgc fills option_ids, prompt, question_block)",
+    }
+    for spec, expected in cases.items():
+        out = tmp_path / "refused.json"
+        args = ["predict", *conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", "m"]
+        code = main([*args, "--base-url", "http://127.0.0.1:9/v1", "--template", spec, "--json", str(out)])
+        error = json.loads(out.read_text())["error"]
+        assert code == 2 and expected in error, error
+
+
+def test_a_huge_response_is_quarantined_as_too_large_with_its_size(spark, config, mcq_dataset, tmp_path):
+    dataset, gold = mcq_dataset
+    texts = sorted(r[-1] for r in _question_rows())
+    faults = [Fault("huge", prompt=texts[0]), Fault("huge_chunked", prompt=texts[1], size=64 << 20)]
+    with LlmServer(_models(gold, "h"), faults) as server:
+        extra = ["--set", "predict.max_response_mb=1", "--set", "predict.max_bad_fraction=0.1", "--no-score"]
+        doc = _predict(config, server, dataset, tmp_path, *_fast(config), *extra, model="oracle-h")
+        assert server.stats()["requests"] == 24  # not retried
+    quarantine = read_table(spark, f"{doc['params']['out']}/predict_quarantine").orderBy("detail").collect()
+    assert [(r["stage"], r["reason"]) for r in quarantine] == [("call", "too_large")] * 2
+    assert f"response body of {300 << 20} bytes (Content-Length) exceeds the {1 << 20}-byte cap" in [
+        r["detail"] for r in quarantine
+    ]
+    assert any(r["detail"].startswith(f"response body exceeds the {1 << 20}-byte cap (") for r in quarantine)
+
+
 def _key_places(spark, config, dataset: str, tmp_path: Path) -> dict[str, Path]:
     """Where a run could leave the key: the dataset, the test's folder (the run's summary and the spools kept
     there), the logs, the MLflow store (database and artifacts) and Spark's temp folders (block manager,
@@ -231,20 +321,20 @@ def test_the_api_key_is_sent_and_appears_in_no_output(spark, config, mcq_dataset
     """The key reaches the server on every request and nothing else: not the output, the tables, the summary,
     the spool lines (kept here instead of removed), the logs, MLflow or Spark's temp folders. Each place is
     shown to be scanned by planting the key there once."""
-    from kgbrink.jobs import predict
+    from kgbrink.jobs.evaluations import model_calls
 
     dataset, gold = mcq_dataset
     secret = "sk-test-" + hashlib.sha256(b"kgbrink").hexdigest()[:24]
     monkeypatch.setenv("KGBRINK_TEST_KEY", secret)
     kept = tmp_path / "spools"
-    real_delete = predict.delete_path
+    real_delete = model_calls.delete_path
 
     def keep_then_delete(session, path):
         if Path(path).is_dir() and "_spool" in str(path):
             shutil.copytree(path, kept / Path(path).name)
         return real_delete(session, path)
 
-    monkeypatch.setattr(predict, "delete_path", keep_then_delete)
+    monkeypatch.setattr(model_calls, "delete_path", keep_then_delete)
     capfd.readouterr()
     with LlmServer(_models(gold, "e"), api_key=secret) as server:
         key = ["--set", "predict.api_key_env=KGBRINK_TEST_KEY", "--no-score"]

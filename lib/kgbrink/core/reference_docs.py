@@ -40,6 +40,7 @@ PACKAGES = (
     "evaluation",
     "jobs",
     "jobs.steps",
+    "jobs.evaluations",
 )
 
 

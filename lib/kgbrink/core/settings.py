@@ -370,6 +370,9 @@ class PredictSettings:
     max_tries: int = setting(6, "tries per prompt (429, 5xx, timeouts, dropped connections, malformed bodies)")
     backoff_seconds: float = setting(1.0, "first retry's back-off; doubled per try, full jitter, Retry-After honoured")
     backoff_max_seconds: float = setting(60.0, "longest back-off between two tries")
+    max_response_mb: float = setting(
+        8.0, "a response body longer than this many MiB is not read (quarantined as too_large, not retried)"
+    )
     price_prompt_per_million: float | None = setting(None, "price of 10^6 prompt tokens (null: no cost reported)")
     price_completion_per_million: float | None = setting(None, "price of 10^6 completion tokens")
     max_bad_fraction: float = setting(

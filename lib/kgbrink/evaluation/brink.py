@@ -22,7 +22,6 @@ from kgbrink.brink import reader
 from kgbrink.brink.questions import render_questions
 from kgbrink.evaluation.calls import messages_json
 
-DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 256}
 PREDICTION_SCHEMA = "id string, prediction string, refusal boolean, reason string"
 
 

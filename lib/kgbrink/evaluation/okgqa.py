@@ -30,8 +30,6 @@ from kgbrink.core.quarantine import mark_repeats, with_line_numbers
 from kgbrink.evaluation.calls import messages_json
 from kgbrink.okgqa import answering
 
-DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 1024}  # the templates' (okgqa-answer@1, okgqa-geval@1)
-JUDGE_PARAMS = {"temperature": 0.0, "max_tokens": 1024}
 NO_CONTEXT = "none"
 TEXT_REASONS = (
     "malformed_json",  # not a JSON object (or a key repeated in it)

@@ -20,7 +20,6 @@ from pyspark.sql import functions as F
 from kgbrink.evaluation.calls import messages_json
 from kgbrink.synthkgqa import writing
 
-DEFAULT_PARAMS = {"temperature": 0.0, "max_tokens": 512}
 WRITTEN_SCHEMA = (
     "question string, seeds array<string>, answer string, answer_subgraph array<array<string>>, sparql string, "
     "reason string, detail string"

@@ -10,7 +10,9 @@ each prompt (benchmarks/bench_predict_transport.py).
 Retried, with exponential backoff and full jitter seeded by the key, up to ``max_tries`` tries: HTTP 429,
 500, 502, 503 and 504, timeouts, dropped connections and cut bodies, and 200s whose body is not a chat
 completion. A ``Retry-After`` (seconds or an HTTP date) is waited in full, and pauses every request of the
-run; one longer than ``backoff_max_s`` ends the prompt's tries. Other HTTP errors are not retried.
+run; one longer than ``backoff_max_s`` ends the prompt's tries. Other HTTP errors are not retried. The tries
+and waits are one :class:`RetryPolicy`. A body longer than ``max_response_bytes`` is never held whole: its
+``Content-Length``, or the bytes read past the cap, end the try as ``too_large`` (not retried).
 
 The API key is read from the environment variable ``api_key_env`` names when :func:`run_calls` starts, is
 sent only as ``Authorization: Bearer``, and is replaced by ``<api key>`` in every text taken from the
@@ -38,6 +40,24 @@ RETRIED_HTTP = frozenset({429, 500, 502, 503, 504})
 BURST_S = 0.5  # a rate limit's bucket holds this many seconds of its rate (at least one request)
 DETAIL_CHARS = 200  # the escaped excerpt of a server's text in CallResult.detail
 HIDDEN_KEY = "<api key>"
+MAX_RESPONSE_BYTES = 8 << 20  # a chat completion is kilobytes; a body past this is a server's fault
+READ_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a request is tried again: ``max_tries`` tries at most (the first counts), exponential backoff
+    from ``backoff_initial_s`` doubled per try up to ``backoff_max_s``, full jitter (:func:`backoff_s`)."""
+
+    max_tries: int = 6
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
+
+    def __post_init__(self):
+        if self.max_tries < 1:
+            raise ValueError("max_tries must be at least 1")
+        if self.backoff_initial_s < 0 or self.backoff_max_s < 0:
+            raise ValueError("backoff_initial_s and backoff_max_s must not be negative")
 
 
 @dataclass(frozen=True)
@@ -46,28 +66,30 @@ class EndpointConfig:
 
     ``base_url`` ends before ``/chat/completions`` (``http://127.0.0.1:8000/v1``); ``api_key_env`` is the
     NAME of the environment variable holding the key (``None``: no Authorization header); ``timeout_s``
-    bounds one try, connection included; ``max_tries`` counts the first; ``in_flight`` requests of one
-    :func:`run_calls` are outstanding at most; ``requests_per_minute`` and ``tokens_per_minute`` (prompt and
-    completion tokens) are this caller's share of the endpoint's limits, ``None`` for none.
+    bounds one try, connection included; ``retry``: how a failed try is tried again; ``in_flight`` requests
+    of one :func:`run_calls` are outstanding at most; ``requests_per_minute`` and ``tokens_per_minute``
+    (prompt and completion tokens) are this caller's share of the endpoint's limits, ``None`` for none;
+    ``max_response_bytes``: the longest response body read.
     """
 
     base_url: str
     api_key_env: str | None = None
     timeout_s: float = 120.0
-    max_tries: int = 6
-    backoff_initial_s: float = 1.0
-    backoff_max_s: float = 60.0
-    in_flight: int = 8
+    retry: RetryPolicy = RetryPolicy()
+    in_flight: int = 16
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
+    max_response_bytes: int = MAX_RESPONSE_BYTES
 
     def __post_init__(self):
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http:// or https:// URL, got {self.base_url[:80]!r}")
-        if self.in_flight < 1 or self.max_tries < 1:
-            raise ValueError("in_flight and max_tries must be at least 1")
-        if self.timeout_s <= 0 or self.backoff_initial_s < 0 or self.backoff_max_s < 0:
-            raise ValueError("timeout_s must be positive, backoff_initial_s and backoff_max_s not negative")
+        if self.in_flight < 1:
+            raise ValueError("in_flight must be at least 1")
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        if self.max_response_bytes < 1024:
+            raise ValueError("max_response_bytes must be at least 1024")
         for name in ("requests_per_minute", "tokens_per_minute"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -85,7 +107,7 @@ class CallResult:
     ``status``: ``ok``; ``empty`` (blank content), ``refused`` (``message.refusal`` set), ``truncated``
     (``finish_reason`` ``length``, content kept), in this precedence: refused, truncated, empty; or, after
     the last try, ``malformed_response``, ``http_error`` (``http_status`` says which), ``timeout``,
-    ``connection``. ``top_logprobs``: ``choices[0].logprobs.content[0].top_logprobs`` as
+    ``connection``, ``too_large`` (a body over the cap). ``top_logprobs``: ``choices[0].logprobs.content[0].top_logprobs`` as
     ``[{"token", "logprob"}]``. ``latency_s``, ``http_status`` and ``detail`` are the last try's; ``detail``
     is a short escaped text (the server's error, the refusal, the exception), never the API key.
     """
@@ -175,10 +197,10 @@ def _estimate_tokens(body: dict) -> float:
     return len(messages) / 4 + cap
 
 
-def backoff_s(config: EndpointConfig, key: str, tries: int) -> float:
+def backoff_s(policy: RetryPolicy, key: str, tries: int) -> float:
     """The wait after a request's ``tries``-th failed try: full jitter, uniform in [0, min(backoff_max_s,
     backoff_initial_s * 2 ** (tries - 1))], drawn from a generator seeded by the key and ``tries``."""
-    cap = min(config.backoff_max_s, config.backoff_initial_s * 2.0 ** (tries - 1))
+    cap = min(policy.backoff_max_s, policy.backoff_initial_s * 2.0 ** (tries - 1))
     return random.Random(f"{key}\x00{tries}").uniform(0.0, cap)
 
 
@@ -351,7 +373,7 @@ class _Caller:
         """Try one request until it is answered, fails for good or has had ``max_tries`` tries."""
         if body.get("stream"):
             raise ValueError("streamed completions are not supported: drop 'stream' from the request body")
-        config = self.config
+        policy = self.config.retry
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         estimate = self.estimate_tokens(body) if self.limiter.tokens is not None else 0.0
         tries = 0
@@ -364,11 +386,11 @@ class _Caller:
             used = (fields.get("prompt_tokens") or 0) + (fields.get("completion_tokens") or 0)
             if used:
                 self.limiter.settle(estimate, used)
-            if not outcome.retry or tries >= config.max_tries:
+            if not outcome.retry or tries >= policy.max_tries:
                 return CallResult(key=key, status=outcome.status, tries=tries, **fields)
-            wait = backoff_s(config, key, tries)
+            wait = backoff_s(policy, key, tries)
             if outcome.retry_after is not None:
-                if outcome.retry_after > config.backoff_max_s:
+                if outcome.retry_after > policy.backoff_max_s:
                     fields["detail"] = f"Retry-After {outcome.retry_after:g} s exceeds backoff_max_s; " + str(
                         fields.get("detail")
                     )
@@ -385,9 +407,13 @@ class _Caller:
         start = time.perf_counter()
         try:
             async with self.session.post(self.url, data=payload) as response:
-                raw = await response.read()
+                raw = await self._body(response)
                 code = response.status
                 retry_after = response.headers.get("Retry-After") if code in (429, 503) else None
+                if isinstance(raw, str):  # over the cap: the connection is closed, the rest never read
+                    response.close()
+                    fields = {"latency_s": time.perf_counter() - start, "http_status": code, "detail": raw}
+                    return _Try("too_large", fields=fields)
         except TimeoutError:
             latency = time.perf_counter() - start
             detail = f"no answer in {self.config.timeout_s:g} s"
@@ -403,6 +429,20 @@ class _Caller:
         if code in RETRIED_HTTP:
             return _Try("http_error", retry=True, retry_after=retry_after_s(retry_after), fields=fields)
         return _Try("http_error", fields=fields)
+
+    async def _body(self, response: aiohttp.ClientResponse) -> bytes | str:
+        """The response body, or a text saying it is over ``max_response_bytes`` (from its Content-Length,
+        before anything is read; else once the bytes read pass the cap)."""
+        cap = self.config.max_response_bytes
+        length = response.content_length
+        if length is not None and length > cap:
+            return f"response body of {length} bytes (Content-Length) exceeds the {cap}-byte cap"
+        raw = bytearray()
+        async for chunk in response.content.iter_chunked(READ_CHUNK):
+            raw += chunk
+            if len(raw) > cap:
+                return f"response body exceeds the {cap}-byte cap ({len(raw)} bytes read, then closed)"
+        return bytes(raw)
 
     def _error_text(self, raw: bytes) -> str:
         """The escaped message of an error body: ``error.message`` of its JSON, else its text."""

@@ -479,11 +479,16 @@ def builtin(ref: str) -> Template:
     return _BUILDERS[versions[-1][1]]()
 
 
+def builtin_ref(spec: str | Path | Template) -> bool:
+    """``spec`` names a built-in template (``name`` or ``name@version``), not a file or a Template."""
+    return isinstance(spec, str) and not spec.lower().endswith((".json", ".yaml", ".yml"))
+
+
 def resolve(spec: str | Path | Template) -> Template:
     """A template given as itself, a built-in reference, or a ``.json`` / ``.yaml`` / ``.yml`` file path."""
     if isinstance(spec, Template):
         return spec
     text = str(spec)
-    if isinstance(spec, Path) or text.lower().endswith((".json", ".yaml", ".yml")):
+    if not builtin_ref(spec):
         return load(text)
     return builtin(text)

@@ -1,0 +1,180 @@
+"""The model call, one step for every role (the answering model, a judge): the prompts ``model_calls`` has no
+answer for asked from ``predict.tasks`` Spark tasks, each answer spooled as it arrives and folded into
+``<dataset>/predict/model_calls`` (keyed by ``call_id``; :mod:`kgbrink.llm.spool`), the tokens and cost of
+the answers a run uses counted.
+
+A role's endpoint is built from one settings shape (:func:`endpoint`): the URL, the name of the variable
+holding its key (read here, carried in memory to the executors as :class:`kgbrink.llm.spool.Secret`, never
+written), one :class:`kgbrink.llm.client.RetryPolicy`, the rate limits shared evenly by the tasks and the
+response size cap.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from functools import partial
+from pathlib import Path
+
+from pyspark import TaskContext
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.core import catalog
+from kgbrink.core.delta import table_exists
+from kgbrink.core.files import delete_path, read_json_lines
+from kgbrink.core.jobs import JobContext
+from kgbrink.core.settings import ConfigError
+from kgbrink.evaluation.calls import canonical
+from kgbrink.jobs.evaluations.protocol import Role, Run
+from kgbrink.llm import spool
+from kgbrink.llm.client import EndpointConfig, RetryPolicy
+
+CALLS = "model_calls"
+STAT_KEYS = ("requests", "retries", "prompt_tokens", "completion_tokens", "skipped")
+
+
+def endpoint(settings, base_url: str | None, tasks: int, judge_url: str | None = None) -> EndpointConfig:
+    """The endpoint of the ``predict`` settings (``judge_url``: a judge's own endpoint, with
+    ``judge_api_key_env``'s key, never the answering one's), each global rate limit split evenly among the
+    tasks; a key variable named but not set fails here, before anything starts."""
+
+    def share(limit):
+        return None if limit is None else float(limit) / tasks
+
+    if judge_url:
+        key_env, key_setting = settings.judge_api_key_env, "predict.judge_api_key_env"
+    else:
+        key_env, key_setting = settings.api_key_env, "predict.api_key_env"
+    if key_env and not os.environ.get(key_env):
+        raise ConfigError(f"{key_setting} names {key_env}, which is not set in the environment")
+    retry = RetryPolicy(int(settings.max_tries), float(settings.backoff_seconds), float(settings.backoff_max_seconds))
+    return EndpointConfig(
+        base_url=(judge_url or base_url or settings.base_url).rstrip("/"),
+        api_key_env=key_env,
+        timeout_s=float(settings.timeout_seconds),
+        retry=retry,
+        in_flight=int(settings.in_flight),
+        requests_per_minute=share(settings.requests_per_minute),
+        tokens_per_minute=share(settings.tokens_per_minute),
+        max_response_bytes=int(float(settings.max_response_mb) * (1 << 20)),
+    )
+
+
+def calls_path(run: Run) -> str:
+    return f"{run.dataset}/predict/{CALLS}"
+
+
+def fold(ctx: JobContext, run: Run, folder: str) -> DataFrame:
+    """The spool files under ``folder`` into ``model_calls`` (a call id's first answer kept); the rows of the
+    calls that got no answer (the last try's result of each) are returned for the quarantine."""
+    rows = read_json_lines(ctx.spark, folder, spool.SCHEMA)
+    rows = rows.cache()
+    answered = rows.filter("answered").drop("answered").dropDuplicates(["call_id"])
+    columns = [c.split()[0] for c in catalog.table("predict.model_calls").schema.split(", ")]
+    answered = answered.select(*columns)
+    path = calls_path(run)
+    if table_exists(ctx.spark, path):
+        ctx.merge(CALLS, path, answered, "t.call_id = s.call_id", insert_all=True)
+    elif answered.limit(1).count():
+        ctx.write(CALLS, answered, path, "answers of chat-completions endpoints", table="predict.model_calls")
+    failed = rows.join(answered.select("call_id"), "call_id", "left_anti")
+    failed = failed.groupBy("call_id").agg(F.max_by(F.struct("status", "detail"), "tries").alias("last")).cache()
+    failed.count()
+    rows.unpersist()
+    return failed
+
+
+def recover(ctx: JobContext, run: Run) -> int:
+    """Spools of earlier runs that ended before folding them (killed) folded into ``model_calls``."""
+    root = Path(run.spool_dir)
+    left = sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else []
+    for folder in left:
+        if any(folder.glob("*.jsonl")):
+            fold(ctx, run, str(folder)).unpersist()
+        delete_path(ctx.spark, str(folder))
+    return len(left)
+
+
+def ask(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> DataFrame | None:
+    """Ask ``role`` the prompts ``model_calls`` has no answer for, from ``run.tasks`` tasks, counted in the
+    summary under the role's prefix; the calls left unanswered (``call_id, last``, cached) or None when
+    nothing was asked."""
+    summary, prefix = ctx.summary, role.prefix
+    path = calls_path(run)
+    distinct = prompts.select("call_id", "body", "prompt_sha256").dropDuplicates(["call_id"])
+    if table_exists(ctx.spark, path):
+        distinct = distinct.join(ctx.read(CALLS, path).select("call_id"), "call_id", "left_anti")
+    pending = distinct.repartition(run.tasks, "call_id").sortWithinPartitions("call_id")
+    pending = pending.withColumns({"model": F.lit(role.model), "params": F.lit(canonical(role.params))}).cache()
+    n_pending = pending.count()
+    summary.counts[f"{prefix}asked"] = n_pending
+    for key in (*STAT_KEYS, "rate_limit_wait_s"):
+        summary.counts[prefix + key] = 0
+    if n_pending == 0:
+        pending.unpersist()
+        return None
+    folder = f"{run.spool_dir}/{uuid.uuid4().hex}"
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    config = role.endpoint
+    key = os.environ.get(config.api_key_env) if config.api_key_env else None
+    task = partial(_ask_task, endpoint=config, folder=folder, api_key=spool.Secret(key) if key else None)
+    stats = pending.rdd.mapPartitionsWithIndex(task).collect()
+    pending.unpersist()
+    for key in STAT_KEYS:
+        summary.counts[prefix + key] = sum(int(s.get(key) or 0) for s in stats)
+    summary.counts[f"{prefix}rate_limit_wait_s"] = round(sum(float(s.get("waited_s") or 0) for s in stats), 3)
+    failed = fold(ctx, run, folder)  # cached and counted: the spool folder goes next
+    delete_path(ctx.spark, folder)
+    return failed
+
+
+def _ask_task(partition: int, rows, *, endpoint: EndpointConfig, folder: str, api_key: spool.Secret | None):
+    """One task's share of the pending prompts (runs on an executor)."""
+    attempt = TaskContext.get().attemptNumber() if TaskContext.get() else 0
+    rows = (r.asDict() for r in rows)
+    return spool.ask_partition(partition, rows, endpoint=endpoint, folder=folder, attempt=attempt, api_key=api_key)
+
+
+def calls(ctx: JobContext, run: Run) -> DataFrame | None:
+    """``model_calls`` as this run left it: the version it wrote, else the one it read, else None."""
+    if CALLS in ctx.summary.outputs:
+        return ctx.written(CALLS)
+    path = calls_path(run)
+    return ctx.read(CALLS, path) if table_exists(ctx.spark, path) else None
+
+
+def usage(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> None:
+    """Token sums over the answers this run's prompts use (``answer_*``; ``judge_answer_*`` for the judge),
+    and their cost at the role's prices (``cost.answers``, ``cost.this_run``: what this run asked)."""
+    table = calls(ctx, run)
+    if table is None:
+        return
+    prefix = role.prefix
+    used = prompts.select("call_id").distinct().join(table, "call_id")
+    row = used.agg(F.sum("prompt_tokens").alias("p"), F.sum("completion_tokens").alias("c")).first()
+    p_tokens, c_tokens = int(row["p"] or 0), int(row["c"] or 0)
+    counts = ctx.summary.counts
+    counts.update({f"{prefix}answer_prompt_tokens": p_tokens, f"{prefix}answer_completion_tokens": c_tokens})
+    prompt_price, completion_price = role.prices
+    if prompt_price is None and completion_price is None:
+        return
+
+    def cost(prompt_tokens: int, completion_tokens: int) -> float:
+        paid = prompt_tokens * float(prompt_price or 0) + completion_tokens * float(completion_price or 0)
+        return round(paid / 1e6, 6)
+
+    asked = cost(counts.get(f"{prefix}prompt_tokens", 0), counts.get(f"{prefix}completion_tokens", 0))
+    ctx.summary.results.extend(
+        [
+            {"metric": f"cost.{prefix}answers", "value": cost(p_tokens, c_tokens)},
+            {"metric": f"cost.{prefix}this_run", "value": asked},
+        ]
+    )
+
+
+def ask_and_count(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> DataFrame | None:
+    """:func:`ask`, then :func:`usage`: the model-call step of one role."""
+    failed = ask(ctx, run, role, prompts)
+    usage(ctx, run, role, prompts)
+    return failed

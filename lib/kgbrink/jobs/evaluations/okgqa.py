@@ -1,0 +1,199 @@
+"""OKGQA-P's evaluation (paper 004): a question set's subgraphs at each perturbation level as knowledge
+(:mod:`kgbrink.evaluation.okgqa`), the answers judged by G-Eval through the same model-call step, scores per
+level beside the KG similarity (Fig. 5), with a report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.core.files import read_lines, require_files
+from kgbrink.core.jobs import JobContext
+from kgbrink.core.settings import ConfigError
+from kgbrink.core.tracking import fail_past_bad_fraction
+from kgbrink.evaluation import okgqa
+from kgbrink.evaluation.calls import call_rows
+from kgbrink.jobs.evaluations import model_calls
+from kgbrink.jobs.evaluations.protocol import (
+    QUARANTINE,
+    Evaluation,
+    QuestionTexts,
+    Role,
+    Run,
+    split_answers,
+    write_quarantine,
+)
+from kgbrink.okgqa import report as okgqa_report
+
+
+class OKGQA(Evaluation):
+    name = "okgqa"
+    inputs = (
+        ("perturbed", "okgqa.perturbed"),
+        ("perturbations", "okgqa.perturbations"),
+        ("entities", "entities"),
+        ("relations", "relations"),
+    )
+    optional = (("kg_similarity", "okgqa.kg_similarity"),)
+    templates = {"subgraph": ("okgqa-answer@1",), okgqa.NO_CONTEXT: ("okgqa-baseline@1",)}
+    fingerprint_settings = ("predict.max_facts", "predict.criteria")
+    judge = "okgqa-geval@1"
+
+    def default_name(self, config) -> str:
+        raise ConfigError("--name is required with --benchmark okgqa: the question set of okgqa-subgraphs")
+
+    def release_sources(self, ctx: JobContext, release, opts) -> dict[str, DataFrame]:
+        raise ConfigError("okgqa needs a dataset: a release carries the KG scope only, no question subgraphs")
+
+    def prompts(self, ctx: JobContext, run: Run, opts) -> DataFrame:
+        if not opts.questions:
+            raise ConfigError('--questions is required with --benchmark okgqa: JSON Lines {"qid", "question"}')
+        perturbed = run.sources["perturbed"]
+        texts = question_texts(ctx, run, opts.questions, perturbed.select(F.col("scope_key").alias("qid")))
+        graphs = (
+            None if opts.context == okgqa.NO_CONTEXT else okgqa.level_graphs(perturbed, run.sources["perturbations"])
+        )
+        sources = run.sources
+        records = okgqa.records(graphs, texts, sources["entities"], sources["relations"], ctx.config.predict.max_facts)
+        run.records = run.keep(records)
+        # no --template: each record's own (a question whose subgraph is empty gets the zero-shot baseline)
+        return okgqa.prompts(run.records, run.template if opts.template else None)
+
+    def parse(self, ctx: JobContext, run: Run, answers: DataFrame, quarantine: DataFrame, opts) -> dict[str, int]:
+        parsed = okgqa.answers(answers.select("item_id", "content"))
+        n_facts = F.when(F.col("facts").isNull(), 0).otherwise(F.size("facts")).alias("n_facts")
+        columns = ("item_id", "qid", "method", "seed", "level", "n_triples", n_facts, "answer", "abstained")
+        labels = (F.lit(run.model).alias("model"), F.lit(opts.run_name).alias("run"))
+        table = run.records.join(parsed, "item_id").select(*columns, *labels)
+        ctx.write("okgqa_answers", table, run.path("okgqa_answers"), table="predict.okgqa_answers")
+        row = ctx.written("okgqa_answers").agg(F.count("*"), F.sum(F.col("abstained").cast("int"))).first()
+        ctx.summary.counts.update(answers=int(row[0]), abstained=int(row[1] or 0))
+        by_reason = write_quarantine(ctx, run, quarantine.unionByName(run.texts.quarantine))
+        return _less_text_lines(by_reason, run.texts.counts)
+
+    def score(self, ctx: JobContext, run: Run, opts) -> None:
+        settings, summary = ctx.config.predict, ctx.summary
+        judge = run.judge
+        answers = ctx.written("okgqa_answers")
+        judged, judge_bad = self._judged(ctx, run, judge, answers)
+        labels = {"model": run.model, "judge_model": judge.model, "run": opts.run_name, "setting": opts.context}
+        summary.params.update(judge_model=judge.model, judge_base_url=judge.endpoint.base_url)
+        judgements = judged.select("answer_id", "criterion", "score")
+        rows = okgqa.scores(answers, judgements, list(settings.criteria), labels)
+        ctx.write("okgqa_scores", rows, run.path("okgqa_scores"), table="predict.okgqa_scores")
+        similarity = run.sources.get("kg_similarity")
+        levels = okgqa.levels(ctx.written("okgqa_scores"), similarity, answers)
+        ctx.write("okgqa_levels", levels, run.path("okgqa_levels"), table="predict.okgqa_levels")
+        self._report(ctx, run, ctx.written("okgqa_levels").toPandas(), judge.model, opts.context)
+        fail_past_bad_fraction(
+            summary,
+            judge_bad,
+            summary.counts["judge_prompts"] + summary.counts["prompts"],
+            float(settings.max_bad_fraction),
+            "predict.max_bad_fraction",
+            "prompts and judge prompts",
+            f"see {run.path(QUARANTINE)}",
+        )
+
+    def _judged(self, ctx: JobContext, run: Run, judge: Role, answers: DataFrame) -> tuple[DataFrame, dict]:
+        """The judge asked about every answer and criterion; returns its parsed ``score`` per ``answer_id,
+        criterion`` and the judge's bad calls and unparsed judgements per reason (quarantined with the
+        answers')."""
+        settings, summary = ctx.config.predict, ctx.summary
+        texts = run.records.select("item_id", "question", "references")
+        items = run.keep(okgqa.judge_prompts(answers.join(texts, "item_id"), list(settings.criteria)))
+        prompts = run.keep(call_rows(items.select("item_id", "messages"), judge.model, judge.params))
+        ctx.write("judge_prompts", prompts.drop("body"), run.path("judge_prompts"), table="predict.judge_prompts")
+        summary.counts["judge_prompts"] = prompts.count()
+        failed = model_calls.ask_and_count(ctx, run, judge, prompts)
+        if failed is not None:
+            run.cached.append(failed)
+        answered, bad_calls = split_answers(prompts, model_calls.calls(ctx, run), failed)
+        judged = run.keep(okgqa.judged(answered.select("item_id", "content")).join(items.drop("messages"), "item_id"))
+        unscored = judged.filter(F.col("score").isNull()).join(prompts.select("item_id", "call_id"), "item_id")
+        bad = bad_calls.unionByName(
+            unscored.select(
+                "item_id",
+                "call_id",
+                F.lit("parse").alias("stage"),
+                F.lit("no_score").alias("reason"),
+                F.lit("no 'Score: n' line with 0 <= n <= 10").alias("detail"),
+            )
+        ).withColumn("stage", F.concat(F.lit("judge_"), F.col("stage")))
+        if QUARANTINE in summary.outputs:
+            bad = bad.unionByName(ctx.written(QUARANTINE))
+        return judged, _less_text_lines(write_quarantine(ctx, run, bad), run.texts.counts)
+
+    def _report(self, ctx: JobContext, run: Run, table: pd.DataFrame, judge_model: str, setting: str) -> None:
+        """The per-level scores into the summary's results, a figure and ``report.md`` in the files folder."""
+        for row in table.sort_values(["metric", "method", "level"]).itertuples():
+            for suffix, value in (("", row.value), (".drop", row.drop)):
+                ctx.summary.results.append(
+                    {
+                        "metric": row.metric + suffix,
+                        "method": row.method,
+                        "level": row.level,
+                        "value": None if pd.isna(value) else round(float(value), 6),
+                    }
+                )
+        folder = Path(run.files) / "report"
+        heading = f"OKGQA-P: {run.model} judged by {judge_model} (setting {setting})"
+        ctx.summary.artifacts.append(str(okgqa_report.answers_figure(table, folder / "answers.png", heading)))
+        (folder / "report.md").write_text(okgqa_report.answers_markdown(table, heading) + "\n![answers](answers.png)\n")
+        ctx.summary.artifacts.append(str(folder / "report.md"))
+
+
+def _less_text_lines(by_reason: dict[str, int], texts: dict[str, int]) -> dict[str, int]:
+    """The quarantined prompts by reason without the bad question lines (weighed against the lines already,
+    by :func:`question_texts`, not against the prompts)."""
+    return {k: n - texts.get(k, 0) for k, n in by_reason.items() if n > texts.get(k, 0)}
+
+
+def question_texts(ctx: JobContext, run: Run, path: str, qids: DataFrame) -> DataFrame:
+    """The good question texts (``qid, question, references``) of the questions in ``qids``, kept in
+    ``run.texts`` with the bad lines and the texts of questions the set has not; fails when the bad lines
+    exceed ``predict.max_bad_fraction`` of the lines (a text of another question, ``unknown_qid``, is not
+    weighed: one question file may serve several sets)."""
+    require_files(ctx.spark, [path])
+    parsed = run.keep(okgqa.question_texts(read_lines(ctx.spark, {"questions": [path]})))
+    known = qids.distinct().withColumn("_known", F.lit(True))
+    unknown = F.col("reason").isNull() & F.col("_known").isNull()
+    parsed = parsed.join(known, "qid", "left").withColumns(
+        {
+            "reason": F.when(unknown, F.lit("unknown_qid")).otherwise(F.col("reason")),
+            "detail": F.when(
+                F.col("detail").isNull() & F.col("_known").isNull(), F.lit("no subgraph of this qid in the set")
+            ).otherwise(F.col("detail")),
+        }
+    )
+    bad = parsed.filter(F.col("reason").isNotNull())
+    where = F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string"), F.lit(": "))
+    quarantine = run.keep(
+        bad.select(
+            F.col("qid").alias("item_id"),
+            F.lit(None).cast("string").alias("call_id"),
+            F.lit("questions").alias("stage"),
+            "reason",
+            F.concat(where, F.coalesce("detail", F.lit(""))).alias("detail"),
+        )
+    )
+    counts = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
+    good = run.keep(parsed.filter(F.col("reason").isNull()).select("qid", "question", "references"))
+    run.texts = QuestionTexts(good, quarantine, counts)
+    n_good, n_set = good.count(), known.count()
+    ctx.summary.counts.update(question_texts=n_good, questions_without_text=n_set - n_good)
+    weighed = {k: n for k, n in counts.items() if k != "unknown_qid"}
+    fail_past_bad_fraction(
+        ctx.summary,
+        weighed,
+        n_good + sum(weighed.values()),
+        float(ctx.config.predict.max_bad_fraction),
+        "predict.max_bad_fraction",
+        "question lines",
+        f"bad lines of {path}",
+        source=path,
+    )
+    return good

@@ -1,0 +1,236 @@
+"""What a benchmark's evaluation declares (:class:`Evaluation`), a model's role in a run (:class:`Role`) and a
+run's typed state (:class:`Run`); the answers split from the calls that got none, and the quarantine written.
+
+An evaluation declares its inputs (dataset tables by catalog name), its contexts and, per context, the
+templates it renders (the first is the default; a template's ``params`` are the request's defaults, settings
+override them), the settings its prompts depend on, and its judge when its scorer asks one. ``kgbrink
+predict`` runs its steps in order: ``prompts`` (``item_id, messages``), the model call, ``parse`` (the
+answers into its scorer's input, the rest quarantined), ``score``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from kgbrink.core import catalog
+from kgbrink.core.jobs import JobContext
+from kgbrink.core.settings import ConfigError
+from kgbrink.llm import templates
+from kgbrink.llm.client import EndpointConfig
+
+QUARANTINE = "predict_quarantine"
+REQUEST_SETTINGS = ("temperature", "top_p", "max_tokens", "seed")  # predict.* settings that override params
+
+
+def request_params(template: templates.Template, settings) -> dict:
+    """A request's parameters: the template's ``params``, then the ``predict`` settings that are set."""
+    params = dict(template.params)
+    for key in REQUEST_SETTINGS:
+        value = getattr(settings, key)
+        if value is not None:
+            params[key] = value
+    return params
+
+
+@dataclass(frozen=True)
+class Role:
+    """A model in one role of a run: ``answer`` (counts unprefixed) or ``judge`` (counts ``judge_``), its
+    request parameters, endpoint and prices per 10^6 prompt and completion tokens (None: no cost)."""
+
+    role: str
+    model: str
+    params: dict
+    endpoint: EndpointConfig
+    prices: tuple[float | None, float | None] = (None, None)
+
+    @property
+    def prefix(self) -> str:
+        return "" if self.role == "answer" else f"{self.role}_"
+
+
+@dataclass
+class QuestionTexts:
+    """Question texts read from a user's file: the good ones (``qid, question, references``), the bad lines
+    as quarantine rows, and the bad lines counted by reason."""
+
+    good: DataFrame
+    quarantine: DataFrame
+    counts: dict[str, int]
+
+
+@dataclass
+class Run:
+    """One ``predict`` run: where it reads and writes, the answering role, its template, and what its steps
+    pass on. ``keep`` caches a frame until the run ends (:meth:`release`)."""
+
+    benchmark: str
+    dataset: str
+    name: str
+    answering: Role
+    template: templates.Template
+    judge: Role | None
+    tasks: int
+    out: str
+    spool_dir: str
+    fingerprint: str = ""
+    files: str = ""  # a local folder: the plain files
+    release: str = ""  # the release folder read instead of a dataset
+    sources: dict[str, DataFrame] = field(default_factory=dict)
+    records: DataFrame | None = None  # the benchmark's question records the prompts are rendered from
+    prompts: DataFrame | None = None  # item_id, messages, prompt_sha256, call_id, body
+    failed: DataFrame | None = None  # call_id, last: the calls the ask step left unanswered
+    questions_path: str | None = None  # probekgc: the questions table score-mcq reads
+    written: str | None = None  # synthkgqa: the written questions gt-questions reads
+    texts: QuestionTexts | None = None  # okgqa: the question texts of --questions
+    cached: list[DataFrame] = field(default_factory=list)
+
+    @property
+    def model(self) -> str:
+        return self.answering.model
+
+    def path(self, table: str) -> str:
+        return f"{self.out}/{table}"
+
+    def keep(self, frame: DataFrame) -> DataFrame:
+        """``frame`` cached until the run ends."""
+        self.cached.append(frame.cache())
+        return frame
+
+    def release_cache(self) -> None:
+        for frame in self.cached:
+            frame.unpersist()
+        self.cached.clear()
+
+
+class Evaluation(ABC):
+    """One benchmark's evaluation, declared once. ``inputs`` / ``optional``: ``(source, catalog table)``
+    read from the dataset (required / where they exist); ``templates``: per context (the first is the
+    default context) the built-in templates it renders, the first the default; ``fingerprint_settings``:
+    the ``predict`` settings its prompts or scores depend on; ``judge``: the judge's template, when its
+    scorer asks a judge through the same model-call step."""
+
+    name: ClassVar[str]
+    inputs: ClassVar[tuple[tuple[str, str], ...]] = ()
+    optional: ClassVar[tuple[tuple[str, str], ...]] = ()
+    templates: ClassVar[dict[str, tuple[str, ...]]]
+    fingerprint_settings: ClassVar[tuple[str, ...]] = ()
+    judge: ClassVar[str | None] = None
+
+    @property
+    def contexts(self) -> tuple[str, ...]:
+        return tuple(self.templates)
+
+    def default_name(self, config) -> str:
+        """The question set read when ``--name`` is not given."""
+        raise ConfigError(f"--name is required with --benchmark {self.name}")
+
+    def option_inputs(self, opts) -> tuple[tuple[str, str], ...]:
+        """Inputs the options add (required)."""
+        return ()
+
+    def labels(self, opts) -> dict:
+        """The options that shape the prompts, for the summary and the results' labels."""
+        return {}
+
+    def release_sources(self, ctx: JobContext, release, opts) -> dict[str, DataFrame]:
+        """The inputs read from a release instead of a dataset."""
+        raise ConfigError(f"--release does not carry what {self.name} asks: read a dataset")
+
+    def template(self, spec: str | None, context: str) -> templates.Template:
+        """The template asked with ``--template`` (a built-in of this benchmark and context, or a file whose
+        slots it fills), else the context's default."""
+        accepted = self.templates[context]
+        if spec is None:
+            return templates.builtin(accepted[0])
+        try:
+            template = templates.resolve(spec)
+        except templates.TemplateError as error:
+            raise ConfigError(f"--template {spec}: {error}") from error
+        if template.ref in accepted:
+            return template
+        if templates.builtin_ref(spec):
+            raise ConfigError(
+                f"--template {spec} is not a template of {self.name} with --context {context}: "
+                f"use one of {', '.join(accepted)}"
+            )
+        filled = sorted({slot for ref in accepted for slot in templates.builtin(ref).slots})
+        try:
+            templates.check_slots(template, filled)
+        except templates.TemplateError as error:
+            raise ConfigError(f"--template {spec}: {error} ({self.name} fills {', '.join(filled)})") from error
+        return template
+
+    @abstractmethod
+    def prompts(self, ctx: JobContext, run: Run, opts) -> DataFrame:
+        """``item_id, messages`` of every question asked; sets ``run.records``."""
+
+    @abstractmethod
+    def parse(self, ctx: JobContext, run: Run, answers: DataFrame, quarantine: DataFrame, opts) -> dict[str, int]:
+        """The answers (``item_id, call_id, status, content, top_logprobs, detail``) parsed into the scorer's
+        input and written, with the quarantine rows; returns the bad prompts by reason (weighed against
+        ``predict.max_bad_fraction``)."""
+
+    @abstractmethod
+    def score(self, ctx: JobContext, run: Run, opts) -> None:
+        """The scorer run on what :meth:`parse` wrote, its results into the summary."""
+
+
+def split_answers(prompts: DataFrame, calls: DataFrame | None, failed: DataFrame | None) -> tuple[DataFrame, DataFrame]:
+    """``(answers, quarantine)``: the prompts (``item_id, call_id``) with an ``ok`` answer and its
+    ``content, top_logprobs``; the others as quarantine rows (stage ``call``: no answer, the last try's
+    status as the reason; stage ``answer``: an empty, refused or truncated answer)."""
+    spark = prompts.sparkSession
+    keys = prompts.select("item_id", "call_id")
+    if calls is None:
+        calls = spark.createDataFrame([], catalog.table("predict.model_calls").schema)
+    got = keys.join(calls.select("call_id", "status", "content", "top_logprobs", "detail"), "call_id", "left")
+    if failed is None:
+        failed = spark.createDataFrame([], "call_id string, last struct<status: string, detail: string>")
+    missing = got.filter(F.col("status").isNull()).select("item_id", "call_id").join(failed, "call_id", "left")
+    unanswered = missing.select(
+        "item_id",
+        "call_id",
+        F.lit("call").alias("stage"),
+        F.coalesce(F.col("last.status"), F.lit("no_answer")).alias("reason"),
+        F.col("last.detail").alias("detail"),
+    )
+    refused = got.filter(F.col("status").isNotNull() & (F.col("status") != "ok")).select(
+        "item_id", "call_id", F.lit("answer").alias("stage"), F.col("status").alias("reason"), "detail"
+    )
+    return got.filter(F.col("status") == "ok"), unanswered.unionByName(refused)
+
+
+def parse_failures(bad: DataFrame, id_column: str = "item_id") -> DataFrame:
+    """Quarantine rows (stage ``parse``) of parsed answers with a ``reason`` (``id_column, call_id, reason,
+    detail``)."""
+    return bad.select(F.col(id_column).alias("item_id"), "call_id", F.lit("parse").alias("stage"), "reason", "detail")
+
+
+def write_quarantine(ctx: JobContext, run: Run, quarantine: DataFrame) -> dict[str, int]:
+    """The quarantine rows written (an empty table when there are none: no stale rows of an earlier run in
+    the folder), counted by reason from the table written (its plan is long: not cached)."""
+    ctx.write(QUARANTINE, quarantine, run.path(QUARANTINE), table="predict.quarantine")
+    written = ctx.written(QUARANTINE)
+    by_reason = {r["reason"]: int(r["count"]) for r in written.groupBy("reason").count().collect()}
+    ctx.summary.counts.update(quarantined=sum(by_reason.values()), quarantined_by_reason=by_reason)
+    return by_reason
+
+
+def quarantined_example(ctx: JobContext, reason: str) -> str | None:
+    """The detail of one quarantined item with ``reason`` (the first by item id), for the failure message."""
+    if QUARANTINE not in ctx.summary.outputs:
+        return None
+    rows = ctx.written(QUARANTINE).where(F.col("reason") == reason).orderBy("item_id").select("detail").take(1)
+    return rows[0]["detail"] if rows else None
+
+
+def adopt_results(ctx: JobContext, summary) -> None:
+    """A scorer job's results, highlights and artifacts into this run's summary."""
+    ctx.summary.results.extend(summary.results)
+    ctx.summary.highlights.update(summary.highlights)
+    ctx.summary.artifacts.extend(summary.artifacts)
