@@ -210,8 +210,10 @@ class LlmServer:
         delay_s: float = 0.0,
         api_key: str | None = None,
         port: int = 0,
+        system_fingerprint: str = "fp_llm_server",
     ):
         self.models = dict(BUILTIN_MODELS if models is None else models)
+        self.system_fingerprint = system_fingerprint  # a redeployed server reports another
         self.faults = faults
         self.delay_s = delay_s
         self.api_key = api_key
@@ -566,7 +568,7 @@ class LlmServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "system_fingerprint": "fp_llm_server",
+            "system_fingerprint": self.system_fingerprint,
             "choices": [
                 {
                     "index": 0,

@@ -29,6 +29,7 @@ from kgbrink.llm.client import (
     RetryPolicy,
     backoff_s,
     escape,
+    probe,
     retry_after_s,
     run_calls,
 )
@@ -144,6 +145,18 @@ def test_a_fault_on_every_try_ends_with_its_status_after_max_tries(kind):
     assert (counts["requests"], counts["completed"]) == (3, 0)
     assert results["k1"].status == "ok"
     assert stats.by_status == {RETRIED[kind][0]: 1, "ok": 1}
+
+
+def test_the_probe_passes_a_live_endpoint_and_names_a_dead_one_or_a_refused_key(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with LlmServer(api_key=KEY) as server:
+        assert probe(EndpointConfig(server.base_url, api_key_env=KEY_ENV)) is None
+        monkeypatch.setenv(KEY_ENV, "sk-wrong")
+        refused = probe(EndpointConfig(server.base_url, api_key_env=KEY_ENV))
+        assert refused == f"{server.base_url}/models refused the request: HTTP 401 (the key in {KEY_ENV})"
+        assert probe(EndpointConfig(server.base_url)).endswith("HTTP 401 (no key was sent)")
+    dead = probe(EndpointConfig("http://127.0.0.1:9/v1"))
+    assert dead.startswith("cannot reach http://127.0.0.1:9/v1/models: ") and "refused" in dead.lower()
 
 
 def test_a_body_over_the_cap_is_too_large_read_no_further_and_not_retried():

@@ -272,6 +272,92 @@ def test_a_template_the_benchmark_does_not_render_is_an_error(config, mcq_datase
         assert code == 2 and expected in error, error
 
 
+def test_an_endpoint_nobody_listens_on_fails_in_seconds_naming_it(config, mcq_dataset, tmp_path):
+    """Probed once before asking: no prompt's tries, and a one-line error with the URL and the cause."""
+    dataset, _ = mcq_dataset
+    out = tmp_path / "nobody.json"
+    args = ["predict", *conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", "m"]
+    started = time.monotonic()
+    assert main([*args, "--base-url", "http://127.0.0.1:9/v1", "--json", str(out)]) == 1
+    error = json.loads(out.read_text())["error"]
+    assert "cannot reach http://127.0.0.1:9/v1/models: " in error and "refused" in error.lower(), error
+    assert error.endswith("24 prompts not asked (--base-url, predict.base_url)")
+    assert time.monotonic() - started < 60  # the prompts step and one refused connection, no retries
+
+
+def test_a_dry_run_plans_and_asks_nothing(spark, config, mcq_dataset, tmp_path):
+    """The plan's counts, tokens, cost and minutes computed here from the prompts; no request, no table."""
+    dataset, gold = mcq_dataset
+    texts = sorted(r[-1] for r in _question_rows())
+    chars = sum(
+        len(calls.messages_json([{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": t}]))
+        for t in texts
+    )
+    prices = ["--set", "predict.price_prompt_per_million=1000000", "--set", "predict.requests_per_minute=60"]
+    with LlmServer(_models(gold, "i")) as server:
+        doc = _predict(config, server, dataset, tmp_path, *_fast(config), *prices, "--dry-run", model="oracle-i")
+        assert server.stats()["http_requests"] == 0
+        plan = doc["plan"]
+        assert (plan["prompts"], plan["kept"], plan["to_send"]) == (24, 0, 24)
+        assert plan["estimated_prompt_tokens"] == round(chars / 4) == plan["estimated_cost_at_most"]
+        assert plan["estimated_completion_tokens_at_most"] == 24 * 16 and plan["minutes_at_least"] == 0.4
+        assert len(plan["sample_prompts"]) == 3 and plan["sample_prompts"][0][-1]["content"] in texts
+        assert not Path(doc["params"]["out"]).exists()
+        _predict(config, server, dataset, tmp_path, *_fast(config), "--limit", "10", "--no-score", model="oracle-i")
+        again = _predict(config, server, dataset, tmp_path, *_fast(config), "--dry-run", model="oracle-i", name="b")
+        assert (again["plan"]["kept"], again["plan"]["to_send"]) == (10, 14)
+
+
+def test_max_cost_stops_the_run_and_keeps_every_answer(spark, config, mcq_dataset, tmp_path):
+    """1 per prompt token, 1,000 at most, one request in flight per task: the run stops with the answers it
+    got kept, and the next run asks exactly the rest."""
+    dataset, gold = mcq_dataset
+    budget = ["--set", "predict.price_prompt_per_million=1000000", "--set", "predict.in_flight=1"]
+    with LlmServer(_models(gold, "k")) as server:
+        out = tmp_path / "stopped.json"
+        args = ["predict", *conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", "oracle-k"]
+        args += ["--base-url", server.base_url, *_fast(config), *budget, "--no-score"]
+        assert main([*args, "--set", "predict.max_cost=1000", "--json", str(out)]) == 1
+        error = json.loads(out.read_text())["error"]
+        kept = server.stats()["completed"]
+        assert 0 < kept < 24 and "predict.max_cost 1000 reached (" in error and f"{24 - kept} answer" in error
+        rows = read_table(spark, f"{dataset}/predict/model_calls").filter("model = 'oracle-k'").count()
+        assert rows == kept
+        doc = _predict(config, server, dataset, tmp_path, *_fast(config), *budget, "--no-score", model="oracle-k")
+        stats = server.stats()
+        assert doc["counts"]["asked"] == 24 - kept and stats["completed"] == 24
+        assert all(p["completed"] == 1 for p in stats["by_prompt"].values())
+
+
+def test_a_redeployed_model_is_not_mixed_with_its_old_answers(spark, config, mcq_dataset, tmp_path):
+    """10 answers kept from one deployment; the same name redeployed (another system_fingerprint): the run
+    asks one prompt, sees the change and fails before asking the rest; a new predict.model_revision asks
+    everything again; predict.model_change=allow reuses the old answers."""
+    dataset, gold = mcq_dataset
+    with LlmServer(_models(gold, "j")) as server:
+        _predict(config, server, dataset, tmp_path, *_fast(config), "--limit", "10", "--no-score", model="oracle-j")
+    with LlmServer(_models(gold, "j"), system_fingerprint="fp_redeployed") as server:
+        out = tmp_path / "changed.json"
+        args = ["predict", *conf_args(config), "--benchmark", "probekgc", "--dataset", dataset, "--model", "oracle-j"]
+        args += ["--base-url", server.base_url, *_fast(config), "--no-score"]
+        assert main([*args, "--json", str(out)]) == 1
+        error = json.loads(out.read_text())["error"]
+        assert "now answers oracle-j as 'oracle-j' (system_fingerprint 'fp_redeployed')" in error, error
+        assert "10 by 'oracle-j' ('fp_llm_server')" in error and server.stats()["requests"] == 1
+        revised = _predict(
+            config, server, dataset, tmp_path, *_fast(config), "--set", "predict.model_revision=v2", "--no-score",
+            model="oracle-j", name="revised",
+        )  # fmt: skip
+        assert revised["counts"]["asked"] == 24 and revised["counts"]["spools_recovered"] == 1  # the failed run's
+        allowed = _predict(
+            config, server, dataset, tmp_path, *_fast(config), "--set", "predict.model_change=allow", "--no-score",
+            model="oracle-j", name="allowed",
+        )  # fmt: skip
+        assert allowed["counts"]["spools_recovered"] == 0 and allowed["counts"]["asked"] == 13  # 10 and the one
+    keys = read_table(spark, f"{dataset}/predict/model_calls").filter("model = 'oracle-j'").select("call_id")
+    assert keys.distinct().count() == 24 + 24  # the revision's keys are others
+
+
 def test_a_huge_response_is_quarantined_as_too_large_with_its_size(spark, config, mcq_dataset, tmp_path):
     dataset, gold = mcq_dataset
     texts = sorted(r[-1] for r in _question_rows())
@@ -340,7 +426,8 @@ def test_the_api_key_is_sent_and_appears_in_no_output(spark, config, mcq_dataset
         key = ["--set", "predict.api_key_env=KGBRINK_TEST_KEY", "--no-score"]
         doc = _predict(config, server, dataset, tmp_path, *_fast(config), *key, model="oracle-e")
         auth = server.stats()["auth"]
-        assert auth["ok"] == 24 and auth["missing"] == auth["wrong"] == 0 and doc["counts"]["asked"] == 24
+        # 24 chat requests and the probe of /models before them
+        assert auth["ok"] == 25 and auth["missing"] == auth["wrong"] == 0 and doc["counts"]["asked"] == 24
     assert doc["params"]["api_key_env"] == "KGBRINK_TEST_KEY"
     assert len(list(kept.rglob("*.jsonl"))) >= 1  # the spool lines of the run, kept to be scanned
     captured = capfd.readouterr()

@@ -109,8 +109,9 @@ def test_ingest_with_quarantine_reasons_and_line_numbers(spark, tmp_path):
     }
 
 
-def _brute_answers(kg: set, seeds, answer, triples) -> set:
-    """Every binding of the answer over all assignments of the non-seed nodes (the query's definition)."""
+def _brute_answers(kg: set, seeds, answer, triples, realised: set | None = None) -> set:
+    """Every binding of the answer over all assignments of the non-seed nodes (the query's definition);
+    the KG triples of every satisfying assignment added to ``realised`` (App. A.4's CONSTRUCT)."""
     nodes = sorted({x for h, _, t in triples for x in (h, t)})
     variables = [n for n in nodes if n not in seeds]
     universe = sorted({x for h, _, t in kg for x in (h, t)})
@@ -120,6 +121,8 @@ def _brute_answers(kg: set, seeds, answer, triples) -> set:
         bind.update({s: s for s in seeds})
         if all((bind[h], r, bind[t]) in kg for h, r, t in triples):
             found.add(bind[answer])
+            if realised is not None:
+                realised.update((bind[h], r, bind[t]) for h, r, t in triples)
     return found
 
 
@@ -160,17 +163,21 @@ def test_answer_sets_equal_brute_force_on_random_kgs(spark):
     kg_frame = spark.createDataFrame(sorted(kg), "h int, r int, t int").repartition(3)
     got = {r.id: r for r in synthkgqa_questions.answer_sets(frame, kg_frame, max_answers=5).collect()}
     assert len(got) == len(questions) >= 25
-    over = 0
+    over = wider = 0
     for q, s, a, g, _ in questions:
-        expected = _brute_answers(kg, s, a, g)
+        realised = set()
+        expected = _brute_answers(kg, s, a, g, realised)
         row = got[q]
         assert row.n_answers == len(expected) and row.answer_in_set and a in expected, q
         if len(expected) <= 5:
             assert row.all_answers == sorted(expected), q
+            assert [tuple(x) for x in row.full_answer_subgraph] == sorted(realised), q
+            assert {tuple(x) for x in g} <= realised  # the question's own tree is one binding
+            wider += len(realised) > len(g)
         else:
             over += 1
-            assert row.all_answers is None
-    assert over > 0
+            assert row.all_answers is None and row.full_answer_subgraph is None
+    assert over > 0 and wider > 0
     # a question with more bindings at one level than max_bindings is left out, the others are unchanged
     capped = {
         r.id: r for r in synthkgqa_questions.answer_sets(frame, kg_frame, max_answers=5, max_bindings=3).collect()

@@ -26,9 +26,9 @@ RULE_COLUMNS = (
 # Paper 002's question table (spec 2.0) and the classification columns of spec 2.B / 2.C: what
 # seed-graphs, question-graphs and sp-analysis read.
 GT_QUESTION_COLUMNS = (
-    f"id string, split string, seeds array<int>, answer int, answer_subgraph array<{IDS}>, "
+    f"id string, split string, question string, seeds array<int>, answer int, answer_subgraph array<{IDS}>, "
     "graph_isomorphism string, dutt_label string, n_hops int, n_edges int, n_seeds int, n_intermediate int, "
-    "all_answers array<int>, n_answers int, answer_in_set boolean"
+    f"all_answers array<int>, n_answers int, answer_in_set boolean, full_answer_subgraph array<{IDS}>"
 )
 GROUNDING = f"rule_id string, head {IDS}, body array<{IDS}>, bindings map<string, int>, sample_hash bigint"
 
@@ -264,8 +264,9 @@ TABLES: tuple[Table, ...] = (
         GT_QUESTION_COLUMNS,
         "questions with their ground-truth answer subgraph (paper 002, spec 2.0) and its isomorphism type "
         "(Table A1 identifier), Dutt label (null: N/A), hops, edges, seeds and intermediate nodes (spec 2.B); "
-        "all_answers, n_answers, answer_in_set: the tree query's answer set on the KG (spec 2.C; null when not "
-        "computed)",
+        "question: the record's text (null: none given, as for planted questions); all_answers, n_answers, "
+        "answer_in_set, full_answer_subgraph: the tree query's answer set on the KG and the triples of all its "
+        "bindings (spec 2.C; null when not computed)",
         "gt-questions",
         ("split",),
     ),
@@ -460,6 +461,27 @@ TABLES: tuple[Table, ...] = (
         "predict",
         "OKGQA-P per method, level and metric: the score's mean over seeds, g(G) - g(G') against level 0.0, and "
         "the mean ATS, SC2D, SD2 of the level's graphs (paper 004 Sec. 3.2, Fig. 5)",
+    ),
+    Table(
+        "predict.synthkgqa_answers",
+        "{out}/synthkgqa_answers",
+        "id string, split string, graph_isomorphism string, n_hops int, answer string, em_hits double, "
+        "em_recall double, em_strict_hits double, em_strict_recall double, gt_recall double, gt_precision double, "
+        "gt_f1 double, answer_hits double, answer_recall double, size bigint, context string, model string, "
+        "run string",
+        "predict",
+        "a model's SynthKGQA answers per question scored (paper 002 §4, Table 2; spec 3.5): EM and EM-strict "
+        "Hits and Recall against the answers' labels, the context's ground-truth-triple recall, precision and "
+        "F1, answer-node Hits and Recall, and its size",
+    ),
+    Table(
+        "predict.synthkgqa_groups",
+        "{out}/synthkgqa_groups",
+        "group_by string, group string, metric string, value double, n bigint, context string, model string, "
+        "run string",
+        "predict",
+        "the SynthKGQA scores averaged per question over all questions (group_by all), per isomorphism type "
+        "(graph_isomorphism) and per hop count (n_hops): Table 2, Fig. D6, D7",
     ),
     Table(
         "mcq.prediction_quarantine",

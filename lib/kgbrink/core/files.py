@@ -56,6 +56,12 @@ def reported_path(uri: str) -> str:
     return unquote(urlparse(uri).path) if uri.startswith("file:") else unquote(uri)
 
 
+def reported_path_column(uri: Column) -> Column:
+    """The column form of :func:`reported_path`: a ``file:`` URI as its decoded local path, any other URI
+    decoded."""
+    return F.regexp_replace(decoded_uri(uri), r"^file:(//)?", "")
+
+
 def decoded_uri(uri: Column) -> Column:
     """The column form of :func:`reported_path`'s decoding: ``%XX`` escapes decoded, ``+`` kept (Spark's
     ``url_decode`` is form decoding, which would turn ``+`` into a space)."""

@@ -375,6 +375,19 @@ class PredictSettings:
     )
     price_prompt_per_million: float | None = setting(None, "price of 10^6 prompt tokens (null: no cost reported)")
     price_completion_per_million: float | None = setting(None, "price of 10^6 completion tokens")
+    max_cost: float | None = setting(
+        None,
+        "stop asking once this run's answers cost this much at the prices (each task stops at its share; requests "
+        "in flight finish; every answer is kept; null: no limit)",
+    )
+    model_revision: str | None = setting(
+        None, "a label of the model's weights or deployment, part of every call key: a new label asks again"
+    )
+    model_change: str = setting(
+        "fail",
+        "a run that would reuse answers of another response model or system_fingerprint than the endpoint's now: "
+        "fail (before asking the rest) or allow",
+    )
     max_bad_fraction: float = setting(
         0.05, "predict fails when unanswered or unparseable prompts exceed this share of the prompts"
     )
@@ -398,6 +411,13 @@ class PredictSettings:
     max_facts: int = setting(
         200, "okgqa, brink neighbourhood: triples given as a question's knowledge at most (content-hash order)"
     )
+    factscore: bool = setting(
+        False, "okgqa: FActScore too (spec 5.3): one splitter request per answer, one verifier request per fact"
+    )
+    factscore_gamma: float | None = setting(
+        None, "okgqa FActScore's length penalty gamma (FActScore's code: 10; null: none)"
+    )
+    max_atomic_facts: int = setting(30, "okgqa FActScore: atomic facts verified per answer at most")
     neighbourhood_hops: int = setting(2, "brink neighbourhood: hops around the topic entity (1 or 2; spec 1.1)")
     spool_dir: str | None = setting(
         None,

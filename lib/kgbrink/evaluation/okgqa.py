@@ -314,3 +314,106 @@ def levels(score_rows: DataFrame, similarity: DataFrame | None, asked: DataFrame
         )
     means = graphs.groupBy("method", "level").agg(*[F.avg(c).alias(c) for c in ("ats", "sc2d", "sd2")])
     return out.join(means, ["method", "level"], "left")
+
+
+# --- FActScore (spec 5.3) -------------------------------------------------------------------------------
+
+
+def knowledge(records_at_zero: DataFrame) -> DataFrame:
+    """``qid, knowledge, references, question``: FActScore's knowledge source per question, the facts of its
+    original subgraph (the records of level 0.0, the same for every method and seed) and its references."""
+    return records_at_zero.select("qid", F.col("facts").alias("knowledge"), "references", "question").dropDuplicates(
+        ["qid"]
+    )
+
+
+def fact_prompts(answers: DataFrame, template=None) -> DataFrame:
+    """``item_id, messages``: the splitter's messages of every answer that does not abstain (``item_id,
+    answer, abstained``)."""
+
+    @F.pandas_udf("string")
+    def build(texts: pd.Series) -> pd.Series:
+        return pd.Series([messages_json(answering.facts_prompt(t, template)) for t in texts], dtype=object)
+
+    return answers.filter(~F.col("abstained")).select("item_id", build("answer").alias("messages"))
+
+
+def atomic_facts(answered: DataFrame, limit: int) -> DataFrame:
+    """``item_id, facts``: the atomic facts of the splitter's answers (``item_id, content``), at most ``limit``."""
+
+    @F.pandas_udf("array<string>")
+    def split(contents: pd.Series) -> pd.Series:
+        return pd.Series([answering.atomic_facts(c, limit) for c in contents], dtype=object)
+
+    return answered.select("item_id", split("content").alias("facts"))
+
+
+def verify_prompts(facts: DataFrame, answers: DataFrame, sources: DataFrame, template=None) -> DataFrame:
+    """``item_id, answer_id, messages``: one verification per atomic fact (``facts``: ``item_id, facts`` by
+    answer; ``answers``: ``item_id, qid``; ``sources``: :func:`knowledge`); ``item_id`` = JSON ``[answer
+    item_id, fact index]``."""
+
+    @F.pandas_udf("string")
+    def build(question: pd.Series, fact: pd.Series, known: pd.Series, references: pd.Series) -> pd.Series:
+        out = []
+        for q, text, triples, passages in zip(question, fact, known, references):
+            context = answering.verify_context(
+                [list(t) for t in triples] if triples is not None else [],
+                list(passages) if passages is not None else [],
+            )
+            out.append(messages_json(answering.verify_prompt(q, text, context, template)))
+        return pd.Series(out, dtype=object)
+
+    each = facts.select(F.col("item_id").alias("answer_id"), F.posexplode("facts").alias("index", "fact"))
+    joined = each.join(answers.select(F.col("item_id").alias("answer_id"), "qid"), "answer_id").join(sources, "qid")
+    return joined.select(
+        F.to_json(F.array("answer_id", F.col("index").cast("string"))).alias("item_id"),
+        "answer_id",
+        build("question", "fact", "knowledge", "references").alias("messages"),
+    )
+
+
+def verdicts(answered: DataFrame) -> DataFrame:
+    """``item_id, supported`` of the verifier's answers (``item_id, content``; :func:`answering.is_supported`)."""
+
+    @F.pandas_udf("boolean")
+    def read(contents: pd.Series) -> pd.Series:
+        return pd.Series([answering.is_supported(c) for c in contents], dtype=object)
+
+    return answered.select("item_id", read("content").alias("supported"))
+
+
+def factscore_rows(answers: DataFrame, verified: DataFrame, gamma: float | None, labels: dict) -> DataFrame:
+    """Rows of ``okgqa_scores`` with metric ``factscore``: per ``(method, seed, level)`` the mean FActScore
+    in % over the answers with atomic facts (``value`` null when none has), ``n`` answers, ``n_scored`` =
+    ``n_responding`` = those with a score. An answer's score: supported / total over its verified facts, with
+    the length penalty when ``gamma`` is given (:func:`answering.factscore`); an abstention, an answer without
+    atomic facts or whose facts got no verdict has none. ``answers``: ``item_id, method, seed, level``;
+    ``verified``: ``answer_id, supported``."""
+
+    @F.pandas_udf("double")
+    def score(n_supported: pd.Series, n_total: pd.Series) -> pd.Series:
+        return pd.Series(
+            [answering.factscore(int(s), int(t), gamma) if t else None for s, t in zip(n_supported, n_total)],
+            dtype=object,
+        )
+
+    per_answer = verified.groupBy(F.col("answer_id").alias("item_id")).agg(
+        F.count("*").alias("n_total"), F.sum(F.col("supported").cast("int")).alias("n_supported")
+    )
+    scored = answers.join(per_answer, "item_id", "left").withColumn(
+        "fs", score(F.coalesce("n_supported", F.lit(0)), F.coalesce("n_total", F.lit(0)))
+    )
+    keys = ["method", "seed", "level"]
+    grouped = scored.groupBy(*keys).agg(
+        F.count("*").alias("n"), F.count("fs").alias("n_scored"), (F.avg("fs") * 100.0).alias("value")
+    )
+    return grouped.select(
+        *[F.lit(labels[k]).alias(k) for k in ("model", "judge_model", "run", "setting")],
+        *keys,
+        F.lit("factscore").alias("metric"),
+        "value",
+        "n",
+        "n_scored",
+        F.col("n_scored").alias("n_responding"),
+    )

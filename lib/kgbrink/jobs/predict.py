@@ -30,11 +30,11 @@ from kgbrink.jobs.evaluations.protocol import (
     Evaluation,
     Role,
     Run,
+    judge_params,
     quarantined_example,
     request_params,
     split_answers,
 )
-from kgbrink.llm import templates
 
 
 @dataclass
@@ -62,16 +62,19 @@ class PredictOptions:
     context: str | None = arg(
         None,
         "knowledge given with a question: brink none (default), oracle or neighbourhood; okgqa subgraph "
-        "(default) or none",
-        choices=["none", "oracle", "neighbourhood", "subgraph"],
+        "(default) or none; synthkgqa-answer gt (default), full_gt, sp, question_graph, retrieved or none",
+        choices=sorted({c for e in EVALUATIONS.values() for c in e.contexts}),
     )
     kg: str = arg("incomplete", "brink neighbourhood: the KG it is retrieved from", choices=["complete", "incomplete"])
     questions: str | None = arg(None, 'okgqa: question texts, JSON Lines {"qid", "question", "references"?}')
+    retrieved: str | None = arg(
+        None, 'synthkgqa-answer --context retrieved: a retriever\'s triples, JSON Lines {"id", "triples": [[h, r, t]]}'
+    )
     judge_model: str | None = arg(None, "okgqa: the G-Eval judge's model (default: setting predict.judge_model)")
     judge_base_url: str | None = arg(
         None, "okgqa: the judge's endpoint (default: setting predict.judge_base_url, else the answering one)"
     )
-    split: str = arg("test", "brink: question split asked")
+    split: str = arg("test", "brink: question split asked; synthkgqa-answer: 'all' for every split")
     limit: int | None = arg(None, "ask only the first N prompts (by item id)", type=int)
     run_name: str = arg("1", "run label of the predictions (score-mcq's run)", flag="--run")
     out: str | None = arg(None, "output folder (default: <dataset>/predict/<benchmark>/<name>/<fingerprint>)")
@@ -81,6 +84,12 @@ class PredictOptions:
         "<data_dir>/predict/<benchmark>/<name>/<fingerprint>)",
     )
     score: bool = arg(True, "skip the scorer", flag="--no-score", action="store_false")
+    dry_run: bool = arg(
+        False,
+        "print the plan and ask nothing: prompts, answers kept, requests to send, estimated tokens, cost and time, "
+        "three sample prompts",
+        action="store_true",
+    )
 
 
 def coalesce(*values):
@@ -98,12 +107,9 @@ def _roles(ctx: JobContext, evaluation: Evaluation, opts: PredictOptions, templa
         raise ConfigError("no model: pass --model or set predict.model")
     prices = (settings.price_prompt_per_million, settings.price_completion_per_million)
     endpoint = model_calls.endpoint(settings, opts.base_url, settings.tasks)
-    answering = Role("answer", model, request_params(template, settings), endpoint, prices)
+    answering = Role("answer", model, request_params(template, settings), endpoint, prices, settings.model_revision)
     if evaluation.judge is None:
         return answering, None
-    judge_params = dict(templates.builtin(evaluation.judge).params)
-    if settings.seed is not None:
-        judge_params["seed"] = settings.seed
     judge_url = opts.judge_base_url or settings.judge_base_url
     judge_prices = (
         coalesce(settings.judge_price_prompt_per_million, prices[0]),
@@ -113,7 +119,7 @@ def _roles(ctx: JobContext, evaluation: Evaluation, opts: PredictOptions, templa
         model_calls.endpoint(settings, opts.base_url, settings.tasks, judge_url) if opts.score else endpoint
     )
     judge_model = opts.judge_model or settings.judge_model or model
-    return answering, Role("judge", judge_model, judge_params, judge_endpoint, judge_prices)
+    return answering, Role("judge", judge_model, judge_params(evaluation.judge, settings), judge_endpoint, judge_prices)
 
 
 def _open(ctx: JobContext, opts: PredictOptions) -> tuple[Evaluation, Run]:
@@ -122,6 +128,13 @@ def _open(ctx: JobContext, opts: PredictOptions) -> tuple[Evaluation, Run]:
     evaluation = EVALUATIONS[opts.benchmark]
     if settings.tasks < 1 or settings.in_flight < 1 or settings.max_tries < 1:
         raise ConfigError("predict.tasks, predict.in_flight and predict.max_tries must be >= 1")
+    if settings.max_cost is not None and (
+        settings.max_cost <= 0
+        or (settings.price_prompt_per_million, settings.price_completion_per_million) == (None, None)
+    ):
+        raise ConfigError("predict.max_cost must be > 0 and needs predict.price_prompt_per_million or _completion_")
+    if settings.model_change not in ("fail", "allow"):
+        raise ConfigError(f"predict.model_change must be fail or allow, not {settings.model_change!r}")
     opts.context = opts.context or evaluation.contexts[0]
     if opts.context not in evaluation.contexts:
         known = ", ".join(evaluation.contexts)
@@ -190,7 +203,10 @@ def _steps(ctx: JobContext, evaluation: Evaluation, run: Run, opts: PredictOptio
     summary = ctx.summary
     with ctx.step("prompts"):
         items = evaluation.prompts(ctx, run, opts)
-        prompts = run.prompts = run.keep(call_rows(items, run.model, run.answering.params, opts.limit))
+        role = run.answering
+        prompts = run.prompts = run.keep(call_rows(items, role.model, role.params, opts.limit, role.revision))
+        if opts.dry_run:
+            return _dry_run(ctx, evaluation, run, prompts)
         ctx.write("predict_prompts", prompts.drop("body"), run.path("predict_prompts"), table="predict.prompts")
         summary.counts.update(prompts=prompts.count(), distinct_prompts=prompts.select("call_id").distinct().count())
     with ctx.step("recover"):
@@ -217,6 +233,28 @@ def _steps(ctx: JobContext, evaluation: Evaluation, run: Run, opts: PredictOptio
         with ctx.step("score"):
             evaluation.score(ctx, run, opts)
         _record_results(ctx, evaluation, run, opts)
+    return summary
+
+
+def _dry_run(ctx: JobContext, evaluation: Evaluation, run: Run, prompts) -> JobSummary:
+    """The plan of the answering round (:func:`model_calls.plan`) as the summary; nothing asked or written."""
+    summary, plan = ctx.summary, model_calls.plan(ctx, run, run.answering, prompts)
+    samples = plan.pop("sample_prompts")
+    summary.counts.update({k: v for k, v in plan.items() if isinstance(v, int)})
+    summary.extra["plan"] = {**plan, "sample_prompts": samples}
+    cost = plan.get("estimated_cost_at_most")
+    minutes = plan["minutes_at_least"]
+    summary.highlights["dry run"] = (
+        f"{plan['to_send']} of {plan['distinct_prompts']} distinct prompts to send ({plan['kept']} kept), about "
+        f"{plan['estimated_prompt_tokens']:,} prompt tokens and at most {plan['estimated_completion_tokens_at_most']:,} "
+        "completion tokens"
+        + (f", cost at most {cost:g}" if cost is not None else "")
+        + (f", at least {minutes:g} min under the rate limits" if minutes is not None else "")
+    )
+    if evaluation.judge is not None:
+        summary.highlights["judge"] = "the judge's rounds follow the answers: not planned here"
+    for i, messages in enumerate(samples, 1):
+        summary.highlights[f"sample {i}"] = " ".join(messages[-1]["content"].split())[:200]
     return summary
 
 

@@ -178,6 +178,32 @@ def run_calls(
     return caller.stats
 
 
+def probe(config: EndpointConfig, timeout_s: float = 10.0) -> str | None:
+    """One ``GET <base_url>/models`` before a run asks anything: None when the endpoint answers (any HTTP
+    status but 401 and 403: a server without ``/models`` still answers chat completions), else why not,
+    naming the URL (connection refused, unknown host, timeout, the key refused), never the key."""
+    import urllib.error
+    import urllib.request
+
+    key = _api_key(config)
+    url = config.base_url.rstrip("/") + "/models"
+    request = urllib.request.Request(url, headers={"User-Agent": "kgbrink", "Accept": "application/json"})
+    if key is not None:
+        request.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(request, timeout=min(timeout_s, config.timeout_s)) as response:
+            response.read(1 << 16)
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            named = f" (the key in {config.api_key_env})" if config.api_key_env else " (no key was sent)"
+            return f"{url} refused the request: HTTP {error.code}{named}"
+        return None
+    except (urllib.error.URLError, TimeoutError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        return f"cannot reach {url}: {escape(str(reason), key)}"
+    return None
+
+
 def _api_key(config: EndpointConfig) -> str | None:
     """The key in the variable ``config.api_key_env`` names; errors name the variable, never the value."""
     if config.api_key_env is None:

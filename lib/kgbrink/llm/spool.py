@@ -50,6 +50,19 @@ def record(result: Any) -> dict:
     }
 
 
+class Budget:
+    """What one task may spend (``limit``, in the prices' currency) at ``prompt`` and ``completion`` per 10^6
+    tokens."""
+
+    __slots__ = ("limit", "prompt", "completion")
+
+    def __init__(self, limit: float, prompt: float | None, completion: float | None):
+        self.limit, self.prompt, self.completion = float(limit), float(prompt or 0), float(completion or 0)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.prompt + completion_tokens * self.completion) / 1e6
+
+
 class Secret:
     """A value carried to the tasks (the API key) that prints as ``Secret(***)``, never itself."""
 
@@ -78,6 +91,11 @@ def _lines(path: Path) -> Iterator[dict]:
                 continue
             if isinstance(line, dict) and isinstance(line.get("call_id"), str):
                 yield line
+
+
+def lines(folder: Path, partition: int) -> list[dict]:
+    """The whole lines of every attempt of ``partition`` in a spool folder."""
+    return [line for path in sorted(Path(folder).glob(f"part-{partition:05d}-*.jsonl")) for line in _lines(path)]
 
 
 def answered_keys(folder: Path, partition: int) -> set[str]:
@@ -117,26 +135,32 @@ def ask_partition(
     folder: str,
     attempt: int,
     api_key: Secret | None = None,
+    budget: Budget | None = None,
 ) -> Iterator[dict]:
     """Ask the prompts of one partition (rows with ``call_id, body``: the request's JSON text, and the
     ``model, params, prompt_sha256`` recorded with its answer) that its earlier attempts left unanswered;
     every result appended to this attempt's spool file. Yields one dictionary of counts
-    (:class:`kgbrink.llm.client.CallStats` fields plus ``skipped``). ``api_key``: the key the driver read
-    from ``endpoint.api_key_env``, put in this worker's environment under that name."""
+    (:class:`kgbrink.llm.client.CallStats` fields plus ``skipped``, ``spent`` and ``over_budget``: the rows
+    not asked once ``budget`` was spent; the requests in flight then still finish). ``api_key``: the key the
+    driver read from ``endpoint.api_key_env``, put in this worker's environment under that name."""
     from kgbrink.llm.client import run_calls
 
     if api_key is not None and endpoint.api_key_env:
         os.environ[endpoint.api_key_env] = api_key.value
 
     done = answered_keys(Path(folder), partition)
-    skipped = 0
+    skipped = over_budget = 0
+    spent = 0.0
     pending: dict[str, dict] = {}  # the recorded columns of the requests in flight
 
     def requests():
-        nonlocal skipped
+        nonlocal skipped, over_budget
         for row in rows:
             if row["call_id"] in done:
                 skipped += 1
+                continue
+            if budget is not None and spent >= budget.limit:
+                over_budget += 1
                 continue
             pending[row["call_id"]] = {k: row[k] for k in RECORDED}
             yield row["call_id"], json.loads(row["body"])
@@ -144,13 +168,15 @@ def ask_partition(
     writer = SpoolWriter(Path(folder) / part_name(partition, attempt))
 
     def keep(result: Any) -> None:
+        nonlocal spent
         writer.append(result, pending.pop(result.key, None))
+        if budget is not None:
+            spent += budget.cost(result.prompt_tokens or 0, result.completion_tokens or 0)
 
     try:
         stats = run_calls(endpoint, requests(), keep)
     finally:
         writer.close()
     counts = {k: v for k, v in vars(stats).items() if not k.startswith("_")}
-    counts["skipped"] = skipped
-    counts["partition"] = partition
+    counts.update(skipped=skipped, over_budget=over_budget, spent=spent, partition=partition)
     yield counts

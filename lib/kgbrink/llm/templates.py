@@ -342,6 +342,15 @@ GEVAL_USER = (
 )
 
 
+OKGQA_FACTS = (
+    "Please breakdown the following text into independent facts. Write each fact on its own line, starting "
+    'with "- ".\n\nText: {answer}'
+)
+OKGQA_VERIFY = (
+    "Answer the question about {topic} based on the given context.\n\n{context}Input: {fact} True or False?\nOutput:"
+)
+
+
 def _probekgc(name: str) -> Template:
     from kgbrink.mcq.render import SYSTEM_PROMPT
 
@@ -461,6 +470,23 @@ _BUILDERS: dict[str, Callable[[], Template]] = {
         source="004 §5.1 CoT + SC; [code] select_most_consistent_response (spec 5.1 [P])",
     ),
     "okgqa-geval@1": _geval,
+    "okgqa-facts@1": lambda: Template(
+        "okgqa-facts",
+        1,
+        (("user", OKGQA_FACTS),),
+        ("answer",),
+        {"temperature": 0.0, "max_tokens": 1024},
+        source="004 §3.3 FActScore's atomic facts; [P] FActScore's 'Please breakdown the following sentence into "
+        "independent facts' on the whole answer, one request per answer",
+    ),
+    "okgqa-verify@1": lambda: Template(
+        "okgqa-verify",
+        1,
+        (("user", OKGQA_VERIFY),),
+        ("topic", "context", "fact"),
+        {"temperature": 0.0, "max_tokens": 16},
+        source="004 §3.3 FActScore; [code] FActScore factscorer.py's retrieval + ChatGPT prompt (topic = question)",
+    ),
 }
 
 

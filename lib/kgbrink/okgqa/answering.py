@@ -29,7 +29,11 @@ verbatim, then 'Input', 'Actual Output', 'Retrieval Context' and ``Score: <integ
 ``Score: n`` line with 0 <= n <= 10 is the score (None otherwise); a metric is the mean score / 10 in %.
 FActScore = supported / total atomic facts, times exp(1 - gamma / total) when gamma is given and total <
 gamma (FActScore's length penalty); total 0 is an abstention (None), left out of the mean and counted in
-``pct_responding``.
+``pct_responding``. Atomic facts (``okgqa-facts@1``): the lines of the splitter's output that start with a
+bullet (``-``, ``*``, ``•``) or a number (``1.``, ``2)``), stripped of it; a verdict
+(``okgqa-verify@1``, FActScore's prompt with the question as its topic and ``Title: ...\nText: ...``
+passages: the original subgraph's triples, then the references) is read by FActScore's [code] rule
+(:func:`is_supported`).
 """
 
 from __future__ import annotations
@@ -254,6 +258,59 @@ def geval_percent(scores: Iterable[int | None]) -> float | None:
     """Mean score / 10 in % over the parsed scores (None when there is none)."""
     given = [s for s in scores if s is not None]
     return 100.0 * sum(given) / (10 * len(given)) if given else None
+
+
+_FACT_LINE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(.*\S)\s*$")
+_NEGATIONS = ("not", "cannot", "unknown", "information")
+
+
+def atomic_facts(content: str | None, limit: int | None = None) -> list[str]:
+    """The atomic facts of a splitter's output: its bulleted or numbered lines, stripped, each once, in
+    order; at most ``limit``."""
+    facts = []
+    for line in (content or "").splitlines():
+        match = _FACT_LINE.match(line)
+        if match and match.group(1) not in facts:
+            facts.append(match.group(1))
+    return facts[:limit] if limit is not None else facts
+
+
+def verify_context(knowledge: Iterable[Sequence[str]], references: Iterable[str] = ()) -> str:
+    """FActScore's passages: ``Title: knowledge graph\nText: <facts line>\n\n`` (when there are triples), then
+    ``Title: reference i\nText: <passage>\n\n`` per reference."""
+    passages = []
+    triples = list(knowledge)
+    if triples:
+        passages.append(("knowledge graph", facts_line(triples)))
+    passages += [(f"reference {i}", text) for i, text in enumerate(references, 1)]
+    return "".join(f"Title: {title}\nText: {text}\n\n" for title, text in passages)
+
+
+def verify_prompt(
+    question: str, fact_text: str, context: str, template: templates.Template | str | None = None
+) -> list[dict[str, str]]:
+    """FActScore's verification messages of one atomic fact (``context``: :func:`verify_context`)."""
+    values = {"topic": question, "context": context, "fact": fact_text}
+    return templates.render(templates.resolve(template or "okgqa-verify@1"), values)
+
+
+def facts_prompt(answer: str, template: templates.Template | str | None = None) -> list[dict[str, str]]:
+    """The splitter's messages of one answer."""
+    return templates.render(templates.resolve(template or "okgqa-facts@1"), {"answer": answer})
+
+
+def is_supported(content: str | None) -> bool:
+    """FActScore's [code] reading of a verdict: "true" without "false" (or the later of both) is supported;
+    with neither, supported unless a word of it is "not", "cannot", "unknown" or "information"."""
+    text = (content or "").lower()
+    if "true" in text or "false" in text:
+        if "true" in text and "false" not in text:
+            return True
+        if "false" in text and "true" not in text:
+            return False
+        return text.index("true") > text.index("false")
+    words = re.sub(r"[^\w\s]", " ", text).split()
+    return all(word not in words for word in _NEGATIONS)
 
 
 def factscore(supported: int, total: int, gamma: float | None = None) -> float | None:

@@ -123,7 +123,7 @@ def prepare_questions(
     ``entities(id)`` and ``relations(id)``.
 
     ``prepared``: ``qid, split, seeds (sorted distinct), answer, gt (distinct triples of answer_subgraph),
-    keep_gt (of full_answer_subgraph when present, else gt), n_hops (the table's, else computed)`` and
+    keep_gt (of full_answer_subgraph when present and not null, i.e. computed, else gt), n_hops (the table's, else computed)`` and
     ``all_answers`` when the table has it;
     ``paths``: :func:`gt_paths` of the prepared questions. A question is quarantined (``id, split, reason,
     detail``) when its id is missing or repeated, seeds/answer/answer_subgraph are missing or empty, an
@@ -144,7 +144,9 @@ def prepare_questions(
         F.col("seeds").cast("array<int>").alias("seeds"),
         F.col("answer").cast("int").alias("answer"),
         F.col("answer_subgraph").cast(_TRIPLES).alias("gt"),
-        (F.col("full_answer_subgraph") if full else F.col("answer_subgraph")).cast(_TRIPLES).alias("keep_gt"),
+        (F.coalesce("full_answer_subgraph", "answer_subgraph") if full else F.col("answer_subgraph"))
+        .cast(_TRIPLES)
+        .alias("keep_gt"),
         hops.alias("n_hops"),
         *([F.col("all_answers").cast("array<int>").alias("all_answers")] if "all_answers" in questions.columns else []),
     )
@@ -163,7 +165,7 @@ def prepare_questions(
         )
         .when(
             F.col("keep_gt").isNull() | triple_null("keep_gt"),
-            F.array(F.lit("bad_full_answer_subgraph"), F.lit("full_answer_subgraph is null or holds a null")),
+            F.array(F.lit("bad_full_answer_subgraph"), F.lit("full_answer_subgraph holds a null")),
         )
     )
     rows = rows.withColumn("_why", reason).transform(checkpoint)

@@ -2,10 +2,10 @@
 
 Input: JSON Lines, one question per line::
 
-    {"id": "q1", "split": "test", "seeds": ["Q90", "Q142"], "answer": "Q7", "answer_subgraph":
-     [["Q90", "P17", "Q142"], ["Q7", "P19", "Q90"]]}
+    {"id": "q1", "split": "test", "question": "...", "seeds": ["Q90", "Q142"], "answer": "Q7",
+     "answer_subgraph": [["Q90", "P17", "Q142"], ["Q7", "P19", "Q90"]]}
 
-(``split`` optional; entity and relation KEYS of the dataset's dictionaries. GTSQA's ``graph_isomorphism``
+(``split`` and ``question``, the question's text, optional; entity and relation KEYS of the dataset's dictionaries. GTSQA's ``graph_isomorphism``
 and ``n_hops``, when given, are kept as ``given_type`` and ``given_hops`` to be compared with the
 classification; other fields are ignored.)
 Every non-blank line ends in exactly one place: the ``gt_questions`` table (:data:`QUESTION_COLUMNS`, ids,
@@ -44,6 +44,7 @@ TRIPLE_TYPE = "array<struct<h: int, r: int, t: int>>"
 QUESTION_COLUMNS = [
     "id",
     "split",
+    "question",
     "seeds",
     "answer",
     "answer_subgraph",
@@ -56,6 +57,7 @@ QUESTION_COLUMNS = [
     "all_answers",
     "n_answers",
     "answer_in_set",
+    "full_answer_subgraph",
 ]
 QUARANTINE_COLUMNS = ["source_file", "line_number", "id", "line", "reason", "detail"]
 PARSE_REASONS = ("malformed_json", "missing_field", "bad_field_type", "bad_triple", "too_many_keys")
@@ -96,7 +98,8 @@ def parse_lines(lines: DataFrame, max_keys: int) -> DataFrame:
     null for a good record, else the first of :data:`PARSE_REASONS` that applies)."""
     lines = lines.where(F.trim(F.regexp_replace("line", "\r$", "")) != "")
     rec = json_lines.record(F.col("line"))
-    value = {name: json_lines.field(rec, name) for name in (*_FIELDS, "split", "graph_isomorphism", "n_hops")}
+    optional = ("split", "question", "graph_isomorphism", "n_hops")
+    value = {name: json_lines.field(rec, name) for name in (*_FIELDS, *optional)}
     fields = lines.select(
         "split",
         "source_file",
@@ -130,6 +133,7 @@ def parse_lines(lines: DataFrame, max_keys: int) -> DataFrame:
         wrong("answer", ("string",), "an entity key"),
         wrong("answer_subgraph", ("array",), "a list of [head, relation, tail] keys"),
         wrong("split", ("string",), "a split name"),
+        wrong("question", ("string",), "the question's text"),
         wrong("graph_isomorphism", ("string",), "a type identifier"),
         wrong("n_hops", ("integer", "string"), "an integer"),
     )
@@ -181,6 +185,7 @@ def parse_lines(lines: DataFrame, max_keys: int) -> DataFrame:
         ),
         json_lines.as_string(v["id"]).alias("id"),
         text(v["split"]).alias("question_split"),
+        text(v["question"]).alias("question"),
         F.transform(seeds, text).alias("seeds"),
         text(v["answer"]).alias("answer"),
         F.transform(triples, lambda x: F.transform(json_lines.elements(x), text)).alias("triples"),
@@ -195,6 +200,7 @@ def parse_lines(lines: DataFrame, max_keys: int) -> DataFrame:
         "line",
         "id",
         F.col("question_split").alias("split"),
+        "question",
         "seeds",
         "answer",
         "triples",
@@ -269,6 +275,7 @@ def resolve_keys(records: DataFrame, entities: DataFrame, relations: DataFrame) 
         "line",
         "id",
         "split",
+        "question",
         F.array_distinct(F.transform("seeds", entity)).alias("seeds"),
         entity(F.col("answer")).alias("answer"),
         F.coalesce(subgraph, F.array()).cast(TRIPLE_TYPE).alias("answer_subgraph"),
@@ -351,20 +358,25 @@ def ingest(records: DataFrame, entities: DataFrame, relations: DataFrame, kg: Da
 
 def as_table(questions: DataFrame, answers: DataFrame | None = None) -> DataFrame:
     """The ``synthkgqa.gt_questions`` columns: answer-set columns from ``answers(id, all_answers,
-    n_answers, answer_in_set)`` (null when not given)."""
+    n_answers, answer_in_set, full_answer_subgraph)`` (null when not given); ``question`` null when the
+    questions have none (planted)."""
     if answers is None:
         frame = questions.withColumns(
             {
                 "all_answers": F.lit(None).cast("array<int>"),
                 "n_answers": F.lit(None).cast("int"),
                 "answer_in_set": F.lit(None).cast("boolean"),
+                "full_answer_subgraph": F.lit(None).cast(TRIPLE_TYPE),
             }
         )
     else:
         frame = questions.join(answers, "id", "left")
+    if "question" not in frame.columns:
+        frame = frame.withColumn("question", F.lit(None).cast("string"))
     return frame.select(
         F.col("id").cast("string"),
         F.col("split").cast("string"),
+        F.col("question").cast("string"),
         F.col("seeds").cast("array<int>"),
         F.col("answer").cast("int"),
         F.col("answer_subgraph").cast(TRIPLE_TYPE),
@@ -373,6 +385,7 @@ def as_table(questions: DataFrame, answers: DataFrame | None = None) -> DataFram
         F.col("all_answers").cast("array<int>"),
         F.col("n_answers").cast("int"),
         F.col("answer_in_set").cast("boolean"),
+        F.col("full_answer_subgraph").cast(TRIPLE_TYPE),
     )
 
 
@@ -403,22 +416,27 @@ def _tree_udf():
 def answer_sets(
     questions: DataFrame, kg: DataFrame, max_answers: int, max_bindings: int | None = MAX_BINDINGS
 ) -> DataFrame:
-    """``id, all_answers, n_answers, answer_in_set`` of valid questions ``(id, seeds, answer,
-    answer_subgraph, n_hops)``: the answers of each tree query on ``kg(h, r, t)`` (spec 2.C). ``n_answers``
-    and ``answer_in_set`` are exact; ``all_answers`` is the sorted set, null when there are more than
-    ``max_answers`` answers (the questions the reference code discards with --max-num-answers).
+    """``id, all_answers, n_answers, answer_in_set, full_answer_subgraph`` of valid questions ``(id, seeds,
+    answer, answer_subgraph, n_hops)``: the answers of each tree query on ``kg(h, r, t)`` (spec 2.C).
+    ``n_answers`` and ``answer_in_set`` are exact; ``all_answers`` is the sorted set, null when there are
+    more than ``max_answers`` answers (the questions the reference code discards with --max-num-answers);
+    ``full_answer_subgraph`` is the union of the triples of every binding of the query (App. A.4's
+    CONSTRUCT), sorted, null when ``all_answers`` is.
 
     Bottom-up semi-join evaluation: the bindings of a node are the entities joined by the atom's relation
     (in the atom's direction) to a binding of every child; seeds bind to themselves. One pass per tree
     level, two KG joins each (child as head, child as tail). A question whose bindings at one level exceed
-    ``max_bindings`` (a hub's instances) is not evaluated further: its three columns are null."""
+    ``max_bindings`` (a hub's instances) is not evaluated further: its columns are null. The full answer
+    subgraph is the top-down pass of the same join tree (Yannakakis' full reducer, exact for trees): from
+    the root's bindings down, an atom's KG triple is kept when its parent's binding is kept, and its child's
+    binding then is."""
     kg = kg.select("h", "r", "t")
     tree = questions.select("id", F.explode(_tree_udf()("answer", "answer_subgraph")).alias("e")).select("id", "e.*")
     tree = tree.transform(checkpoint)
     children = tree.groupBy("id", F.col("parent").alias("node")).agg(F.count("*").alias("n_children"))
     seeds = questions.select("id", F.explode("seeds").alias("node")).withColumn("x", F.col("node"))
     depth = questions.agg(F.max("n_hops")).first()[0] or 0
-    computed, capped = None, []
+    computed, capped, pairs = None, [], {}
     for d in range(depth, 0, -1):
         bound = seeds if computed is None else seeds.unionByName(computed)
         if capped:
@@ -435,7 +453,16 @@ def answer_sets(
         as_tail = step.where(~F.col("child_is_head")).join(
             kg.select(F.col("t").alias("x"), "r", F.col("h").alias("y")), ["x", "r"]
         )
-        reached = as_head.unionByName(as_tail).select("id", "parent", "child", "y").distinct()
+        # each atom's realisations: the child's binding x, the parent's y, the KG triple
+        pairs[d] = (
+            as_head.select("id", "parent", "child", "x", "y", F.col("x").alias("h"), "r", F.col("y").alias("t"))
+            .unionByName(
+                as_tail.select("id", "parent", "child", "x", "y", F.col("y").alias("h"), "r", F.col("x").alias("t"))
+            )
+            .distinct()
+            .transform(checkpoint)
+        )
+        reached = pairs[d].select("id", "parent", "child", "y").distinct()
         computed = (
             reached.groupBy("id", F.col("parent").alias("node"), F.col("y").alias("x"))
             .agg(F.count("*").alias("n"))
@@ -456,6 +483,7 @@ def answer_sets(
             F.array().cast("array<int>").alias("all_answers"),
             F.lit(0).alias("n_answers"),
             F.lit(False).alias("answer_in_set"),
+            F.array().cast(TRIPLE_TYPE).alias("full_answer_subgraph"),
         )
     at_root = computed.join(questions.select("id", F.col("answer").alias("node")), ["id", "node"])
     counts = at_root.groupBy("id").agg(
@@ -467,19 +495,42 @@ def answer_sets(
         .groupBy("id")
         .agg(F.array_sort(F.collect_list("x")).alias("all_answers"))
     )
+    full = _full_subgraphs(at_root.join(listed.select("id"), "id", "left_semi"), pairs)
     n = F.coalesce(F.col("n_answers"), F.lit(0))
     evaluated = ~F.col("id").isin(capped) if capped else F.lit(True)
+    listed_here = evaluated & (n <= max_answers)
     return (
         out.join(counts, "id", "left")
         .join(listed, "id", "left")
+        .join(full, "id", "left")
         .select(
             "id",
-            F.when(evaluated & (n <= max_answers), F.coalesce("all_answers", F.array().cast("array<int>"))).alias(
-                "all_answers"
-            ),
+            F.when(listed_here, F.coalesce("all_answers", F.array().cast("array<int>"))).alias("all_answers"),
             F.when(evaluated, n).alias("n_answers"),
             F.when(evaluated, F.coalesce("answer_in_set", F.lit(False))).alias("answer_in_set"),
+            F.when(listed_here, F.coalesce("full_answer_subgraph", F.array().cast(TRIPLE_TYPE))).alias(
+                "full_answer_subgraph"
+            ),
         )
+    )
+
+
+def _full_subgraphs(roots: DataFrame, pairs: dict[int, DataFrame]) -> DataFrame:
+    """``id, full_answer_subgraph``: from the root bindings ``(id, node, x)`` down the levels of ``pairs``
+    (per depth the atoms' realisations ``id, parent, child, x, y, h, r, t`` of bottom-up valid bindings),
+    the KG triples whose parent binding is kept; their child bindings are kept for the next level."""
+    kept = roots.select("id", "node", "x")
+    triples = None
+    for d in sorted(pairs):
+        parents = kept.select("id", F.col("node").alias("parent"), F.col("x").alias("y"))
+        level = pairs[d].join(parents, ["id", "parent", "y"], "left_semi").transform(checkpoint)
+        found = level.select("id", "h", "r", "t")
+        triples = found if triples is None else triples.unionByName(found)
+        kept = level.select("id", F.col("child").alias("node"), "x").distinct()
+    if triples is None:
+        return roots.sparkSession.createDataFrame([], f"id string, full_answer_subgraph {TRIPLE_TYPE}")
+    return triples.groupBy("id").agg(
+        F.array_sort(F.collect_set(F.struct("h", "r", "t"))).cast(TRIPLE_TYPE).alias("full_answer_subgraph")
     )
 
 

@@ -7,5 +7,6 @@ from kgbrink.jobs.evaluations.okgqa import OKGQA
 from kgbrink.jobs.evaluations.probekgc import ProbeKGC
 from kgbrink.jobs.evaluations.protocol import Evaluation
 from kgbrink.jobs.evaluations.synthkgqa import SynthKGQA
+from kgbrink.jobs.evaluations.synthkgqa_answer import SynthKGQAAnswer
 
-EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in (Brink(), OKGQA(), ProbeKGC(), SynthKGQA())}
+EVALUATIONS: dict[str, Evaluation] = {e.name: e for e in (Brink(), OKGQA(), ProbeKGC(), SynthKGQA(), SynthKGQAAnswer())}

@@ -106,9 +106,11 @@ def fingerprint(
             "release": release.identity(evaluation.name) if release else None,
             "model": answering.model,
             "params": answering.params,
+            "revision": answering.revision,
             "options": {k: getattr(opts, k) for k in PROMPT_OPTIONS},
             "settings": {key: ctx.config.get(key) for key in evaluation.fingerprint_settings},
             "judge": {"model": judge.model, "params": judge.params} if judge else None,
             "questions": file_digest(ctx, opts.questions) if opts.questions else None,
+            "retrieved": file_digest(ctx, opts.retrieved) if opts.retrieved else None,
         }
     )

@@ -11,6 +11,7 @@ response size cap.
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from functools import partial
@@ -25,10 +26,11 @@ from kgbrink.core.delta import table_exists
 from kgbrink.core.files import delete_path, read_json_lines
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
+from kgbrink.core.tracking import JobFailed
 from kgbrink.evaluation.calls import canonical
 from kgbrink.jobs.evaluations.protocol import Role, Run
 from kgbrink.llm import spool
-from kgbrink.llm.client import EndpointConfig, RetryPolicy
+from kgbrink.llm.client import EndpointConfig, RetryPolicy, probe
 
 CALLS = "model_calls"
 STAT_KEYS = ("requests", "retries", "prompt_tokens", "completion_tokens", "skipped")
@@ -114,26 +116,85 @@ def ask(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> DataFrame 
     if n_pending == 0:
         pending.unpersist()
         return None
+    unreachable = probe(role.endpoint)
+    if unreachable:  # fail in seconds, not after every prompt's tries
+        pending.unpersist()
+        raise JobFailed(f"{unreachable}; {n_pending} prompts not asked (--base-url, predict.base_url)", summary)
     folder = f"{run.spool_dir}/{uuid.uuid4().hex}"
     Path(folder).mkdir(parents=True, exist_ok=True)
     config = role.endpoint
     key = os.environ.get(config.api_key_env) if config.api_key_env else None
-    task = partial(_ask_task, endpoint=config, folder=folder, api_key=spool.Secret(key) if key else None)
-    stats = pending.rdd.mapPartitionsWithIndex(task).collect()
+    budget = _budget(ctx.config.predict, run, role)
+    secret = spool.Secret(key) if key else None
+    stats = []
+    if ctx.config.predict.model_change == "fail" and n_pending < prompts.select("call_id").distinct().count():
+        canary, stats = _canary(ctx, run, role, prompts, pending, folder, secret)
+        pending = pending.filter(F.col("call_id") != canary)
+    task = partial(_ask_task, endpoint=config, folder=folder, api_key=secret, budget=budget)
+    stats += pending.rdd.mapPartitionsWithIndex(task).collect()
     pending.unpersist()
     for key in STAT_KEYS:
         summary.counts[prefix + key] = sum(int(s.get(key) or 0) for s in stats)
     summary.counts[f"{prefix}rate_limit_wait_s"] = round(sum(float(s.get("waited_s") or 0) for s in stats), 3)
+    run.spent += sum(float(s.get("spent") or 0) for s in stats)
+    not_asked = sum(int(s.get("over_budget") or 0) for s in stats)
     failed = fold(ctx, run, folder)  # cached and counted: the spool folder goes next
     delete_path(ctx.spark, folder)
+    if not_asked:
+        failed.unpersist()
+        limit = ctx.config.predict.max_cost
+        raise JobFailed(
+            f"predict.max_cost {limit:g} reached ({run.spent:.6f} spent by this run): every answer so far is kept "
+            f"in {calls_path(run)}, {not_asked} {role.role} prompts not asked; run again to ask them",
+            summary,
+        )
     return failed
 
 
-def _ask_task(partition: int, rows, *, endpoint: EndpointConfig, folder: str, api_key: spool.Secret | None):
+def _canary(
+    ctx: JobContext, run: Run, role: Role, prompts: DataFrame, pending: DataFrame, folder: str, secret
+) -> tuple[str, list[dict]]:
+    """A run that reuses answers asks one pending prompt first, from the driver: when the endpoint answers
+    as another model (``response_model``) or deployment (``system_fingerprint``) than the kept answers this
+    run reuses record, it fails before asking the rest (``predict.model_change``: fail). Returns the prompt's
+    call id and its counts."""
+    row = pending.orderBy("call_id").limit(1).collect()[0].asDict()
+    partition = run.tasks  # a spool file of its own: no task's
+    stats = list(
+        spool.ask_partition(partition, [row], endpoint=role.endpoint, folder=folder, attempt=0, api_key=secret)
+    )
+    answer = next((line for line in spool.lines(Path(folder), partition) if line.get("answered")), None)
+    if answer is None:  # no answer: nothing to compare; the tasks try the rest
+        return row["call_id"], stats
+    now = (answer.get("response_model"), answer.get("system_fingerprint"))
+    used = ctx.read(CALLS, calls_path(run)).join(prompts.select("call_id").distinct(), "call_id")
+    kept = used.groupBy("response_model", "system_fingerprint").count().collect()
+    other = [(r["response_model"], r["system_fingerprint"], int(r["count"])) for r in kept if (r[0], r[1]) != now]
+    if other:
+        before = ", ".join(f"{n} by {m!r} ({f!r})" for m, f, n in sorted(other, key=lambda x: -x[2])[:3])
+        raise JobFailed(
+            f"{role.endpoint.base_url} now answers {role.model} as {now[0]!r} (system_fingerprint {now[1]!r}), but "
+            f"answers this run would reuse came from another: {before}; set predict.model_revision to ask them "
+            "again, or predict.model_change=allow to reuse them",
+            ctx.summary,
+        )
+    return row["call_id"], stats
+
+
+def _budget(settings, run: Run, role: Role) -> spool.Budget | None:
+    """Each task's share of what ``predict.max_cost`` leaves of this run's spending, at the role's prices."""
+    if settings.max_cost is None:
+        return None
+    return spool.Budget((float(settings.max_cost) - run.spent) / run.tasks, *role.prices)
+
+
+def _ask_task(partition: int, rows, *, endpoint: EndpointConfig, folder: str, api_key, budget):
     """One task's share of the pending prompts (runs on an executor)."""
     attempt = TaskContext.get().attemptNumber() if TaskContext.get() else 0
     rows = (r.asDict() for r in rows)
-    return spool.ask_partition(partition, rows, endpoint=endpoint, folder=folder, attempt=attempt, api_key=api_key)
+    return spool.ask_partition(
+        partition, rows, endpoint=endpoint, folder=folder, attempt=attempt, api_key=api_key, budget=budget
+    )
 
 
 def calls(ctx: JobContext, run: Run) -> DataFrame | None:
@@ -178,3 +239,41 @@ def ask_and_count(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> 
     failed = ask(ctx, run, role, prompts)
     usage(ctx, run, role, prompts)
     return failed
+
+
+def plan(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> dict:
+    """What asking ``prompts`` would take, asking nothing: the prompts, the answers already kept, the
+    requests to send, their estimated tokens (the characters of the messages / 4, as the client's rate
+    limiter estimates, and at most ``max_tokens`` each), their cost at most at the role's prices, the minutes
+    the rate limits need at least, and three of the prompts to send (by call id)."""
+    settings = ctx.config.predict
+    distinct = prompts.select("call_id", "messages").dropDuplicates(["call_id"])
+    path = calls_path(run)
+    pending = distinct
+    if table_exists(ctx.spark, path):
+        pending = distinct.join(ctx.read(CALLS, path).select("call_id"), "call_id", "left_anti")
+    row = pending.agg(F.count("*").alias("n"), F.sum(F.length("messages")).alias("chars")).first()
+    n_distinct, n_pending = distinct.count(), int(row["n"])
+    prompt_tokens = round(int(row["chars"] or 0) / 4)
+    completion_tokens = n_pending * int(role.params.get("max_tokens") or 0)
+    out = {
+        "prompts": prompts.count(),
+        "distinct_prompts": n_distinct,
+        "kept": n_distinct - n_pending,
+        "to_send": n_pending,
+        "estimated_prompt_tokens": prompt_tokens,
+        "estimated_completion_tokens_at_most": completion_tokens,
+    }
+    prompt_price, completion_price = role.prices
+    if prompt_price is not None or completion_price is not None:
+        paid = prompt_tokens * float(prompt_price or 0) + completion_tokens * float(completion_price or 0)
+        out["estimated_cost_at_most"] = round(paid / 1e6, 6)
+    limits = []
+    if settings.requests_per_minute:
+        limits.append(n_pending / float(settings.requests_per_minute))
+    if settings.tokens_per_minute:
+        limits.append((prompt_tokens + completion_tokens) / float(settings.tokens_per_minute))
+    out["minutes_at_least"] = round(max(limits), 2) if limits else None
+    samples = pending.orderBy("call_id").limit(3).collect()
+    out["sample_prompts"] = [json.loads(r["messages"]) for r in samples]
+    return out

@@ -4,13 +4,14 @@ level beside the KG similarity (Fig. 5), with a report."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.core.files import read_lines, require_files
+from kgbrink.core.files import read_lines, reported_path_column, require_files
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import fail_past_bad_fraction
@@ -23,6 +24,7 @@ from kgbrink.jobs.evaluations.protocol import (
     QuestionTexts,
     Role,
     Run,
+    judge_params,
     split_answers,
     write_quarantine,
 )
@@ -39,7 +41,13 @@ class OKGQA(Evaluation):
     )
     optional = (("kg_similarity", "okgqa.kg_similarity"),)
     templates = {"subgraph": ("okgqa-answer@1",), okgqa.NO_CONTEXT: ("okgqa-baseline@1",)}
-    fingerprint_settings = ("predict.max_facts", "predict.criteria")
+    fingerprint_settings = (
+        "predict.max_facts",
+        "predict.criteria",
+        "predict.factscore",
+        "predict.factscore_gamma",
+        "predict.max_atomic_facts",
+    )
     judge = "okgqa-geval@1"
 
     def default_name(self, config) -> str:
@@ -83,6 +91,12 @@ class OKGQA(Evaluation):
         summary.params.update(judge_model=judge.model, judge_base_url=judge.endpoint.base_url)
         judgements = judged.select("answer_id", "criterion", "score")
         rows = okgqa.scores(answers, judgements, list(settings.criteria), labels)
+        asked = summary.counts["judge_prompts"] + summary.counts["prompts"]
+        if settings.factscore:
+            facts_rows, facts_bad, facts_asked = self._factscore(ctx, run, judge, answers, labels)
+            rows = rows.unionByName(facts_rows)
+            judge_bad = {k: judge_bad.get(k, 0) + facts_bad.get(k, 0) for k in {*judge_bad, *facts_bad}}
+            asked += facts_asked
         ctx.write("okgqa_scores", rows, run.path("okgqa_scores"), table="predict.okgqa_scores")
         similarity = run.sources.get("kg_similarity")
         levels = okgqa.levels(ctx.written("okgqa_scores"), similarity, answers)
@@ -91,12 +105,49 @@ class OKGQA(Evaluation):
         fail_past_bad_fraction(
             summary,
             judge_bad,
-            summary.counts["judge_prompts"] + summary.counts["prompts"],
+            asked,
             float(settings.max_bad_fraction),
             "predict.max_bad_fraction",
             "prompts and judge prompts",
             f"see {run.path(QUARANTINE)}",
         )
+
+    def _factscore(
+        self, ctx: JobContext, run: Run, judge: Role, answers: DataFrame, labels: dict
+    ) -> tuple[DataFrame, dict, int]:
+        """FActScore (spec 5.3) by the judge's model and endpoint: each answer split into atomic facts, each
+        fact verified against its question's original subgraph and references; returns the ``factscore``
+        rows of ``okgqa_scores``, the bad calls by reason (quarantined) and the prompts asked."""
+        settings, summary = ctx.config.predict, ctx.summary
+        facts_role = replace(judge, role="facts", params=judge_params("okgqa-facts@1", settings))
+        verify_role = replace(judge, role="verify", params=judge_params("okgqa-verify@1", settings))
+        split = run.keep(call_rows(okgqa.fact_prompts(answers), facts_role.model, facts_role.params))
+        summary.counts["facts_prompts"] = split.count()
+        failed = model_calls.ask_and_count(ctx, run, facts_role, split)
+        answered, bad_split = split_answers(split, model_calls.calls(ctx, run), failed)
+        facts = run.keep(okgqa.atomic_facts(answered.select("item_id", "content"), int(settings.max_atomic_facts)))
+        summary.counts["atomic_facts"] = int(facts.select(F.sum(F.size("facts"))).first()[0] or 0)
+        graphs = okgqa.level_graphs(run.sources["perturbed"], run.sources["perturbations"]).filter("level = 0.0")
+        at_zero = okgqa.records(
+            graphs, run.texts.good, run.sources["entities"], run.sources["relations"], settings.max_facts
+        )
+        items = run.keep(okgqa.verify_prompts(facts, answers.select("item_id", "qid"), okgqa.knowledge(at_zero)))
+        check = run.keep(call_rows(items.select("item_id", "messages"), verify_role.model, verify_role.params))
+        summary.counts["verify_prompts"] = check.count()
+        failed = model_calls.ask_and_count(ctx, run, verify_role, check)
+        verified, bad_verify = split_answers(check, model_calls.calls(ctx, run), failed)
+        verdicts = okgqa.verdicts(verified.select("item_id", "content")).join(
+            items.select("item_id", "answer_id"), "item_id"
+        )
+        summary.counts["supported_facts"] = verdicts.filter("supported").count()
+        bad = bad_split.withColumn("stage", F.concat(F.lit("facts_"), F.col("stage"))).unionByName(
+            bad_verify.withColumn("stage", F.concat(F.lit("verify_"), F.col("stage")))
+        )
+        bad = run.keep(bad)
+        facts_bad = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
+        write_quarantine(ctx, run, bad.unionByName(ctx.written(QUARANTINE)))
+        rows = okgqa.factscore_rows(answers, verdicts, settings.factscore_gamma, labels)
+        return rows, facts_bad, summary.counts["facts_prompts"] + summary.counts["verify_prompts"]
 
     def _judged(self, ctx: JobContext, run: Run, judge: Role, answers: DataFrame) -> tuple[DataFrame, dict]:
         """The judge asked about every answer and criterion; returns its parsed ``score`` per ``answer_id,
@@ -170,7 +221,9 @@ def question_texts(ctx: JobContext, run: Run, path: str, qids: DataFrame) -> Dat
         }
     )
     bad = parsed.filter(F.col("reason").isNotNull())
-    where = F.concat(F.col("source_file"), F.lit(":"), F.col("line_number").cast("string"), F.lit(": "))
+    where = F.concat(
+        reported_path_column(F.col("source_file")), F.lit(":"), F.col("line_number").cast("string"), F.lit(": ")
+    )
     quarantine = run.keep(
         bad.select(
             F.col("qid").alias("item_id"),

@@ -37,16 +37,27 @@ def request_params(template: templates.Template, settings) -> dict:
     return params
 
 
+def judge_params(ref: str, settings) -> dict:
+    """A judge's request parameters: its built-in template's ``params``, and ``predict.seed`` when set (the
+    answering model's sampling settings are not the judge's)."""
+    params = dict(templates.builtin(ref).params)
+    if settings.seed is not None:
+        params["seed"] = settings.seed
+    return params
+
+
 @dataclass(frozen=True)
 class Role:
-    """A model in one role of a run: ``answer`` (counts unprefixed) or ``judge`` (counts ``judge_``), its
-    request parameters, endpoint and prices per 10^6 prompt and completion tokens (None: no cost)."""
+    """A model in one role of a run: ``answer`` (counts unprefixed), ``judge``, ``facts``, ``verify`` (counts
+    prefixed by the role), its request parameters, endpoint, prices per 10^6 prompt and completion tokens
+    (None: no cost) and revision label."""
 
     role: str
     model: str
     params: dict
     endpoint: EndpointConfig
     prices: tuple[float | None, float | None] = (None, None)
+    revision: str | None = None  # predict.model_revision: in every call key of this role
 
     @property
     def prefix(self) -> str:
@@ -88,6 +99,7 @@ class Run:
     written: str | None = None  # synthkgqa: the written questions gt-questions reads
     texts: QuestionTexts | None = None  # okgqa: the question texts of --questions
     cached: list[DataFrame] = field(default_factory=list)
+    spent: float = 0.0  # what this run's answers cost so far, at the roles' prices
 
     @property
     def model(self) -> str:
