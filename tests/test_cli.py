@@ -318,3 +318,26 @@ def test_a_file_on_object_storage_is_named_in_the_run_not_uploaded(config, tmp_p
     assert [a.path for a in client.list_artifacts(run_id, "plots")] == ["plots/report.md"]
     logged = json.loads(Path(client.download_artifacts(run_id, "summary.json", str(tmp_path))).read_text())
     assert logged["artifacts"] == [str(report), "s3a://bucket/releases/v1/README.md"]
+
+
+def test_usage_mistakes_fail_before_spark_starts(config, tmp_path, monkeypatch, capsys):
+    """predict without a model, stats on a folder that holds no dataset: exit 2 and one line naming what to
+    do, the Spark session never asked for (it would fail the test here)."""
+    from kgbrink.core import session
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(session, "spark_session", no_spark)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cases = {
+        ("predict", "--benchmark", "probekgc"): "error: ConfigError: no model: pass --model or set predict.model",
+        ("predict", "--benchmark", "probekgc", "--model", "m", "--template", "nope@1"): "no built-in template",
+        ("stats", "--dataset", str(empty)): f"{empty} holds no dataset (no triples table): make one with `kgbrink "
+        f"ingest --format wikidata5m --input DUMP --dataset {empty}`, or `kgbrink run` for the sample",
+    }
+    for args, expected in cases.items():
+        capsys.readouterr()
+        assert main([*args, *conf_args(config), "--no-tracking"]) == 2
+        assert expected in capsys.readouterr().err

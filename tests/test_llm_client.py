@@ -543,3 +543,39 @@ def test_the_server_in_its_own_process(monkeypatch):
     assert models == ["echo", "gpt"] and denied.value.code == 401
     assert (counts["requests"], counts["completed"], len(counts["arrivals"]), counts["faults"]) == (3, 2, 3, {"500": 1})
     assert counts["auth"] == {"ok": 4, "missing": 1, "wrong": 0}
+
+
+def test_the_ask_steps_progress_counts_answers_from_the_spool_as_they_arrive(tmp_path, monkeypatch):
+    """The counter reads whole lines only, each once; the running step prints its line instead of Spark's
+    task counts while the reporter is set."""
+    import io
+    import threading
+    import types
+
+    from kgbrink.core import console
+    from kgbrink.jobs.evaluations.model_calls import SpoolCounter
+
+    def line(status, tries=1, answered=True):
+        return json.dumps({"call_id": "k", "status": status, "answered": answered, "tries": tries}) + "\n"
+
+    part = tmp_path / "part-00000-000.jsonl"
+    part.write_text(line("ok") + line("ok", tries=3) + line("empty") + '{"call_id": "k", "sta')
+    counter = SpoolCounter(str(tmp_path), 10)
+    first = counter()
+    assert first.startswith("3/10 answered (30%), ") and ", 2 retries, 1 quarantined, about " in first
+    with part.open("a") as stream:
+        stream.write('tus": "ok", "answered": true, "tries": 1}\n')
+    (tmp_path / "part-00001-000.jsonl").write_text(line("http_error", tries=6, answered=False))
+    assert counter().startswith("4/10 answered (40%), ") and ", 7 retries, 2 quarantined" in counter()
+    assert console.answers_line(10, 10, 2.0, 0, 0) == "10/10 answered (100%), 5.0/s, 0 retries, 0 quarantined"
+    # the step's watcher prints the reporter's line
+    monkeypatch.setattr(console, "STAGE_REPORT_SECONDS", 0.02)
+    stream = io.StringIO()
+    progress = console.Progress(stream, total=1)
+    printed = threading.Event()
+    tracker = types.SimpleNamespace(getActiveStageIds=lambda: [], getStageInfo=lambda stage: None)
+    idle = types.SimpleNamespace(sparkContext=types.SimpleNamespace(statusTracker=lambda: tracker))
+    with progress.step("ask", spark=idle):
+        with progress.reporting(lambda: printed.set() or "7/9 answered"):
+            assert printed.wait(5)
+    assert "... ask, " in stream.getvalue() and ": 7/9 answered" in stream.getvalue()

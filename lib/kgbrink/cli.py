@@ -204,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     experiment = None if args.no_tracking else prepare_experiment(config)
     try:
         options = options_from(args, job.options)
+        if job.check is not None:  # before Spark starts: a usage mistake costs no session
+            job.check(config, options)
         spark, startup = None, None
         if job.spark:
             from kgbrink.core.session import spark_session

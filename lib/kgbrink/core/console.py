@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +52,19 @@ class Progress:
         stream = self.stream or sys.stderr
         print(text, file=stream, flush=True)
 
+    @contextmanager
+    def reporting(self, report: Callable[[], str | None]) -> Iterator[None]:
+        """While inside: the running step's periodic line is ``report()`` (e.g. answers counted by the job
+        itself) instead of Spark's task counts; ``report`` returning None prints nothing."""
+        watcher = self.watchers[-1] if self.watchers else None
+        if watcher is not None:
+            watcher.report = report
+        try:
+            yield
+        finally:
+            if watcher is not None:
+                watcher.report = None
+
     def note(self, text: str) -> None:
         """One line before or between the top job's steps (a job run by another leaves it to that one)."""
         if self.depth == 0:
@@ -86,6 +99,16 @@ def stage_line(finished: int, tasks: int, done_since: int = 0, seconds: float = 
     return text + ")"
 
 
+def answers_line(answered: int, total: int, seconds: float, retries: int, quarantined: int) -> str:
+    """``answered/total answered (p%), r/s, n retries, q quarantined, about T left`` of a model-call step."""
+    rate = answered / seconds if seconds > 0 else 0.0
+    text = f"{answered:,}/{total:,} answered ({100 * answered / total if total else 100:.0f}%), {rate:,.1f}/s"
+    text += f", {retries:,} retries, {quarantined:,} quarantined"
+    if 0 < answered < total and rate > 0:
+        text += f", about {clock((total - answered) / rate)} left"
+    return text
+
+
 class _StageWatcher:
     """Reports the active Spark stage's task progress, named by its step, while a step runs past
     STAGE_REPORT_SECONDS (the innermost step's watcher alone: the stages are the whole application's)."""
@@ -94,6 +117,7 @@ class _StageWatcher:
         self.spark, self.progress, self.start, self.name = spark, progress, start, name
         self.done = threading.Event()
         self.first_seen: dict[int, tuple[float, int]] = {}  # stage id -> (time, tasks done) when first seen
+        self.report: Callable[[], str | None] | None = None  # Progress.reporting's line, when one is set
         progress.watchers.append(self)
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
@@ -101,6 +125,19 @@ class _StageWatcher:
     def _watch(self) -> None:
         while not self.done.wait(STAGE_REPORT_SECONDS):
             if self.progress.watchers[-1:] != [self]:  # a step inside this one reports the same stages
+                continue
+            if self.report is not None:
+                try:
+                    line = self.report()
+                except Exception:  # noqa: BLE001 - a report that fails ends the reports, never the job
+                    self.report = None
+                    continue
+                if line:
+                    where = f"{self.name}, " if self.name else ""
+                    now = time.perf_counter()
+                    self.progress._print(
+                        f"{'  ' * (self.progress.depth + 1)}... {where}{clock(now - self.start)}: {line}"
+                    )
                 continue
             try:
                 tracker = self.spark.sparkContext.statusTracker()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import unquote
 
 from delta.tables import DeltaTable
@@ -272,3 +273,12 @@ def set_table_property(spark: SparkSession, path: str, key: str, value: str) -> 
     spark.sql(f"ALTER TABLE {table} SET TBLPROPERTIES ('{key}' = '{value}')")
     committed()
     return True
+
+
+def require_local_table(path: str, problem: str) -> None:
+    """Without Spark: a local ``path`` that is no Delta table (no ``_delta_log`` folder) raises ConfigError
+    ``problem``; a URI is not checked here (the job's read names it)."""
+    from kgbrink.core.settings import ConfigError, is_uri
+
+    if not is_uri(path) and not (Path(path) / "_delta_log").is_dir():
+        raise ConfigError(problem)

@@ -58,6 +58,8 @@ class Job:
     steps: int | None = None
     # The spark-submit entry point's file under jobs/ (the registry's test checks each exists).
     entry_point: str = ""
+    # What needs no Spark, checked before the session starts (settings, options) -> None, raises ConfigError.
+    check: Callable[[Settings, Any], None] | None = None
 
 
 REGISTRY: dict[str, Job] = {}
@@ -69,16 +71,26 @@ def registered() -> dict[str, Job]:
 
 
 def job(
-    name: str, help: str, options: type, *, spark: bool = True, steps: int | None = None, entry_point: str | None = None
+    name: str,
+    help: str,
+    options: type,
+    *,
+    spark: bool = True,
+    steps: int | None = None,
+    entry_point: str | None = None,
+    check: Callable[[Settings, Any], None] | None = None,
 ):
-    """Register ``run(ctx, options)`` as the job ``name``; calling it runs it in a context of its own."""
+    """Register ``run(ctx, options)`` as the job ``name``; calling it runs it in a context of its own.
+    ``check(settings, options)``: what can be checked without Spark, run by the command line before the
+    session starts (raises ConfigError)."""
 
     def register(fn: Callable[[JobContext, Any], JobSummary]) -> Callable[[JobContext, Any], JobSummary]:
         @functools.wraps(fn)
         def run(ctx: JobContext, options: Any) -> JobSummary:
             return ctx.run(name, options)
 
-        REGISTRY[name] = Job(name, help, options, fn, spark, steps, entry_point or name.replace("-", "_") + ".py")
+        entry = entry_point or name.replace("-", "_") + ".py"
+        REGISTRY[name] = Job(name, help, options, fn, spark, steps, entry, check)
         return run
 
     return register

@@ -122,9 +122,11 @@ def _roles(ctx: JobContext, evaluation: Evaluation, opts: PredictOptions, templa
     return answering, Role("judge", judge_model, judge_params(evaluation.judge, settings), judge_endpoint, judge_prices)
 
 
-def _open(ctx: JobContext, opts: PredictOptions) -> tuple[Evaluation, Run]:
-    """Settings checked, the benchmark's inputs pinned, the output folder named by their fingerprint."""
-    settings = ctx.config.predict
+def _check(config, opts: PredictOptions) -> None:
+    """What needs no Spark, before the session starts: the model, the settings, the context and template."""
+    settings = config.predict
+    if not (opts.model or settings.model):
+        raise ConfigError("no model: pass --model or set predict.model")
     evaluation = EVALUATIONS[opts.benchmark]
     if settings.tasks < 1 or settings.in_flight < 1 or settings.max_tries < 1:
         raise ConfigError("predict.tasks, predict.in_flight and predict.max_tries must be >= 1")
@@ -139,6 +141,14 @@ def _open(ctx: JobContext, opts: PredictOptions) -> tuple[Evaluation, Run]:
     if opts.context not in evaluation.contexts:
         known = ", ".join(evaluation.contexts)
         raise ConfigError(f"--context {opts.context} is not one of {opts.benchmark}'s: {known}")
+    evaluation.template(opts.template, opts.context)
+
+
+def _open(ctx: JobContext, opts: PredictOptions) -> tuple[Evaluation, Run]:
+    """Settings checked, the benchmark's inputs pinned, the output folder named by their fingerprint."""
+    settings = ctx.config.predict
+    evaluation = EVALUATIONS[opts.benchmark]
+    _check(ctx.config, opts)  # again: a job run by another job (ctx.run) has no command line
     template = evaluation.template(opts.template, opts.context)
     answering, judge = _roles(ctx, evaluation, opts, template)
     release = ReleaseInput.open(ctx, opts.release) if opts.release else None
@@ -190,6 +200,7 @@ def _open(ctx: JobContext, opts: PredictOptions) -> tuple[Evaluation, Run]:
     "a benchmark's prompts to an OpenAI-compatible endpoint, answers kept, parsed and scored",
     PredictOptions,
     steps=5,
+    check=_check,
 )
 def run(ctx: JobContext, opts: PredictOptions) -> JobSummary:
     evaluation, state = _open(ctx, opts)
@@ -206,7 +217,7 @@ def _steps(ctx: JobContext, evaluation: Evaluation, run: Run, opts: PredictOptio
         role = run.answering
         prompts = run.prompts = run.keep(call_rows(items, role.model, role.params, opts.limit, role.revision))
         if opts.dry_run:
-            return _dry_run(ctx, evaluation, run, prompts)
+            return model_calls.dry_run(ctx, run, prompts, judged=evaluation.judge is not None)
         ctx.write("predict_prompts", prompts.drop("body"), run.path("predict_prompts"), table="predict.prompts")
         summary.counts.update(prompts=prompts.count(), distinct_prompts=prompts.select("call_id").distinct().count())
     with ctx.step("recover"):
@@ -233,28 +244,6 @@ def _steps(ctx: JobContext, evaluation: Evaluation, run: Run, opts: PredictOptio
         with ctx.step("score"):
             evaluation.score(ctx, run, opts)
         _record_results(ctx, evaluation, run, opts)
-    return summary
-
-
-def _dry_run(ctx: JobContext, evaluation: Evaluation, run: Run, prompts) -> JobSummary:
-    """The plan of the answering round (:func:`model_calls.plan`) as the summary; nothing asked or written."""
-    summary, plan = ctx.summary, model_calls.plan(ctx, run, run.answering, prompts)
-    samples = plan.pop("sample_prompts")
-    summary.counts.update({k: v for k, v in plan.items() if isinstance(v, int)})
-    summary.extra["plan"] = {**plan, "sample_prompts": samples}
-    cost = plan.get("estimated_cost_at_most")
-    minutes = plan["minutes_at_least"]
-    summary.highlights["dry run"] = (
-        f"{plan['to_send']} of {plan['distinct_prompts']} distinct prompts to send ({plan['kept']} kept), about "
-        f"{plan['estimated_prompt_tokens']:,} prompt tokens and at most {plan['estimated_completion_tokens_at_most']:,} "
-        "completion tokens"
-        + (f", cost at most {cost:g}" if cost is not None else "")
-        + (f", at least {minutes:g} min under the rate limits" if minutes is not None else "")
-    )
-    if evaluation.judge is not None:
-        summary.highlights["judge"] = "the judge's rounds follow the answers: not planned here"
-    for i, messages in enumerate(samples, 1):
-        summary.highlights[f"sample {i}"] = " ".join(messages[-1]["content"].split())[:200]
     return summary
 
 

@@ -14,6 +14,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
+from kgbrink.core.delta import require_local_table
 from kgbrink.core.frames import tasks_for
 from kgbrink.core.jobs import JobContext, arg, job, names
 from kgbrink.core.session import session_setting
@@ -27,7 +28,17 @@ class StatsOptions:
     splits: list[str] | None = arg(None, "comma-separated splits (default: setting stats.splits)", convert=names)
 
 
-@job("stats", "entity/relation popularity statistics of a dataset", StatsOptions, steps=3)
+def _check(config, opts: StatsOptions) -> None:
+    """The dataset holds triples (a local one is looked at before Spark starts)."""
+    dataset = config.require_dataset(opts.dataset)
+    require_local_table(
+        catalog.path("triples", dataset=dataset),
+        f"{dataset} holds no dataset (no triples table): make one with `kgbrink ingest --format wikidata5m --input "
+        f"DUMP --dataset {dataset}`, or `kgbrink run` for the sample",
+    )
+
+
+@job("stats", "entity/relation popularity statistics of a dataset", StatsOptions, steps=3, check=_check)
 def run(ctx: JobContext, opts: StatsOptions) -> JobSummary:
     spark, config = ctx.spark, ctx.config
     dataset = config.require_dataset(opts.dataset)

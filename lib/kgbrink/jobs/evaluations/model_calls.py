@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from functools import partial
 from pathlib import Path
@@ -22,6 +23,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
+from kgbrink.core.console import answers_line
 from kgbrink.core.delta import table_exists
 from kgbrink.core.files import delete_path, read_json_lines
 from kgbrink.core.jobs import JobContext
@@ -131,7 +133,8 @@ def ask(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> DataFrame 
         canary, stats = _canary(ctx, run, role, prompts, pending, folder, secret)
         pending = pending.filter(F.col("call_id") != canary)
     task = partial(_ask_task, endpoint=config, folder=folder, api_key=secret, budget=budget)
-    stats += pending.rdd.mapPartitionsWithIndex(task).collect()
+    with ctx.progress.reporting(SpoolCounter(folder, n_pending)):  # answers, not Spark's 2 tasks
+        stats += pending.rdd.mapPartitionsWithIndex(task).collect()
     pending.unpersist()
     for key in STAT_KEYS:
         summary.counts[prefix + key] = sum(int(s.get(key) or 0) for s in stats)
@@ -186,6 +189,39 @@ def _budget(settings, run: Run, role: Role) -> spool.Budget | None:
     if settings.max_cost is None:
         return None
     return spool.Budget((float(settings.max_cost) - run.spent) / run.tasks, *role.prices)
+
+
+class SpoolCounter:
+    """The ask step's progress line: a spool folder's lines counted as the tasks append them (each file read
+    on from where the last call stopped, whole lines only): answered of ``total``, answers a second,
+    retries, and the prompts quarantined so far (no answer after the last try, or not ``ok``)."""
+
+    def __init__(self, folder: str, total: int):
+        self.folder, self.total = Path(folder), total
+        self.offsets: dict[Path, int] = {}
+        self.answered = self.retries = self.quarantined = 0
+        self.start = time.perf_counter()
+
+    def __call__(self) -> str:
+        for path in sorted(self.folder.glob("part-*.jsonl")):
+            at = self.offsets.get(path, 0)
+            with path.open("rb") as stream:
+                stream.seek(at)
+                data = stream.read()
+            end = data.rfind(b"\n") + 1
+            self.offsets[path] = at + end
+            for raw in data[:end].splitlines():
+                try:
+                    line = json.loads(raw)
+                except ValueError:
+                    continue
+                if not isinstance(line, dict):
+                    continue
+                self.retries += max(0, int(line.get("tries") or 1) - 1)
+                self.answered += line.get("answered") is True
+                self.quarantined += line.get("status") != "ok"
+        elapsed = time.perf_counter() - self.start
+        return answers_line(self.answered, self.total, elapsed, self.retries, self.quarantined)
 
 
 def _ask_task(partition: int, rows, *, endpoint: EndpointConfig, folder: str, api_key, budget):
@@ -277,3 +313,26 @@ def plan(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> dict:
     samples = pending.orderBy("call_id").limit(3).collect()
     out["sample_prompts"] = [json.loads(r["messages"]) for r in samples]
     return out
+
+
+def dry_run(ctx: JobContext, run: Run, prompts: DataFrame, judged: bool = False):
+    """The plan of the answering round (:func:`plan`) as the run's summary; nothing asked or written
+    (``judged``: a judge's rounds follow, not planned)."""
+    summary, planned = ctx.summary, plan(ctx, run, run.answering, prompts)
+    samples = planned.pop("sample_prompts")
+    summary.counts.update({k: v for k, v in planned.items() if isinstance(v, int)})
+    summary.extra["plan"] = {**planned, "sample_prompts": samples}
+    cost = planned.get("estimated_cost_at_most")
+    minutes = planned["minutes_at_least"]
+    summary.highlights["dry run"] = (
+        f"{planned['to_send']} of {planned['distinct_prompts']} distinct prompts to send ({planned['kept']} kept), about "
+        f"{planned['estimated_prompt_tokens']:,} prompt tokens and at most {planned['estimated_completion_tokens_at_most']:,} "
+        "completion tokens"
+        + (f", cost at most {cost:g}" if cost is not None else "")
+        + (f", at least {minutes:g} min under the rate limits" if minutes is not None else "")
+    )
+    if judged:
+        summary.highlights["judge"] = "the judge's rounds follow the answers: not planned here"
+    for i, messages in enumerate(samples, 1):
+        summary.highlights[f"sample {i}"] = " ".join(messages[-1]["content"].split())[:200]
+    return summary
