@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgbrink.brink import qa_metrics, reader
+from kgbrink.evaluation import templates as builtins
 from kgbrink.llm import templates
 from kgbrink.mcq import answering as mcq
 from kgbrink.okgqa import answering as okgqa
@@ -33,7 +34,7 @@ def fixture(name: str) -> str:
 
 
 def test_builtin_templates_are_named_versioned_and_digested():
-    refs = templates.names()
+    refs = builtins.names()
     assert set(refs) >= {
         "brink-reader@1",
         "brink-rewrite@1",
@@ -44,14 +45,14 @@ def test_builtin_templates_are_named_versioned_and_digested():
     }
     digests = set()
     for ref in refs:
-        t = templates.builtin(ref)
-        assert t.ref == ref and templates.builtin(ref.split("@")[0]) == t
+        t = builtins.builtin(ref)
+        assert t.ref == ref and builtins.builtin(ref.split("@")[0]) == t
         canonical = json.dumps(templates.as_dict(t), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         assert templates.digest(t) == hashlib.sha256(canonical.encode()).hexdigest() == templates.digest(t)
         digests.add(templates.digest(t))
     assert len(digests) == len(refs)
     with pytest.raises(templates.TemplateError, match="no built-in template"):
-        templates.builtin("nope@1")
+        builtins.builtin("nope@1")
 
 
 def test_render_replaces_only_declared_slots_in_one_pass():
@@ -75,7 +76,7 @@ def test_render_replaces_only_declared_slots_in_one_pass():
 
 
 def test_user_template_files_round_trip_and_match_the_builtin_digest(tmp_path):
-    t = templates.builtin("synthkgqa-write@1")
+    t = builtins.builtin("synthkgqa-write@1")
     as_json = tmp_path / "mine.json"
     as_json.write_text(json.dumps(templates.as_dict(t)))
     assert templates.load(as_json) == t and templates.digest(templates.load(as_json)) == templates.digest(t)
@@ -84,7 +85,7 @@ def test_user_template_files_round_trip_and_match_the_builtin_digest(tmp_path):
         "name: my-reader\nversion: 2\nslots: [question]\nparams: {temperature: 0}\n"
         "messages:\n  - role: user\n    content: 'Q: {question} {not a slot}'\n"
     )
-    mine = templates.resolve(str(as_yaml))
+    mine = builtins.resolve(str(as_yaml))
     assert mine.ref == "my-reader@2" and mine.params == {"temperature": 0}
     assert templates.render(mine, {"question": "x"})[0]["content"] == "Q: x {not a slot}"
 
@@ -166,7 +167,7 @@ def test_e1_oracle_reader_prompt():
     assert messages == [{"role": "user", "content": fixture("brink-reader-e1.txt")}]
     spec = fixture("brink-reader-spec.txt").rstrip("\n").split("\n")  # the spec's wrapped first line joined
     template_text = "\n".join([spec[0] + " " + spec[1], *spec[2:4], "{triples}", *spec[5:]])
-    assert templates.builtin("brink-reader@1").messages == (("user", template_text),)
+    assert builtins.builtin("brink-reader@1").messages == (("user", template_text),)
 
 
 def test_oracle_lists_each_rule_once_then_its_body_triples():
@@ -242,7 +243,7 @@ def test_failure_kinds():
 
 
 def test_app_d_rewrite_prompt_and_acceptance():
-    assert templates.builtin("brink-rewrite@1").messages[0][1] + "\n" == fixture("brink-rewrite-appD.txt")
+    assert builtins.builtin("brink-rewrite@1").messages[0][1] + "\n" == fixture("brink-rewrite-appD.txt")
     record = {
         "question": "Who is the brother of Bob?",
         "topic_entity": "Bob",

@@ -59,6 +59,82 @@ RETRIEVAL_FAILURE = "retrieval_failure"
 REASONING_FAILURE = "reasoning_failure"
 
 
+# --- templates (built in; kgbrink.evaluation.templates gathers every paper's) ---
+
+BRINK_READER_INSTRUCTION = (
+    "Based on the knowledge graph triples, please answer the given question. Please keep the answer as simple as "
+    "possible and return all the possible answers as a list. Please return each answer in a new line."
+)
+BRINK_NONE_INSTRUCTION = (
+    "Please answer the given question. Please keep the answer as simple as possible and return all the possible "
+    "answers as a list. Please return each answer in a new line."
+)
+BRINK_REWRITE = """You are an expert in knowledge graph question generation.
+
+Given:
+Removed Triple: ({entity_h}, {predicate_T}, {entity_t})
+Question Entity: {topic_entity}
+Answer Entity: {answer_entity}
+
+Write a clear, natural-language question that asks for the Answer Entity, using the given predicate and Topic Entity.
+
+Requirements:
+- Express the predicate {predicate_T} naturally (paraphrasing allowed, but preserve core meaning; e.g., "wife_of" -> "wife").
+- Mention the Topic Entity {topic_entity}.
+- The answer should be the Answer Entity {answer_entity}.
+- Do not mention the Answer Entity {answer_entity} in the question.
+- Do not ask a yes/no question.
+- Output only the question as plain text.
+
+Example:
+Removed Triple: ("Alice", "wife_of", "Carol")
+Question Entity: Carol
+Answer Entity: Alice
+
+Output:
+Who is Carol's wife?
+
+Now, generate the question for:
+Removed Triple: ({entity_h}, {predicate_T}, {entity_t})
+Question Entity: {topic_entity}
+Answer Entity: {answer_entity}"""  # App. D verbatim
+TEMPLATES: dict[str, templates.Template] = {
+    t.ref: t
+    for t in (
+        templates.Template(
+            "brink-reader",
+            1,
+            (
+                (
+                    "user",
+                    BRINK_READER_INSTRUCTION + "\n\nKnowledge Triples:\n{triples}\n\nQuestion:\n{question}\n"
+                    "Topic Entity: {topic_entity}",
+                ),
+            ),
+            ("triples", "question", "topic_entity"),
+            {"temperature": 0.0, "max_tokens": 256},
+            source="000 §4.2, App. F, App. H; wording after RoG's prompt builder (spec 1.1 [P])",
+        ),
+        templates.Template(
+            "brink-reader-none",
+            1,
+            (("user", BRINK_NONE_INSTRUCTION + "\n\nQuestion:\n{question}\nTopic Entity: {topic_entity}"),),
+            ("question", "topic_entity"),
+            {"temperature": 0.0, "max_tokens": 256},
+            source="spec 1.1 [P] context none",
+        ),
+        templates.Template(
+            "brink-rewrite",
+            1,
+            (("user", BRINK_REWRITE),),
+            ("entity_h", "predicate_T", "entity_t", "topic_entity", "answer_entity"),
+            {"temperature": 0.0, "max_tokens": 64},
+            source="000 §3.2, App. D (verbatim)",
+        ),
+    )
+}
+
+
 def rule_notation(rule: str, relation_names: Mapping[str, str] | None = None) -> str:
     """An AMIE3 rule (``?a  r1  ?e  ?b  r2  ?e   => ?a  r  ?b``) in Table 2's notation
     ``r1(X, Z) ∧ r2(Y, Z) ⇒ r(X, Y)``; a text already holding ``⇒`` is returned stripped."""
@@ -131,7 +207,7 @@ def prompt(
     :data:`DEFAULT_TEMPLATES` of the context; ``relation_names`` maps rule relation keys to labels."""
     if context not in CONTEXTS:
         raise ValueError(f"context must be one of {', '.join(CONTEXTS)}, got {context!r}")
-    template = templates.resolve(template or DEFAULT_TEMPLATES[context])
+    template = templates.resolve(template or DEFAULT_TEMPLATES[context], TEMPLATES)
     if context == "oracle":
         lines = oracle_lines(record.get("groundings") or (), relation_names)
     elif context == "neighbourhood":
@@ -205,7 +281,7 @@ def rewrite_prompt(record: Mapping, template: templates.Template | str | None = 
         "topic_entity": record["topic_entity"],
         "answer_entity": record["hard_answer"],
     }
-    return templates.render(templates.resolve(template or "brink-rewrite@1"), values)
+    return templates.render(templates.resolve(template or "brink-rewrite@1", TEMPLATES), values)
 
 
 def _mentions(text: str, name: str) -> bool:

@@ -39,11 +39,6 @@ def _degrees(edges: DataFrame) -> DataFrame:
     return _incidence(edges).groupBy("r", F.col("src").alias("id")).agg(F.count("*").alias("degree"))
 
 
-def relation_degrees(triples: DataFrame) -> DataFrame:
-    """``r, id, degree``: deg_r(x), the distinct neighbours of x in G^r, for every vertex of G^r."""
-    return _degrees(relation_graphs(triples))
-
-
 def _oriented(edges: DataFrame) -> DataFrame:
     """``r, a, b``: each edge of G^r from its lower to its higher (deg_r, id) endpoint. The degree of each
     end is counted over its incidence rows (a window) and the two ends meet again per edge."""

@@ -1,4 +1,4 @@
-"""Versioned chat-prompt templates (issue 58, spec 0): the built-in templates of each paper and a user's own.
+"""Versioned chat-prompt templates (issue 58, spec 0): what a template is, how it is rendered, and a user's own.
 
 A :class:`Template` is ``name``, ``version`` and ``messages``: ``(role, text)`` pairs, ``role`` one of
 ``system``, ``user``, ``assistant``. ``slots`` declares the placeholder names: :func:`render` replaces a
@@ -17,12 +17,9 @@ A user's template is a JSON or YAML file (:func:`load`): an object with ``name``
 roles, slot names and declared slots that no message uses, and a :class:`TemplateError` names the file
 and the field.
 
-Built-in templates (:func:`builtin`, :func:`names`): ``brink-reader@1``, ``brink-reader-none@1``,
-``brink-rewrite@1`` (paper 000 spec 1.1, App. D), ``probekgc-direct@1``, ``probekgc-cot@1`` (paper 003
-spec 4.1; the system text is :data:`kgbrink.mcq.render.SYSTEM_PROMPT`, imported when first built),
-``synthkgqa-write@1`` (paper 002 App. A.1), ``synthkgqa-answer@1``, ``synthkgqa-io@1`` (spec 3.4),
-``okgqa-answer@1``, ``okgqa-baseline@1`` (paper 004 App. A.1.1, spec 5.1), ``okgqa-sc-select@1`` (spec
-5.1, [code] wording) and ``okgqa-geval@1`` (App. A.3).
+Each paper's built-in templates live beside its parser (``TEMPLATES`` of :mod:`kgbrink.brink.reader`,
+:mod:`kgbrink.mcq.answering`, :mod:`kgbrink.synthkgqa.writing`, :mod:`kgbrink.synthkgqa.answering`,
+:mod:`kgbrink.okgqa.answering`); :mod:`kgbrink.evaluation.templates` gathers them.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,268 +238,14 @@ def load(path: str | Path) -> Template:
     return validate(data, where)
 
 
-# --- built-in templates -----------------------------------------------------------------------------------
-
-BRINK_READER_INSTRUCTION = (
-    "Based on the knowledge graph triples, please answer the given question. Please keep the answer as simple as "
-    "possible and return all the possible answers as a list. Please return each answer in a new line."
-)
-BRINK_NONE_INSTRUCTION = (
-    "Please answer the given question. Please keep the answer as simple as possible and return all the possible "
-    "answers as a list. Please return each answer in a new line."
-)
-BRINK_REWRITE = """You are an expert in knowledge graph question generation.
-
-Given:
-Removed Triple: ({entity_h}, {predicate_T}, {entity_t})
-Question Entity: {topic_entity}
-Answer Entity: {answer_entity}
-
-Write a clear, natural-language question that asks for the Answer Entity, using the given predicate and Topic Entity.
-
-Requirements:
-- Express the predicate {predicate_T} naturally (paraphrasing allowed, but preserve core meaning; e.g., "wife_of" -> "wife").
-- Mention the Topic Entity {topic_entity}.
-- The answer should be the Answer Entity {answer_entity}.
-- Do not mention the Answer Entity {answer_entity} in the question.
-- Do not ask a yes/no question.
-- Output only the question as plain text.
-
-Example:
-Removed Triple: ("Alice", "wife_of", "Carol")
-Question Entity: Carol
-Answer Entity: Alice
-
-Output:
-Who is Carol's wife?
-
-Now, generate the question for:
-Removed Triple: ({entity_h}, {predicate_T}, {entity_t})
-Question Entity: {topic_entity}
-Answer Entity: {answer_entity}"""  # App. D verbatim
-PROBEKGC_COT_INSTRUCTION = (
-    'Reasoning step by step based on the provided context. Finish the reasoning with the format "**The answer is '
-    '<ID>.**", where <ID> is the option ID {option_ids}.'
-)
-SYNTHKGQA_WRITE = (
-    "Based on the provided set of knowledge graph triples, please generate a question that requires combining the "
-    "information in exactly {k} of the provided triples for answering. The answer should correspond to exactly one "
-    "node in the provided graph, be unique and not ambiguous. Make sure that all {k} of the selected triples are "
-    "required for answering the question and that they involve multiple different entities. Respond only with\n"
-    "- 'Question:' the generated question,\n"
-    "- 'Nodes mentioned in the question:' a semicolon-separated list of the nodes that are explicitly mentioned in "
-    "the question,\n"
-    "- 'Answer:' the node corresponding to the correct answer with its QID,\n"
-    "- 'Triples used:' a semicolon-separated list of the triples used for answering the question,\n"
-    "- 'SPARQL query:' a SPARQL query to return all answers of the question from the Wikidata knowledge base."
-)
-SYNTHKGQA_SYSTEM = "You are an AI assistant that helps people find information."
-SYNTHKGQA_READER = (
-    "Based on the provided evidence, in the form of knowledge graph triples (subject, relation, object), please "
-    "answer the question. Please keep the answer as simple as possible and return a single answer only.\n"
-    "Question: {question}\nKnowledge Triplets: {triples}Answer: "
-)
-SYNTHKGQA_IO_SHOTS = (
-    (
-        "Question: What state is home to the university that is represented in sports by George Washington "
-        "Colonials men's basketball?",
-        "Answer: {Washington, D.C.}.",
-    ),
-    (
-        "Question: Who lists Pramatha Chaudhuri as an influence and wrote Jana Gana Mana?",
-        "Answer: {Bharoto Bhagyo Bidhata}.",
-    ),
-    ("Question: Who was the artist nominated for an award for You Drive Me Crazy?", "Answer: {Britney Spears}."),
-    ("Question: What person born in Siegen influenced the work of Vincent Van Gogh?", "Answer: {Peter Paul Rubens}."),
-)
-OKGQA_SYSTEM = (
-    "You are a helpful assistant designed to answer the users' open-ended questions. Your task is to provide "
-    "accurate, concise, and useful information to foster understanding and solve problems. Whether the questions "
-    "relate to complex scientific concepts, historical events, practical advice, or everyday life, your goal is to "
-    "assist by offering thoughtful and informative responses."
-)
-OKGQA_USER = (
-    "Question: {Question}\nBelow are the facts that might be relevant to answer the question: {Retrieved-knowledge}\n"
-    "Answer:"
-)
-OKGQA_BASELINE_USER = "Question: {Question}\nAnswer:"
-OKGQA_SC_SELECT = (
-    "Based on the given open-ended questions, and the generated answers, please take the most commonly occuring "
-    "answer as your final output. Only give your output without any other explanation.\nQuersion:\n{question}\n\n"
-    "Generated Answers:\n{answers}\n\nAnswer:\n"
-)
-GEVAL_SYSTEM = (
-    "You are a helpful assistant designed to evaluate the quality of the response to a query. Your task is to rate "
-    "the response on one metric defined as below:\n{criterion}"
-)
-GEVAL_USER = (
-    "Input: {input}\n\nActual Output: {actual_output}\n\nRetrieval Context: {retrieval_context}\n\n"
-    "First write the evaluation steps for the metric above, then apply them to the 'Actual Output'. "
-    "End with one line 'Score: <integer 0-10>'."
-)
-
-
-OKGQA_FACTS = (
-    "Please breakdown the following text into independent facts. Write each fact on its own line, starting "
-    'with "- ".\n\nText: {answer}'
-)
-OKGQA_VERIFY = (
-    "Answer the question about {topic} based on the given context.\n\n{context}Input: {fact} True or False?\nOutput:"
-)
-
-
-def _probekgc(name: str) -> Template:
-    from kgbrink.mcq.render import SYSTEM_PROMPT
-
-    if name == "probekgc-direct":
-        return Template(
-            name,
-            1,
-            (("system", SYSTEM_PROMPT), ("user", "{prompt}")),
-            ("prompt",),
-            {"temperature": 0.0, "max_tokens": 16, "logprobs": True, "top_logprobs": 20},
-            source="003 [code] prompt_hub.question_prompt (spec 4.1)",
-        )
-    return Template(
-        name,
-        1,
-        (("system", SYSTEM_PROMPT), ("user", "{question_block}\n\n" + PROBEKGC_COT_INSTRUCTION)),
-        ("question_block", "option_ids"),
-        {"temperature": 0.0, "max_tokens": 1024},
-        source="003 'Knowledge Enhancement Evaluation', [code] prompt_hub use_cot (spec 4.1)",
-    )
-
-
-def _geval() -> Template:
-    return Template(
-        "okgqa-geval",
-        1,
-        (("system", GEVAL_SYSTEM), ("user", GEVAL_USER)),
-        ("criterion", "input", "actual_output", "retrieval_context"),
-        {"temperature": 0.0, "max_tokens": 1024},
-        source="004 App. A.3 (system, criteria); user message [P] spec 5.3",
-    )
-
-
-_BUILDERS: dict[str, Callable[[], Template]] = {
-    "brink-reader@1": lambda: Template(
-        "brink-reader",
-        1,
-        (
-            (
-                "user",
-                BRINK_READER_INSTRUCTION + "\n\nKnowledge Triples:\n{triples}\n\nQuestion:\n{question}\n"
-                "Topic Entity: {topic_entity}",
-            ),
-        ),
-        ("triples", "question", "topic_entity"),
-        {"temperature": 0.0, "max_tokens": 256},
-        source="000 §4.2, App. F, App. H; wording after RoG's prompt builder (spec 1.1 [P])",
-    ),
-    "brink-reader-none@1": lambda: Template(
-        "brink-reader-none",
-        1,
-        (("user", BRINK_NONE_INSTRUCTION + "\n\nQuestion:\n{question}\nTopic Entity: {topic_entity}"),),
-        ("question", "topic_entity"),
-        {"temperature": 0.0, "max_tokens": 256},
-        source="spec 1.1 [P] context none",
-    ),
-    "brink-rewrite@1": lambda: Template(
-        "brink-rewrite",
-        1,
-        (("user", BRINK_REWRITE),),
-        ("entity_h", "predicate_T", "entity_t", "topic_entity", "answer_entity"),
-        {"temperature": 0.0, "max_tokens": 64},
-        source="000 §3.2, App. D (verbatim)",
-    ),
-    "probekgc-direct@1": lambda: _probekgc("probekgc-direct"),
-    "probekgc-cot@1": lambda: _probekgc("probekgc-cot"),
-    "synthkgqa-write@1": lambda: Template(
-        "synthkgqa-write",
-        1,
-        (("user", SYNTHKGQA_WRITE), ("user", "Graph: {Q}")),
-        ("k", "Q"),
-        {"temperature": 1.0, "max_tokens": 1024},
-        examples_at=1,
-        source="002 §2 step 1, App. A.1 (verbatim, k substituted)",
-    ),
-    "synthkgqa-answer@1": lambda: Template(
-        "synthkgqa-answer",
-        1,
-        (("system", SYNTHKGQA_SYSTEM), ("user", SYNTHKGQA_READER)),
-        ("question", "triples"),
-        {"temperature": 0.0, "max_tokens": 256},
-        source="002 §4; [code] llm_graph_walk tog_answer_prompt (spec 3.4 [P])",
-    ),
-    "synthkgqa-io@1": lambda: Template(
-        "synthkgqa-io",
-        1,
-        tuple(m for q, a in SYNTHKGQA_IO_SHOTS for m in (("user", q), ("assistant", a)))
-        + (("user", "Question: {question}"),),
-        ("question",),
-        {"temperature": 0.0, "max_tokens": 256},
-        source="002 §4 LLM-only; [code] io_prompt (spec 3.4 [P])",
-    ),
-    "okgqa-answer@1": lambda: Template(
-        "okgqa-answer",
-        1,
-        (("system", OKGQA_SYSTEM), ("user", OKGQA_USER)),
-        ("Question", "Retrieved-knowledge"),
-        {"temperature": 0.0, "max_tokens": 1024},
-        examples_at=1,
-        source="004 App. A.1.1 (verbatim; Example 1 as a user/assistant pair, spec 5.1 [P])",
-    ),
-    "okgqa-baseline@1": lambda: Template(
-        "okgqa-baseline",
-        1,
-        (("system", OKGQA_SYSTEM), ("user", OKGQA_BASELINE_USER)),
-        ("Question",),
-        {"temperature": 0.0, "max_tokens": 1024},
-        examples_at=1,
-        source="004 App. A.1.1 without the facts line (spec 5.1 [P] baselines)",
-    ),
-    "okgqa-sc-select@1": lambda: Template(
-        "okgqa-sc-select",
-        1,
-        (("user", OKGQA_SC_SELECT),),
-        ("question", "answers"),
-        {"temperature": 0.0, "max_tokens": 1024},
-        source="004 §5.1 CoT + SC; [code] select_most_consistent_response (spec 5.1 [P])",
-    ),
-    "okgqa-geval@1": _geval,
-    "okgqa-facts@1": lambda: Template(
-        "okgqa-facts",
-        1,
-        (("user", OKGQA_FACTS),),
-        ("answer",),
-        {"temperature": 0.0, "max_tokens": 1024},
-        source="004 §3.3 FActScore's atomic facts; [P] FActScore's 'Please breakdown the following sentence into "
-        "independent facts' on the whole answer, one request per answer",
-    ),
-    "okgqa-verify@1": lambda: Template(
-        "okgqa-verify",
-        1,
-        (("user", OKGQA_VERIFY),),
-        ("topic", "context", "fact"),
-        {"temperature": 0.0, "max_tokens": 16},
-        source="004 §3.3 FActScore; [code] FActScore factscorer.py's retrieval + ChatGPT prompt (topic = question)",
-    ),
-}
-
-
-def names() -> list[str]:
-    """The references ``name@version`` of the built-in templates."""
-    return sorted(_BUILDERS)
-
-
-def builtin(ref: str) -> Template:
-    """The built-in template ``name@version``, or the latest version of ``name``."""
-    if ref in _BUILDERS:
-        return _BUILDERS[ref]()
-    versions = sorted((int(r.split("@")[1]), r) for r in _BUILDERS if r.split("@")[0] == ref)
+def builtin(ref: str, builtins: Mapping[str, Template]) -> Template:
+    """The template ``name@version`` of ``builtins``, or the latest version of ``name``."""
+    if ref in builtins:
+        return builtins[ref]
+    versions = sorted((int(r.split("@")[1]), r) for r in builtins if r.split("@")[0] == ref)
     if not versions:
-        raise TemplateError(f"no built-in template {ref!r} (known: {', '.join(names())})")
-    return _BUILDERS[versions[-1][1]]()
+        raise TemplateError(f"no built-in template {ref!r} (known: {', '.join(sorted(builtins))})")
+    return builtins[versions[-1][1]]
 
 
 def builtin_ref(spec: str | Path | Template) -> bool:
@@ -510,11 +253,11 @@ def builtin_ref(spec: str | Path | Template) -> bool:
     return isinstance(spec, str) and not spec.lower().endswith((".json", ".yaml", ".yml"))
 
 
-def resolve(spec: str | Path | Template) -> Template:
-    """A template given as itself, a built-in reference, or a ``.json`` / ``.yaml`` / ``.yml`` file path."""
+def resolve(spec: str | Path | Template, builtins: Mapping[str, Template]) -> Template:
+    """A template given as itself, a reference to one of ``builtins``, or a ``.json`` / ``.yaml`` / ``.yml``
+    file path."""
     if isinstance(spec, Template):
         return spec
-    text = str(spec)
     if not builtin_ref(spec):
-        return load(text)
-    return builtin(text)
+        return load(str(spec))
+    return builtin(str(spec), builtins)

@@ -38,6 +38,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from kgbrink.llm import templates
+from kgbrink.mcq.render import SYSTEM_PROMPT
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 STRATEGIES = ("direct", "cot")
@@ -45,6 +46,35 @@ DEFAULT_TEMPLATES = {"direct": "probekgc-direct@1", "cot": "probekgc-cot@1"}
 QUESTION_HEAD = "Complete the triple by answering the following question:"
 REPLY_HEAD = "Reply with the correct option ID ("
 VOID = "void"
+
+
+# --- templates (built in; kgbrink.evaluation.templates gathers every paper's) ---
+
+PROBEKGC_COT_INSTRUCTION = (
+    'Reasoning step by step based on the provided context. Finish the reasoning with the format "**The answer is '
+    '<ID>.**", where <ID> is the option ID {option_ids}.'
+)
+TEMPLATES: dict[str, templates.Template] = {
+    t.ref: t
+    for t in (
+        templates.Template(
+            "probekgc-direct",
+            1,
+            (("system", SYSTEM_PROMPT), ("user", "{prompt}")),
+            ("prompt",),
+            {"temperature": 0.0, "max_tokens": 16, "logprobs": True, "top_logprobs": 20},
+            source="003 [code] prompt_hub.question_prompt (spec 4.1)",
+        ),
+        templates.Template(
+            "probekgc-cot",
+            1,
+            (("system", SYSTEM_PROMPT), ("user", "{question_block}\n\n" + PROBEKGC_COT_INSTRUCTION)),
+            ("question_block", "option_ids"),
+            {"temperature": 0.0, "max_tokens": 1024},
+            source="003 'Knowledge Enhancement Evaluation', [code] prompt_hub use_cot (spec 4.1)",
+        ),
+    )
+}
 
 
 def n_options(record: Mapping) -> int:
@@ -105,7 +135,7 @@ def prompt(
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     text = _with_context(record["text"] if record.get("text") is not None else record["prompt"], context)
-    template = templates.resolve(template or DEFAULT_TEMPLATES[strategy])
+    template = templates.resolve(template or DEFAULT_TEMPLATES[strategy], TEMPLATES)
     values = {"prompt": text, "option_ids": option_ids(n_options(record))}
     if "question_block" in template.slots:
         values["question_block"] = question_block(text)

@@ -121,6 +121,98 @@ _SCORE = re.compile(r"^\s*\**\s*Score\s*\**\s*:\s*\**\s*(\d+)\s*(?:/\s*10)?\s*\*
 # --- retrieval ------------------------------------------------------------------------------------------
 
 
+# --- templates (built in; kgbrink.evaluation.templates gathers every paper's) ---
+
+OKGQA_SYSTEM = (
+    "You are a helpful assistant designed to answer the users' open-ended questions. Your task is to provide "
+    "accurate, concise, and useful information to foster understanding and solve problems. Whether the questions "
+    "relate to complex scientific concepts, historical events, practical advice, or everyday life, your goal is to "
+    "assist by offering thoughtful and informative responses."
+)
+OKGQA_USER = (
+    "Question: {Question}\nBelow are the facts that might be relevant to answer the question: {Retrieved-knowledge}\n"
+    "Answer:"
+)
+OKGQA_BASELINE_USER = "Question: {Question}\nAnswer:"
+OKGQA_SC_SELECT = (
+    "Based on the given open-ended questions, and the generated answers, please take the most commonly occuring "
+    "answer as your final output. Only give your output without any other explanation.\nQuersion:\n{question}\n\n"
+    "Generated Answers:\n{answers}\n\nAnswer:\n"
+)
+GEVAL_SYSTEM = (
+    "You are a helpful assistant designed to evaluate the quality of the response to a query. Your task is to rate "
+    "the response on one metric defined as below:\n{criterion}"
+)
+GEVAL_USER = (
+    "Input: {input}\n\nActual Output: {actual_output}\n\nRetrieval Context: {retrieval_context}\n\n"
+    "First write the evaluation steps for the metric above, then apply them to the 'Actual Output'. "
+    "End with one line 'Score: <integer 0-10>'."
+)
+OKGQA_FACTS = (
+    "Please breakdown the following text into independent facts. Write each fact on its own line, starting "
+    'with "- ".\n\nText: {answer}'
+)
+OKGQA_VERIFY = (
+    "Answer the question about {topic} based on the given context.\n\n{context}Input: {fact} True or False?\nOutput:"
+)
+TEMPLATES: dict[str, templates.Template] = {
+    t.ref: t
+    for t in (
+        templates.Template(
+            "okgqa-answer",
+            1,
+            (("system", OKGQA_SYSTEM), ("user", OKGQA_USER)),
+            ("Question", "Retrieved-knowledge"),
+            {"temperature": 0.0, "max_tokens": 1024},
+            examples_at=1,
+            source="004 App. A.1.1 (verbatim; Example 1 as a user/assistant pair, spec 5.1 [P])",
+        ),
+        templates.Template(
+            "okgqa-baseline",
+            1,
+            (("system", OKGQA_SYSTEM), ("user", OKGQA_BASELINE_USER)),
+            ("Question",),
+            {"temperature": 0.0, "max_tokens": 1024},
+            examples_at=1,
+            source="004 App. A.1.1 without the facts line (spec 5.1 [P] baselines)",
+        ),
+        templates.Template(
+            "okgqa-sc-select",
+            1,
+            (("user", OKGQA_SC_SELECT),),
+            ("question", "answers"),
+            {"temperature": 0.0, "max_tokens": 1024},
+            source="004 §5.1 CoT + SC; [code] select_most_consistent_response (spec 5.1 [P])",
+        ),
+        templates.Template(
+            "okgqa-geval",
+            1,
+            (("system", GEVAL_SYSTEM), ("user", GEVAL_USER)),
+            ("criterion", "input", "actual_output", "retrieval_context"),
+            {"temperature": 0.0, "max_tokens": 1024},
+            source="004 App. A.3 (system, criteria); user message [P] spec 5.3",
+        ),
+        templates.Template(
+            "okgqa-facts",
+            1,
+            (("user", OKGQA_FACTS),),
+            ("answer",),
+            {"temperature": 0.0, "max_tokens": 1024},
+            source="004 §3.3 FActScore's atomic facts; [P] FActScore's 'Please breakdown the following sentence into "
+            "independent facts' on the whole answer, one request per answer",
+        ),
+        templates.Template(
+            "okgqa-verify",
+            1,
+            (("user", OKGQA_VERIFY),),
+            ("topic", "context", "fact"),
+            {"temperature": 0.0, "max_tokens": 16},
+            source="004 §3.3 FActScore; [code] FActScore factscorer.py's retrieval + ChatGPT prompt (topic = question)",
+        ),
+    )
+}
+
+
 def entity_name(label: str | None, key: str) -> str:
     """A DBpedia-style name: the label with ``_`` for spaces, else the key."""
     return label.strip().replace(" ", "_") if label and label.strip() else key
@@ -198,7 +290,7 @@ def prompt(
     """A.1.1's messages for a question record (module docstring); ``examples`` default: Example 1 with
     knowledge, none without."""
     with_facts = record.get("facts") is not None
-    template = templates.resolve(template or ("okgqa-answer@1" if with_facts else "okgqa-baseline@1"))
+    template = templates.resolve(template or ("okgqa-answer@1" if with_facts else "okgqa-baseline@1"), TEMPLATES)
     if examples is None:
         examples = [EXAMPLE_1] if with_facts else []
     shots = [m for e in examples for m in example_messages(e, template)]
@@ -214,7 +306,7 @@ def sc_select_prompt(
 ) -> list[dict[str, str]]:
     """The self-consistency selection call over sampled ``answers`` ([code]: ``Answer\\n: {a}\\n`` each)."""
     values = {"question": question, "answers": "".join(f"Answer\n: {a}\n" for a in answers)}
-    return templates.render(templates.resolve(template or "okgqa-sc-select@1"), values)
+    return templates.render(templates.resolve(template or "okgqa-sc-select@1", TEMPLATES), values)
 
 
 def parse(content: str | None, *, finish_reason: str | None = None) -> dict:
@@ -245,7 +337,7 @@ def geval_prompt(
         "actual_output": record["answer"],
         "retrieval_context": "\n\n".join(record.get("passages") or ()),
     }
-    return templates.render(templates.resolve(template or "okgqa-geval@1"), values)
+    return templates.render(templates.resolve(template or "okgqa-geval@1", TEMPLATES), values)
 
 
 def geval_score(content: str | None) -> int | None:
@@ -291,12 +383,12 @@ def verify_prompt(
 ) -> list[dict[str, str]]:
     """FActScore's verification messages of one atomic fact (``context``: :func:`verify_context`)."""
     values = {"topic": question, "context": context, "fact": fact_text}
-    return templates.render(templates.resolve(template or "okgqa-verify@1"), values)
+    return templates.render(templates.resolve(template or "okgqa-verify@1", TEMPLATES), values)
 
 
 def facts_prompt(answer: str, template: templates.Template | str | None = None) -> list[dict[str, str]]:
     """The splitter's messages of one answer."""
-    return templates.render(templates.resolve(template or "okgqa-facts@1"), {"answer": answer})
+    return templates.render(templates.resolve(template or "okgqa-facts@1", TEMPLATES), {"answer": answer})
 
 
 def is_supported(content: str | None) -> bool:

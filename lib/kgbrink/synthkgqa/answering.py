@@ -34,6 +34,51 @@ SLOTS = ("question", "triples")
 _BRACES = re.compile(r"\{([^{}]*)\}")
 
 
+# --- templates (built in; kgbrink.evaluation.templates gathers every paper's) ---
+
+SYNTHKGQA_SYSTEM = "You are an AI assistant that helps people find information."
+SYNTHKGQA_READER = (
+    "Based on the provided evidence, in the form of knowledge graph triples (subject, relation, object), please "
+    "answer the question. Please keep the answer as simple as possible and return a single answer only.\n"
+    "Question: {question}\nKnowledge Triplets: {triples}Answer: "
+)
+SYNTHKGQA_IO_SHOTS = (
+    (
+        "Question: What state is home to the university that is represented in sports by George Washington "
+        "Colonials men's basketball?",
+        "Answer: {Washington, D.C.}.",
+    ),
+    (
+        "Question: Who lists Pramatha Chaudhuri as an influence and wrote Jana Gana Mana?",
+        "Answer: {Bharoto Bhagyo Bidhata}.",
+    ),
+    ("Question: Who was the artist nominated for an award for You Drive Me Crazy?", "Answer: {Britney Spears}."),
+    ("Question: What person born in Siegen influenced the work of Vincent Van Gogh?", "Answer: {Peter Paul Rubens}."),
+)
+TEMPLATES: dict[str, templates.Template] = {
+    t.ref: t
+    for t in (
+        templates.Template(
+            "synthkgqa-answer",
+            1,
+            (("system", SYNTHKGQA_SYSTEM), ("user", SYNTHKGQA_READER)),
+            ("question", "triples"),
+            {"temperature": 0.0, "max_tokens": 256},
+            source="002 §4; [code] llm_graph_walk tog_answer_prompt (spec 3.4 [P])",
+        ),
+        templates.Template(
+            "synthkgqa-io",
+            1,
+            tuple(m for q, a in SYNTHKGQA_IO_SHOTS for m in (("user", q), ("assistant", a)))
+            + (("user", "Question: {question}"),),
+            ("question",),
+            {"temperature": 0.0, "max_tokens": 256},
+            source="002 §4 LLM-only; [code] io_prompt (spec 3.4 [P])",
+        ),
+    )
+}
+
+
 def triplets(triples: Iterable[Sequence]) -> str:
     """``<h>, <r>, <t>\\n`` per triple ([code] ``tog_answer_prompt``)."""
     return "".join(f"{h}, {r}, {t}\n" for h, r, t in (tuple(x)[:3] for x in triples))
@@ -47,7 +92,7 @@ def prompt(
         raise ValueError(f"context must be one of {', '.join(CONTEXTS)}, got {context!r}")
     default = "synthkgqa-io@1" if context == "none" else "synthkgqa-answer@1"
     values = {"question": record["question"], "triples": triplets(record.get("triples") or ())}
-    return templates.render(templates.resolve(template or default), values)
+    return templates.render(templates.resolve(template or default, TEMPLATES), values)
 
 
 def answer_text(content: str | None) -> str:

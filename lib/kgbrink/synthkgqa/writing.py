@@ -109,6 +109,33 @@ _SPARQL_KEYWORDS = {
 _VARIABLE = re.compile(r"\?[A-Za-z_][A-Za-z0-9_]*")
 
 
+# --- templates (built in; kgbrink.evaluation.templates gathers every paper's) ---
+
+SYNTHKGQA_WRITE = (
+    "Based on the provided set of knowledge graph triples, please generate a question that requires combining the "
+    "information in exactly {k} of the provided triples for answering. The answer should correspond to exactly one "
+    "node in the provided graph, be unique and not ambiguous. Make sure that all {k} of the selected triples are "
+    "required for answering the question and that they involve multiple different entities. Respond only with\n"
+    "- 'Question:' the generated question,\n"
+    "- 'Nodes mentioned in the question:' a semicolon-separated list of the nodes that are explicitly mentioned in "
+    "the question,\n"
+    "- 'Answer:' the node corresponding to the correct answer with its QID,\n"
+    "- 'Triples used:' a semicolon-separated list of the triples used for answering the question,\n"
+    "- 'SPARQL query:' a SPARQL query to return all answers of the question from the Wikidata knowledge base."
+)
+TEMPLATES: dict[str, templates.Template] = {
+    "synthkgqa-write@1": templates.Template(
+        "synthkgqa-write",
+        1,
+        (("user", SYNTHKGQA_WRITE), ("user", "Graph: {Q}")),
+        ("k", "Q"),
+        {"temperature": 1.0, "max_tokens": 1024},
+        examples_at=1,
+        source="002 §2 step 1, App. A.1 (verbatim, k substituted)",
+    )
+}
+
+
 def _label_regex(label: str) -> re.Pattern:
     return re.compile(
         rf"^[ \t]*(?:[-*][ \t]+)?(?:\*\*)?['\"]?{re.escape(label)}['\"]?(?:\*\*)?[ \t]*:(?:\*\*)?[ \t]*(.*)$",
@@ -245,7 +272,7 @@ def prompt(
     k = int(record["k"] if k is None else k)
     shots = [m for e in examples for m in example_messages(e)]
     values = {"k": k, "Q": graph_line(record, relation_labels_given)}
-    return templates.render(templates.resolve(template or "synthkgqa-write@1"), values, shots)
+    return templates.render(templates.resolve(template or "synthkgqa-write@1", TEMPLATES), values, shots)
 
 
 # --- parse ----------------------------------------------------------------------------------------------

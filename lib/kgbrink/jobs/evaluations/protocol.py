@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
+from kgbrink.evaluation import templates as builtins
 from kgbrink.llm import templates
 from kgbrink.llm.client import EndpointConfig
 
@@ -40,7 +41,7 @@ def request_params(template: templates.Template, settings) -> dict:
 def judge_params(ref: str, settings) -> dict:
     """A judge's request parameters: its built-in template's ``params``, and ``predict.seed`` when set (the
     answering model's sampling settings are not the judge's)."""
-    params = dict(templates.builtin(ref).params)
+    params = dict(builtins.builtin(ref).params)
     if settings.seed is not None:
         params["seed"] = settings.seed
     return params
@@ -158,9 +159,9 @@ class Evaluation(ABC):
         slots it fills), else the context's default."""
         accepted = self.templates[context]
         if spec is None:
-            return templates.builtin(accepted[0])
+            return builtins.builtin(accepted[0])
         try:
-            template = templates.resolve(spec)
+            template = builtins.resolve(spec)
         except templates.TemplateError as error:
             raise ConfigError(f"--template {spec}: {error}") from error
         if template.ref in accepted:
@@ -170,7 +171,7 @@ class Evaluation(ABC):
                 f"--template {spec} is not a template of {self.name} with --context {context}: "
                 f"use one of {', '.join(accepted)}"
             )
-        filled = sorted({slot for ref in accepted for slot in templates.builtin(ref).slots})
+        filled = sorted({slot for ref in accepted for slot in builtins.builtin(ref).slots})
         try:
             templates.check_slots(template, filled)
         except templates.TemplateError as error:
