@@ -87,6 +87,7 @@ def run(prompts: int) -> dict:
     from kgbrink.core.session import spark_session
     from kgbrink.core.settings import load_config
 
+    (PROJECT / "data").mkdir(exist_ok=True)  # a clean clone has none yet
     with tempfile.TemporaryDirectory(dir=PROJECT / "data") as work:
         spark = spark_session(load_config(PROJECT / "conf" / "local.yaml"))
         dataset = f"{work}/dataset"

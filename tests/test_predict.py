@@ -790,3 +790,47 @@ def test_brink_oracle_context_gives_the_rule_and_its_grounded_body(spark, config
     )
     assert q1.endswith("Question:\nWhat is the brotherOf of person1?\nTopic Entity: person1")
     assert all("Rule:" not in text for text in seen if "person1" not in text)  # q2, q3 have no provenance rows
+
+
+def test_brink_rewrites_pass_the_app_d_check_before_they_are_asked(spark, config, brink_dataset, tmp_path):
+    """--rewrite: the judge's model writes each question from its text-label record (App. D's prompt); q1's
+    rewrite passes and is asked, in the private-id scheme with the topic's id in place of its label; q2's
+    names its answer and q3's is a yes/no question: both rejected, their template questions asked."""
+    import re
+
+    asked = []
+
+    def rewriter(body):
+        text = body["messages"][-1]["content"]
+        assert text.startswith("You are an expert in knowledge graph question generation.")
+        topic = re.findall(r"Question Entity: (.*)", text)[-1]
+        answer = re.findall(r"Answer Entity: (.*)", text)[-1]
+        return {
+            "content": {
+                "person1": f"Who is a sibling of {topic}?\nThanks.",
+                "person4": f"Which sibling of {topic} is {answer}?",
+                "person6": f"Does {topic} have a sibling?",
+            }[topic]
+        }
+
+    def reader_model(body):
+        asked.append(body["messages"][-1]["content"])
+        return {"content": "I don't know."}
+
+    with LlmServer({"reader": reader_model, "rewriter": rewriter}) as server:
+        out = tmp_path / "rewrite.json"
+        args = ["predict", *conf_args(config), "--benchmark", "brink", "--dataset", brink_dataset, "--name", "v"]
+        args += ["--model", "reader", "--judge-model", "rewriter", "--rewrite", "--scheme", "private_id"]
+        assert main([*args, "--base-url", server.base_url, "--json", str(out), "--no-score"]) == 0
+        doc = json.loads(out.read_text())
+    counts = doc["counts"]
+    assert (counts["rewrite_prompts"], counts["rewrite_asked"], counts["asked"]) == (3, 3, 3)
+    assert (counts["rewrites_accepted"], counts["rewrites_rejected"], counts["rewrites_unanswered"]) == (1, 2, 0)
+    rewrites = {r["id"]: r for r in map(json.loads, Path(doc["params"]["files"], "rewrites.jsonl").open())}
+    assert rewrites["q1"]["rewritten"] and not rewrites["q2"]["rewritten"] and not rewrites["q3"]["rewritten"]
+    assert rewrites["q2"]["detail"] == "answer 'person5' in the question"
+    assert rewrites["q3"]["detail"] == "yes/no question (opens with 'Does')"
+    questions = [re.search(r"Question:\n(.*)\nTopic Entity", text)[1] for text in asked]
+    assert sum(q.startswith("Who is a sibling of ") for q in questions) == 1  # q1's rewrite, in the scheme
+    assert not any("person" in q for q in questions)  # private ids throughout, the rewrite's topic included
+    assert sum(q == rewrites["q2"]["question"] or q == rewrites["q3"]["question"] for q in questions) == 2

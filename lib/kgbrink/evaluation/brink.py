@@ -203,3 +203,55 @@ def failures(records: DataFrame, hard: DataFrame, context: str) -> DataFrame:
     return with_shown.join(missed, "id").select(
         "id", F.when(found, F.lit(reader.REASONING_FAILURE)).otherwise(F.lit(reader.RETRIEVAL_FAILURE)).alias("failure")
     )
+
+
+REWRITE_SCHEMA = "question string, rewritten boolean, reason string, detail string"
+
+
+def rewrite_prompts(records: DataFrame) -> DataFrame:
+    """``item_id, messages``: App. D's messages of every text-label record (``id, removed_triple,
+    topic_entity, hard_answer``; :func:`kgbrink.brink.reader.rewrite_prompt`)."""
+
+    @F.pandas_udf("string")
+    def build(texts: pd.Series) -> pd.Series:
+        return pd.Series([messages_json(reader.rewrite_prompt(json.loads(t))) for t in texts], dtype=object)
+
+    fields = F.to_json(F.struct("removed_triple", "topic_entity", "hard_answer"))
+    return records.select(F.col("id").cast("string").alias("item_id"), build(fields).alias("messages"))
+
+
+def rewrites(answered: DataFrame, text_records: DataFrame, asked: DataFrame) -> DataFrame:
+    """``id`` and :data:`REWRITE_SCHEMA` per question of ``asked`` (the records in the asked scheme: ``id,
+    question, topic_entity``): the rewriter's answer (``item_id, content``; none: ``no_answer``) checked
+    against its text-label record (:func:`kgbrink.brink.reader.rewrite_check`); an accepted rewrite is
+    moved into the asked scheme (:func:`kgbrink.brink.reader.in_scheme`), a rejected one keeps the template
+    question."""
+
+    @F.pandas_udf(REWRITE_SCHEMA)
+    def check(contents: pd.Series, texts: pd.Series, templates_: pd.Series, topics: pd.Series) -> pd.DataFrame:
+        rows = []
+        for content, text, template, topic in zip(contents, texts, templates_, topics):
+            if content is None:
+                rows.append((template, False, "no_answer", "the rewriter gave no answer"))
+                continue
+            record = json.loads(text)
+            verdict = reader.rewrite_check(content, record)
+            question = reader.in_scheme(verdict["question"], record["topic_entity"], topic)
+            rows.append(
+                (
+                    question if verdict["rewritten"] else template,
+                    *[verdict[k] for k in ("rewritten", "reason", "detail")],
+                )
+            )
+        return pd.DataFrame(rows, columns=["question", "rewritten", "reason", "detail"])
+
+    text = text_records.select(
+        F.col("id").cast("string").alias("id"),
+        F.to_json(F.struct("removed_triple", "topic_entity", "hard_answer", "question")).alias("_text"),
+    )
+    joined = (
+        asked.select(F.col("id").cast("string").alias("id"), F.col("question").alias("_template"), "topic_entity")
+        .join(text, "id")
+        .join(answered.select(F.col("item_id").alias("id"), "content"), "id", "left")
+    )
+    return joined.select("id", check("content", "_text", "_template", "topic_entity").alias("r")).select("id", "r.*")

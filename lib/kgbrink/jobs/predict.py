@@ -83,6 +83,12 @@ class PredictOptions:
         "local folder of the plain files (JSON Lines, reports; default: the output folder when it is local, else "
         "<data_dir>/predict/<benchmark>/<name>/<fingerprint>)",
     )
+    rewrite: bool = arg(
+        False,
+        "brink: App. D, each question rewritten by the judge's model (--judge-model, else --model) before it is "
+        "asked; a rewrite that fails the check keeps the template question",
+        action="store_true",
+    )
     score: bool = arg(True, "skip the scorer", flag="--no-score", action="store_false")
     dry_run: bool = arg(
         False,
@@ -108,18 +114,18 @@ def _roles(ctx: JobContext, evaluation: Evaluation, opts: PredictOptions, templa
     prices = (settings.price_prompt_per_million, settings.price_completion_per_million)
     endpoint = model_calls.endpoint(settings, opts.base_url, settings.tasks)
     answering = Role("answer", model, request_params(template, settings), endpoint, prices, settings.model_revision)
-    if evaluation.judge is None:
+    judge_template = evaluation.judge_template(opts)
+    if judge_template is None:
         return answering, None
     judge_url = opts.judge_base_url or settings.judge_base_url
     judge_prices = (
         coalesce(settings.judge_price_prompt_per_million, prices[0]),
         coalesce(settings.judge_price_completion_per_million, prices[1]),
     )
-    judge_endpoint = (
-        model_calls.endpoint(settings, opts.base_url, settings.tasks, judge_url) if opts.score else endpoint
-    )
+    used = opts.score or evaluation.judge is None  # a scorer's judge only when scoring; a rewriter always
+    judge_endpoint = model_calls.endpoint(settings, opts.base_url, settings.tasks, judge_url) if used else endpoint
     judge_model = opts.judge_model or settings.judge_model or model
-    return answering, Role("judge", judge_model, judge_params(evaluation.judge, settings), judge_endpoint, judge_prices)
+    return answering, Role("judge", judge_model, judge_params(judge_template, settings), judge_endpoint, judge_prices)
 
 
 def _check(config, opts: PredictOptions) -> None:

@@ -4,6 +4,7 @@ split into App. J's retrieval and reasoning failures."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +17,9 @@ from kgbrink.core.files import write_single_file
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
 from kgbrink.evaluation import brink, releases
-from kgbrink.jobs.evaluations.protocol import Evaluation, Run, adopt_results, write_quarantine
+from kgbrink.evaluation.calls import call_rows
+from kgbrink.jobs.evaluations import model_calls
+from kgbrink.jobs.evaluations.protocol import Evaluation, Run, adopt_results, split_answers, write_quarantine
 
 
 class Brink(Evaluation):
@@ -33,6 +36,10 @@ class Brink(Evaluation):
         "neighbourhood": ("brink-reader@1",),
     }
     fingerprint_settings = ("predict.max_facts", "predict.neighbourhood_hops", "variant.seed")
+
+    def judge_template(self, opts) -> str | None:
+        """App. D's rewriter, when ``--rewrite``."""
+        return "brink-rewrite@1" if opts.rewrite else None
 
     def default_name(self, config) -> str:
         return config.variant.name
@@ -54,6 +61,8 @@ class Brink(Evaluation):
         context)."""
         if opts.context != "none":
             raise ConfigError(f"--release asks BRINK's questions with --context none only, not {opts.context}")
+        if opts.rewrite:
+            raise ConfigError("--rewrite needs the dataset's questions (their removed triples): not --release")
         return {"questions": release.read(ctx, f"brink_questions_{opts.scheme}")}
 
     def prompts(self, ctx: JobContext, run: Run, opts) -> DataFrame:
@@ -72,10 +81,43 @@ class Brink(Evaluation):
         records = brink.records(
             sources["questions"], entities, relations, variant.templates, opts.split, sources["provenance"], near
         )
+        if opts.rewrite:
+            records = self._rewritten(ctx, run, opts, run.keep(records), relations)
         run.records = run.keep(records)
         by_key = sources["relations"].select("key", "id").join(relations, "id").collect()
         names = {r["key"]: r["name"] for r in by_key}
         return brink.prompts(run.records, opts.context, names, run.template, variant.seed, settings.max_facts)
+
+    def _rewritten(self, ctx: JobContext, run: Run, opts, records: DataFrame, relations: DataFrame) -> DataFrame:
+        """App. D (spec 1.1): every question rewritten by the judge's model from its text-label record, the
+        rewrite checked (:func:`kgbrink.brink.reader.rewrite_check`) before it replaces the template
+        question; the verdicts into ``rewrites.jsonl`` and the counts."""
+        variant, sources = ctx.config.variant, run.sources
+        text = records
+        if opts.scheme != "text_label":  # App. D writes from labels; the rewrite is moved into the scheme
+            labels = entity_names(sources["entities"], "text_label", variant.seed)
+            text = run.keep(brink.records(sources["questions"], labels, relations, variant.templates, opts.split))
+        role = replace(run.judge, role="rewrite")
+        calls = run.keep(call_rows(brink.rewrite_prompts(text), role.model, role.params))
+        ctx.summary.counts["rewrite_prompts"] = calls.count()
+        ctx.summary.params["rewrite_model"] = role.model
+        failed = model_calls.ask_and_count(ctx, run, role, calls)
+        if failed is not None:
+            run.cached.append(failed)
+        answered, _ = split_answers(calls, model_calls.calls(ctx, run), failed)
+        checked = run.keep(brink.rewrites(answered.select("item_id", "content"), text, records))
+        verdicts = {r["reason"]: int(r["count"]) for r in checked.groupBy("reason").count().collect()}
+        ctx.summary.counts.update(
+            rewrites_accepted=verdicts.pop(None, 0),
+            rewrites_unanswered=verdicts.pop("no_answer", 0),
+            rewrites_rejected=sum(verdicts.values()),
+        )
+        target = Path(run.files) / "rewrites.jsonl"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_single_file(checked.orderBy("id"), target, "json", f"{run.out}/_staging_rewrites")
+        ctx.summary.artifacts.append(str(target))
+        asked = records.withColumn("id", F.col("id").cast("string")).drop("question")
+        return asked.join(checked.select("id", "question"), "id")
 
     def parse(self, ctx: JobContext, run: Run, answers: DataFrame, quarantine: DataFrame, opts) -> dict[str, int]:
         parsed = run.keep(brink.predictions(answers.select("item_id", "content"), opts.scheme))

@@ -138,6 +138,10 @@ class Evaluation(ABC):
     def contexts(self) -> tuple[str, ...]:
         return tuple(self.templates)
 
+    def judge_template(self, opts) -> str | None:
+        """The template of the judge's role in this run (a scorer's judge; BRINK's App. D rewriter)."""
+        return self.judge
+
     def default_name(self, config) -> str:
         """The question set read when ``--name`` is not given."""
         raise ConfigError(f"--name is required with --benchmark {self.name}")
