@@ -841,7 +841,6 @@ def test_the_read_scan_sees_each_form():
 # Public library functions and classes with no caller outside the tests today, each with why; a new one
 # fails the test below: wire it, make it private, or name it in the docs. The list only shrinks.
 UNCALLED = {
-    "sc_select_prompt": "OKGQA-P CoT + self-consistency, not a predict setting yet (issue 70)",
     "question_records": "the Python reference the tests compare BRINK's Spark question rendering with",
     "messages_column": "the Spark form of messages_json the tests build expected prompts with",
     "component_sizes": "the component size histogram the graph tests read",

@@ -6,6 +6,7 @@ the question's original subgraph: the scores per level are computed here again f
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import math
 import re
@@ -291,3 +292,54 @@ def test_factscore_as_worked_example_e6(spark, config, okgqa_dataset, tmp_path):
     assert round(0.75 * math.exp(1 - 10 / 8), 6) == 0.584101
     results = {r["metric"]: r["value"] for r in docs["plain"]["results"] if r.get("level") == 0.0}
     assert results["factscore"] == 62.5 and results["geval_correctness"] == 50.0
+
+
+def test_cot_and_self_consistency_sample_then_select_the_commonest_answer(spark, config, okgqa_dataset, tmp_path):
+    """cot: the zero-shot prompt with "Let's think step by step."; cot_sc: 5 samples of it at temperature 0.7
+    (each sample's index in its key: five requests of one prompt), then one selection call listing them in
+    sample order; the selected answer is the run's answer. A rerun asks nothing."""
+    from kgbrink.evaluation import calls
+
+    dataset, texts = okgqa_dataset
+    seen = defaultdict(int)
+    bodies = []
+
+    def model(body):
+        bodies.append(body)
+        text = body["messages"][-1]["content"]
+        if text.endswith("Let's think step by step."):
+            key = text
+            seen[key] += 1
+            return {"content": ["Paris", "Paris", "Lyon", "Paris", "Nice"][(seen[key] - 1) % 5]}
+        if text.startswith("Based on the given open-ended questions"):
+            answers = re.findall(r"Answer\n: (.*)\n", text)
+            return {"content": max(sorted(set(answers)), key=answers.count)}
+        return {"content": "Score: 5"}
+
+    with LlmServer({"sc": model}) as server:
+        args = ["predict", *conf_args(config), "--benchmark", "okgqa", "--dataset", str(dataset), "--name", "qs"]
+        args += ["--questions", str(texts), "--model", "sc", "--base-url", server.base_url, "--limit", "2"]
+        args += ["--set", "predict.criteria=[correctness]", "--no-score"]
+        docs = {}
+        for context in ("cot", "cot_sc", "cot_sc"):
+            out = tmp_path / f"{context}.json"
+            assert main([*args, "--context", context, "--json", str(out)]) == 0
+            docs.setdefault(context, []).append(json.loads(out.read_text()))
+    cot = [b for b in bodies if b["messages"][-1]["content"].endswith("Let's think step by step.")]
+    assert all(b["temperature"] == 0.7 for b in cot[2:]) and cot[0]["temperature"] == 0.0  # cot's own 2 first
+    first, again = docs["cot_sc"]
+    assert first["counts"]["sample_prompts"] == 2 * 5 and first["counts"]["sample_asked"] == 2 * 5
+    assert first["counts"]["prompts"] == 2 and first["counts"]["asked"] == 2  # the selections (--limit 2)
+    assert again["counts"]["sample_asked"] == again["counts"]["asked"] == 0
+    selections = [b for b in bodies if b["messages"][-1]["content"].startswith("Based on the given")]
+    assert len(selections) == 2 and all(
+        len(re.findall("Answer\n: ", b["messages"][-1]["content"])) == 5 for b in selections
+    )
+    answers = read_table(spark, f"{first['params']['out']}/okgqa_answers").collect()
+    assert [r.answer for r in answers] == ["Paris", "Paris"]
+    # a sample's key is its prompt's with the sample's index
+    sha = hashlib.sha256(b"[]").hexdigest()
+    keyed = calls.call_rows(
+        spark.createDataFrame([("i", "[]", 3)], "item_id string, messages string, sample int"), "m", {}
+    )
+    assert keyed.first()["call_id"] == calls.call_id("m", {}, sha, sample=3) != calls.call_id("m", {}, sha)

@@ -418,6 +418,8 @@ class PredictSettings:
         None, "okgqa FActScore's length penalty gamma (FActScore's code: 10; null: none)"
     )
     max_atomic_facts: int = setting(30, "okgqa FActScore: atomic facts verified per answer at most")
+    sc_samples: int = setting(5, "okgqa --context cot_sc: CoT samples per question before the selection call")
+    sc_temperature: float = setting(0.7, "okgqa --context cot_sc: the samples' temperature (spec 5.1 [P])")
     neighbourhood_hops: int = setting(2, "brink neighbourhood: hops around the topic entity (1 or 2; spec 1.1)")
     spool_dir: str | None = setting(
         None,

@@ -29,31 +29,43 @@ def messages_json(messages: list[dict]) -> str:
     return canonical([{"role": m["role"], "content": m["content"]} for m in messages])
 
 
-def _key(model: str, params: dict, prompt_sha256: str, revision: str | None) -> dict:
+def _key(model: str, params: dict, prompt_sha256: str, revision: str | None, sample: str | None = None) -> dict:
     key = {"model": model, "params": params, "prompt_sha256": prompt_sha256}
-    return {**key, "revision": revision} if revision else key
+    if revision:
+        key["revision"] = revision
+    if sample is not None:
+        key["sample"] = sample
+    return key
 
 
-def call_id(model: str, params: dict, prompt_sha256: str, revision: str | None = None) -> str:
+def call_id(
+    model: str, params: dict, prompt_sha256: str, revision: str | None = None, sample: int | None = None
+) -> str:
     """The key of one request: SHA-256 of canonical ``{"model", "params", "prompt_sha256"}`` (and
-    ``"revision"`` when given)."""
-    key = canonical(_key(model, params, prompt_sha256, revision))
+    ``"revision"`` when given, ``"sample"`` as text for one of several samples of a prompt)."""
+    key = canonical(_key(model, params, prompt_sha256, revision, None if sample is None else str(sample)))
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 def call_rows(
     items: DataFrame, model: str, params: dict, limit: int | None = None, revision: str | None = None
 ) -> DataFrame:
-    """``items`` (``item_id, messages``) keyed and with their request body; ``limit``: the first items by id;
-    ``revision``: the model's revision label, in the key only (never sent)."""
+    """``items`` (``item_id, messages``, and ``sample`` for one of several samples of a prompt) keyed and with
+    their request body; ``limit``: the first items by id; ``revision``: the model's revision label, in the key
+    only (never sent)."""
     if limit is not None:
         items = items.orderBy("item_id").limit(int(limit))
-    slot = "<prompt_sha256>"
-    prefix = canonical(_key(model, params, slot, revision)).split(slot)
-    if len(prefix) != 2:
-        raise ValueError(f"model, params or revision contain {slot!r}")
+    slot, sample_slot = "<prompt_sha256>", "<sample>"
+    sampled = "sample" in items.columns
+    parts = canonical(_key(model, params, slot, revision, sample_slot if sampled else None)).split(slot)
+    if len(parts) != 2 or (sampled and parts[1].count(sample_slot) != 1):
+        raise ValueError(f"model, params or revision contain {slot!r} or {sample_slot!r}")
     prompt_sha = F.sha2(F.col("messages"), 256)
-    key = F.sha2(F.concat(F.lit(prefix[0]), prompt_sha, F.lit(prefix[1])), 256)
+    tail = [F.lit(parts[1])]
+    if sampled:
+        before, after = parts[1].split(sample_slot)
+        tail = [F.lit(before), F.col("sample").cast("string"), F.lit(after)]
+    key = F.sha2(F.concat(F.lit(parts[0]), prompt_sha, *tail), 256)
     head = canonical({"model": model, **params})[:-1]  # the body's fields but the messages, without its "}"
     body = F.concat(F.lit(head + ',"messages":'), F.col("messages"), F.lit("}"))
     return items.select(

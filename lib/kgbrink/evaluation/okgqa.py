@@ -202,18 +202,33 @@ def records(
     return items.select(item_id.alias("item_id"), "*")
 
 
-def prompts(records: DataFrame, template: str | None = None) -> DataFrame:
-    """``item_id, messages``: App. A.1.1's messages of every record (no facts: the zero-shot baseline)."""
+def prompts(records: DataFrame, template=None, cot: bool = False) -> DataFrame:
+    """``item_id, messages``: App. A.1.1's messages of every record (no facts: the zero-shot baseline;
+    ``cot``: with "Let's think step by step." after the last ``Answer:``)."""
 
     @F.pandas_udf("string")
     def build(questions: pd.Series, facts: pd.Series) -> pd.Series:
         out = []
         for question, given in zip(questions, facts):
             record = {"question": question, "facts": None if given is None else [list(f) for f in given]}
-            out.append(messages_json(answering.prompt(record, template)))
+            out.append(messages_json(answering.prompt(record, template, cot=cot)))
         return pd.Series(out, dtype=object)
 
     return records.select("item_id", build("question", "facts").alias("messages"))
+
+
+def sc_prompts(records: DataFrame, samples: DataFrame) -> DataFrame:
+    """``item_id, messages``: the self-consistency selection of every record (``item_id, question``) that has
+    sampled answers (``samples``: ``item_id, answers`` in sample order;
+    :func:`kgbrink.okgqa.answering.sc_select_prompt`)."""
+
+    @F.pandas_udf("string")
+    def build(questions: pd.Series, answers: pd.Series) -> pd.Series:
+        out = [messages_json(answering.sc_select_prompt(q, list(a))) for q, a in zip(questions, answers)]
+        return pd.Series(out, dtype=object)
+
+    joined = records.select("item_id", "question").join(samples, "item_id")
+    return joined.select("item_id", build("question", "answers").alias("messages"))
 
 
 def answers(answered: DataFrame) -> DataFrame:

@@ -62,7 +62,8 @@ class PredictOptions:
     context: str | None = arg(
         None,
         "knowledge given with a question: brink none (default), oracle or neighbourhood; okgqa subgraph "
-        "(default) or none; synthkgqa-answer gt (default), full_gt, sp, question_graph, retrieved or none",
+        "(default), none, cot or cot_sc; synthkgqa-answer gt (default), full_gt, sp, question_graph, retrieved "
+        "or none",
         choices=sorted({c for e in EVALUATIONS.values() for c in e.contexts}),
     )
     kg: str = arg("incomplete", "brink neighbourhood: the KG it is retrieved from", choices=["complete", "incomplete"])

@@ -40,13 +40,22 @@ class OKGQA(Evaluation):
         ("relations", "relations"),
     )
     optional = (("kg_similarity", "okgqa.kg_similarity"),)
-    templates = {"subgraph": ("okgqa-answer@1",), okgqa.NO_CONTEXT: ("okgqa-baseline@1",)}
+    # cot: the zero-shot baseline with "Let's think step by step."; cot_sc: predict.sc_samples of it at
+    # predict.sc_temperature, then one call selecting the commonest answer (spec 5.1 [P])
+    templates = {
+        "subgraph": ("okgqa-answer@1",),
+        okgqa.NO_CONTEXT: ("okgqa-baseline@1",),
+        "cot": ("okgqa-baseline@1",),
+        "cot_sc": ("okgqa-sc-select@1",),
+    }
     fingerprint_settings = (
         "predict.max_facts",
         "predict.criteria",
         "predict.factscore",
         "predict.factscore_gamma",
         "predict.max_atomic_facts",
+        "predict.sc_samples",
+        "predict.sc_temperature",
     )
     judge = "okgqa-geval@1"
 
@@ -61,14 +70,56 @@ class OKGQA(Evaluation):
             raise ConfigError('--questions is required with --benchmark okgqa: JSON Lines {"qid", "question"}')
         perturbed = run.sources["perturbed"]
         texts = question_texts(ctx, run, opts.questions, perturbed.select(F.col("scope_key").alias("qid")))
-        graphs = (
-            None if opts.context == okgqa.NO_CONTEXT else okgqa.level_graphs(perturbed, run.sources["perturbations"])
-        )
+        graphs = okgqa.level_graphs(perturbed, run.sources["perturbations"]) if opts.context == "subgraph" else None
         sources = run.sources
         records = okgqa.records(graphs, texts, sources["entities"], sources["relations"], ctx.config.predict.max_facts)
         run.records = run.keep(records)
+        if opts.context == "cot_sc":
+            return self._self_consistency(ctx, run, opts.limit)
         # no --template: each record's own (a question whose subgraph is empty gets the zero-shot baseline)
-        return okgqa.prompts(run.records, run.template if opts.template else None)
+        return okgqa.prompts(run.records, run.template if opts.template else None, cot=opts.context == "cot")
+
+    def _self_consistency(self, ctx: JobContext, run: Run, limit: int | None) -> DataFrame:
+        """CoT + SC's first round: ``predict.sc_samples`` samples of each question's CoT prompt at
+        ``predict.sc_temperature`` (the sample's index in its call key), asked here; returns the selection
+        prompts over each question's sampled answers, in sample order (a question without any is
+        quarantined, stage ``sample``); ``limit``: the first questions by item id, as the selections are cut."""
+        settings, summary = ctx.config.predict, ctx.summary
+        if limit is not None:
+            run.records = run.keep(run.records.orderBy("item_id").limit(int(limit)))
+        base = okgqa.prompts(run.records, None, cot=True)
+        each = base.select(
+            F.col("item_id").alias("question_item"),
+            "messages",
+            F.explode(F.sequence(F.lit(0), F.lit(int(settings.sc_samples) - 1))).alias("sample"),
+        ).withColumn("item_id", F.to_json(F.array("question_item", F.col("sample").cast("string"))))
+        params = {**judge_params("okgqa-baseline@1", settings), "temperature": float(settings.sc_temperature)}
+        role = replace(run.answering, role="sample", params=params)
+        items = each.select("item_id", "messages", "sample")
+        calls = run.keep(call_rows(items, role.model, params, None, role.revision))
+        summary.counts["sample_prompts"] = calls.count()
+        failed = model_calls.ask_and_count(ctx, run, role, calls)
+        if failed is not None:
+            run.cached.append(failed)
+        answered, _ = split_answers(calls, model_calls.calls(ctx, run), failed)
+        got = answered.join(each.select("item_id", "question_item", "sample"), "item_id")
+        ordered = F.array_sort(F.collect_list(F.struct("sample", "content")))
+        samples = run.keep(
+            got.groupBy(F.col("question_item").alias("item_id")).agg(
+                F.transform(ordered, lambda x: x["content"]).alias("answers")
+            )
+        )
+        none = run.records.select("item_id").join(samples.select("item_id"), "item_id", "left_anti")
+        unsampled = none.select(
+            "item_id",
+            F.lit(None).cast("string").alias("call_id"),
+            F.lit("sample").alias("stage"),
+            F.lit("no_sample").alias("reason"),
+            F.lit("no sampled answer to select from").alias("detail"),
+        )
+        run.texts.quarantine = run.keep(run.texts.quarantine.unionByName(unsampled))
+        summary.counts["questions_without_samples"] = none.count()
+        return okgqa.sc_prompts(run.records, samples)
 
     def parse(self, ctx: JobContext, run: Run, answers: DataFrame, quarantine: DataFrame, opts) -> dict[str, int]:
         parsed = okgqa.answers(answers.select("item_id", "content"))
