@@ -16,6 +16,7 @@ import pytest
 
 from kgbrink.cli import main
 from kgbrink.core.delta import read_table
+from kgbrink.evaluation import okgqa as okgqa_evaluation
 from kgbrink.okgqa.answering import entity_name
 from tests.conftest import conf_args, own_copy
 from tests.llm_server import LlmServer
@@ -272,26 +273,30 @@ def test_factscore_as_worked_example_e6(spark, config, okgqa_dataset, tmp_path):
         args += ["--questions", str(texts), "--model", "answerer", "--judge-model", "fs-judge"]
         args += ["--base-url", server.base_url, "--context", "none", "--limit", "3"]
         args += ["--set", "predict.criteria=[correctness]", "--set", "predict.factscore=true"]
-        docs = {}
-        for name, gamma in (("plain", "null"), ("gamma", "10")):
-            out = tmp_path / f"{name}.json"
-            assert main([*args, "--set", f"predict.factscore_gamma={gamma}", "--json", str(out)]) == 0
-            docs[name] = json.loads(out.read_text())
-    counts = docs["plain"]["counts"]
+        args += ["--set", "predict.factscore_gamma=null"]
+        out = tmp_path / "plain.json"
+        assert main([*args, "--json", str(out)]) == 0
+        doc = json.loads(out.read_text())
+    counts = doc["counts"]
     assert (counts["facts_prompts"], counts["atomic_facts"], counts["verify_prompts"]) == (2, 10, 10)
     assert (counts["facts_asked"], counts["verify_asked"], counts["supported_facts"]) == (2, 10, 7)
-    assert docs["gamma"]["counts"]["facts_asked"] == docs["gamma"]["counts"]["verify_asked"] == 0  # kept answers
-    for name, expected in (("plain", 62.5), ("gamma", 50 * (0.75 * math.exp(1 - 10 / 8) + 0.5 * math.exp(-4)))):
-        rows = [
-            r
-            for r in read_table(spark, docs[name]["outputs"]["okgqa_scores"]["path"]).collect()
-            if r.metric == "factscore"
-        ]
-        assert len(rows) == 1 and (rows[0].n, rows[0].n_scored, rows[0].n_responding) == (3, 2, 2)
-        assert rows[0].value == pytest.approx(expected, abs=1e-9), name
-    assert round(0.75 * math.exp(1 - 10 / 8), 6) == 0.584101
-    results = {r["metric"]: r["value"] for r in docs["plain"]["results"] if r.get("level") == 0.0}
+    rows = [r for r in read_table(spark, doc["outputs"]["okgqa_scores"]["path"]).collect() if r.metric == "factscore"]
+    assert len(rows) == 1 and (rows[0].n, rows[0].n_scored, rows[0].n_responding) == (3, 2, 2)
+    assert rows[0].value == pytest.approx(62.5, abs=1e-9)
+    results = {r["metric"]: r["value"] for r in doc["results"] if r.get("level") == 0.0}
     assert results["factscore"] == 62.5 and results["geval_correctness"] == 50.0
+    # gamma 10 on the same verdicts (the job's function, without a second run)
+    answers = spark.createDataFrame(
+        [("a", "none", 0, 0.0), ("b", "none", 0, 0.0), ("c", "none", 0, 0.0)],
+        "item_id string, method string, seed int, level double",
+    )
+    verified = spark.createDataFrame(
+        [("a", i < 6) for i in range(8)] + [("b", True), ("b", False)], "answer_id string, supported boolean"
+    )
+    labels = dict.fromkeys(("model", "judge_model", "run", "setting"), "x")
+    penalised = okgqa_evaluation.factscore_rows(answers, verified, 10.0, labels).first()
+    expected = 50 * (0.75 * math.exp(1 - 10 / 8) + 0.5 * math.exp(1 - 10 / 2))
+    assert penalised.value == pytest.approx(expected, abs=1e-9) and round(0.75 * math.exp(1 - 10 / 8), 6) == 0.584101
 
 
 def test_cot_and_self_consistency_sample_then_select_the_commonest_answer(spark, config, okgqa_dataset, tmp_path):

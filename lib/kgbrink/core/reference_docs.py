@@ -28,19 +28,19 @@ PACKAGES = (
     "core",
     "storage",
     "llm",
+    "graph",
     "kg",
     "rules",
     "brink",
     "probe",
-    "graph",
     "synthkgqa",
     "mcq",
     "okgqa",
     "release",
     "evaluation",
-    "jobs",
     "jobs.steps",
     "jobs.evaluations",
+    "jobs",
 )
 
 
