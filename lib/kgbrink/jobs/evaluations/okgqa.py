@@ -11,7 +11,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.core.files import read_lines, reported_path_column, require_files
+from kgbrink.core.files import read_lines, require_files
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import fail_past_bad_fraction
@@ -21,11 +21,12 @@ from kgbrink.jobs.evaluations import model_calls
 from kgbrink.jobs.evaluations.protocol import (
     QUARANTINE,
     Evaluation,
-    QuestionTexts,
     Role,
     Run,
+    checked_lines,
     judge_params,
     split_answers,
+    without_input_lines,
     write_quarantine,
 )
 from kgbrink.okgqa import report as okgqa_report
@@ -131,7 +132,7 @@ class OKGQA(Evaluation):
         row = ctx.written("okgqa_answers").agg(F.count("*"), F.sum(F.col("abstained").cast("int"))).first()
         ctx.summary.counts.update(answers=int(row[0]), abstained=int(row[1] or 0))
         by_reason = write_quarantine(ctx, run, quarantine.unionByName(run.texts.quarantine))
-        return _less_text_lines(by_reason, run.texts.counts)
+        return without_input_lines(by_reason, run)
 
     def score(self, ctx: JobContext, run: Run, opts) -> None:
         settings, summary = ctx.config.predict, ctx.summary
@@ -227,7 +228,7 @@ class OKGQA(Evaluation):
         ).withColumn("stage", F.concat(F.lit("judge_"), F.col("stage")))
         if QUARANTINE in summary.outputs:
             bad = bad.unionByName(ctx.written(QUARANTINE))
-        return judged, _less_text_lines(write_quarantine(ctx, run, bad), run.texts.counts)
+        return judged, without_input_lines(write_quarantine(ctx, run, bad), run)
 
     def _report(self, ctx: JobContext, run: Run, table: pd.DataFrame, judge_model: str, setting: str) -> None:
         """The per-level scores into the summary's results, a figure and ``report.md`` in the files folder."""
@@ -248,56 +249,15 @@ class OKGQA(Evaluation):
         ctx.summary.artifacts.append(str(folder / "report.md"))
 
 
-def _less_text_lines(by_reason: dict[str, int], texts: dict[str, int]) -> dict[str, int]:
-    """The quarantined prompts by reason without the bad question lines (weighed against the lines already,
-    by :func:`question_texts`, not against the prompts)."""
-    return {k: n - texts.get(k, 0) for k, n in by_reason.items() if n > texts.get(k, 0)}
-
-
 def question_texts(ctx: JobContext, run: Run, path: str, qids: DataFrame) -> DataFrame:
-    """The good question texts (``qid, question, references``) of the questions in ``qids``, kept in
-    ``run.texts`` with the bad lines and the texts of questions the set has not; fails when the bad lines
-    exceed ``predict.max_bad_fraction`` of the lines (a text of another question, ``unknown_qid``, is not
-    weighed: one question file may serve several sets)."""
+    """The good question texts (``qid, question, references``) of the questions in ``qids``
+    (:func:`protocol.checked_lines`: a text of another question is ``unknown_qid``)."""
     require_files(ctx.spark, [path])
     parsed = run.keep(okgqa.question_texts(read_lines(ctx.spark, {"questions": [path]})))
-    known = qids.distinct().withColumn("_known", F.lit(True))
-    unknown = F.col("reason").isNull() & F.col("_known").isNull()
-    parsed = parsed.join(known, "qid", "left").withColumns(
-        {
-            "reason": F.when(unknown, F.lit("unknown_qid")).otherwise(F.col("reason")),
-            "detail": F.when(
-                F.col("detail").isNull() & F.col("_known").isNull(), F.lit("no subgraph of this qid in the set")
-            ).otherwise(F.col("detail")),
-        }
+    unknown = ("unknown_qid", "no subgraph of this qid in the set")
+    good = checked_lines(
+        ctx, run, path, parsed, qids, "qid", ("question", "references"), "questions", unknown, "question lines"
     )
-    bad = parsed.filter(F.col("reason").isNotNull())
-    where = F.concat(
-        reported_path_column(F.col("source_file")), F.lit(":"), F.col("line_number").cast("string"), F.lit(": ")
-    )
-    quarantine = run.keep(
-        bad.select(
-            F.col("qid").alias("item_id"),
-            F.lit(None).cast("string").alias("call_id"),
-            F.lit("questions").alias("stage"),
-            "reason",
-            F.concat(where, F.coalesce("detail", F.lit(""))).alias("detail"),
-        )
-    )
-    counts = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
-    good = run.keep(parsed.filter(F.col("reason").isNull()).select("qid", "question", "references"))
-    run.texts = QuestionTexts(good, quarantine, counts)
-    n_good, n_set = good.count(), known.count()
+    n_good, n_set = good.count(), qids.distinct().count()
     ctx.summary.counts.update(question_texts=n_good, questions_without_text=n_set - n_good)
-    weighed = {k: n for k, n in counts.items() if k != "unknown_qid"}
-    fail_past_bad_fraction(
-        ctx.summary,
-        weighed,
-        n_good + sum(weighed.values()),
-        float(ctx.config.predict.max_bad_fraction),
-        "predict.max_bad_fraction",
-        "question lines",
-        f"bad lines of {path}",
-        source=path,
-    )
     return good

@@ -18,8 +18,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core import catalog
+from kgbrink.core.files import reported_path_column
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
+from kgbrink.core.tracking import fail_past_bad_fraction
 from kgbrink.evaluation import templates as builtins
 from kgbrink.llm import templates
 from kgbrink.llm.client import EndpointConfig
@@ -251,3 +253,65 @@ def adopt_results(ctx: JobContext, summary) -> None:
     ctx.summary.results.extend(summary.results)
     ctx.summary.highlights.update(summary.highlights)
     ctx.summary.artifacts.extend(summary.artifacts)
+
+
+def checked_lines(
+    ctx: JobContext,
+    run: Run,
+    path: str,
+    parsed: DataFrame,
+    known: DataFrame,
+    key: str,
+    columns: tuple[str, ...],
+    stage: str,
+    unknown: tuple[str, str],
+    what: str,
+) -> DataFrame:
+    """The good lines (``key, *columns``) of a user's file parsed into ``parsed`` (``source_file,
+    line_number, key, *columns, reason, detail``) whose ``key`` is in ``known`` (``key``); the bad lines and
+    those of other keys (``unknown``: reason, detail) quarantined at ``stage`` with file:line, kept in
+    ``run.texts``. Fails when the bad lines exceed ``predict.max_bad_fraction`` of the lines (an unknown
+    key is not weighed: one file may serve several sets)."""
+    known = known.select(key).distinct().withColumn("_known", F.lit(True))
+    stray = F.col("reason").isNull() & F.col("_known").isNull()
+    parsed = parsed.join(known, key, "left").withColumns(
+        {
+            "reason": F.when(stray, F.lit(unknown[0])).otherwise(F.col("reason")),
+            "detail": F.when(stray, F.lit(unknown[1])).otherwise(F.col("detail")),
+        }
+    )
+    bad = parsed.filter(F.col("reason").isNotNull())
+    where = F.concat(
+        reported_path_column(F.col("source_file")), F.lit(":"), F.col("line_number").cast("string"), F.lit(": ")
+    )
+    quarantine = run.keep(
+        bad.select(
+            F.col(key).alias("item_id"),
+            F.lit(None).cast("string").alias("call_id"),
+            F.lit(stage).alias("stage"),
+            "reason",
+            F.concat(where, F.coalesce("detail", F.lit(""))).alias("detail"),
+        )
+    )
+    counts = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
+    good = run.keep(parsed.filter(F.col("reason").isNull()).select(key, *columns))
+    run.texts = QuestionTexts(good, quarantine, counts)
+    weighed = {k: n for k, n in counts.items() if k != unknown[0]}
+    fail_past_bad_fraction(
+        ctx.summary,
+        weighed,
+        good.count() + sum(weighed.values()),
+        float(ctx.config.predict.max_bad_fraction),
+        "predict.max_bad_fraction",
+        what,
+        f"bad lines of {path}",
+        source=path,
+    )
+    return good
+
+
+def without_input_lines(by_reason: dict[str, int], run: Run) -> dict[str, int]:
+    """The quarantined prompts by reason without the bad lines of a user's file (``run.texts``), which
+    :func:`checked_lines` weighed against the lines already, not against the prompts."""
+    lines = run.texts.counts if run.texts else {}
+    return {k: n - lines.get(k, 0) for k, n in by_reason.items() if n > lines.get(k, 0)}

@@ -7,12 +7,12 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from kgbrink.core.files import read_lines, reported_path_column, require_files
+from kgbrink.core.files import read_lines, require_files
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
-from kgbrink.core.tracking import JobFailed, fail_past_bad_fraction
+from kgbrink.core.tracking import JobFailed
 from kgbrink.evaluation import synthkgqa_answers
-from kgbrink.jobs.evaluations.protocol import Evaluation, QuestionTexts, Run, write_quarantine
+from kgbrink.jobs.evaluations.protocol import Evaluation, Run, checked_lines, without_input_lines, write_quarantine
 
 READER = ("synthkgqa-answer@1",)
 TABLES = {
@@ -74,8 +74,7 @@ class SynthKGQAAnswer(Evaluation):
         ctx.summary.counts["answers"] = ctx.written("synthkgqa_answers").count()
         extra = run.texts.quarantine if run.texts else None
         by_reason = write_quarantine(ctx, run, quarantine if extra is None else quarantine.unionByName(extra))
-        lines = run.texts.counts if run.texts else {}
-        return {k: n - lines.get(k, 0) for k, n in by_reason.items() if n > lines.get(k, 0)}
+        return without_input_lines(by_reason, run)
 
     def score(self, ctx: JobContext, run: Run, opts) -> None:
         labels = {"context": F.lit(opts.context), "model": F.lit(run.model), "run": F.lit(opts.run_name)}
@@ -93,49 +92,11 @@ class SynthKGQAAnswer(Evaluation):
 
 
 def _retrieved(ctx: JobContext, run: Run, path: str, asked: DataFrame) -> DataFrame:
-    """A retriever's good lines (``id, triples``) of the questions asked; bad lines and lines of questions
-    the set has not quarantined (``run.texts``); fails when the bad lines exceed ``predict.max_bad_fraction``
-    of the lines (a line of another question is not weighed: one file may serve several sets)."""
+    """A retriever's good lines (``id, triples``) of the questions asked (:func:`protocol.checked_lines`: a
+    line of another question is ``unknown_id``)."""
     require_files(ctx.spark, [path])
     parsed = run.keep(synthkgqa_answers.retrieved_lines(read_lines(ctx.spark, {"retrieved": [path]})))
-    known = asked.withColumn("_known", F.lit(True))
-    parsed = parsed.join(known, "id", "left").withColumns(
-        {
-            "reason": F.when(F.col("reason").isNull() & F.col("_known").isNull(), F.lit("unknown_id")).otherwise(
-                F.col("reason")
-            ),
-            "detail": F.when(
-                F.col("detail").isNull() & F.col("_known").isNull(), F.lit("no question of this id in the set")
-            ).otherwise(F.col("detail")),
-        }
-    )
-    bad = parsed.filter(F.col("reason").isNotNull())
-    where = F.concat(
-        reported_path_column(F.col("source_file")), F.lit(":"), F.col("line_number").cast("string"), F.lit(": ")
-    )
-    quarantine = run.keep(
-        bad.select(
-            F.col("id").alias("item_id"),
-            F.lit(None).cast("string").alias("call_id"),
-            F.lit("retrieved").alias("stage"),
-            "reason",
-            F.concat(where, F.coalesce("detail", F.lit(""))).alias("detail"),
-        )
-    )
-    counts = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
-    good = run.keep(parsed.filter(F.col("reason").isNull()).select("id", "triples"))
-    run.texts = QuestionTexts(good, quarantine, counts)
-    n_good = good.count()
-    ctx.summary.counts.update(retrieved_lines=n_good)
-    weighed = {k: n for k, n in counts.items() if k != "unknown_id"}
-    fail_past_bad_fraction(
-        ctx.summary,
-        weighed,
-        n_good + sum(weighed.values()),
-        float(ctx.config.predict.max_bad_fraction),
-        "predict.max_bad_fraction",
-        "retrieved lines",
-        f"bad lines of {path}",
-        source=path,
-    )
+    unknown = ("unknown_id", "no question of this id in the set")
+    good = checked_lines(ctx, run, path, parsed, asked, "id", ("triples",), "retrieved", unknown, "retrieved lines")
+    ctx.summary.counts.update(retrieved_lines=good.count())
     return good
