@@ -4,7 +4,8 @@ HTTP/1.1 with keep-alive on raw asyncio streams. ``POST /v1/chat/completions`` a
 body names (``models``: name -> ``callable(body) -> {"content", "finish_reason"?, "refusal"?,
 "top_logprobs"?}``, or ``{"raw": value}`` to send ``value`` as the body; an unknown model is a 404) after ``delay_s``, in OpenAI's shape: usage as rough token
 counts (characters / 4), ``choices[0].logprobs.content[0].top_logprobs`` when the request asks
-``logprobs``. ``GET /v1/models`` lists the models. With ``api_key``, ``/v1/*`` needs ``Authorization:
+``logprobs``. ``POST /v1/embeddings`` answers ``{"embeddings": [one vector per input]}`` of the model's
+callable in OpenAI's shape (``embed``: :func:`hashed_embedding`). ``GET /v1/models`` lists the models. With ``api_key``, ``/v1/*`` needs ``Authorization:
 Bearer <api_key>`` (else 401); the counters record whether the key arrived.
 
 ``faults``: a list of :class:`Fault` (the first that hits a request applies) or ``callable(ordinal, body,
@@ -81,7 +82,22 @@ def letter(body: dict) -> dict:
     return {"content": "A", "top_logprobs": tops}
 
 
+def hashed_embedding(text: str, dimensions: int = 8) -> list[float]:
+    """A deterministic unit vector of a text (from its SHA-256): an embedding model's stand-in."""
+    digest = hashlib.sha256(text.encode("utf-8")).digest()
+    vector = [b - 127.5 for b in digest[:dimensions]]
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector]
+
+
+def embed(body: dict) -> dict:
+    """:func:`hashed_embedding` of each input."""
+    inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+    return {"embeddings": [hashed_embedding(text) for text in inputs]}
+
+
 BUILTIN_MODELS = {
+    "embed": embed,
     "echo": echo,
     "letter": letter,
     "empty": lambda body: {"content": "  "},
@@ -428,6 +444,8 @@ class LlmServer:
             answer = self._authorize(headers)
             if answer is None and path == "/v1/chat/completions" and method == "POST":
                 return await self._chat(peer, headers, body) and keep_alive
+            if answer is None and path == "/v1/embeddings" and method == "POST":
+                return await self._chat(peer, headers, body, embeddings=True) and keep_alive
             if answer is None and path == "/v1/models" and method == "GET":
                 listing = [{"id": name, "object": "model", "owned_by": "llm_server"} for name in self.models]
                 answer = _response(200, json.dumps({"object": "list", "data": listing}).encode())
@@ -475,8 +493,9 @@ class LlmServer:
             return self.faults(ordinal, body, attempt)
         return next((fault for fault in self.faults if fault.hits(ordinal, body, attempt)), None)
 
-    async def _chat(self, peer: _Peer, headers: dict, raw: bytes) -> bool:
-        """Answer one chat completion (or its fault); False when the connection was closed."""
+    async def _chat(self, peer: _Peer, headers: dict, raw: bytes, embeddings: bool = False) -> bool:
+        """Answer one chat completion, or one embeddings request (its ``input`` counted as the messages), or
+        its fault; False when the connection was closed."""
         counters = self.counters
         ordinal = counters.requests
         counters.requests += 1
@@ -484,11 +503,14 @@ class LlmServer:
         counters.arrivals.append(now)
         try:
             body = json.loads(raw)
-            model, messages = body["model"], body["messages"]
+            model, messages = body["model"], body["input" if embeddings else "messages"]
+            if embeddings and isinstance(messages, str):
+                messages = [messages]
             if not isinstance(messages, list):
-                raise TypeError("messages is not a list")
+                raise TypeError("messages (input) is not a list")
         except (ValueError, KeyError, TypeError) as error:
-            peer.writer.write(_error(400, f"not a chat completion request: {error}"))
+            kind = "an embeddings" if embeddings else "a chat completion"
+            peer.writer.write(_error(400, f"not {kind} request: {error}"))
             return True
         counts = counters.by_prompt.setdefault(f"{model} {prompt_sha(messages)}", [0, 0, []])
         attempt = counts[0]
@@ -519,7 +541,10 @@ class LlmServer:
                 return False
             if peer.gone:
                 return False
-            answer = self._completion(ordinal, model, body, messages)
+            if embeddings:
+                answer = self._embeddings(model, body, messages)
+            else:
+                answer = self._completion(ordinal, model, body, messages)
             if fault is not None and fault.kind == "drop":
                 return False
             if fault is not None and fault.kind.startswith("huge"):
@@ -544,6 +569,16 @@ class LlmServer:
             return True
         finally:
             counters.concurrent -= 1
+
+    def _embeddings(self, model: str, body: dict, inputs: list) -> bytes:
+        """The embeddings JSON of the model's vectors (``{"embeddings": [one per input]}``), in OpenAI's shape."""
+        reply = self.models[model](body)
+        if "raw" in reply:
+            return json.dumps(reply["raw"]).encode("utf-8")
+        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(reply["embeddings"])]
+        tokens = sum(rough_tokens(text) for text in inputs)
+        usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return json.dumps({"object": "list", "data": data, "model": model, "usage": usage}).encode("utf-8")
 
     def _completion(self, ordinal: int, model: str, body: dict, messages: list) -> bytes:
         """The chat completion JSON of the model's reply."""

@@ -579,3 +579,41 @@ def test_the_ask_steps_progress_counts_answers_from_the_spool_as_they_arrive(tmp
         with progress.reporting(lambda: printed.set() or "7/9 answered"):
             assert printed.wait(5)
     assert "... ask, " in stream.getvalue() and ": 7/9 answered" in stream.getvalue()
+
+
+def test_embeddings_come_back_in_input_order_and_a_bad_list_is_malformed():
+    """``api`` embeddings: one request of several inputs gives their vectors in input order (the server's
+    ``index`` order, whatever order it lists them in) as a JSON list; a list with a missing, repeated,
+    out-of-range or non-finite entry is malformed (retried, then given up)."""
+    shuffled = {"embeddings": [[1.0, 0.0], [0.0, 2]]}
+
+    def reversed_listing(body):
+        data = [{"index": 1, "embedding": [0.0, 2]}, {"index": 0, "embedding": [1.0, 0.0]}]
+        return {"raw": {"data": data, "model": "rev", "usage": {"prompt_tokens": 3}}}
+
+    bad = {
+        "one_missing": {"raw": {"data": [{"index": 0, "embedding": [1.0]}]}},
+        "twice": {"raw": {"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [1.0]}]}},
+        "out_of_range": {"raw": {"data": [{"index": 0, "embedding": [1.0]}, {"index": -1, "embedding": [1.0]}]}},
+        "nan": {"raw": {"data": [{"index": 0, "embedding": [1.0]}, {"index": 1, "embedding": [float("nan")]}]}},
+        "text": {"raw": {"data": [{"index": 0, "embedding": [1.0]}, {"index": 1, "embedding": ["1.0"]}]}},
+        "empty_vector": {"raw": {"data": [{"index": 0, "embedding": []}, {"index": 1, "embedding": [1.0]}]}},
+        "chat_shape": {"raw": {"choices": [{"message": {"content": "[1.0]"}}]}},
+    }
+    models = {"plain": lambda body: shuffled, "rev": reversed_listing}
+    models.update({name: (lambda body, reply=reply: reply) for name, reply in bad.items()})
+    with LlmServer(models) as server:
+        endpoint = config(server, api="embeddings")
+        assert endpoint.url == server.base_url + "/embeddings"
+        requests = [(name, {"model": name, "input": ["a b", "c"]}) for name in models]
+        results, stats = ask(endpoint, requests)
+        served = server.stats()
+    assert json.loads(results["plain"].content) == [[1.0, 0.0], [0.0, 2.0]] and results["plain"].status == "ok"
+    assert json.loads(results["rev"].content) == [[1.0, 0.0], [0.0, 2.0]]
+    assert results["rev"].response_model == "rev" and results["rev"].prompt_tokens == 3
+    for name in bad:
+        assert results[name].status == "malformed_response" and results[name].tries == 3, name
+        assert "not an embeddings list" in results[name].detail, name
+    assert stats.requests == 2 + 3 * len(bad) == served["requests"]
+    with pytest.raises(ValueError, match="api must be one of chat, embeddings"):
+        EndpointConfig("http://127.0.0.1:1/v1", api="completions")

@@ -55,6 +55,8 @@ def job_overrides(codegen: bool = False) -> list[str]:
     whole_stage, factory = ("true", "FALLBACK") if codegen else ("false", "NO_CODEGEN")
     return [
         *overrides,
+        # conf/test.yaml's 2 MB Tungsten pages: a 4 GB local-mode driver got 64 MB ones for a few rows
+        "spark.conf.spark.buffer.pageSize=2m",
         f"spark.conf.spark.sql.codegen.wholeStage={whole_stage}",
         f"spark.conf.spark.sql.codegen.factoryMode={factory}",
     ]

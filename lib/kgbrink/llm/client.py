@@ -1,7 +1,8 @@
-"""OpenAI-compatible chat completions from a synchronous caller: bounded concurrency, retries and rate limits.
+"""OpenAI-compatible chat completions and embeddings from a synchronous caller: bounded concurrency, retries
+and rate limits.
 
 :func:`run_calls` POSTs each ``(key, body)`` request to ``<base_url>/chat/completions`` (vLLM, llama.cpp
-server, Ollama, OpenAI) with at most ``in_flight`` requests outstanding, over as many keep-alive
+server, Ollama, OpenAI), or to ``<base_url>/embeddings`` for an endpoint of ``api`` ``embeddings``, with at most ``in_flight`` requests outstanding, over as many keep-alive
 connections, and hands each :class:`CallResult` to ``on_result`` in the caller's thread as it arrives.
 The transport is aiohttp in a private event loop run by the calling thread: one thread, no locks and no
 thread hand-offs per prompt, so a Spark task's Python worker spends a fraction of a millisecond of CPU on
@@ -9,7 +10,7 @@ each prompt (benchmarks/bench_predict_transport.py).
 
 Retried, with exponential backoff and full jitter seeded by the key, up to ``max_tries`` tries: HTTP 429,
 500, 502, 503 and 504, timeouts, dropped connections and cut bodies, and 200s whose body is not a chat
-completion. A ``Retry-After`` (seconds or an HTTP date) is waited in full, and pauses every request of the
+completion (or a list of embeddings, one per input). A ``Retry-After`` (seconds or an HTTP date) is waited in full, and pauses every request of the
 run; one longer than ``backoff_max_s`` ends the prompt's tries. Other HTTP errors are not retried. The tries
 and waits are one :class:`RetryPolicy`. A body longer than ``max_response_bytes`` is never held whole: its
 ``Content-Length``, or the bytes read past the cap, end the try as ``too_large`` (not retried).
@@ -25,6 +26,7 @@ import asyncio
 import email.utils
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -36,6 +38,7 @@ import aiohttp
 logger = logging.getLogger(__name__)
 
 ANSWERED = frozenset({"ok", "empty", "refused", "truncated"})  # statuses of a response the endpoint gave
+APIS = {"chat": "/chat/completions", "embeddings": "/embeddings"}
 RETRIED_HTTP = frozenset({429, 500, 502, 503, 504})
 BURST_S = 0.5  # a rate limit's bucket holds this many seconds of its rate (at least one request)
 DETAIL_CHARS = 200  # the escaped excerpt of a server's text in CallResult.detail
@@ -69,7 +72,9 @@ class EndpointConfig:
     bounds one try, connection included; ``retry``: how a failed try is tried again; ``in_flight`` requests
     of one :func:`run_calls` are outstanding at most; ``requests_per_minute`` and ``tokens_per_minute``
     (prompt and completion tokens) are this caller's share of the endpoint's limits, ``None`` for none;
-    ``max_response_bytes``: the longest response body read.
+    ``max_response_bytes``: the longest response body read; ``api``: ``chat`` (``/chat/completions``) or
+    ``embeddings`` (``/embeddings``: a result's ``content`` is the JSON list of the inputs' vectors, in input
+    order).
     """
 
     base_url: str
@@ -80,8 +85,11 @@ class EndpointConfig:
     requests_per_minute: float | None = None
     tokens_per_minute: float | None = None
     max_response_bytes: int = MAX_RESPONSE_BYTES
+    api: str = "chat"
 
     def __post_init__(self):
+        if self.api not in APIS:
+            raise ValueError(f"api must be one of {', '.join(APIS)}, got {self.api!r}")
         if not self.base_url.startswith(("http://", "https://")):
             raise ValueError(f"base_url must be an http:// or https:// URL, got {self.base_url[:80]!r}")
         if self.in_flight < 1:
@@ -97,7 +105,7 @@ class EndpointConfig:
 
     @property
     def url(self) -> str:
-        return self.base_url.rstrip("/") + "/chat/completions"
+        return self.base_url.rstrip("/") + APIS[self.api]
 
 
 @dataclass
@@ -217,8 +225,9 @@ def _api_key(config: EndpointConfig) -> str | None:
 
 
 def _estimate_tokens(body: dict) -> float:
-    """A request's tokens before it is sent: the characters of its messages' JSON / 4 + its completion cap."""
-    messages = json.dumps(body.get("messages", []), ensure_ascii=False, separators=(",", ":"))
+    """A request's tokens before it is sent: the characters of its messages' (or embedding inputs') JSON / 4 +
+    its completion cap."""
+    messages = json.dumps(body.get("messages", body.get("input", [])), ensure_ascii=False, separators=(",", ":"))
     cap = body.get("max_completion_tokens") or body.get("max_tokens") or 0
     return len(messages) / 4 + cap
 
@@ -407,7 +416,7 @@ class _Caller:
             tries += 1
             await self.limiter.acquire(estimate)
             self.stats.requests += 1
-            outcome = await self._try(payload)
+            outcome = await self._try(payload, body)
             fields = outcome.fields
             used = (fields.get("prompt_tokens") or 0) + (fields.get("completion_tokens") or 0)
             if used:
@@ -428,7 +437,7 @@ class _Caller:
                 logger.debug("retry %s after %.2f s: %s %s", key[:16], wait, outcome.status, fields.get("detail"))
             await asyncio.sleep(wait)
 
-    async def _try(self, payload: bytes) -> _Try:
+    async def _try(self, payload: bytes, body: dict) -> _Try:
         """POST once; classify the exchange."""
         start = time.perf_counter()
         try:
@@ -450,6 +459,8 @@ class _Caller:
             return _Try("connection", retry=True, fields={"latency_s": latency, "detail": detail})
         latency = time.perf_counter() - start
         if 200 <= code < 300:
+            if self.config.api == "embeddings":
+                return self._embeddings(raw, code, latency, body)
             return self._answer(raw, code, latency)
         fields = {"latency_s": latency, "http_status": code, "detail": f"HTTP {code}: {self._error_text(raw)}"}
         if code in RETRIED_HTTP:
@@ -517,6 +528,42 @@ class _Caller:
             return _Try("truncated", fields=fields)
         if content is None or not content.strip():
             return _Try("empty", fields=fields)
+        return _Try("ok", fields=fields)
+
+    def _embeddings(self, raw: bytes, code: int, latency: float, body: dict) -> _Try:
+        """Classify a 2xx body of ``/embeddings``: ok with ``content`` the JSON list of one vector of finite
+        numbers per input of ``body`` (by ``index``), else malformed (retried)."""
+        fields = {"latency_s": latency, "http_status": code}
+        inputs = body.get("input")
+        expected = len(inputs) if isinstance(inputs, list) else 1
+        try:
+            parsed = json.loads(raw)
+            items = parsed["data"]
+            vectors: list = [None] * expected
+            for item in items:
+                vector = item["embedding"]
+                if not vector or not all(isinstance(x, int | float) and not isinstance(x, bool) for x in vector):
+                    raise TypeError("an embedding is not a list of numbers")
+                if not all(math.isfinite(x) for x in vector):
+                    raise ValueError("an embedding holds a non-finite number")
+                index = item["index"]
+                if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < expected:
+                    raise ValueError(f"index {index!r} is not one of the {expected} inputs")
+                if vectors[index] is not None:
+                    raise ValueError(f"index {index} twice")
+                vectors[index] = [float(x) for x in vector]
+            if any(v is None for v in vectors) or len(items) != expected:
+                raise ValueError(f"{len(items)} embeddings for {expected} inputs")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
+            text = raw[: DETAIL_CHARS * 4].decode("utf-8", "replace")
+            fields["detail"] = escape(f"not an embeddings list ({type(error).__name__}: {error}): {text}", self.secret)
+            return _Try("malformed_response", retry=True, fields=fields)
+        usage = parsed.get("usage") if isinstance(parsed.get("usage"), dict) else {}
+        fields.update(
+            content=json.dumps(vectors, separators=(",", ":")),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            response_model=_text(parsed.get("model")),
+        )
         return _Try("ok", fields=fields)
 
 
