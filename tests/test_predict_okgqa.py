@@ -348,3 +348,86 @@ def test_cot_and_self_consistency_sample_then_select_the_commonest_answer(spark,
         spark.createDataFrame([("i", "[]", 3)], "item_id string, messages string, sample int"), "m", {}
     )
     assert keyed.first()["call_id"] == calls.call_id("m", {}, sha, sample=3) != calls.call_id("m", {}, sha)
+
+
+def test_triplets_and_paths_retrieved_by_embeddings_equal_the_python_retrieval(spark, config, okgqa_dataset, tmp_path):
+    """FS-T and FS-P (spec 5.1): the question and every node and relation name of its graphs embedded once
+    (the scripted model's hashed vectors), then each graph's triplets or paths: the reciter's answer (the
+    facts line it got) equals :func:`kgbrink.okgqa.retrieval.by_similarity` on the perturbed table read
+    here (nodes and relations by id). A name whose embedding never comes is quarantined and gets no prize;
+    a question whose text never gets one is not asked. A rerun asks only those two texts again."""
+    from kgbrink.okgqa import answering as okgqa_answering
+    from kgbrink.okgqa import retrieval
+    from tests.llm_server import hashed_embedding
+
+    dataset, texts = okgqa_dataset
+    names = {
+        kind: {r.id: entity_name(r.label, r.key) for r in read_table(spark, f"{dataset}/{kind}").collect()}
+        for kind in ("entities", "relations")
+    }
+    perturbed = read_table(spark, f"{dataset}/okgqa/qs/perturbed").collect()
+    graphs = defaultdict(set)
+    for row in perturbed:
+        for level in ([0.0] if row.original else []) + list(row.levels):
+            graphs[(row.scope_key, row.method, row.seed, level)].add((str(row.h), str(row.r), str(row.t)))
+    emptied = set(_graphs(spark, dataset)) - set(graphs)  # ED at 1.0: no triple, the baseline prompt
+    silent_name = sorted(names["entities"][int(t[0])] for g in graphs.values() for t in g)[0]
+    questions = {f"q{i}": f"What links the entities of question {i}?" for i in range(N_QUESTIONS)}
+    silent_question = questions["q3"]
+
+    def embed(body):
+        if silent_name in body["input"] or silent_question in body["input"]:
+            return {"raw": {"data": []}}  # never a vector: malformed on every try
+        return {"embeddings": [hashed_embedding(text) for text in body["input"]]}
+
+    def expected(context: str, key) -> str:
+        triples = sorted(graphs[key])
+        q = hashed_embedding(questions[key[0]])
+        nodes = {x: names["entities"][int(x)] for h, _, t in triples for x in (h, t)}
+        sims = {x: okgqa_answering.cosine(q, hashed_embedding(n)) for x, n in nodes.items() if n != silent_name}
+        relations = {
+            r: okgqa_answering.cosine(q, hashed_embedding(names["relations"][int(r)]))
+            for _, r, _ in triples
+            if names["relations"][int(r)] != silent_name
+        }
+        found = retrieval.by_similarity(context, triples, sims, relations, 10, 3, 10)
+        named = [
+            (names["entities"][int(h)], names["relations"][int(r)], names["entities"][int(t)]) for h, r, t in found
+        ]
+        return okgqa_answering.facts_line(named) if named else "I don't know."
+
+    models = {"reciter": _models({})["reciter"], "embed": embed}
+    with LlmServer(models) as server:
+        docs = {}
+        for context in ("triplets", "paths", "paths"):
+            code, doc = _predict(
+                config, server, dataset, texts, tmp_path, "--context", context, "--no-score",
+                "--set", "predict.embedding_model=embed", "--set", "predict.max_tries=2", name=context,
+            )  # fmt: skip
+            assert code == 0, doc.get("error")
+            docs.setdefault(context, []).append(doc)
+    first, again = docs["paths"]
+    n_texts = len(set(questions.values()) | {n for g in graphs.values() for t in g for n in _names_of(t, names)})
+    assert docs["triplets"][0]["counts"]["embed_texts"] == n_texts
+    assert docs["triplets"][0]["counts"]["embed_asked"] == n_texts and first["counts"]["embed_asked"] == 2
+    # the two texts without a vector are asked again by every run, nothing else is
+    assert again["counts"]["embed_asked"] == 2 and again["counts"]["asked"] == 0
+    assert docs["triplets"][0]["counts"]["questions_without_vector"] == 1
+    for context, doc in (("triplets", docs["triplets"][0]), ("paths", first)):
+        quarantine = read_table(spark, doc["outputs"]["predict_quarantine"]["path"]).collect()
+        assert {(r.item_id, r.stage, r.reason) for r in quarantine} == {
+            (silent_name, "embed_call", "malformed_response"),
+            (silent_question, "embed_call", "malformed_response"),
+        }, context
+        answers = read_table(spark, doc["outputs"]["okgqa_answers"]["path"]).collect()
+        got = {(r.qid, r.method, r.seed, r.level): r.answer for r in answers}
+        asked = {key for key in graphs if key[0] != "q3"}
+        assert set(got) == asked | {key for key in emptied if key[0] != "q3"}, context
+        for key in asked:
+            assert got[key] == expected(context, key), (context, key)
+        assert all(got[key] == "I don't know." for key in emptied if key[0] != "q3")
+
+
+def _names_of(triple, names) -> list[str]:
+    h, r, t = triple
+    return [names["entities"][int(h)], names["relations"][int(r)], names["entities"][int(t)]]

@@ -420,6 +420,16 @@ class PredictSettings:
     max_atomic_facts: int = setting(30, "okgqa FActScore: atomic facts verified per answer at most")
     sc_samples: int = setting(5, "okgqa --context cot_sc: CoT samples per question before the selection call")
     sc_temperature: float = setting(0.7, "okgqa --context cot_sc: the samples' temperature (spec 5.1 [P])")
+    embedding_model: str = setting(
+        "text-embedding-3-small",
+        "okgqa --context triplets/paths: the model embedding the question, nodes and relations, asked at "
+        "POST <base_url>/embeddings (paper 004 §3.3)",
+    )
+    retrieval_k: int = setting(
+        10, "okgqa --context triplets/paths: prizes k .. 1 for the top k nodes and relations, k triplets (spec 5.1 [P])"
+    )
+    path_max_edges: int = setting(3, "okgqa --context paths: triples per path at most (App. A.6; spec 5.1 [P])")
+    max_paths: int = setting(10, "okgqa --context paths: paths retrieved per question graph at most (spec 5.1 [P])")
     neighbourhood_hops: int = setting(2, "brink neighbourhood: hops around the topic entity (1 or 2; spec 1.1)")
     spool_dir: str | None = setting(
         None,
@@ -704,6 +714,10 @@ def _validate_okgqa(settings: Settings) -> None:
         (per.scorer_model in ("transe", "distmult"), "perturbation.scorer_model must be transe or distmult"),
     ]
     checks += [(0 < level <= 1, f"perturbation.levels: {level} is outside (0, 1]") for level in per.levels]
+    predict = settings.predict
+    for key in ("retrieval_k", "path_max_edges", "max_paths"):
+        checks.append((getattr(predict, key) >= 1, f"predict.{key} must be >= 1, got {getattr(predict, key)}"))
+    checks.append((bool(predict.embedding_model.strip()), "predict.embedding_model must name a model"))
     methods = ("RS", "RR", "ER", "ED")
     checks += [
         (m in methods, f"perturbation.methods: unknown method {m!r} (known: RS, RR, ER, ED)") for m in per.methods

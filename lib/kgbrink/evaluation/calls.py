@@ -48,11 +48,17 @@ def call_id(
 
 
 def call_rows(
-    items: DataFrame, model: str, params: dict, limit: int | None = None, revision: str | None = None
+    items: DataFrame,
+    model: str,
+    params: dict,
+    limit: int | None = None,
+    revision: str | None = None,
+    field: str = "messages",
 ) -> DataFrame:
     """``items`` (``item_id, messages``, and ``sample`` for one of several samples of a prompt) keyed and with
     their request body; ``limit``: the first items by id; ``revision``: the model's revision label, in the key
-    only (never sent)."""
+    only (never sent); ``field``: the body's field holding ``messages`` (``input`` for an embeddings
+    request, whose ``messages`` is the JSON list of its texts)."""
     if limit is not None:
         items = items.orderBy("item_id").limit(int(limit))
     slot, sample_slot = "<prompt_sha256>", "<sample>"
@@ -67,7 +73,7 @@ def call_rows(
         tail = [F.lit(before), F.col("sample").cast("string"), F.lit(after)]
     key = F.sha2(F.concat(F.lit(parts[0]), prompt_sha, *tail), 256)
     head = canonical({"model": model, **params})[:-1]  # the body's fields but the messages, without its "}"
-    body = F.concat(F.lit(head + ',"messages":'), F.col("messages"), F.lit("}"))
+    body = F.concat(F.lit(head + "," + canonical(field) + ":"), F.col("messages"), F.lit("}"))
     return items.select(
         "item_id", "messages", prompt_sha.alias("prompt_sha256"), key.alias("call_id"), body.alias("body")
     )

@@ -24,11 +24,12 @@ from __future__ import annotations
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType
 
 from kgbrink.core import json_lines
 from kgbrink.core.quarantine import mark_repeats, with_line_numbers
 from kgbrink.evaluation.calls import messages_json
-from kgbrink.okgqa import answering
+from kgbrink.okgqa import answering, retrieval
 
 NO_CONTEXT = "none"
 TEXT_REASONS = (
@@ -149,16 +150,105 @@ def _names(frame: DataFrame, column: str) -> DataFrame:
     return frame.select(name("label", "key").alias("name"), F.col("id").alias(column))
 
 
+KEYS = ["qid", "method", "seed", "level"]
+
+
+def named_triples(graphs: DataFrame, questions: DataFrame, entities: DataFrame, relations: DataFrame) -> DataFrame:
+    """``qid, method, seed, level, h, r, t, h_name, name, t_name``: the triples of ``graphs`` whose qid has a
+    text in ``questions`` (``qid``), with their DBpedia-style names (an emptied graph's null row dropped)."""
+    graphs = graphs.join(questions.select("qid"), "qid")
+    named = graphs.join(F.broadcast(_names(relations, "r")), "r")
+    for part in ("h", "t"):
+        used = named.select(F.col(part).alias("id")).distinct().join(entities, "id")
+        named = named.join(_names(used, part).withColumnRenamed("name", f"{part}_name"), part)
+    return named
+
+
+def embedding_items(named: DataFrame, questions: DataFrame) -> DataFrame:
+    """``item_id, messages``: each distinct text retrieval embeds, the asked questions' (``qid, question``)
+    and the names of their graphs' nodes and relations (:func:`named_triples`); ``item_id`` the text,
+    ``messages`` the JSON list of it, an embeddings request's ``input``."""
+    asked = questions.join(named.select("qid").distinct(), "qid").select(F.col("question").alias("text"))
+    texts = asked
+    for column in ("h_name", "name", "t_name"):
+        texts = texts.unionByName(named.select(F.col(column).alias("text")))
+    return texts.distinct().select(F.col("text").alias("item_id"), F.to_json(F.array("text")).alias("messages"))
+
+
+def vectors(answered: DataFrame) -> DataFrame:
+    """``text, vector``: each embedded text (``item_id``) with its vector, from the answer's ``content`` (the
+    client's JSON list of one vector per input)."""
+    return answered.select(
+        F.col("item_id").alias("text"), F.from_json("content", "array<array<double>>")[0].alias("vector")
+    )
+
+
+@F.pandas_udf(DoubleType())
+def _cosine(left: pd.Series, right: pd.Series) -> pd.Series:
+    """Cosine similarity (:func:`kgbrink.okgqa.answering.cosine`); null for vectors of different lengths."""
+    out = [
+        answering.cosine(u, v) if u is not None and v is not None and len(u) == len(v) else None
+        for u, v in zip(left, right)
+    ]
+    return pd.Series(out, dtype=object)
+
+
+def similarities(named: DataFrame, questions: DataFrame, embedded: DataFrame) -> DataFrame:
+    """``qid, kind, id, similarity``: the cosine similarity of each question's vector to each node's
+    (``kind`` node, ``id`` the entity) and relation's (``relation``) of its graphs, by their names' vectors
+    (``embedded``: ``text, vector``); a text without a vector has no row."""
+    pairs = named.select("qid", F.lit("relation").alias("kind"), F.col("r").alias("id"), F.col("name").alias("text"))
+    for part in ("h", "t"):
+        nodes = named.select("qid", F.lit("node").alias("kind"), F.col(part).alias("id"), F.col(f"{part}_name"))
+        pairs = pairs.unionByName(nodes.withColumnRenamed(f"{part}_name", "text"))
+    asked = questions.join(embedded.withColumnRenamed("text", "question"), "question")
+    joined = pairs.distinct().join(asked.select("qid", F.col("vector").alias("q")), "qid").join(embedded, "text")
+    scored = joined.select("qid", "kind", "id", _cosine("q", "vector").alias("similarity"))
+    return scored.filter(F.col("similarity").isNotNull())
+
+
+def retrieved_facts(named: DataFrame, similarity: DataFrame, context: str, k: int, max_edges: int, max_paths: int):
+    """``qid, method, seed, level, facts``: each graph's retrieved triples (``context`` triplets or paths,
+    :func:`kgbrink.okgqa.retrieval.by_similarity`, nodes and relations told apart by id, ties by id) as
+    ``[h, r, t]`` names in retrieval order; a graph whose question has no vector retrieves nothing."""
+    nodes = similarity.filter("kind = 'node'").select("qid", "id", "similarity")
+    relation = similarity.filter("kind = 'relation'").select("qid", F.col("id").alias("r"), "similarity")
+    rows = named.join(relation.withColumnRenamed("similarity", "r_sim"), ["qid", "r"], "left")
+    for part in ("h", "t"):
+        side = nodes.select("qid", F.col("id").alias(part), F.col("similarity").alias(f"{part}_sim"))
+        rows = rows.join(side, ["qid", part], "left")
+    columns = ["h", "r", "t", "h_name", "name", "t_name", "h_sim", "r_sim", "t_sim"]
+
+    def retrieve(frame: pd.DataFrame) -> pd.DataFrame:
+        names, node_sims, relation_sims, triples = {}, {}, {}, []
+        for h, r, t, h_name, r_name, t_name, h_sim, r_sim, t_sim in frame[columns].itertuples(index=False):
+            triple = (str(h), str(r), str(t))
+            triples.append(triple)
+            names[triple] = [h_name, r_name, t_name]
+            for item, value, target in ((triple[0], h_sim, node_sims), (triple[2], t_sim, node_sims)):
+                if not pd.isna(value):
+                    target[item] = float(value)
+            if not pd.isna(r_sim):
+                relation_sims[triple[1]] = float(r_sim)
+        found = retrieval.by_similarity(context, triples, node_sims, relation_sims, k, max_edges, max_paths)
+        head = frame.iloc[0]
+        return pd.DataFrame([{**{key: head[key] for key in KEYS}, "facts": [names[t] for t in found]}])
+
+    schema = "qid string, method string, seed int, level double, facts array<array<string>>"
+    return rows.select(*KEYS, *columns).groupBy(*KEYS).applyInPandas(retrieve, schema)
+
+
 def records(
     graphs: DataFrame | None,
     questions: DataFrame,
     entities: DataFrame,
     relations: DataFrame,
     max_facts: int,
+    retrieved: DataFrame | None = None,
 ) -> DataFrame:
     """The records of the module docstring: one per ``(qid, method, seed, level)`` of ``graphs`` whose qid
     has a text in ``questions`` (``qid, question, references``), or one per question when ``graphs`` is None
-    (context none)."""
+    (context none); ``retrieved`` (:func:`retrieved_facts`): each graph's facts in place of its triples."""
     texts = questions.select("qid", "question", "references")
     if graphs is None:
         items = texts.select(
@@ -173,10 +263,7 @@ def records(
         )
     else:
         graphs = graphs.join(texts.select("qid"), "qid")
-        named = graphs.join(F.broadcast(_names(relations, "r")), "r")
-        for part in ("h", "t"):
-            used = named.select(F.col(part).alias("id")).distinct().join(entities, "id")
-            named = named.join(_names(used, part).withColumnRenamed("name", f"{part}_name"), part)
+        named = named_triples(graphs, texts, entities, relations)
         fact = F.struct(
             F.xxhash64("h", "r", "t").alias("order"),
             "h",
@@ -184,8 +271,13 @@ def records(
             "t",
             F.array("h_name", "name", "t_name").alias("names"),
         )
-        keys = ["qid", "method", "seed", "level"]
-        grouped = named.groupBy(*keys).agg(F.array_sort(F.collect_list(fact)).alias("facts"), F.count("*").alias("n"))
+        keys = KEYS
+        if retrieved is None:
+            facts = F.array_sort(F.collect_list(fact)).alias("facts")
+            grouped = named.groupBy(*keys).agg(facts, F.count("*").alias("n"))
+        else:  # already names, in retrieval order
+            grouped = named.groupBy(*keys).agg(F.count("*").alias("n")).join(retrieved, keys, "left")
+            grouped = grouped.withColumn("facts", F.transform("facts", lambda x: F.struct(x.alias("names"))))
         # an emptied graph (ED at level 1.0) has no triple left: its record gets no facts
         every = graphs.select(*keys).distinct().join(grouped, keys, "left")
         items = every.join(texts, "qid").select(

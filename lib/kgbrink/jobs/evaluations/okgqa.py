@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.core.files import read_lines, require_files
+from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import fail_past_bad_fraction
@@ -30,6 +31,7 @@ from kgbrink.jobs.evaluations.protocol import (
     write_quarantine,
 )
 from kgbrink.okgqa import report as okgqa_report
+from kgbrink.okgqa import retrieval
 
 
 class OKGQA(Evaluation):
@@ -48,6 +50,9 @@ class OKGQA(Evaluation):
         okgqa.NO_CONTEXT: ("okgqa-baseline@1",),
         "cot": ("okgqa-baseline@1",),
         "cot_sc": ("okgqa-sc-select@1",),
+        # FS-T and FS-P (spec 5.1): the subgraph's triples or paths retrieved by embeddings
+        "triplets": ("okgqa-answer@1",),
+        "paths": ("okgqa-answer@1",),
     }
     fingerprint_settings = (
         "predict.max_facts",
@@ -57,6 +62,10 @@ class OKGQA(Evaluation):
         "predict.max_atomic_facts",
         "predict.sc_samples",
         "predict.sc_temperature",
+        "predict.embedding_model",
+        "predict.retrieval_k",
+        "predict.path_max_edges",
+        "predict.max_paths",
     )
     judge = "okgqa-geval@1"
 
@@ -71,14 +80,65 @@ class OKGQA(Evaluation):
             raise ConfigError('--questions is required with --benchmark okgqa: JSON Lines {"qid", "question"}')
         perturbed = run.sources["perturbed"]
         texts = question_texts(ctx, run, opts.questions, perturbed.select(F.col("scope_key").alias("qid")))
-        graphs = okgqa.level_graphs(perturbed, run.sources["perturbations"]) if opts.context == "subgraph" else None
+        with_graph = opts.context == "subgraph" or opts.context in retrieval.CONTEXTS
+        graphs = okgqa.level_graphs(perturbed, run.sources["perturbations"]) if with_graph else None
         sources = run.sources
-        records = okgqa.records(graphs, texts, sources["entities"], sources["relations"], ctx.config.predict.max_facts)
+        retrieved = None
+        if opts.context in retrieval.CONTEXTS:
+            retrieved, texts = self._retrieve(ctx, run, graphs, texts, opts.context)
+        records = okgqa.records(
+            graphs, texts, sources["entities"], sources["relations"], ctx.config.predict.max_facts, retrieved
+        )
         run.records = run.keep(records)
         if opts.context == "cot_sc":
             return self._self_consistency(ctx, run, opts.limit)
         # no --template: each record's own (a question whose subgraph is empty gets the zero-shot baseline)
         return okgqa.prompts(run.records, run.template if opts.template else None, cot=opts.context == "cot")
+
+    def _retrieve(
+        self, ctx: JobContext, run: Run, graphs: DataFrame, texts: DataFrame, context: str
+    ) -> tuple[DataFrame, DataFrame]:
+        """FS-T and FS-P's retrieval (spec 5.1): the questions and their graphs' node and relation names
+        embedded by ``predict.embedding_model`` at the answering endpoint's ``/embeddings`` (one text per
+        request, kept in ``model_calls`` as every answer is), then each graph's triplets or paths
+        (:func:`kgbrink.evaluation.okgqa.retrieved_facts`). A text without a vector is quarantined (stage
+        ``embed_call``): a question without one is not asked, a node or relation without one gets no prize.
+        Returns the facts and the question texts that have a vector."""
+        settings, sources = ctx.config.predict, run.sources
+        # lineage cut at each frame used more than once: the question texts' parsing would be planned anew in
+        # every use, and the plans of the joins below grew past the driver's memory
+        texts = checkpoint(texts)
+        named = checkpoint(okgqa.named_triples(graphs, texts, sources["entities"], sources["relations"]))
+        endpoint = replace(run.answering.endpoint, api="embeddings")
+        role = Role("embed", settings.embedding_model, {"encoding_format": "float"}, endpoint)
+        items = okgqa.embedding_items(named, texts)
+        calls = run.keep(call_rows(items, role.model, role.params, field="input"))
+        ctx.summary.counts["embed_texts"] = calls.count()
+        failed = model_calls.ask_and_count(ctx, run, role, calls)
+        if failed is not None:
+            run.cached.append(failed)
+        answered, bad = split_answers(calls, model_calls.calls(ctx, run), failed)
+        bad = run.keep(bad.withColumn("stage", F.concat(F.lit("embed_"), F.col("stage"))))
+        by_reason = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
+        ctx.summary.counts["embed_failed"] = sum(by_reason.values())
+        fail_past_bad_fraction(
+            ctx.summary,
+            by_reason,
+            ctx.summary.counts["embed_texts"],
+            float(settings.max_bad_fraction),
+            "predict.max_bad_fraction",
+            "texts to embed",
+            f"see {run.path(QUARANTINE)}",
+        )
+        run.texts.quarantine = run.keep(run.texts.quarantine.unionByName(bad))
+        for reason, n in by_reason.items():  # weighed against the texts here, not against the prompts
+            run.texts.counts[reason] = run.texts.counts.get(reason, 0) + n
+        embedded = checkpoint(okgqa.vectors(answered))
+        with_vector = checkpoint(texts.join(embedded.select(F.col("text").alias("question")), "question", "left_semi"))
+        ctx.summary.counts["questions_without_vector"] = texts.count() - with_vector.count()
+        similarity = okgqa.similarities(named, with_vector, embedded)
+        k, edges, paths = int(settings.retrieval_k), int(settings.path_max_edges), int(settings.max_paths)
+        return checkpoint(okgqa.retrieved_facts(named, similarity, context, k, edges, paths)), with_vector
 
     def _self_consistency(self, ctx: JobContext, run: Run, limit: int | None) -> DataFrame:
         """CoT + SC's first round: ``predict.sc_samples`` samples of each question's CoT prompt at
