@@ -153,10 +153,9 @@ def _names(frame: DataFrame, column: str) -> DataFrame:
 KEYS = ["qid", "method", "seed", "level"]
 
 
-def named_triples(graphs: DataFrame, questions: DataFrame, entities: DataFrame, relations: DataFrame) -> DataFrame:
-    """``qid, method, seed, level, h, r, t, h_name, name, t_name``: the triples of ``graphs`` whose qid has a
-    text in ``questions`` (``qid``), with their DBpedia-style names (an emptied graph's null row dropped)."""
-    graphs = graphs.join(questions.select("qid"), "qid")
+def named_triples(graphs: DataFrame, entities: DataFrame, relations: DataFrame) -> DataFrame:
+    """``qid, method, seed, level, h, r, t, h_name, name, t_name``: the triples of ``graphs`` with their
+    DBpedia-style names (an emptied graph's null row dropped)."""
     named = graphs.join(F.broadcast(_names(relations, "r")), "r")
     for part in ("h", "t"):
         used = named.select(F.col(part).alias("id")).distinct().join(entities, "id")
@@ -263,7 +262,7 @@ def records(
         )
     else:
         graphs = graphs.join(texts.select("qid"), "qid")
-        named = named_triples(graphs, texts, entities, relations)
+        named = named_triples(graphs, entities, relations)
         fact = F.struct(
             F.xxhash64("h", "r", "t").alias("order"),
             "h",

@@ -25,12 +25,6 @@ def similarity_prizes(question: Sequence[float], vectors: Mapping[str, Sequence[
     return prizes(rank({item: cosine(question, vector) for item, vector in vectors.items()}), k)
 
 
-def triplets(triples: Iterable[Triple], node_prizes: Mapping[str, int], relation_prizes: Mapping[str, int], k: int):
-    """Triplet retrieval (§4.1): the k distinct triples with the highest p(h) + p(r) + p(t), ties by
-    ``(h, r, t)``."""
-    return top_triplets(triples, node_prizes, relation_prizes, k)
-
-
 def paths(
     triples: Iterable[Triple],
     node_prizes: Mapping[str, int],
@@ -110,8 +104,8 @@ def by_similarity(
     """:func:`retrieved` from the question's cosine similarity to each node and relation."""
     node_prizes = prizes(rank(node_similarities), k)
     relation_prizes = prizes(rank(relation_similarities), k)
-    if context == "triplets":
-        return triplets(triples, node_prizes, relation_prizes, k)
+    if context == "triplets":  # the k distinct triples of highest p(h) + p(r) + p(t), ties by (h, r, t)
+        return top_triplets(triples, node_prizes, relation_prizes, k)
     if context == "paths":
         return path_triples(paths(triples, node_prizes, relation_prizes, k, max_edges, max_paths))
     raise ValueError(f"unknown retrieval context {context!r} (known: {', '.join(CONTEXTS)})")

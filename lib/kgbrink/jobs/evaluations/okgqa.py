@@ -108,7 +108,8 @@ class OKGQA(Evaluation):
         # lineage cut at each frame used more than once: the question texts' parsing would be planned anew in
         # every use, and the plans of the joins below grew past the driver's memory
         texts = checkpoint(texts)
-        named = checkpoint(okgqa.named_triples(graphs, texts, sources["entities"], sources["relations"]))
+        asked = graphs.join(texts.select("qid"), "qid")
+        named = checkpoint(okgqa.named_triples(asked, sources["entities"], sources["relations"]))
         endpoint = replace(run.answering.endpoint, api="embeddings")
         role = Role("embed", settings.embedding_model, {"encoding_format": "float"}, endpoint)
         items = okgqa.embedding_items(named, texts)
