@@ -350,9 +350,11 @@ def test_cot_and_self_consistency_sample_then_select_the_commonest_answer(spark,
     assert keyed.first()["call_id"] == calls.call_id("m", {}, sha, sample=3) != calls.call_id("m", {}, sha)
 
 
-def test_triplets_and_paths_retrieved_by_embeddings_equal_the_python_retrieval(spark, config, okgqa_dataset, tmp_path):
-    """FS-T and FS-P (spec 5.1): the question and every node and relation name of its graphs embedded once
-    (the scripted model's hashed vectors), then each graph's triplets or paths: the reciter's answer (the
+def test_triplets_paths_and_pcst_retrieved_by_embeddings_equal_the_python_retrieval(
+    spark, config, okgqa_dataset, tmp_path
+):
+    """FS-T, FS-P and FS-SG (spec 5.1): the question and every node and relation name of its graphs embedded
+    once (the scripted model's hashed vectors), then each graph's triplets, paths or PCST: the reciter's answer (the
     facts line it got) equals :func:`kgbrink.okgqa.retrieval.by_similarity` on the perturbed table read
     here (nodes and relations by id). A name whose embedding never comes is quarantined and gets no prize;
     a question whose text never gets one is not asked. A rerun asks only those two texts again."""
@@ -399,7 +401,7 @@ def test_triplets_and_paths_retrieved_by_embeddings_equal_the_python_retrieval(s
     models = {"reciter": _models({})["reciter"], "embed": embed}
     with LlmServer(models) as server:
         docs = {}
-        for context in ("triplets", "paths", "paths"):
+        for context in ("triplets", "paths", "paths", "pcst"):
             code, doc = _predict(
                 config, server, dataset, texts, tmp_path, "--context", context, "--no-score",
                 "--set", "predict.embedding_model=embed", "--set", "predict.max_tries=2", name=context,
@@ -413,7 +415,8 @@ def test_triplets_and_paths_retrieved_by_embeddings_equal_the_python_retrieval(s
     # the two texts without a vector are asked again by every run, nothing else is
     assert again["counts"]["embed_asked"] == 2 and again["counts"]["asked"] == 0
     assert docs["triplets"][0]["counts"]["questions_without_vector"] == 1
-    for context, doc in (("triplets", docs["triplets"][0]), ("paths", first)):
+    assert docs["pcst"][0]["counts"]["embed_asked"] == 2
+    for context, doc in (("triplets", docs["triplets"][0]), ("paths", first), ("pcst", docs["pcst"][0])):
         quarantine = read_table(spark, doc["outputs"]["predict_quarantine"]["path"]).collect()
         assert {(r.item_id, r.stage, r.reason) for r in quarantine} == {
             (silent_name, "embed_call", "malformed_response"),
@@ -425,6 +428,7 @@ def test_triplets_and_paths_retrieved_by_embeddings_equal_the_python_retrieval(s
         assert set(got) == asked | {key for key in emptied if key[0] != "q3"}, context
         for key in asked:
             assert got[key] == expected(context, key), (context, key)
+        assert sum(got[key] != "I don't know." for key in asked) > len(asked) / 2, context  # facts retrieved
         assert all(got[key] == "I don't know." for key in emptied if key[0] != "q3")
 
 

@@ -422,11 +422,12 @@ class PredictSettings:
     sc_temperature: float = setting(0.7, "okgqa --context cot_sc: the samples' temperature (spec 5.1 [P])")
     embedding_model: str = setting(
         "text-embedding-3-small",
-        "okgqa --context triplets/paths: the model embedding the question, nodes and relations, asked at "
+        "okgqa --context triplets/paths/pcst: the model embedding the question, nodes and relations, asked at "
         "POST <base_url>/embeddings (paper 004 §3.3)",
     )
     retrieval_k: int = setting(
-        10, "okgqa --context triplets/paths: prizes k .. 1 for the top k nodes and relations, k triplets (spec 5.1 [P])"
+        10,
+        "okgqa --context triplets/paths/pcst: prizes k .. 1 for the top k nodes and relations, k triplets (spec 5.1 [P])",
     )
     path_max_edges: int = setting(3, "okgqa --context paths: triples per path at most (App. A.6; spec 5.1 [P])")
     max_paths: int = setting(10, "okgqa --context paths: paths retrieved per question graph at most (spec 5.1 [P])")

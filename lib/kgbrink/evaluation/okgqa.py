@@ -207,7 +207,7 @@ def similarities(named: DataFrame, questions: DataFrame, embedded: DataFrame) ->
 
 
 def retrieved_facts(named: DataFrame, similarity: DataFrame, context: str, k: int, max_edges: int, max_paths: int):
-    """``qid, method, seed, level, facts``: each graph's retrieved triples (``context`` triplets or paths,
+    """``qid, method, seed, level, facts``: each graph's retrieved triples (``context`` triplets, paths or pcst,
     :func:`kgbrink.okgqa.retrieval.by_similarity`, nodes and relations told apart by id, ties by id) as
     ``[h, r, t]`` names in retrieval order; a graph whose question has no vector retrieves nothing."""
     nodes = similarity.filter("kind = 'node'").select("qid", "id", "similarity")

@@ -62,7 +62,7 @@ class PredictOptions:
     context: str | None = arg(
         None,
         "knowledge given with a question: brink none (default), oracle or neighbourhood; okgqa subgraph "
-        "(default), triplets, paths, none, cot or cot_sc; synthkgqa-answer gt (default), full_gt, sp, question_graph, retrieved "
+        "(default), triplets, paths, pcst, none, cot or cot_sc; synthkgqa-answer gt (default), full_gt, sp, question_graph, retrieved "
         "or none",
         choices=sorted({c for e in EVALUATIONS.values() for c in e.contexts}),
     )

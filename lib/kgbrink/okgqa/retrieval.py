@@ -13,10 +13,12 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 
 from kgbrink.okgqa.answering import cosine, prizes, rank, top_triplets
+from kgbrink.okgqa.pcst import pcst
 
 Triple = tuple[str, str, str]
 
-CONTEXTS = ("triplets", "paths")  # FS-T, FS-P (spec 5.3)
+# FS-T, FS-P, FS-SG (spec 5.3); "pcst" because predict's context "subgraph" is the whole question subgraph
+CONTEXTS = ("triplets", "paths", "pcst")
 
 
 def similarity_prizes(question: Sequence[float], vectors: Mapping[str, Sequence[float]], k: int) -> dict[str, int]:
@@ -75,6 +77,41 @@ def path_triples(found: Sequence[tuple[float, tuple[Triple, ...]]]) -> list[Trip
     return list(dict.fromkeys(triple for _, walked in found for triple in walked))
 
 
+def subgraph(
+    triples: Iterable[Triple], node_prizes: Mapping[str, int], relation_prizes: Mapping[str, int], cost: float = 1.0
+) -> list[Triple]:
+    """Subgraph retrieval (§4.1; spec 5.1): the triples of the Prize-Collecting Steiner Tree
+    (:func:`kgbrink.okgqa.pcst.pcst`), in (h, r, t) order.
+
+    G-Retriever's construction (``retrieval_via_pcst``): a triple whose relation's prize p_e is at most C_e is
+    an edge of cost C_e - p_e; one with p_e > C_e becomes a virtual node of prize p_e - C_e joined to h and t
+    by edges of cost 0. The result is the tree's real edges and the triples of its virtual nodes."""
+    distinct = sorted({tuple(t[:3]) for t in triples})
+    names = sorted({node for h, _, t in distinct for node in (h, t)})
+    index = {name: i for i, name in enumerate(names)}
+    node_values = [float(node_prizes.get(name, 0)) for name in names]
+    edges, costs, owner = [], [], []  # owner: the triple each edge stands for, or None for a virtual edge
+    virtual: list[Triple] = []
+    for triple in distinct:
+        h, r, t = triple
+        prize = float(relation_prizes.get(r, 0))
+        if prize <= cost:
+            edges.append((index[h], index[t]))
+            costs.append(cost - prize)
+            owner.append(triple)
+            continue
+        node = len(names) + len(virtual)
+        virtual.append(triple)
+        node_values.append(prize - cost)
+        edges += [(index[h], node), (node, index[t])]
+        costs += [0.0, 0.0]
+        owner += [None, None]
+    vertices, kept = pcst(node_values, edges, costs)
+    chosen = {owner[e] for e in kept if owner[e] is not None}
+    chosen |= {virtual[v - len(names)] for v in vertices if v >= len(names)}
+    return sorted(chosen)
+
+
 def retrieved(
     context: str,
     triples: Sequence[Triple],
@@ -86,7 +123,7 @@ def retrieved(
     max_paths: int = 10,
 ) -> list[Triple]:
     """The triples ``context`` (:data:`CONTEXTS`) retrieves from ``triples`` for ``question``, in the order
-    they are shown: triplets by prize, paths path by path."""
+    they are shown: triplets by prize, paths path by path, a subgraph in (h, r, t) order."""
     node_similarities = {node: cosine(question, vector) for node, vector in node_vectors.items()}
     relation_similarities = {relation: cosine(question, vector) for relation, vector in relation_vectors.items()}
     return by_similarity(context, triples, node_similarities, relation_similarities, k, max_edges, max_paths)
@@ -108,4 +145,6 @@ def by_similarity(
         return top_triplets(triples, node_prizes, relation_prizes, k)
     if context == "paths":
         return path_triples(paths(triples, node_prizes, relation_prizes, k, max_edges, max_paths))
+    if context == "pcst":
+        return subgraph(triples, node_prizes, relation_prizes)
     raise ValueError(f"unknown retrieval context {context!r} (known: {', '.join(CONTEXTS)})")

@@ -50,9 +50,10 @@ class OKGQA(Evaluation):
         okgqa.NO_CONTEXT: ("okgqa-baseline@1",),
         "cot": ("okgqa-baseline@1",),
         "cot_sc": ("okgqa-sc-select@1",),
-        # FS-T and FS-P (spec 5.1): the subgraph's triples or paths retrieved by embeddings
+        # FS-T, FS-P and FS-SG (spec 5.1): the subgraph's triples, paths or PCST retrieved by embeddings
         "triplets": ("okgqa-answer@1",),
         "paths": ("okgqa-answer@1",),
+        "pcst": ("okgqa-answer@1",),
     }
     fingerprint_settings = (
         "predict.max_facts",
@@ -98,9 +99,9 @@ class OKGQA(Evaluation):
     def _retrieve(
         self, ctx: JobContext, run: Run, graphs: DataFrame, texts: DataFrame, context: str
     ) -> tuple[DataFrame, DataFrame]:
-        """FS-T and FS-P's retrieval (spec 5.1): the questions and their graphs' node and relation names
+        """FS-T, FS-P and FS-SG's retrieval (spec 5.1): the questions and their graphs' node and relation names
         embedded by ``predict.embedding_model`` at the answering endpoint's ``/embeddings`` (one text per
-        request, kept in ``model_calls`` as every answer is), then each graph's triplets or paths
+        request, kept in ``model_calls`` as every answer is), then each graph's triplets, paths or PCST
         (:func:`kgbrink.evaluation.okgqa.retrieved_facts`). A text without a vector is quarantined (stage
         ``embed_call``): a question without one is not asked, a node or relation without one gets no prize.
         Returns the facts and the question texts that have a vector."""
