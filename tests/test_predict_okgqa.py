@@ -10,7 +10,7 @@ import hashlib
 import json
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import pytest
 
@@ -239,17 +239,44 @@ def test_a_judge_at_its_own_endpoint_gets_its_own_key_and_its_tokens_are_counted
     assert [(r.item_id, r.reason) for r in quarantine] == [("q99", "unknown_qid")]
 
 
-def _factscore_models() -> dict:
+STATEMENT = re.compile(r"\n\nKNOWLEDGE:\n(.*)\n\nSTATEMENT:\n(.*)$", re.S)
+
+
+def _factscore_models(originals: dict[str, set], asked: Counter) -> dict:
     """answerer: "answer A" (q0), "answer B" (q1), abstains (q2); splitter: 8 facts of A, 2 of B; verifier: A's
     facts 1-6 true, 7-8 false, B's fact 1 true, fact 2 "not supported" (FActScore's [code] rule: false); the
-    G-Eval judge: 5."""
+    G-Eval judge: 5. SAFE: a fact of A searches once (the head name of q0's first original triple), B's fact 1
+    twice (q1's first triple's head, then its tail), B's fact 2 never; the rating: A's facts 1-5 and B's fact 1
+    supported when the knowledge shown is the search's (lines of the question's original subgraph naming the
+    query), A's 6-8 not supported, B's fact 2 no label. ``asked`` counts the requests by kind."""
+    first = {qid: sorted(originals[qid])[0] for qid in ("q0", "q1")}
 
     def answerer(body):
         qid = re.search(r"question (\d)\?", body["messages"][-1]["content"])[1]
         return {"content": {"0": "answer A", "1": "answer B"}.get(qid, "I don't know.")}
 
+    def safe_judge(text: str) -> str:
+        knowledge, fact = STATEMENT.search(text).groups()
+        qid = "q0" if fact.startswith("A") else "q1"
+        if "issue ONE Google Search query" in text:
+            asked["safe_search"] += 1
+            asked[fact] += 1  # the round: each round's prompt differs (its knowledge), so is asked once
+            searches = 1 if fact.startswith("A") else {"B fact 1": 2}.get(fact, 0)
+            if asked[fact] > searches:
+                return "I have enough knowledge."
+            return f"Next search:\n```\n{first[qid][0] if asked[fact] == 1 else first[qid][2]}\n```"
+        asked["safe_final"] += 1
+        shown = [ast.literal_eval(line) for line in knowledge.splitlines()]
+        ok = 1 <= len(shown) <= 6 and all(t in originals[qid] for t in shown) and first[qid][0] in shown[0]
+        if fact == "B fact 2":
+            return "I cannot tell."
+        supported = ok and (fact in {f"A fact {i}" for i in range(1, 6)} or fact == "B fact 1")
+        return "Reasoning... so [Supported]." if supported else "Therefore: [Not Supported]"
+
     def judge(body):
         text = body["messages"][-1]["content"]
+        if text.startswith("Instructions:"):
+            return {"content": safe_judge(text)}
         if text.startswith("Please breakdown"):
             which, n = ("A", 8) if text.endswith("answer A") else ("B", 2)
             return {"content": "Facts:\n" + "".join(f"- {which} fact {i}\n" for i in range(1, n + 1))}
@@ -263,28 +290,41 @@ def _factscore_models() -> dict:
     return {"answerer": answerer, "fs-judge": judge}
 
 
-def test_factscore_as_worked_example_e6(spark, config, okgqa_dataset, tmp_path):
+def test_factscore_as_worked_example_e6_and_safe_by_kg_search(spark, config, okgqa_dataset, tmp_path):
     """E6: 8 atomic facts, 6 supported -> 0.75; with 0.5 for a second answer and a third abstaining: mean
     0.625, 66.7% responding; gamma 10: 0.75 exp(1 - 10/8) = 0.584101 (and 0.5 exp(1 - 10/2) for the second).
-    Each answer split once, each fact verified once, counted as the judge's rounds."""
+    Each answer split once, each fact verified once, counted as the judge's rounds. SAFE on the same facts
+    (searches by the default KG search): A 5/8, B 1/1 (its fact 2 unrated, quarantined): 81.25%; 10 + 9 + 1
+    search requests (a round for the facts still searching), 10 final ones."""
     dataset, texts = okgqa_dataset
-    with LlmServer(_factscore_models()) as server:
+    originals = {k[0]: g for k, g in _graphs(spark, dataset).items() if k[3] == 0.0}
+    asked = Counter()
+    with LlmServer(_factscore_models(originals, asked)) as server:
         args = ["predict", *conf_args(config), "--benchmark", "okgqa", "--dataset", str(dataset), "--name", "qs"]
         args += ["--questions", str(texts), "--model", "answerer", "--judge-model", "fs-judge"]
         args += ["--base-url", server.base_url, "--context", "none", "--limit", "3"]
         args += ["--set", "predict.criteria=[correctness]", "--set", "predict.factscore=true"]
-        args += ["--set", "predict.factscore_gamma=null"]
+        args += ["--set", "predict.factscore_gamma=null", "--set", "predict.safe=true"]
+        args += ["--set", "predict.max_facts=100000"]  # the whole original subgraph as SAFE's documents
         out = tmp_path / "plain.json"
         assert main([*args, "--json", str(out)]) == 0
         doc = json.loads(out.read_text())
     counts = doc["counts"]
     assert (counts["facts_prompts"], counts["atomic_facts"], counts["verify_prompts"]) == (2, 10, 10)
     assert (counts["facts_asked"], counts["verify_asked"], counts["supported_facts"]) == (2, 10, 7)
-    rows = [r for r in read_table(spark, doc["outputs"]["okgqa_scores"]["path"]).collect() if r.metric == "factscore"]
-    assert len(rows) == 1 and (rows[0].n, rows[0].n_scored, rows[0].n_responding) == (3, 2, 2)
-    assert rows[0].value == pytest.approx(62.5, abs=1e-9)
+    rows = {r.metric: r for r in read_table(spark, doc["outputs"]["okgqa_scores"]["path"]).collect()}
+    assert (rows["factscore"].n, rows["factscore"].n_scored, rows["factscore"].n_responding) == (3, 2, 2)
+    assert rows["factscore"].value == pytest.approx(62.5, abs=1e-9)
     results = {r["metric"]: r["value"] for r in doc["results"] if r.get("level") == 0.0}
     assert results["factscore"] == 62.5 and results["geval_correctness"] == 50.0
+    # SAFE: rounds of 10, 9 and 1 facts still searching, one rating per fact, from the server's own count
+    assert (counts["safe_search_prompts"], counts["safe_final_prompts"], counts["safe_supported"]) == (20, 10, 6)
+    assert [counts[f"safe_searching_after_{i}"] for i in (1, 2, 3)] == [9, 1, 0]
+    assert (asked["safe_search"], asked["safe_final"], asked["B fact 1"], asked["B fact 2"]) == (20, 10, 3, 1)
+    assert (rows["safe"].n, rows["safe"].n_scored, rows["safe"].value) == (3, 2, pytest.approx(81.25, abs=1e-9))
+    assert results["safe"] == 81.25
+    quarantine = read_table(spark, doc["outputs"]["predict_quarantine"]["path"]).collect()
+    assert [(r.stage, r.reason) for r in quarantine] == [("safe_final_parse", "no_verdict")]
     # gamma 10 on the same verdicts (the job's function, without a second run)
     answers = spark.createDataFrame(
         [("a", "none", 0, 0.0), ("b", "none", 0, 0.0), ("c", "none", 0, 0.0)],

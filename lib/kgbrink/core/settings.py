@@ -418,6 +418,18 @@ class PredictSettings:
         None, "okgqa FActScore's length penalty gamma (FActScore's code: 10; null: none)"
     )
     max_atomic_facts: int = setting(30, "okgqa FActScore: atomic facts verified per answer at most")
+    safe: bool = setting(
+        False,
+        "okgqa: SAFE too (spec 5.3): FActScore's atomic facts, each rated after up to predict.safe_max_steps "
+        "searches (one request each) and one final request",
+    )
+    safe_max_steps: int = setting(5, "okgqa SAFE: searches per atomic fact at most (SAFE's max_steps)")
+    safe_results: int = setting(3, "okgqa SAFE: documents a search returns at most (SAFE's num_searches)")
+    safe_search: str = setting(
+        "kg",
+        "okgqa SAFE's search: kg (BM25 over the question's original subgraph and references) or "
+        "module:function, called as function(query, documents, k) -> list of strings",
+    )
     sc_samples: int = setting(5, "okgqa --context cot_sc: CoT samples per question before the selection call")
     sc_temperature: float = setting(0.7, "okgqa --context cot_sc: the samples' temperature (spec 5.1 [P])")
     embedding_model: str = setting(
@@ -719,6 +731,12 @@ def _validate_okgqa(settings: Settings) -> None:
     for key in ("retrieval_k", "path_max_edges", "max_paths"):
         checks.append((getattr(predict, key) >= 1, f"predict.{key} must be >= 1, got {getattr(predict, key)}"))
     checks.append((bool(predict.embedding_model.strip()), "predict.embedding_model must name a model"))
+    checks.append((predict.safe_max_steps >= 0, f"predict.safe_max_steps must be >= 0, got {predict.safe_max_steps}"))
+    checks.append((predict.safe_results >= 1, f"predict.safe_results must be >= 1, got {predict.safe_results}"))
+    search_spec = re.fullmatch(r"kg|[A-Za-z_][\w.]*:[A-Za-z_]\w*", predict.safe_search or "")
+    checks.append(
+        (bool(search_spec), f"predict.safe_search must be kg or module:function, got {predict.safe_search!r}")
+    )
     methods = ("RS", "RR", "ER", "ED")
     checks += [
         (m in methods, f"perturbation.methods: unknown method {m!r} (known: RS, RR, ER, ED)") for m in per.methods

@@ -1,7 +1,7 @@
 """The built-in templates of every paper, gathered from beside each parser (``TEMPLATES`` of
 :mod:`kgbrink.brink.reader`, :mod:`kgbrink.mcq.answering`, :mod:`kgbrink.synthkgqa.writing`,
-:mod:`kgbrink.synthkgqa.answering`, :mod:`kgbrink.okgqa.answering`): ``name@version`` references, looked
-up by ``predict --template`` and the judges."""
+:mod:`kgbrink.synthkgqa.answering`, :mod:`kgbrink.okgqa.answering`, :mod:`kgbrink.okgqa.safe`):
+``name@version`` references, looked up by ``predict --template`` and the judges."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from kgbrink.brink import reader
 from kgbrink.llm import templates
 from kgbrink.mcq import answering as mcq_answering
 from kgbrink.okgqa import answering as okgqa_answering
+from kgbrink.okgqa import safe as okgqa_safe
 from kgbrink.synthkgqa import answering as synthkgqa_answering
 from kgbrink.synthkgqa import writing
 
@@ -20,6 +21,7 @@ BUILTINS: dict[str, templates.Template] = {
     **writing.TEMPLATES,
     **synthkgqa_answering.TEMPLATES,
     **okgqa_answering.TEMPLATES,
+    **okgqa_safe.TEMPLATES,
 }
 
 

@@ -16,7 +16,7 @@ from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import fail_past_bad_fraction
-from kgbrink.evaluation import okgqa
+from kgbrink.evaluation import okgqa, okgqa_safe
 from kgbrink.evaluation.calls import call_rows
 from kgbrink.jobs.evaluations import model_calls
 from kgbrink.jobs.evaluations.protocol import (
@@ -31,7 +31,7 @@ from kgbrink.jobs.evaluations.protocol import (
     write_quarantine,
 )
 from kgbrink.okgqa import report as okgqa_report
-from kgbrink.okgqa import retrieval
+from kgbrink.okgqa import retrieval, safe
 
 
 class OKGQA(Evaluation):
@@ -67,6 +67,10 @@ class OKGQA(Evaluation):
         "predict.retrieval_k",
         "predict.path_max_edges",
         "predict.max_paths",
+        "predict.safe",
+        "predict.safe_max_steps",
+        "predict.safe_results",
+        "predict.safe_search",
     )
     judge = "okgqa-geval@1"
 
@@ -79,6 +83,11 @@ class OKGQA(Evaluation):
     def prompts(self, ctx: JobContext, run: Run, opts) -> DataFrame:
         if not opts.questions:
             raise ConfigError('--questions is required with --benchmark okgqa: JSON Lines {"qid", "question"}')
+        if ctx.config.predict.safe:
+            try:  # before anything is asked: a search that cannot be imported
+                safe.resolve_search(ctx.config.predict.safe_search)
+            except ValueError as error:
+                raise ConfigError(str(error)) from error
         perturbed = run.sources["perturbed"]
         texts = question_texts(ctx, run, opts.questions, perturbed.select(F.col("scope_key").alias("qid")))
         with_graph = opts.context == "subgraph" or opts.context in retrieval.CONTEXTS
@@ -206,11 +215,18 @@ class OKGQA(Evaluation):
         judgements = judged.select("answer_id", "criterion", "score")
         rows = okgqa.scores(answers, judgements, list(settings.criteria), labels)
         asked = summary.counts["judge_prompts"] + summary.counts["prompts"]
-        if settings.factscore:
-            facts_rows, facts_bad, facts_asked = self._factscore(ctx, run, judge, answers, labels)
-            rows = rows.unionByName(facts_rows)
-            judge_bad = {k: judge_bad.get(k, 0) + facts_bad.get(k, 0) for k in {*judge_bad, *facts_bad}}
-            asked += facts_asked
+        if settings.factscore or settings.safe:
+            facts, split_bad, split_asked = self._atomic_facts(ctx, run, judge, answers)
+            sources = self._knowledge(ctx, run)
+            asked += split_asked
+            scorers = [self._factscore] if settings.factscore else []
+            scorers += [self._safe] if settings.safe else []
+            for scorer in scorers:
+                more_rows, more_bad, more_asked = scorer(ctx, run, judge, answers, facts, sources, labels)
+                rows = rows.unionByName(more_rows)
+                split_bad = {k: split_bad.get(k, 0) + more_bad.get(k, 0) for k in {*split_bad, *more_bad}}
+                asked += more_asked
+            judge_bad = {k: judge_bad.get(k, 0) + split_bad.get(k, 0) for k in {*judge_bad, *split_bad}}
         ctx.write("okgqa_scores", rows, run.path("okgqa_scores"), table="predict.okgqa_scores")
         similarity = run.sources.get("kg_similarity")
         levels = okgqa.levels(ctx.written("okgqa_scores"), similarity, answers)
@@ -226,42 +242,107 @@ class OKGQA(Evaluation):
             f"see {run.path(QUARANTINE)}",
         )
 
-    def _factscore(
-        self, ctx: JobContext, run: Run, judge: Role, answers: DataFrame, labels: dict
-    ) -> tuple[DataFrame, dict, int]:
-        """FActScore (spec 5.3) by the judge's model and endpoint: each answer split into atomic facts, each
-        fact verified against its question's original subgraph and references; returns the ``factscore``
-        rows of ``okgqa_scores``, the bad calls by reason (quarantined) and the prompts asked."""
+    def _atomic_facts(self, ctx: JobContext, run: Run, judge: Role, answers: DataFrame) -> tuple[DataFrame, dict, int]:
+        """FActScore's split (spec 5.3), shared with SAFE: each answer that does not abstain split into at most
+        ``predict.max_atomic_facts`` atomic facts by the judge's model; returns ``item_id, facts`` per answer,
+        the bad calls by reason (quarantined, stage ``facts_*``) and the prompts asked."""
         settings, summary = ctx.config.predict, ctx.summary
         facts_role = replace(judge, role="facts", params=judge_params("okgqa-facts@1", settings))
-        verify_role = replace(judge, role="verify", params=judge_params("okgqa-verify@1", settings))
         split = run.keep(call_rows(okgqa.fact_prompts(answers), facts_role.model, facts_role.params))
         summary.counts["facts_prompts"] = split.count()
         failed = model_calls.ask_and_count(ctx, run, facts_role, split)
-        answered, bad_split = split_answers(split, model_calls.calls(ctx, run), failed)
+        answered, bad = split_answers(split, model_calls.calls(ctx, run), failed)
         facts = run.keep(okgqa.atomic_facts(answered.select("item_id", "content"), int(settings.max_atomic_facts)))
         summary.counts["atomic_facts"] = int(facts.select(F.sum(F.size("facts"))).first()[0] or 0)
+        return facts, self._quarantined(ctx, run, bad, "facts_"), summary.counts["facts_prompts"]
+
+    def _knowledge(self, ctx: JobContext, run: Run) -> DataFrame:
+        """``qid, knowledge, references, question``: the knowledge source of FActScore and SAFE, each question's
+        original subgraph (level 0.0, at most ``predict.max_facts`` triples) and its references."""
         graphs = okgqa.level_graphs(run.sources["perturbed"], run.sources["perturbations"]).filter("level = 0.0")
         at_zero = okgqa.records(
-            graphs, run.texts.good, run.sources["entities"], run.sources["relations"], settings.max_facts
+            graphs, run.texts.good, run.sources["entities"], run.sources["relations"], ctx.config.predict.max_facts
         )
-        items = run.keep(okgqa.verify_prompts(facts, answers.select("item_id", "qid"), okgqa.knowledge(at_zero)))
+        return run.keep(okgqa.knowledge(at_zero))
+
+    def _quarantined(self, ctx: JobContext, run: Run, bad: DataFrame, prefix: str) -> dict[str, int]:
+        """``bad`` (quarantine rows) written with the run's quarantine, its stage prefixed; its count by reason."""
+        bad = run.keep(bad.withColumn("stage", F.concat(F.lit(prefix), F.col("stage"))))
+        write_quarantine(ctx, run, bad.unionByName(ctx.written(QUARANTINE)))
+        return {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
+
+    def _factscore(
+        self, ctx: JobContext, run: Run, judge: Role, answers: DataFrame, facts: DataFrame, sources, labels: dict
+    ) -> tuple[DataFrame, dict, int]:
+        """FActScore (spec 5.3) by the judge's model and endpoint: each atomic fact verified against its
+        question's knowledge source; returns the ``factscore`` rows of ``okgqa_scores``, the bad calls by
+        reason (quarantined) and the prompts asked."""
+        settings, summary = ctx.config.predict, ctx.summary
+        verify_role = replace(judge, role="verify", params=judge_params("okgqa-verify@1", settings))
+        items = run.keep(okgqa.verify_prompts(facts, answers.select("item_id", "qid"), sources))
         check = run.keep(call_rows(items.select("item_id", "messages"), verify_role.model, verify_role.params))
         summary.counts["verify_prompts"] = check.count()
         failed = model_calls.ask_and_count(ctx, run, verify_role, check)
-        verified, bad_verify = split_answers(check, model_calls.calls(ctx, run), failed)
+        verified, bad = split_answers(check, model_calls.calls(ctx, run), failed)
         verdicts = okgqa.verdicts(verified.select("item_id", "content")).join(
             items.select("item_id", "answer_id"), "item_id"
         )
         summary.counts["supported_facts"] = verdicts.filter("supported").count()
-        bad = bad_split.withColumn("stage", F.concat(F.lit("facts_"), F.col("stage"))).unionByName(
-            bad_verify.withColumn("stage", F.concat(F.lit("verify_"), F.col("stage")))
-        )
-        bad = run.keep(bad)
-        facts_bad = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
-        write_quarantine(ctx, run, bad.unionByName(ctx.written(QUARANTINE)))
         rows = okgqa.factscore_rows(answers, verdicts, settings.factscore_gamma, labels)
-        return rows, facts_bad, summary.counts["facts_prompts"] + summary.counts["verify_prompts"]
+        return rows, self._quarantined(ctx, run, bad, "verify_"), summary.counts["verify_prompts"]
+
+    def _safe(
+        self, ctx: JobContext, run: Run, judge: Role, answers: DataFrame, facts: DataFrame, sources, labels: dict
+    ) -> tuple[DataFrame, dict, int]:
+        """SAFE (spec 5.3; :mod:`kgbrink.okgqa.safe`) by the judge's model and endpoint: up to
+        ``predict.safe_max_steps`` search rounds for the facts still searching, each query answered by
+        ``predict.safe_search`` over the question's knowledge source, then one final rating per fact; returns
+        the ``safe`` rows, the bad calls and unrated facts by reason (quarantined) and the prompts asked."""
+        settings, summary = ctx.config.predict, ctx.summary
+        search_role = replace(judge, role="safe_search", params=judge_params("okgqa-safe-search@1", settings))
+        final_role = replace(judge, role="safe_final", params=judge_params("okgqa-safe-final@1", settings))
+        state = run.keep(okgqa_safe.facts_state(facts, answers.select("item_id", "qid"), sources))
+        search_bad, asked = None, 0
+        for step in range(int(settings.safe_max_steps)):
+            prompts = run.keep(call_rows(okgqa_safe.search_prompts(state), search_role.model, search_role.params))
+            n_prompts = prompts.count()
+            if n_prompts == 0:
+                break
+            asked += n_prompts
+            failed = model_calls.ask_and_count(ctx, run, search_role, prompts)
+            answered, round_bad = split_answers(prompts, model_calls.calls(ctx, run), failed)
+            search_bad = round_bad if search_bad is None else search_bad.unionByName(round_bad)
+            state = run.keep(
+                checkpoint(okgqa_safe.searched(state, answered, settings.safe_search, int(settings.safe_results)))
+            )
+            summary.counts[f"safe_searching_after_{step + 1}"] = state.filter("searching").count()
+        summary.counts["safe_search_prompts"] = asked
+        items = run.keep(okgqa_safe.final_prompts(state))
+        final = run.keep(call_rows(items.select("item_id", "messages"), final_role.model, final_role.params))
+        summary.counts["safe_final_prompts"] = final.count()
+        failed = model_calls.ask_and_count(ctx, run, final_role, final)
+        rated, final_bad = split_answers(final, model_calls.calls(ctx, run), failed)
+        verdicts = run.keep(okgqa_safe.verdicts(rated.select("item_id", "content")))
+        unrated = verdicts.filter(F.col("supported").isNull()).join(final.select("item_id", "call_id"), "item_id")
+        final_bad = final_bad.unionByName(
+            unrated.select(
+                "item_id",
+                "call_id",
+                F.lit("parse").alias("stage"),
+                F.lit("no_verdict").alias("reason"),
+                F.lit("no [Supported] or [Not Supported]").alias("detail"),
+            )
+        )
+        supported = verdicts.filter(F.col("supported").isNotNull()).join(
+            items.select("item_id", "answer_id"), "item_id"
+        )
+        summary.counts["safe_supported"] = supported.filter("supported").count()
+        bad = final_bad.withColumn("stage", F.concat(F.lit("final_"), "stage"))
+        if search_bad is not None:
+            bad = bad.unionByName(search_bad.withColumn("stage", F.concat(F.lit("search_"), "stage")))
+        by_reason = self._quarantined(ctx, run, bad, "safe_")
+        rows = okgqa_safe.safe_rows(answers, supported, labels)
+        return rows, by_reason, asked + summary.counts["safe_final_prompts"]
 
     def _judged(self, ctx: JobContext, run: Run, judge: Role, answers: DataFrame) -> tuple[DataFrame, dict]:
         """The judge asked about every answer and criterion; returns its parsed ``score`` per ``answer_id,
