@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 JARS := .cache/jars
 M2 := .cache/m2
+S3A_JAR := $(JARS)/s3/kgbrink-s3a.jar
 # Maven: the one on PATH, else Apache Maven fetched once from Maven Central into .cache/maven (checksum pinned).
 MAVEN_VERSION := 3.9.11
 MAVEN_SHA512 := bcfe4fe305c962ace56ac7b5fc7a08b87d5abd8b7e89027ab251069faebee516b0ded8961445d6d91ec1985dfe30f8153268843c89aa392733d1a3ec956c9978
@@ -41,7 +42,7 @@ $(MAVEN_HOME)/bin/mvn:
 	touch $@
 
 # Delta is required; GraphFrames is resolved when the repository has it (see docs/configuration.md, "GraphFrames").
-jars: $(JARS)/core/.resolved $(foreach p,$(JAR_PROFILES),$(JARS)/$(p)/.resolved)
+jars: $(JARS)/core/.resolved $(foreach p,$(JAR_PROFILES),$(JARS)/$(p)/.resolved) $(if $(filter s3,$(JAR_PROFILES)),$(S3A_JAR))
 $(JARS)/core/.resolved: infra/jvm/pom.xml | $(MVN_BIN)
 	rm -rf $(JARS)/core && mkdir -p $(JARS)/core
 	$(MVN) dependency:copy-dependencies -DoutputDirectory=$(abspath $(JARS)/core)
@@ -55,6 +56,14 @@ $(JARS)/%/.resolved: $(JARS)/core/.resolved | $(MVN_BIN)
 	rm -rf $(JARS)/$*.tmp && $(MVN) -P$* dependency:copy-dependencies -DoutputDirectory=$(abspath $(JARS)/$*.tmp)
 	for jar in $(JARS)/$*.tmp/*.jar; do if [ -e $(JARS)/core/$$(basename $$jar) ]; then rm $$jar; fi; done
 	rm -rf $(JARS)/$* && mv $(JARS)/$*.tmp $(JARS)/$* && touch $@
+
+# S3A with HDFS's rename semantics for Spark's reliable checkpoints on object storage (the class's comment):
+# compiled against the s3 profile's hadoop-aws and PySpark's Hadoop client, into the s3 profile's folder.
+$(S3A_JAR): infra/jvm/s3a/org/kgbrink/hadoop/RenameSafeS3AFileSystem.java $(JARS)/s3/.resolved $(VENV)/.installed
+	rm -rf $(JARS)/s3a-classes && mkdir -p $(JARS)/s3a-classes
+	javac --release 17 -nowarn -d $(JARS)/s3a-classes \
+	  -cp "$(JARS)/s3/*:$$($(BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" $<
+	jar cf $@ -C $(JARS)/s3a-classes . && rm -rf $(JARS)/s3a-classes
 
 run: setup
 	$(BIN)/kgbrink run --conf conf/local.yaml --json data/run-summary.json
@@ -79,7 +88,7 @@ endef
 
 $(eval $(call tool_venv,cluster,infra/cluster))
 
-cluster-up: setup cluster-venv $(JARS)/s3/.resolved
+cluster-up: setup cluster-venv $(S3A_JAR)
 	$(BIN)/python infra/cluster/stack.py up
 
 # Stops what the PID files under data/cluster/pids name (standard library only: works without the venv).
@@ -91,7 +100,7 @@ cluster-status:
 
 # Stack up; the make-run sample staged with boto3; ingest -> stats by spark-submit on the cluster (Delta on
 # s3a, tracking on the MLflow server) compared with local mode; stack down, also on failure.
-test-cluster: setup cluster-venv $(JARS)/s3/.resolved
+test-cluster: setup cluster-venv $(S3A_JAR)
 	bash infra/cluster/test-cluster.sh
 
 # The scheduler definitions (docs/scheduling.md): the Airflow DAG in infra/airflow/ and the Kubernetes manifests in
@@ -177,7 +186,7 @@ bench-chain: setup
 
 # Ingest of the 20M-triple dump from s3a (the local stack's S3 server) against local files; the stack is
 # brought up and stopped around it (about 15 minutes).
-bench-s3a: setup cluster-venv $(JARS)/s3/.resolved
+bench-s3a: setup cluster-venv $(S3A_JAR)
 	$(BIN)/python infra/cluster/stack.py up || { $(PYTHON) infra/cluster/stack.py down; exit 1; }
 	set -a; . $${KGBRINK_CLUSTER_DIR:-data/cluster}/aws.env; set +a; \
 	  SPARK_LOCAL_IP=127.0.0.1 AWS_EC2_METADATA_DISABLED=true $(BIN)/python benchmarks/bench_s3a_ingest.py --sizes 20000000; \
