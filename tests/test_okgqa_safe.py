@@ -21,7 +21,10 @@ def test_prompts_show_the_results_so_far_or_na():
     later = safe.search_prompt("s", ["r1 a\nr1 b", "r2"])[0]["content"]
     assert later.endswith("KNOWLEDGE:\nr1 a\nr1 b\nr2\n\nSTATEMENT:\ns")
     final = safe.final_prompt("s", [])[0]["content"]
-    assert final.endswith("KNOWLEDGE:\n\n\nSTATEMENT:\ns") and '"Supported" or "Not Supported"' in final
+    assert final.endswith("KNOWLEDGE:\nN/A\n\nSTATEMENT:\ns") and '"Supported" or "Not Supported"' in final
+    assert safe.final_prompt("s", ["r1", safe.NO_RESULT])[0]["content"].endswith(
+        f"KNOWLEDGE:\nr1\n{safe.NO_RESULT}\n\nSTATEMENT:\ns"
+    )
     # reachable by name, SAFE's request settings as their defaults
     assert builtin_templates.builtin("okgqa-safe-final").params == {"temperature": 0.1, "max_tokens": 512}
     assert "okgqa-safe-search@1" in builtin_templates.names()

@@ -17,6 +17,7 @@ import pytest
 from kgbrink.cli import main
 from kgbrink.core.delta import read_table
 from kgbrink.evaluation import okgqa as okgqa_evaluation
+from kgbrink.okgqa import safe
 from kgbrink.okgqa.answering import entity_name
 from tests.conftest import conf_args, own_copy
 from tests.llm_server import LlmServer
@@ -246,7 +247,7 @@ def _factscore_models(originals: dict[str, set], asked: Counter) -> dict:
     """answerer: "answer A" (q0), "answer B" (q1), abstains (q2); splitter: 8 facts of A, 2 of B; verifier: A's
     facts 1-6 true, 7-8 false, B's fact 1 true, fact 2 "not supported" (FActScore's [code] rule: false); the
     G-Eval judge: 5. SAFE: a fact of A searches once (the head name of q0's first original triple), B's fact 1
-    twice (q1's first triple's head, then its tail), B's fact 2 never; the rating: A's facts 1-5 and B's fact 1
+    twice (q1's first triple's head, then its tail), B's fact 2 once for a word no document has; the rating: A's facts 1-5 and B's fact 1
     supported when the knowledge shown is the search's (lines of the question's original subgraph naming the
     query), A's 6-8 not supported, B's fact 2 no label. ``asked`` counts the requests by kind."""
     first = {qid: sorted(originals[qid])[0] for qid in ("q0", "q1")}
@@ -261,15 +262,19 @@ def _factscore_models(originals: dict[str, set], asked: Counter) -> dict:
         if "issue ONE Google Search query" in text:
             asked["safe_search"] += 1
             asked[fact] += 1  # the round: each round's prompt differs (its knowledge), so is asked once
-            searches = 1 if fact.startswith("A") else {"B fact 1": 2}.get(fact, 0)
+            searches = 1 if fact.startswith("A") else {"B fact 1": 2, "B fact 2": 1}.get(fact, 0)
+            if fact == "B fact 2" and asked[fact] == 2:
+                assert knowledge == safe.NO_RESULT, knowledge  # its query found nothing, and says so
             if asked[fact] > searches:
                 return "I have enough knowledge."
-            return f"Next search:\n```\n{first[qid][0] if asked[fact] == 1 else first[qid][2]}\n```"
+            name = "zzzqqq" if fact == "B fact 2" else first[qid][0] if asked[fact] == 1 else first[qid][2]
+            return f"Next search:\n```\n{name}\n```"
         asked["safe_final"] += 1
+        if fact == "B fact 2":
+            assert knowledge == safe.NO_RESULT, knowledge
+            return "I cannot tell."
         shown = [ast.literal_eval(line) for line in knowledge.splitlines()]
         ok = 1 <= len(shown) <= 6 and all(t in originals[qid] for t in shown) and first[qid][0] in shown[0]
-        if fact == "B fact 2":
-            return "I cannot tell."
         supported = ok and (fact in {f"A fact {i}" for i in range(1, 6)} or fact == "B fact 1")
         return "Reasoning... so [Supported]." if supported else "Therefore: [Not Supported]"
 
@@ -294,7 +299,7 @@ def test_factscore_as_worked_example_e6_and_safe_by_kg_search(spark, config, okg
     """E6: 8 atomic facts, 6 supported -> 0.75; with 0.5 for a second answer and a third abstaining: mean
     0.625, 66.7% responding; gamma 10: 0.75 exp(1 - 10/8) = 0.584101 (and 0.5 exp(1 - 10/2) for the second).
     Each answer split once, each fact verified once, counted as the judge's rounds. SAFE on the same facts
-    (searches by the default KG search): A 5/8, B 1/1 (its fact 2 unrated, quarantined): 81.25%; 10 + 9 + 1
+    (searches by the default KG search): A 5/8, B 1/1 (its fact 2 unrated, quarantined): 81.25%; 10 + 10 + 1
     search requests (a round for the facts still searching), 10 final ones."""
     dataset, texts = okgqa_dataset
     originals = {k[0]: g for k, g in _graphs(spark, dataset).items() if k[3] == 0.0}
@@ -318,9 +323,10 @@ def test_factscore_as_worked_example_e6_and_safe_by_kg_search(spark, config, okg
     results = {r["metric"]: r["value"] for r in doc["results"] if r.get("level") == 0.0}
     assert results["factscore"] == 62.5 and results["geval_correctness"] == 50.0
     # SAFE: rounds of 10, 9 and 1 facts still searching, one rating per fact, from the server's own count
-    assert (counts["safe_search_prompts"], counts["safe_final_prompts"], counts["safe_supported"]) == (20, 10, 6)
-    assert [counts[f"safe_searching_after_{i}"] for i in (1, 2, 3)] == [9, 1, 0]
-    assert (asked["safe_search"], asked["safe_final"], asked["B fact 1"], asked["B fact 2"]) == (20, 10, 3, 1)
+    assert (counts["safe_search_prompts"], counts["safe_final_prompts"], counts["safe_supported"]) == (21, 10, 6)
+    assert [counts[f"safe_searching_after_{i}"] for i in (1, 2, 3)] == [10, 1, 0]
+    assert (asked["safe_search"], asked["safe_final"], asked["B fact 1"], asked["B fact 2"]) == (21, 10, 3, 2)
+    assert [counts[f"safe_search_{i}_asked"] for i in (1, 2, 3)] == [10, 10, 1]  # each round counted apart
     assert (rows["safe"].n, rows["safe"].n_scored, rows["safe"].value) == (3, 2, pytest.approx(81.25, abs=1e-9))
     assert results["safe"] == 81.25
     quarantine = read_table(spark, doc["outputs"]["predict_quarantine"]["path"]).collect()

@@ -58,7 +58,7 @@ def search_prompts(state: DataFrame) -> DataFrame:
 def searched(state: DataFrame, answered: DataFrame, search: str, k: int) -> DataFrame:
     """The state after a round: a fact still searching whose reply (``answered``: ``item_id, content``) holds
     a query gets the search's result (``search``: :func:`kgbrink.okgqa.safe.resolve_search`'s spec, its ``k``
-    documents one per line) appended; one whose reply has no query, or that got no reply, stops searching."""
+    documents one per line, :data:`kgbrink.okgqa.safe.NO_RESULT` when none) appended; one whose reply has no query, or that got no reply, stops searching."""
 
     @F.pandas_udf("string")
     def result(contents: pd.Series, documents: pd.Series) -> pd.Series:
@@ -66,7 +66,8 @@ def searched(state: DataFrame, answered: DataFrame, search: str, k: int) -> Data
         out = []
         for content, docs in zip(contents, documents):
             text = safe.query(content)
-            out.append(None if text is None else "\n".join(str(x) for x in find(text, list(docs), k)))
+            found = [] if text is None else [str(x) for x in find(text, list(docs), k)]
+            out.append(None if text is None else "\n".join(found) or safe.NO_RESULT)
         return pd.Series(out, dtype=object)
 
     rows = state.join(answered.select("item_id", "content"), "item_id", "left")

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from kgbrink.llm import templates
 
 SUPPORTED, NOT_SUPPORTED = "Supported", "Not Supported"
+NO_RESULT = "No good search result was found"  # a search's result when it finds nothing (SAFE's Serper wrapper)
 SEARCH_SPEC = re.compile(r"^kg$|^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 Search = Callable[[str, Sequence[str], int], list[str]]
 
@@ -85,8 +86,9 @@ def search_prompt(statement: str, results: Sequence[str]) -> list[dict[str, str]
 
 
 def final_prompt(statement: str, results: Sequence[str]) -> list[dict[str, str]]:
-    """The final step's messages: all the results, one per line."""
-    return templates.render(TEMPLATES["okgqa-safe-final@1"], {"knowledge": "\n".join(results), "statement": statement})
+    """The final step's messages: all the results, one per line (``N/A`` without a search)."""
+    values = {"knowledge": "\n".join(results) or "N/A", "statement": statement}
+    return templates.render(TEMPLATES["okgqa-safe-final@1"], values)
 
 
 def query(content: str | None) -> str | None:

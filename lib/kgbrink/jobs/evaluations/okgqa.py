@@ -299,11 +299,13 @@ class OKGQA(Evaluation):
         ``predict.safe_search`` over the question's knowledge source, then one final rating per fact; returns
         the ``safe`` rows, the bad calls and unrated facts by reason (quarantined) and the prompts asked."""
         settings, summary = ctx.config.predict, ctx.summary
-        search_role = replace(judge, role="safe_search", params=judge_params("okgqa-safe-search@1", settings))
+        search_params = judge_params("okgqa-safe-search@1", settings)
         final_role = replace(judge, role="safe_final", params=judge_params("okgqa-safe-final@1", settings))
         state = run.keep(okgqa_safe.facts_state(facts, answers.select("item_id", "qid"), sources))
         search_bad, asked = None, 0
         for step in range(int(settings.safe_max_steps)):
+            # a role per round: each round's requests, tokens and cost are counted apart
+            search_role = replace(judge, role=f"safe_search_{step + 1}", params=search_params)
             prompts = run.keep(call_rows(okgqa_safe.search_prompts(state), search_role.model, search_role.params))
             n_prompts = prompts.count()
             if n_prompts == 0:
