@@ -470,13 +470,19 @@ def verify_prompts(facts: DataFrame, answers: DataFrame, sources: DataFrame, tem
             out.append(messages_json(answering.verify_prompt(q, text, context, template)))
         return pd.Series(out, dtype=object)
 
+    return fact_rows(facts, answers, sources).select(
+        "item_id", "answer_id", build("question", "fact", "knowledge", "references").alias("messages")
+    )
+
+
+def fact_rows(facts: DataFrame, answers: DataFrame, sources: DataFrame) -> DataFrame:
+    """``item_id, answer_id, fact`` and the columns of ``sources``: one row per atomic fact (``facts``:
+    ``item_id, facts`` by answer; ``answers``: ``item_id, qid``; ``sources``: :func:`knowledge`), ``item_id``
+    = JSON ``[answer item_id, fact index]``."""
     each = facts.select(F.col("item_id").alias("answer_id"), F.posexplode("facts").alias("index", "fact"))
     joined = each.join(answers.select(F.col("item_id").alias("answer_id"), "qid"), "answer_id").join(sources, "qid")
-    return joined.select(
-        F.to_json(F.array("answer_id", F.col("index").cast("string"))).alias("item_id"),
-        "answer_id",
-        build("question", "fact", "knowledge", "references").alias("messages"),
-    )
+    item_id = F.to_json(F.array("answer_id", F.col("index").cast("string"))).alias("item_id")
+    return joined.select(item_id, "answer_id", "fact", *[c for c in sources.columns if c != "qid"])
 
 
 def verdicts(answered: DataFrame) -> DataFrame:

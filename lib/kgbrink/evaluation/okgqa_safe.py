@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from kgbrink.evaluation.calls import messages_json
-from kgbrink.evaluation.okgqa import factscore_rows
+from kgbrink.evaluation.okgqa import fact_rows, factscore_rows
 from kgbrink.okgqa import answering, safe
 
 STATE_SCHEMA = "item_id string, answer_id string, fact string, documents array<string>, results array<string>"
@@ -33,10 +33,8 @@ def facts_state(facts: DataFrame, answers: DataFrame, sources: DataFrame) -> Dat
             out.append(lines + [str(p) for p in (passages if passages is not None else [])])
         return pd.Series(out, dtype=object)
 
-    each = facts.select(F.col("item_id").alias("answer_id"), F.posexplode("facts").alias("index", "fact"))
-    joined = each.join(answers.select(F.col("item_id").alias("answer_id"), "qid"), "answer_id").join(sources, "qid")
-    return joined.select(
-        F.to_json(F.array("answer_id", F.col("index").cast("string"))).alias("item_id"),
+    return fact_rows(facts, answers, sources).select(
+        "item_id",
         "answer_id",
         "fact",
         documents("knowledge", "references").alias("documents"),
