@@ -201,15 +201,15 @@ def test_a_judge_at_its_own_endpoint_gets_its_own_key_and_its_tokens_are_counted
     prices = ["--set", "predict.price_prompt_per_million=1000000", "--set", "predict.price_completion_per_million=0"]
     prices += [
         "--set",
-        "predict.judge_price_prompt_per_million=0",
+        "judge.price_prompt_per_million=0",
         "--set",
-        "predict.judge_price_completion_per_million=1000000",
+        "judge.price_completion_per_million=1000000",
     ]
     with LlmServer(answering) as answerer, LlmServer(judging, api_key=secret) as judge:
-        own = ["--context", "none", "--judge-base-url", judge.base_url, "--set", "predict.judge_api_key_env=JUDGE_KEY"]
+        own = ["--context", "none", "--judge-base-url", judge.base_url, "--set", "judge.api_key_env=JUDGE_KEY"]
         own += ["--model", "own-reciter", "--judge-model", "own-judge"]
         code, doc = _predict(config, answerer, dataset, texts, tmp_path, *own, name="unset")
-        assert code == 2 and "predict.judge_api_key_env names JUDGE_KEY" in doc["error"]
+        assert code == 2 and "judge.api_key_env names JUDGE_KEY" in doc["error"]
         assert answerer.stats()["requests"] == judge.stats()["requests"] == 0
         monkeypatch.setenv("JUDGE_KEY", secret)
         code, doc = _predict(config, answerer, dataset, texts, tmp_path, *own, *prices)

@@ -62,9 +62,50 @@ def released(spark, config, work_dir):
         JobContext(spark, small), ingest.IngestOptions(dataset=dataset, format="wikidata5m", input=str(base / "kg"))
     )
     root = str(base / "out")
-    first = release.run(JobContext(spark, small), release.ReleaseOptions(dataset=dataset, out=root))
-    second = release.run(JobContext(spark, small), release.ReleaseOptions(dataset=dataset, out=root))
+    _synthkgqa_questions(spark, small, dataset, base)
+    _okgqa_questions(spark, dataset, base)
+    files = _input_files(dataset)
+    first = release.run(JobContext(spark, small), release.ReleaseOptions(dataset=dataset, out=root, **files))
+    second = release.run(JobContext(spark, small), release.ReleaseOptions(dataset=dataset, out=root, **files))
     return small, dataset, root, first, second
+
+
+def _input_files(dataset: str) -> dict:
+    """The fixture's release input files (``--questions``, ``--okgqa-questions``), beside its dataset."""
+    base = Path(dataset).parent
+    return {"questions": str(base / "questions.jsonl"), "okgqa_questions": str(base / "okgqa.jsonl")}
+
+
+def _synthkgqa_questions(spark, config, dataset: str, base: Path) -> str:
+    """Questions planted in the KG (one per type) with a text each, the file ``release --questions`` reads:
+    predict --release asks them (synthkgqa-answer)."""
+    planted = base / "planted.jsonl"
+    JobContext(spark, config).run("gt-questions", dataset=dataset, generate=True, name="planted", export=str(planted))
+    records = [json.loads(line) for line in planted.read_text().splitlines()]
+    target = base / "questions.jsonl"
+    target.write_text(
+        "".join(
+            json.dumps({**r, "split": "test", "question": f"Which entity answers {r['id']}?"}) + "\n" for r in records
+        )
+    )
+    return str(target)
+
+
+def _okgqa_questions(spark, dataset: str, base: Path) -> str:
+    """Three OKGQA questions on the ends of the KG's first triples (``release --okgqa-questions``)."""
+    entities = {r["id"]: r["key"] for r in spark.read.format("delta").load(f"{dataset}/entities").collect()}
+    triples = spark.read.format("delta").load(f"{dataset}/triples").orderBy("h", "r", "t").limit(3).collect()
+    lines = [
+        {
+            "qid": f"q{i}",
+            "entities": [entities[row["h"]], entities[row["t"]]],
+            "question": f"How are {row['h']} and {row['t']} related?",
+        }
+        for i, row in enumerate(triples)
+    ]
+    target = base / "okgqa.jsonl"
+    target.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(target)
 
 
 def _manifest(folder: Path) -> dict:
@@ -156,6 +197,7 @@ def test_predict_asks_a_release_the_prompts_of_its_dataset_and_scores_them(spark
     from kgbrink.core.settings import ConfigError
     from kgbrink.evaluation.releases import ReleaseInputError
     from tests.llm_server import LlmServer
+    from tests.test_predict_synthkgqa import writer
 
     small, dataset, root, first, _ = released
     folder = Path(root) / (Path(root) / "LATEST").read_text().strip()
@@ -176,33 +218,48 @@ def test_predict_asks_a_release_the_prompts_of_its_dataset_and_scores_them(spark
         text = body["messages"][-1]["content"]
         return {"content": next(a for q, a in answers.items() if f"Question:\n{q}\n" in text)}
 
+    def plain(body):  # an answer of the question's own words: the same text for the same prompt
+        return {"content": "Answer: {" + body["messages"][-1]["content"][-40:].strip() + "}."}
+
     ctx = JobContext(spark, small)
     answers_kept = str(work_dir / "release" / "answers")
-    with LlmServer({"letter": letter, "reader": reader}) as server:
+    okgqa_file = str(Path(dataset).parent / "okgqa.jsonl")
+    with LlmServer({"letter": letter, "reader": reader, "plain": plain, "writer": writer}) as server:
         common = {"base_url": server.base_url, "score": True}
         runs = {}
-        for benchmark, model, extra in (("probekgc", "letter", {}), ("brink", "reader", {"context": "none"})):
+        for benchmark, model, extra, own_extra in (
+            ("probekgc", "letter", {}, {}),
+            ("brink", "reader", {"context": "none"}, {}),
+            ("synthkgqa-answer", "plain", {"context": "question_graph"}, {}),
+            ("synthkgqa-answer", "plain", {"context": "sp"}, {}),
+            ("okgqa", "plain", {"context": "subgraph", "score": False}, {"questions": okgqa_file}),
+            ("synthkgqa", "writer", {}, {"score": True}),
+        ):
             own = ctx.run(
                 "predict",
                 benchmark=benchmark,
                 model=model,
                 dataset=dataset,
-                **extra,
-                **common | {"score": False},
+                **common | extra | {"score": False} | own_extra,
                 name=small.variant.name if benchmark == "brink" else "release",
             )
-            runs[benchmark] = (
+            runs[f"{benchmark}:{extra.get('context')}"] = (
                 own,
                 ctx.run(
-                    "predict", benchmark=benchmark, model=model, release=root, dataset=answers_kept, **extra, **common
+                    "predict", benchmark=benchmark, model=model, release=root, dataset=answers_kept, **common | extra
                 ),
             )
-        with pytest.raises(ConfigError, match="okgqa needs a dataset"):
+        with pytest.raises(ConfigError, match="has no OKGQA question set"):
+            bare = json.loads((folder / "release.json").read_text())
+            bare["configs"] = [c for c in bare["configs"] if not c["name"].startswith("okgqa_questions")]
+            copy = work_dir / "release" / "bare"
+            copy.mkdir(parents=True, exist_ok=True)
+            (copy / "release.json").write_text(json.dumps(bare))
             ctx.run(
                 "predict",
                 benchmark="okgqa",
-                model="letter",
-                release=root,
+                model="plain",
+                release=str(copy),
                 dataset=answers_kept,
                 base_url=server.base_url,
             )
@@ -221,11 +278,41 @@ def test_predict_asks_a_release_the_prompts_of_its_dataset_and_scores_them(spark
             {r.call_id for r in spark.read.format("delta").load(s.outputs["predict_prompts"].path).collect()}
             for s in (own, from_release)
         ]
-        assert ids[0] == ids[1] and len(ids[0]) == from_release.counts["prompts"] > 0, benchmark
+        # OKGQA: a level-0 graph is one prompt of every method's, asked once (one call id)
+        assert ids[0] == ids[1] and 0 < len(ids[0]) <= from_release.counts["prompts"], benchmark
+        assert own.counts["prompts"] == from_release.counts["prompts"], benchmark
         assert from_release.params["release"] == str(folder) and "results" not in own.outputs
-    accuracy = {r["metric"]: r["value"] for r in runs["probekgc"][1].results if r["metric"].startswith("accuracy.")}
+    for context in ("question_graph", "sp"):  # each question scored alike (a planted question's split: train)
+        own, from_release = runs[f"synthkgqa-answer:{context}"]
+        scored = [
+            {
+                r["id"]: r.asDict()
+                for r in spark.read.format("delta")
+                .load(s.outputs["synthkgqa_answers"].path)
+                .drop("split", "run")
+                .collect()
+            }
+            for s in (own, from_release)
+        ]
+        assert scored[0] == scored[1] and len(scored[0]) == own.counts["questions"] > 0, context
+    # the written questions validated on the release's KG as on the dataset's: the same question set
+    own, from_release = runs["synthkgqa:None"]
+    sets = [
+        sorted(
+            tuple(r)
+            for r in spark.read.format("delta")
+            .load(s.extra["gt_questions"]["gt_questions"]["path"])
+            .drop("id")
+            .collect()
+        )
+        for s in (own, from_release)
+    ]
+    assert sets[0] == sets[1] and len(sets[0]) == own.counts["gt_questions"] > 0
+    accuracy = {
+        r["metric"]: r["value"] for r in runs["probekgc:None"][1].results if r["metric"].startswith("accuracy.")
+    }
     assert accuracy and set(accuracy.values()) == {1.0}
-    brink_scores = {r["metric"]: r["value"] for r in runs["brink"][1].results}
+    brink_scores = {r["metric"]: r["value"] for r in runs["brink:none"][1].results}
     assert brink_scores["hits_at_any"] == brink_scores["f1"] == brink_scores["hits_at_hard"] == 1.0
     with pytest.raises(ReleaseInputError, match="no config brink_questions_private"):
         broken = json.loads((folder / "release.json").read_text())
@@ -253,7 +340,8 @@ def test_a_second_release_is_a_no_op_and_a_changed_setting_rebuilds_only_its_ben
     assert sorted(timings) == sorted(b for b in layout.BENCHMARKS if b != "results") and timings["probekgc"] > 0
     shown = io.StringIO()
     third = release.run(
-        JobContext(spark, changed, progress=Progress(shown)), release.ReleaseOptions(dataset=dataset, out=root)
+        JobContext(spark, changed, progress=Progress(shown)),
+        release.ReleaseOptions(dataset=dataset, out=root, **_input_files(dataset)),
     )
     assert third.extra["version"] == "v2" and third.extra["rebuilt"] == ["probekgc"]
     left = f"about {clock(timings['probekgc'])} left at the times of the last release that built them"
@@ -508,18 +596,16 @@ def test_table_1_counts_a_removed_triple_once_per_rule_type_of_its_rules():
 
 
 def test_keyed_questions_name_answers_in_order_and_keep_null_apart_from_empty(spark):
+    from kgbrink.core import catalog
+    from kgbrink.evaluation.releases import gt_questions
     from kgbrink.synthkgqa.generator import keyed_questions
 
-    schema = (
-        "id string, split string, seeds array<int>, answer int, answer_subgraph array<struct<h: int, r: int, t: int>>, "
-        "graph_isomorphism string, dutt_label string, n_hops int, n_edges int, n_seeds int, n_intermediate int, "
-        "all_answers array<int>, n_answers int"
-    )
-    edge = [(0, 0, 1)]
+    schema = catalog.GT_QUESTION_COLUMNS
+    edge, full = [(0, 0, 1)], [(1, 0, 0), (0, 0, 1)]
     rows = [
-        ("q1", "test", [0], 1, edge, "(1)", "1p", 1, 1, 1, 0, [1, 0], 2),
-        ("q2", None, [0], 1, edge, "(1)", "1p", 1, 1, 1, 0, None, None),
-        ("q3", "test", [0], 1, edge, "(1)", "1p", 1, 1, 1, 0, [], 0),
+        ("q1", "test", "Who?", [0], 1, edge, "(1)", "1p", 1, 1, 1, 0, [1, 0], 2, True, full),
+        ("q2", None, None, [0], 1, edge, "(1)", "1p", 1, 1, 1, 0, None, None, None, None),
+        ("q3", "test", None, [0], 1, edge, "(1)", "1p", 1, 1, 1, 0, [], 0, False, []),
     ]
     questions = spark.createDataFrame(rows, schema)
     entities = spark.createDataFrame([(0, "Q0"), (1, "Q1")], "id int, key string")
@@ -529,6 +615,15 @@ def test_keyed_questions_name_answers_in_order_and_keep_null_apart_from_empty(sp
     assert got["q1"]["answer_subgraph"] == [["Q0", "P0", "Q1"]]
     assert got["q2"]["all_answers"] is None and got["q2"]["split"] is None
     assert got["q3"]["all_answers"] == []
+    assert got["q1"]["question"] == "Who?" and got["q1"]["full_answer_subgraph"] == [
+        ["Q1", "P0", "Q0"],
+        ["Q0", "P0", "Q1"],
+    ]
+    assert got["q2"]["full_answer_subgraph"] is None and got["q3"]["full_answer_subgraph"] == []
+    # read back by id (predict --release): every column as it was
+    keyed = keyed_questions(questions, entities, relations)
+    back = gt_questions(keyed, entities.withColumn("label", F.col("key")), relations)
+    assert sorted(back.collect()) == sorted(questions.collect())
 
 
 def _plain(value):
@@ -573,11 +668,13 @@ def test_each_table_config_is_its_delta_table_by_key(spark, released):
         "okgqa": {"questions": "kg"},
     }
     parts = [(declared.name, part) for declared in benchmarks.DECLARED for part in declared.tables]
-    assert len(parts) == 20 and {name for name, _ in parts} == set(where)
+    assert len(parts) == 24 and {name for name, _ in parts} == set(where)
     for name, part in parts:
         config = configs[part.config]
         assert part.config.startswith(name + "_")
-        path = catalog.path(part.table, dataset=dataset, **where[name])
+        path = catalog.path(
+            part.table, dataset=dataset, **where[name] | ({"questions": part.questions} if part.questions else {})
+        )
         read = first.inputs[part.config]
         assert read.path == path, part.config
         table = spark.read.format("delta").option("versionAsOf", read.version).load(path)

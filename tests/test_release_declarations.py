@@ -13,7 +13,7 @@ def test_every_declared_benchmark_has_one_builder_and_names_its_configurations()
     names = [declared.name for declared in benchmarks.DECLARED]
     assert names == list(layout.BENCHMARKS) == list(release.BUILDERS)
     configs = [part.config for d in benchmarks.DECLARED for part in (*d.tables, *d.files)]
-    assert len(configs) == len(set(configs)) == 27
+    assert len(configs) == len(set(configs)) == 32
     for declared in benchmarks.DECLARED:
         for part in (*declared.tables, *declared.files):
             assert part.config.startswith(declared.name + "_"), part.config

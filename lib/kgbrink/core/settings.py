@@ -349,14 +349,46 @@ class ShortestPathSettings:
 
 
 @dataclass
-class PredictSettings:
+class EndpointSettings:
+    """One model endpoint: the shape of both roles' settings, ``predict`` (the answering model) and ``judge``
+    (a scorer's judge, BRINK's rewriter), where a null field is the answering model's."""
+
+    base_url: str | None = setting(
+        None,
+        "OpenAI-compatible endpoint: POST <base_url>/chat/completions (vLLM, llama.cpp, Ollama); judge: null is "
+        "the answering endpoint, with its key",
+    )
+    model: str | None = setting(
+        None, "model name sent with every request (predict: null needs --model; judge: null is the answering model)"
+    )
+    api_key_env: str | None = setting(
+        None,
+        "name of the environment variable holding the API key, never the key (null: no Authorization header; "
+        "judge: used with its own base_url only)",
+    )
+    model_revision: str | None = setting(
+        None,
+        "a label of the model's weights or deployment, part of every call key: a new label asks again (judge: null "
+        "is the answering model's when it is the same model)",
+    )
+    price_prompt_per_million: float | None = setting(
+        None, "price of 10^6 prompt tokens (null: no cost reported; judge: null is the answering price)"
+    )
+    price_completion_per_million: float | None = setting(
+        None, "price of 10^6 completion tokens (judge: null is the answering price)"
+    )
+
+
+@dataclass
+class JudgeSettings(EndpointSettings):
+    """The judge's endpoint (:class:`EndpointSettings`): every field null by default, the answering one's."""
+
+
+@dataclass
+class PredictSettings(EndpointSettings):
     base_url: str = setting(
         "http://127.0.0.1:8000/v1",
         "OpenAI-compatible endpoint: POST <base_url>/chat/completions (vLLM, llama.cpp, Ollama)",
-    )
-    model: str | None = setting(None, "model name sent with every request (null: --model is required)")
-    api_key_env: str | None = setting(
-        None, "name of the environment variable holding the API key (null: no Authorization header); never the key"
     )
     temperature: float | None = setting(None, "sampling temperature (null: the benchmark's default, spec 0)")
     top_p: float | None = setting(None, "nucleus sampling (null: not sent)")
@@ -373,15 +405,10 @@ class PredictSettings:
     max_response_mb: float = setting(
         8.0, "a response body longer than this many MiB is not read (quarantined as too_large, not retried)"
     )
-    price_prompt_per_million: float | None = setting(None, "price of 10^6 prompt tokens (null: no cost reported)")
-    price_completion_per_million: float | None = setting(None, "price of 10^6 completion tokens")
     max_cost: float | None = setting(
         None,
         "stop asking once this run's answers cost this much at the prices (each task stops at its share; requests "
         "in flight finish; every answer is kept; null: no limit)",
-    )
-    model_revision: str | None = setting(
-        None, "a label of the model's weights or deployment, part of every call key: a new label asks again"
     )
     model_change: str = setting(
         "fail",
@@ -390,19 +417,6 @@ class PredictSettings:
     )
     max_bad_fraction: float = setting(
         0.05, "predict fails when unanswered or unparseable prompts exceed this share of the prompts"
-    )
-    judge_model: str | None = setting(None, "okgqa: the G-Eval judge's model (null: the answering model)")
-    judge_base_url: str | None = setting(
-        None, "okgqa: the judge's endpoint (null: the answering model's endpoint, with its api_key_env)"
-    )
-    judge_api_key_env: str | None = setting(
-        None, "okgqa: variable holding the judge endpoint's API key, used with judge_base_url only (null: no key)"
-    )
-    judge_price_prompt_per_million: float | None = setting(
-        None, "okgqa: price of 10^6 judge prompt tokens (null: price_prompt_per_million)"
-    )
-    judge_price_completion_per_million: float | None = setting(
-        None, "okgqa: price of 10^6 judge completion tokens (null: price_completion_per_million)"
     )
     criteria: list[str] = setting(
         ["empowerment", "comprehensiveness", "correctness", "context_relevance"],
@@ -493,6 +507,7 @@ SECTIONS = {
     "shortest_paths": ShortestPathSettings,
     "release": ReleaseSettings,
     "predict": PredictSettings,
+    "judge": JudgeSettings,
 }
 TOP_LEVEL = {
     "env": (str, "local", "environment name (recorded with every MLflow run)"),
@@ -528,6 +543,7 @@ class Settings:
     shortest_paths: ShortestPathSettings
     release: ReleaseSettings
     predict: PredictSettings
+    judge: JudgeSettings
     source: str = "<defaults>"
     overrides: list[str] = field(default_factory=list)
 

@@ -3,7 +3,7 @@ tables give (``kgbrink release`` wrote them; ``release.json`` lists their files 
 
 ProbeKGC (:func:`mcq_questions`): ``probekgc_questions`` (by key) and ``probekgc_questions_text`` (the
 prompt ``kgbrink mcq`` rendered), one split per difficulty, into ``mcq.questions`` rows: entities and
-relations numbered by their key's rank in ``kg_entities`` / ``kg_relations`` (ids of this reading only),
+relations by the dataset ids ``kg_entities`` / ``kg_relations`` carry (:func:`dictionary`),
 ``gold_position`` from the answer letter, ``topic_degree`` = the triples of the release's KG in
 ``stats.splits`` that contain the query entity (the tail of a head prediction, else the head; spec 3.C, as
 ``kgbrink mcq`` counts it). BRINK (:func:`brink_records`): the questions of one scheme and split, as the
@@ -32,10 +32,112 @@ def config_files(manifest: dict, name: str, where: str) -> dict[str, list[str]]:
     raise ReleaseInputError(f"{where}: the release has no config {name}")
 
 
+def has_config(manifest: dict, name: str) -> bool:
+    return any(config.get("name") == name for config in manifest["configs"])
+
+
 def numbered(keys: DataFrame) -> DataFrame:
     """``key, id``: each key's rank (0-based) in key order, numbered in ranges of keys
     (:func:`kgbrink.core.frames.with_positions`), not in one task."""
     return with_positions(keys.select("key").distinct(), ["key"], "id").select("key", F.col("id").cast("int"))
+
+
+def dictionary(frame: DataFrame) -> DataFrame:
+    """``id, key, label`` of a release's ``kg_entities`` or ``kg_relations``: the dataset's ids it carries,
+    or (a release without them) each key's rank (:func:`numbered`)."""
+    if "id" in frame.columns:
+        return frame.select(F.col("id").cast("int").alias("id"), "key", "label")
+    return numbered(frame).join(frame.select("key", "label"), "key")
+
+
+def _checked(frame: DataFrame, unknown: F.Column, message: F.Column) -> DataFrame:
+    """``frame``, the query failing with ``message`` at the first row where ``unknown`` holds."""
+    return frame.where(F.when(unknown, F.raise_error(message)).otherwise(F.lit(True)))
+
+
+def by_id(
+    frame: DataFrame,
+    entities: DataFrame,
+    relations: DataFrame,
+    entity_columns: tuple[str, ...] = (),
+    relation_columns: tuple[str, ...] = (),
+    where: str = "release",
+) -> DataFrame:
+    """``frame`` with each key column of ``entity_columns`` / ``relation_columns`` replaced by its id in
+    ``entities`` / ``relations`` (``id, key``), in place (the inverse of
+    :func:`kgbrink.release.layout.keyed`); a null key stays null, a key the dictionary has not fails the
+    query naming ``where`` and the column."""
+    columns, out, checks = frame.columns, frame, []
+    for names, lookup in ((entity_columns, entities), (relation_columns, relations)):
+        for name in names:
+            ids = lookup.select(F.col("key").alias(f"_key_{name}"), F.col("id").cast("int").alias(f"_id_{name}"))
+            out = out.join(ids, out[name] == F.col(f"_key_{name}"), "left")
+            checks.append(name)
+    for name in checks:
+        unknown = F.col(name).isNotNull() & F.col(f"_id_{name}").isNull()
+        message = F.concat(F.lit(f"{where}: column {name} holds a key the release's KG has not: "), F.col(name))
+        out = _checked(out, unknown, message)
+    return out.select(*[F.col(f"_id_{c}").alias(c) if c in checks else F.col(c) for c in columns])
+
+
+def gt_questions(keyed: DataFrame, entities: DataFrame, relations: DataFrame, where: str = "release") -> DataFrame:
+    """``gt_questions`` rows (ids) of a release's ``synthkgqa_questions`` (by key, as
+    :func:`kgbrink.synthkgqa.generator.keyed_questions` wrote them): seeds, answer, answers and both answer
+    subgraphs looked up in ``entities`` / ``relations`` (``id, key``), each array in its order; a key the
+    dictionaries have not fails the query naming ``where``."""
+    triples = [
+        F.coalesce(c, F.array().cast("array<array<string>>")) for c in ("answer_subgraph", "full_answer_subgraph")
+    ]
+    entity_keys = F.flatten(
+        F.array(
+            F.coalesce("seeds", F.array().cast("array<string>")),
+            F.array("answer"),
+            F.coalesce("all_answers", F.array().cast("array<string>")),
+            *[F.flatten(F.transform(t, lambda x: F.array(x[0], x[2]))) for t in triples],
+        )
+    )
+    relation_keys = F.flatten(F.array(*[F.transform(t, lambda x: x[1]) for t in triples]))
+
+    def maps(keys: F.Column, lookup: DataFrame, alias: str, kind: str) -> DataFrame:
+        exploded = keyed.select("id", F.explode(F.array_distinct(keys)).alias("key")).where(F.col("key").isNotNull())
+        found = exploded.join(lookup.select("key", F.col("id").cast("int").alias("_v")), "key", "left")
+        message = F.concat(
+            F.lit(f"{where}: question "),
+            F.col("id"),
+            F.lit(f" names a {kind} the release's KG has not: "),
+            F.col("key"),
+        )
+        found = _checked(found, F.col("_v").isNull(), message)
+        return found.groupBy("id").agg(F.map_from_entries(F.collect_list(F.struct("key", "_v"))).alias(alias))
+
+    frame = keyed.join(maps(entity_keys, entities, "_e", "entity"), "id", "left")
+    frame = frame.join(maps(relation_keys, relations, "_r", "relation"), "id", "left")
+    empty = F.create_map().cast("map<string,int>")
+    e, r = F.coalesce("_e", empty), F.coalesce("_r", empty)
+
+    def ids(column: str) -> F.Column:
+        return F.transform(
+            column,
+            lambda x: F.struct(
+                F.element_at(e, x[0]).alias("h"), F.element_at(r, x[1]).alias("r"), F.element_at(e, x[2]).alias("t")
+            ),
+        )
+
+    return frame.select(
+        "id",
+        F.col("split").cast("string"),
+        F.col("question").cast("string"),
+        F.transform("seeds", lambda k: F.element_at(e, k)).alias("seeds"),
+        F.element_at(e, F.col("answer")).alias("answer"),
+        ids("answer_subgraph").alias("answer_subgraph"),
+        "graph_isomorphism",
+        "dutt_label",
+        *[F.col(c).cast("int") for c in ("n_hops", "n_edges", "n_seeds", "n_intermediate")],
+        F.transform("all_answers", lambda k: F.element_at(e, k)).alias("all_answers"),
+        F.col("n_answers").cast("int"),
+        F.col("answer_in_set").cast("boolean"),
+        ids("full_answer_subgraph").alias("full_answer_subgraph"),
+    )
 
 
 def mcq_questions(
@@ -45,7 +147,7 @@ def mcq_questions(
     difficulty); ``by_key``: ``id, triple, task, answer, A, B, ...``; ``entities`` / ``relations``: ``key``;
     ``kg``: ``h, r, t`` keys of the triples the degrees count."""
     letters = [c for c in LETTERS if c in by_key.columns]
-    entity_ids, relation_ids = numbered(entities), numbered(relations)
+    entity_ids, relation_ids = dictionary(entities), dictionary(relations)
 
     def entity(column: str) -> F.Column:
         return F.element_at(F.map_from_entries(F.col("_entities")), F.col(column))

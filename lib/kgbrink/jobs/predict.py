@@ -71,9 +71,9 @@ class PredictOptions:
     retrieved: str | None = arg(
         None, 'synthkgqa-answer --context retrieved: a retriever\'s triples, JSON Lines {"id", "triples": [[h, r, t]]}'
     )
-    judge_model: str | None = arg(None, "okgqa: the G-Eval judge's model (default: setting predict.judge_model)")
+    judge_model: str | None = arg(None, "okgqa: the G-Eval judge's model (default: setting judge.model)")
     judge_base_url: str | None = arg(
-        None, "okgqa: the judge's endpoint (default: setting predict.judge_base_url, else the answering one)"
+        None, "okgqa: the judge's endpoint (default: setting judge.base_url, else the answering one)"
     )
     split: str = arg("test", "brink: question split asked; synthkgqa-answer: 'all' for every split")
     limit: int | None = arg(None, "ask only the first N prompts (by item id)", type=int)
@@ -105,28 +105,32 @@ def coalesce(*values):
 
 
 def _roles(ctx: JobContext, evaluation: Evaluation, opts: PredictOptions, template) -> tuple[Role, Role | None]:
-    """The answering model and, when the evaluation's scorer asks one, its judge (a missing key of either
-    fails here, before anything is asked; with ``--no-score`` the judge is named, for the fingerprint, but
-    its endpoint is not checked)."""
-    settings = ctx.config.predict
+    """The answering model (settings ``predict``) and, when the evaluation's scorer asks one, its judge
+    (settings ``judge``, the same shape, a null field the answering model's; a missing key of either fails
+    here, before anything is asked; with ``--no-score`` the judge is named, for the fingerprint, but its
+    endpoint is not checked)."""
+    settings, judging = ctx.config.predict, ctx.config.judge
     model = opts.model or settings.model
     if not model:
         raise ConfigError("no model: pass --model or set predict.model")
     prices = (settings.price_prompt_per_million, settings.price_completion_per_million)
-    endpoint = model_calls.endpoint(settings, opts.base_url, settings.tasks)
+    endpoint = model_calls.endpoint(settings, settings, "predict", opts.base_url)
     answering = Role("answer", model, request_params(template, settings), endpoint, prices, settings.model_revision)
     judge_template = evaluation.judge_template(opts)
     if judge_template is None:
         return answering, None
-    judge_url = opts.judge_base_url or settings.judge_base_url
+    judge_url = opts.judge_base_url or judging.base_url
     judge_prices = (
-        coalesce(settings.judge_price_prompt_per_million, prices[0]),
-        coalesce(settings.judge_price_completion_per_million, prices[1]),
+        coalesce(judging.price_prompt_per_million, prices[0]),
+        coalesce(judging.price_completion_per_million, prices[1]),
     )
     used = opts.score or evaluation.judge is None  # a scorer's judge only when scoring; a rewriter always
-    judge_endpoint = model_calls.endpoint(settings, opts.base_url, settings.tasks, judge_url) if used else endpoint
-    judge_model = opts.judge_model or settings.judge_model or model
-    return answering, Role("judge", judge_model, judge_params(judge_template, settings), judge_endpoint, judge_prices)
+    # its own endpoint gets its own key only; without one it is the answering endpoint, key and all
+    judge_endpoint = model_calls.endpoint(settings, judging, "judge", judge_url) if used and judge_url else endpoint
+    judge_model = opts.judge_model or judging.model or model
+    revision = coalesce(judging.model_revision, settings.model_revision if judge_model == model else None)
+    params = judge_params(judge_template, settings)
+    return answering, Role("judge", judge_model, params, judge_endpoint, judge_prices, revision)
 
 
 def _check(config, opts: PredictOptions) -> None:
@@ -159,8 +163,8 @@ def _open(ctx: JobContext, opts: PredictOptions) -> tuple[Evaluation, Run]:
     template = evaluation.template(opts.template, opts.context)
     answering, judge = _roles(ctx, evaluation, opts, template)
     release = ReleaseInput.open(ctx, opts.release) if opts.release else None
-    if release is not None and opts.benchmark not in release.manifest["benchmarks"]:
-        raise ConfigError(f"{release.where}: the release has no {opts.benchmark} benchmark")
+    if release is not None and evaluation.release_benchmark not in release.manifest["benchmarks"]:
+        raise ConfigError(f"{release.where}: the release has no {evaluation.release_benchmark} benchmark")
     dataset = opts.dataset or ctx.config.data_dir if release else ctx.config.require_dataset(opts.dataset)
     name = opts.name or (
         f"release-{release.manifest.get('version', 'v')}" if release else evaluation.default_name(ctx.config)

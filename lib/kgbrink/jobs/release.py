@@ -50,6 +50,11 @@ class ReleaseOptions:
     dataset: str | None = arg(None, "dataset directory or URI (default: setting 'dataset')")
     out: str | None = arg(None, "release root, local or s3a:// (default: setting release.out)")
     questions: str | None = arg(None, "synthkgqa: question file (JSON Lines by key) instead of planted questions")
+    okgqa_questions: str | None = arg(
+        None,
+        'okgqa: questions whose subgraphs are perturbed and released: JSON Lines {"qid", "entities": [keys], '
+        '"question", "references"?} (default: the whole-KG perturbations only)',
+    )
     scores: str | None = arg(None, "probekgc: candidate scores for the hard options (kgbrink rank's format)")
     scores_model: str | None = arg(None, "probekgc: the model of --scores to use (scores with a model column)")
     force: bool = arg(
@@ -169,6 +174,7 @@ def _plan(ctx: JobContext, opts: ReleaseOptions, dataset: str, root: str, enable
             "per_type": config.release.questions_per_type,
         },
         "probekgc": {"scores": _file_digest(opts.scores), "scores_model": opts.scores_model},
+        "okgqa": {"questions": _file_digest(opts.okgqa_questions)},
     }
     if "results" in enabled:
         ctx.read("predict_results", catalog.path("predict.results", dataset=dataset))
@@ -337,11 +343,17 @@ def _ordered(by_split: dict) -> dict:
     return {s: by_split[s] for s in sorted(by_split, key=lambda s: (rank.get(s, len(rank)), s))}
 
 
-def _tables(env: _Env, benchmark: str) -> list[layout.Config]:
+def _tables(env: _Env, benchmark: str, questions: bool = True) -> list[layout.Config]:
+    """The benchmark's table configurations; ``questions`` False: those of its own location only, not those
+    of a question set (:attr:`TablePart.questions`)."""
     entities, relations = env.dictionaries()
     declared, out = BY_NAME[benchmark], []
     for part in declared.tables:
-        path = catalog.path(part.table, dataset=env.dataset, **declared.location(env.ctx.config))
+        if part.questions and not questions:
+            out.append(layout.Config(part.config, benchmark, part.description))
+            continue
+        location = declared.location(env.ctx.config) | ({"questions": part.questions} if part.questions else {})
+        path = catalog.path(part.table, dataset=env.dataset, **location)
         frame = env.ctx.read(part.config, path)
         if part.columns is not None:
             frame = frame.select(*part.columns)
@@ -482,9 +494,17 @@ def _probekgc(env: _Env) -> list[layout.Config]:
 
 
 def _okgqa(env: _Env) -> list[layout.Config]:
-    exported = env.work / "okgqa"
-    env.ctx.run("okgqa-sweep", dataset=env.dataset, scope="kg", report_dir=str(exported / "report"))
-    return _tables(env, "okgqa")
+    """The whole KG's perturbations; with ``--okgqa-questions``, also the question set's subgraphs perturbed
+    (okgqa-subgraphs, then okgqa-sweep on them) and the questions file, what ``predict --release`` asks."""
+    ctx, exported, questions = env.ctx, env.work / "okgqa", env.opts.okgqa_questions
+    ctx.run("okgqa-sweep", dataset=env.dataset, scope="kg", report_dir=str(exported / "report"))
+    if not questions:
+        return _tables(env, "okgqa", questions=False) + _files(env, "okgqa", exported)
+    ctx.run("okgqa-subgraphs", dataset=env.dataset, questions=questions, name=NAME)
+    ctx.run("okgqa-sweep", dataset=env.dataset, scope="subgraphs", name=NAME, report_dir=str(exported / "questions"))
+    exported.mkdir(parents=True, exist_ok=True)
+    publish.copy_file(ctx.spark, questions, str(exported / "questions.jsonl"))
+    return _tables(env, "okgqa") + _files(env, "okgqa", exported)
 
 
 def _results(env: _Env) -> list[layout.Config]:

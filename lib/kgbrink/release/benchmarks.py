@@ -18,7 +18,8 @@ NAME = "release"  # the question-set and mcq names the release's builders write 
 class TablePart:
     """A configuration made of one Delta table: ``table`` (a catalog name) at its benchmark's location, its
     ``columns`` (all: None) with the ids of ``entity_columns`` / ``relation_columns`` replaced by keys, one
-    file set per value of the column ``split`` (one ``train`` set: None), also as JSON Lines when ``jsonl``."""
+    file set per value of the column ``split`` (one ``train`` set: None), also as JSON Lines when ``jsonl``;
+    ``questions``: the question set it is read from instead of its benchmark's location's."""
 
     config: str
     table: str
@@ -28,6 +29,7 @@ class TablePart:
     relation_columns: tuple[str, ...] = ()
     split: str | None = None
     jsonl: bool = False
+    questions: str | None = None  # the question set it is read from, when not its benchmark's location's
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,10 @@ KG = Benchmark(
             "kg_triples", "triples", "the KG's triples by split", columns=("h", "r", "t", "split"), split="split",
             **TRIPLE_KEYS,
         ),
-        TablePart("kg_entities", "entities", "entity keys and labels", columns=("key", "label")),
-        TablePart("kg_relations", "relations", "relation keys and labels", columns=("key", "label")),
+        # the dataset's ids beside the keys: predict --release reads the questions with the ids the dataset's
+        # own runs had, so their prompts (ordered by id in places) are the same
+        TablePart("kg_entities", "entities", "entity keys, labels and dataset ids", columns=("id", "key", "label")),
+        TablePart("kg_relations", "relations", "relation keys, labels and dataset ids", columns=("id", "key", "label")),
     ),
 )  # fmt: skip
 
@@ -179,6 +183,10 @@ SYNTHKGQA = Benchmark(
             "synthkgqa_sp_figure_d9", "synthkgqa.sp_figure_d9",
             "shortest-path lengths and counts by ground-truth length (Fig. D9)",
         ),
+        TablePart(
+            "synthkgqa_sp_triples", "synthkgqa.sp_triples",
+            "per question the triples on some shortest seed-answer path (spec 2.E)", **TRIPLE_KEYS,
+        ),
     ),
     files=(
         FilePart(
@@ -215,13 +223,13 @@ PROBEKGC = Benchmark(
 
 OKGQA = Benchmark(
     "okgqa",
-    "OKGQA-P perturbations of the whole KG (RS, RR, ER, ED) and their structural similarity",
+    "OKGQA-P perturbations (RS, RR, ER, ED) of the whole KG and of a question set's subgraphs, their similarity",
     citation=(
         "@misc{sui2025okgqa,\n  title={Can Knowledge Graphs Make Large Language Models More Trustworthy? An "
         "Empirical Study over Open-ended Question Answering},\n  author={Sui, Yuan and Hooi, Bryan},\n"
         "  year={2025}\n}"
     ),
-    sections=("perturbation",),
+    sections=("perturbation", "okgqa_subgraph"),
     location=lambda settings: {"questions": "kg"},
     tables=(
         TablePart(
@@ -237,6 +245,25 @@ OKGQA = Benchmark(
         TablePart(
             "okgqa_kg_similarity", "okgqa.kg_similarity", "ATS, SC2D, SD2 of each perturbed KG (App. A.7, Fig. 4)"
         ),
+        # the question set (release --okgqa-questions): each question's subgraph and its perturbed graphs
+        TablePart(
+            "okgqa_questions_perturbed", "okgqa.perturbed",
+            "per question (scope_key = qid), method and seed the union of its subgraph and perturbed subgraphs, "
+            "each triple with the levels whose graph holds it",
+            columns=("method", "seed", "scope_key", "h", "r", "t", "original", "levels"), questions=NAME,
+            **TRIPLE_KEYS,
+        ),
+        TablePart(
+            "okgqa_questions_perturbations", "okgqa.perturbations",
+            "per (method, level, seed) the operations requested and made on the question subgraphs", questions=NAME,
+        ),
+        TablePart(
+            "okgqa_questions_similarity", "okgqa.kg_similarity",
+            "ATS, SC2D, SD2 of the perturbed question subgraphs (Fig. 5's x-axes)", questions=NAME,
+        ),
+    ),
+    files=(
+        FilePart("okgqa_questions", "the questions: qid, entities by key, text, references", (("train", "questions.jsonl"),)),
     ),
     report_tables=("okgqa_kg_similarity",),
 )  # fmt: skip

@@ -209,9 +209,24 @@ def plant(
     )
 
 
+def _triple_keys(questions: DataFrame, column: str, ent: DataFrame, rel: DataFrame) -> DataFrame:
+    """``id, keys``: the triples of the array column ``column`` by key (``[h, r, t]``), in their order; a
+    question whose array is null or empty has no row."""
+    return (
+        questions.select("id", F.posexplode(column).alias("pos", "x"))
+        .join(ent.select(F.col("e").alias("_h"), F.col("ek").alias("hk")), F.col("x.h") == F.col("_h"))
+        .join(ent.select(F.col("e").alias("_t"), F.col("ek").alias("tk")), F.col("x.t") == F.col("_t"))
+        .join(F.broadcast(rel), F.col("x.r") == F.col("rr"))
+        .groupBy("id")
+        .agg(F.array_sort(F.collect_list(F.struct("pos", F.array("hk", "rk", "tk").alias("k")))).alias("g"))
+        .select("id", F.transform("g", lambda x: x["k"]).alias("keys"))
+    )
+
+
 def to_records(questions: DataFrame, entities: DataFrame, relations: DataFrame) -> DataFrame:
     """``id, value``: each question (ids) as its JSON Lines record with entity and relation keys, the
-    form :func:`kgbrink.synthkgqa.questions.parse_lines` reads (``split`` left out when null)."""
+    form :func:`kgbrink.synthkgqa.questions.parse_lines` reads (``split`` and ``question`` left out when
+    null)."""
     ent = entities.select(F.col("id").alias("e"), F.col("key").alias("ek"))
     rel = relations.select(F.col("id").alias("rr"), F.col("key").alias("rk"))
     seeds = (
@@ -221,20 +236,14 @@ def to_records(questions: DataFrame, entities: DataFrame, relations: DataFrame) 
         .agg(F.array_sort(F.collect_list(F.struct("pos", "ek"))).alias("s"))
         .select("id", F.transform("s", lambda x: x["ek"]).alias("seed_keys"))
     )
-    triples = (
-        questions.select("id", F.posexplode("answer_subgraph").alias("pos", "x"))
-        .join(ent.select(F.col("e").alias("_h"), F.col("ek").alias("hk")), F.col("x.h") == F.col("_h"))
-        .join(ent.select(F.col("e").alias("_t"), F.col("ek").alias("tk")), F.col("x.t") == F.col("_t"))
-        .join(F.broadcast(rel), F.col("x.r") == F.col("rr"))
-        .groupBy("id")
-        .agg(F.array_sort(F.collect_list(F.struct("pos", F.array("hk", "rk", "tk").alias("k")))).alias("g"))
-        .select("id", F.transform("g", lambda x: x["k"]).alias("triple_keys"))
-    )
-    answer = questions.select("id", "split", F.col("answer").alias("e")).join(ent, "e")
+    triples = _triple_keys(questions, "answer_subgraph", ent, rel).withColumnRenamed("keys", "triple_keys")
+    text = F.col("question") if "question" in questions.columns else F.lit(None).cast("string")
+    answer = questions.select("id", "split", text.alias("question"), F.col("answer").alias("e")).join(ent, "e")
     joined = answer.join(seeds, "id", "left").join(triples, "id", "left")
     record = F.struct(
         "id",
         "split",
+        "question",
         F.coalesce("seed_keys", F.array().cast("array<string>")).alias("seeds"),
         F.col("ek").alias("answer"),
         F.coalesce("triple_keys", F.array().cast("array<array<string>>")).alias("answer_subgraph"),
@@ -254,15 +263,21 @@ def types_short(type_rows: list[dict], types: list[str], per_type: int) -> dict[
 CLASSIFICATION_COLUMNS = QUESTION_COLUMNS[
     QUESTION_COLUMNS.index("graph_isomorphism") : QUESTION_COLUMNS.index("all_answers")
 ]
-RECORD = "id string, split string, seeds array<string>, answer string, answer_subgraph array<array<string>>"
+RECORD = (
+    "id string, split string, question string, seeds array<string>, answer string, answer_subgraph array<array<string>>"
+)
 
 
 def keyed_questions(questions: DataFrame, entities: DataFrame, relations: DataFrame) -> DataFrame:
-    """``id, split, seeds, answer, answer_subgraph`` by key (:func:`to_records`) with the classification
-    (``graph_isomorphism, dutt_label, n_hops, n_edges, n_seeds, n_intermediate, n_answers``) and
-    ``all_answers`` by key, in their order (null when not computed): a ``gt_questions`` table for a release."""
+    """``id, split, question, seeds, answer, answer_subgraph`` by key (:func:`to_records`) with the
+    classification (``graph_isomorphism, dutt_label, n_hops, n_edges, n_seeds, n_intermediate, n_answers``),
+    ``all_answers`` by key in their order, ``answer_in_set`` and ``full_answer_subgraph`` by key in its order
+    (null when not computed): a ``gt_questions`` table for a release."""
     records = to_records(questions, entities, relations).select("id", F.from_json("value", RECORD).alias("q"))
-    classified = questions.select("id", *CLASSIFICATION_COLUMNS, "n_answers", F.col("all_answers").alias("_ids"))
+    classified = questions.select(
+        "id", *CLASSIFICATION_COLUMNS, "n_answers", "answer_in_set", F.col("all_answers").alias("_ids"),
+        F.col("full_answer_subgraph").isNotNull().alias("_full"),
+    )  # fmt: skip
     keys = entities.select(F.col("id").alias("e"), "key")
     answers = (
         questions.select("id", F.posexplode("all_answers").alias("pos", "e"))
@@ -271,6 +286,16 @@ def keyed_questions(questions: DataFrame, entities: DataFrame, relations: DataFr
         .agg(F.array_sort(F.collect_list(F.struct("pos", "key"))).alias("a"))
         .select("id", F.transform("a", lambda x: x["key"]).alias("_keys"))
     )
-    frame = records.select("id", "q.split", "q.seeds", "q.answer", "q.answer_subgraph").join(classified, "id")
+    ent = entities.select(F.col("id").alias("e"), F.col("key").alias("ek"))
+    rel = relations.select(F.col("id").alias("rr"), F.col("key").alias("rk"))
+    full = _triple_keys(questions, "full_answer_subgraph", ent, rel).withColumnRenamed("keys", "_full_keys")
+    frame = records.select("id", "q.split", "q.question", "q.seeds", "q.answer", "q.answer_subgraph")
+    frame = frame.join(classified, "id")
     named = F.when(F.col("_ids").isNotNull(), F.coalesce("_keys", F.array().cast("array<string>")))
-    return frame.join(answers, "id", "left").withColumn("all_answers", named).drop("_ids", "_keys")
+    full_named = F.when(F.col("_full"), F.coalesce("_full_keys", F.array().cast("array<array<string>>")))
+    return (
+        frame.join(answers, "id", "left")
+        .join(full, "id", "left")
+        .withColumns({"all_answers": named, "full_answer_subgraph": full_named})
+        .drop("_ids", "_keys", "_full", "_full_keys")
+    )

@@ -52,6 +52,17 @@ class ReleaseInput:
             "benchmark": self.manifest["benchmarks"][benchmark]["fingerprint"],
         }
 
+    def dictionaries(self, ctx: JobContext) -> tuple[DataFrame, DataFrame]:
+        """``id, key, label`` of the release's entities and relations (:func:`releases.dictionary`)."""
+        return tuple(releases.dictionary(self.read(ctx, f"kg_{kind}")) for kind in ("entities", "relations"))
+
+    def jsonl(self, config: str) -> list[str]:
+        """The JSON Lines files of the config ``config``, every split's."""
+        for entry in self.manifest["configs"]:
+            if entry.get("name") == config and entry.get("jsonl"):
+                return [f"{self.folder}/{name}" for names in entry["jsonl"].values() for name in names]
+        raise releases.ReleaseInputError(f"{self.where}: the release has no JSON Lines files of {config}")
+
     def read(self, ctx: JobContext, config: str) -> DataFrame:
         """The Parquet files of the config ``config``, with ``split``."""
         files = releases.config_files(self.manifest, config, self.where)
@@ -103,7 +114,7 @@ def fingerprint(
     return digest(
         {
             "inputs": {k: v.as_dict() for k, v in ctx.summary.inputs.items()},
-            "release": release.identity(evaluation.name) if release else None,
+            "release": release.identity(evaluation.release_benchmark) if release else None,
             "model": answering.model,
             "params": answering.params,
             "revision": answering.revision,

@@ -38,23 +38,21 @@ CALLS = "model_calls"
 STAT_KEYS = ("requests", "retries", "prompt_tokens", "completion_tokens", "skipped")
 
 
-def endpoint(settings, base_url: str | None, tasks: int, judge_url: str | None = None) -> EndpointConfig:
-    """The endpoint of the ``predict`` settings (``judge_url``: a judge's own endpoint, with
-    ``judge_api_key_env``'s key, never the answering one's), each global rate limit split evenly among the
-    tasks; a key variable named but not set fails here, before anything starts."""
+def endpoint(settings, own, section: str, base_url: str | None = None) -> EndpointConfig:
+    """The endpoint of one role: ``own`` (an :class:`~kgbrink.core.settings.EndpointSettings`, the settings
+    section ``section``) gives the URL (``base_url`` overrides it) and the key's variable; the transport (retry
+    policy, in-flight requests, timeouts, size cap) and the global rate limits, split evenly among the tasks,
+    are ``settings``' (``predict``'s). A key variable named but not set fails here, before anything starts."""
 
     def share(limit):
-        return None if limit is None else float(limit) / tasks
+        return None if limit is None else float(limit) / settings.tasks
 
-    if judge_url:
-        key_env, key_setting = settings.judge_api_key_env, "predict.judge_api_key_env"
-    else:
-        key_env, key_setting = settings.api_key_env, "predict.api_key_env"
+    key_env = own.api_key_env
     if key_env and not os.environ.get(key_env):
-        raise ConfigError(f"{key_setting} names {key_env}, which is not set in the environment")
+        raise ConfigError(f"{section}.api_key_env names {key_env}, which is not set in the environment")
     retry = RetryPolicy(int(settings.max_tries), float(settings.backoff_seconds), float(settings.backoff_max_seconds))
     return EndpointConfig(
-        base_url=(judge_url or base_url or settings.base_url).rstrip("/"),
+        base_url=(base_url or own.base_url).rstrip("/"),
         api_key_env=key_env,
         timeout_s=float(settings.timeout_seconds),
         retry=retry,

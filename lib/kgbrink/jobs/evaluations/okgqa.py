@@ -16,9 +16,10 @@ from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import fail_past_bad_fraction
-from kgbrink.evaluation import okgqa, okgqa_safe
+from kgbrink.evaluation import okgqa, okgqa_safe, releases
 from kgbrink.evaluation.calls import call_rows
 from kgbrink.jobs.evaluations import model_calls
+from kgbrink.jobs.evaluations.inputs import ReleaseInput
 from kgbrink.jobs.evaluations.protocol import (
     QUARANTINE,
     Evaluation,
@@ -78,9 +79,30 @@ class OKGQA(Evaluation):
         raise ConfigError("--name is required with --benchmark okgqa: the question set of okgqa-subgraphs")
 
     def release_sources(self, ctx: JobContext, release, opts) -> dict[str, DataFrame]:
-        raise ConfigError("okgqa needs a dataset: a release carries the KG scope only, no question subgraphs")
+        """The release's question set (``release --okgqa-questions``): its perturbed subgraphs read back by
+        the dataset's ids, their perturbations and similarity, the dictionaries."""
+        if not releases.has_config(release.manifest, "okgqa_questions_perturbed"):
+            raise ConfigError(
+                f"{release.where}: the release has no OKGQA question set (kgbrink release --okgqa-questions)"
+            )
+        entities, relations = release.dictionaries(ctx)
+        keys = {"entity_columns": ("h", "t"), "relation_columns": ("r",), "where": release.where}
+        perturbed = releases.by_id(
+            release.read(ctx, "okgqa_questions_perturbed").drop("split"), entities, relations, **keys
+        )
+        sources = {
+            "perturbed": perturbed,
+            "perturbations": release.read(ctx, "okgqa_questions_perturbations").drop("split"),
+            "entities": entities,
+            "relations": relations,
+        }
+        if releases.has_config(release.manifest, "okgqa_questions_similarity"):
+            sources["kg_similarity"] = release.read(ctx, "okgqa_questions_similarity").drop("split")
+        return sources
 
     def prompts(self, ctx: JobContext, run: Run, opts) -> DataFrame:
+        if not opts.questions and run.release:  # the question texts the release carries
+            opts = replace(opts, questions=ReleaseInput.open(ctx, run.release).jsonl("okgqa_questions")[0])
         if not opts.questions:
             raise ConfigError('--questions is required with --benchmark okgqa: JSON Lines {"qid", "question"}')
         if ctx.config.predict.safe:

@@ -127,7 +127,8 @@ class Evaluation(ABC):
     read from the dataset (required / where they exist); ``templates``: per context (the first is the
     default context) the built-in templates it renders, the first the default; ``fingerprint_settings``:
     the ``predict`` settings its prompts or scores depend on; ``judge``: the judge's template, when its
-    scorer asks a judge through the same model-call step."""
+    scorer asks a judge through the same model-call step; ``released_as``: the release's benchmark that
+    carries its inputs (its own name: None)."""
 
     name: ClassVar[str]
     inputs: ClassVar[tuple[tuple[str, str], ...]] = ()
@@ -135,6 +136,11 @@ class Evaluation(ABC):
     templates: ClassVar[dict[str, tuple[str, ...]]]
     fingerprint_settings: ClassVar[tuple[str, ...]] = ()
     judge: ClassVar[str | None] = None
+    released_as: ClassVar[str | None] = None
+
+    @property
+    def release_benchmark(self) -> str:
+        return self.released_as or self.name
 
     @property
     def contexts(self) -> tuple[str, ...]:

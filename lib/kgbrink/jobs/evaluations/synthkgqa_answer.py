@@ -11,7 +11,7 @@ from kgbrink.core.files import read_lines, require_files
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import JobFailed
-from kgbrink.evaluation import synthkgqa_answers
+from kgbrink.evaluation import releases, synthkgqa_answers
 from kgbrink.jobs.evaluations.protocol import Evaluation, Run, checked_lines, without_input_lines, write_quarantine
 
 READER = ("synthkgqa-answer@1",)
@@ -19,10 +19,12 @@ TABLES = {
     "sp": ("sp_triples", "synthkgqa.sp_triples"),
     "question_graph": ("question_graphs", "synthkgqa.question_graphs"),
 }
+RELEASED = {"sp": "synthkgqa_sp_triples", "question_graph": "synthkgqa_question_graphs"}
 
 
 class SynthKGQAAnswer(Evaluation):
     name = "synthkgqa-answer"
+    released_as = "synthkgqa"
     inputs = (("questions", "synthkgqa.gt_questions"), ("entities", "entities"), ("relations", "relations"))
     templates = {
         "gt": READER,
@@ -37,6 +39,18 @@ class SynthKGQAAnswer(Evaluation):
     def option_inputs(self, opts) -> tuple:
         """The table a context reads: ``sp`` the set's shortest-path triples, ``question_graph`` its graphs."""
         return (TABLES[opts.context],) if opts.context in TABLES else ()
+
+    def release_sources(self, ctx: JobContext, release, opts) -> dict[str, DataFrame]:
+        """The release's question set (``synthkgqa_questions`` by key, read back by the dataset's ids:
+        :func:`kgbrink.evaluation.releases.gt_questions`), its dictionaries and the table the context reads."""
+        entities, relations = release.dictionaries(ctx)
+        questions = releases.gt_questions(release.read(ctx, "synthkgqa_questions"), entities, relations, release.where)
+        sources = {"questions": questions, "entities": entities, "relations": relations}
+        if opts.context in RELEASED:
+            table = release.read(ctx, RELEASED[opts.context])
+            keys = {"entity_columns": ("h", "t"), "relation_columns": ("r",), "where": release.where}
+            sources[TABLES[opts.context][0]] = releases.by_id(table, entities, relations, **keys)
+        return sources
 
     def labels(self, opts) -> dict:
         return {"split": opts.split} if opts.split != "all" else {}
