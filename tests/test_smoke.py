@@ -12,6 +12,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.core.session import DELTA_SETTINGS, find_jars, has_jar, require_driver_class
 from kgbrink.core.settings import ConfigError
+from kgbrink.sizing import eventlog, report
 from tests.conftest import PROJECT_ROOT
 
 
@@ -63,11 +64,16 @@ def test_a_driver_jvm_without_the_jars_is_named(spark):
 def test_spark_submit_in_client_mode_with_the_jars_as_the_readme_says(config, tmp_path):
     # spark-submit starts the driver JVM before the factory runs, so the jars go on its command line
     script = tmp_path / "job.py"
+    # with an event log (issue 71): its stages labelled, read back by kgbrink profile
+    events = tmp_path / "events"
     script.write_text(
         "import sys\nfrom kgbrink.core.settings import load_config\nfrom kgbrink.core.session import spark_session\n"
-        f"spark = spark_session(load_config({config.source!r}, ['spark.master=null']))\n"
-        "spark.range(3).write.format('delta').save(sys.argv[1])\n"
+        "from kgbrink.core.jobs import labelled\n"
+        f"spark = spark_session(load_config({config.source!r}, ['spark.master=null', 'spark.event_log_dir={events}']))\n"
+        "with labelled(spark, job='smoke', step='write'):\n"
+        "    spark.range(3).write.format('delta').save(sys.argv[1])\n"
         "print('rows', spark.read.format('delta').option('versionAsOf', 0).load(sys.argv[1]).count())\n"
+        "spark.stop()\n"
     )
     jars = ",".join(find_jars(config.spark.jars_dirs))
     env = {
@@ -94,3 +100,12 @@ def test_spark_submit_in_client_mode_with_the_jars_as_the_readme_says(config, tm
         timeout=300,
     )
     assert done.returncode == 0 and "rows 3" in done.stdout, done.stdout[-3000:] + done.stderr[-3000:]
+    (log,) = eventlog.log_files(events)
+    app = eventlog.read(log)
+    assert app.complete and app.spark_version.startswith("4.") and app.jobs
+    labels = {(stage.label, stage.step) for stage in app.stages.values()}
+    assert ("smoke", "write") in labels and ("", "") in labels  # the count: outside the labelled block
+    document = report.profile(app, (1, 2, 8))
+    assert 0 < document["total"]["t_inf"] <= document["total"]["predicted"]["8"] <= document["total"]["predicted"]["1"]
+    assert document["total"]["tasks"] == sum(len(stage.tasks) for stage in app.stages.values()) > 0
+    assert {row["job"] for row in document["jobs"]} == {"smoke", report.UNLABELLED}

@@ -48,7 +48,7 @@ GROUPS = (
         ("okgqa-subgraphs", "perturb", "kg-similarity", "okgqa-sweep"),
     ),
     ("evaluate a model (any OpenAI-compatible endpoint)", ("predict", "evaluate-qa", "score-mcq")),
-    ("publish and operate (object storage, releases)", ("release", "stage", "fetch")),
+    ("publish and operate (object storage, releases, cluster sizing)", ("release", "stage", "fetch", "profile")),
 )
 DESCRIPTION = (
     "Benchmarks built from Wikidata-scale knowledge graphs on Spark, and models scored on them: the benchmarks of "

@@ -65,6 +65,25 @@ class Job:
 REGISTRY: dict[str, Job] = {}
 
 
+@contextmanager
+def labelled(spark: Any, **labels: str) -> Iterator[None]:
+    """Spark jobs started inside carry ``kgbrink.<name>`` local properties (their event log's job and step:
+    kgbrink profile groups stages by them); the previous values back after."""
+    context = getattr(spark, "sparkContext", None)
+    if context is None:
+        yield
+        return
+    keys = {f"kgbrink.{name}": value for name, value in labels.items()}
+    before = {key: context.getLocalProperty(key) for key in keys}
+    for key, value in keys.items():
+        context.setLocalProperty(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            context.setLocalProperty(key, value)
+
+
 def registered() -> dict[str, Job]:
     """The registered jobs by command name (importing :mod:`kgbrink.jobs` registers every job)."""
     return {name: REGISTRY[name] for name in sorted(REGISTRY)}
@@ -106,6 +125,7 @@ class JobContext:
     progress: Progress = field(default_factory=Progress)
     records: dict = field(default_factory=dict)  # the datasets' recorded versions, read once per job
     nested: bool = False  # a job run by another job (shares that job's checkpoints)
+    path: str = ""  # the job's name under the jobs that run it (release/brink/build): its Spark jobs' label
 
     def begin(self, **params: Any) -> JobSummary:
         """The job's summary with its parameters recorded."""
@@ -124,13 +144,15 @@ class JobContext:
         elif values:
             raise TypeError(f"ctx.run({name!r}): give options or values, not both")
         progress = self.progress.child(definition.steps)
-        child = JobContext(self.spark, self.config, JobSummary(name), progress, nested=True)
+        path = f"{self.path}/{name}" if self.path else name
+        child = JobContext(self.spark, self.config, JobSummary(name), progress, nested=True, path=path)
         start = _actions(self.spark)
         try:
-            if self.nested or self.spark is None:
-                return definition.run(child, options)
-            with job_checkpoints(self.spark, self.config):
-                return definition.run(child, options)
+            with labelled(self.spark, job=path, step=""):
+                if self.nested or self.spark is None:
+                    return definition.run(child, options)
+                with job_checkpoints(self.spark, self.config):
+                    return definition.run(child, options)
         except Exception as exc:
             # The summary a failure carries up is the job's at each level; a failed sub-job is named in it.
             inner = getattr(exc, "summary", None)
@@ -155,7 +177,7 @@ class JobContext:
         """A named, timed step (its seconds under ``summary.timings[name]``), reported as progress."""
         start = _actions(self.spark)
         try:
-            with self.progress.step(name, self.spark), self.summary.timed(name):
+            with self.progress.step(name, self.spark), self.summary.timed(name), labelled(self.spark, step=name):
                 yield
         finally:
             by_step = self.summary.actions.setdefault("by_step", {})

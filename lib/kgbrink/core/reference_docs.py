@@ -38,6 +38,7 @@ PACKAGES = (
     "okgqa",
     "release",
     "evaluation",
+    "sizing",
     "jobs.steps",
     "jobs.evaluations",
     "jobs",

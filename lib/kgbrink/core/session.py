@@ -17,7 +17,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from kgbrink.core.files import delete_path
-from kgbrink.core.settings import ConfigError, Settings, install_root, resolve_location
+from kgbrink.core.settings import ConfigError, Settings, install_root, is_uri, resolve_location
 
 # The running job's checkpoint mode (setting spark.checkpoint), read by kgbrink.core.frames.checkpoint.
 CHECKPOINT_MODE = "spark.kgbrink.checkpoint"
@@ -116,6 +116,7 @@ def spark_session(config: Settings) -> SparkSession:
         "spark.jars": ",".join(jars),
         "spark.sql.warehouse.dir": resolve_location(config.spark.warehouse_dir),
     }
+    settings.update(event_log(config))
     for key, value in settings.items():
         builder = builder.config(key, value)
     _launch_driver(builder._options)
@@ -123,6 +124,18 @@ def spark_session(config: Settings) -> SparkSession:
     require_driver_class(spark, DELTA_SETTINGS["spark.sql.extensions"], jars)
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def event_log(config: Settings) -> dict[str, str]:
+    """Spark's settings writing the event log to ``spark.event_log_dir`` (made when local), uncompressed (kgbrink
+    profile reads plain JSON Lines); none when it is null."""
+    folder = config.spark.event_log_dir
+    if not folder:
+        return {}
+    location = resolve_location(folder)
+    if not is_uri(location):
+        Path(location).mkdir(parents=True, exist_ok=True)
+    return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": location, "spark.eventLog.compress": "false"}
 
 
 # Spark's launcher gives every JVM jdk.incubator.vector, and the JVM says so on standard error at each start.

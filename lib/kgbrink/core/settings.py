@@ -106,6 +106,12 @@ class SparkSettings:
         "how a step cuts lineage: local (executor blocks, lost with their executor) or reliable (files under "
         "checkpoint_dir, survive executor loss; the cluster profiles)",
     )
+    event_log_dir: str | None = setting(
+        None,
+        "folder of Spark's event logs (local or s3a://), one plain JSON Lines file per run, read by kgbrink "
+        "profile; null: none written",
+        path=True,
+    )
     conf: dict[str, Any] = setting(
         LOCAL_SPARK_CONF,
         "Spark settings, merged key by key over these defaults (a key set to null is removed); "

@@ -1,0 +1,193 @@
+"""Sizing from Spark's event log (issue 71): the replay on hand-made logs against hand-computed times (a
+chain of stages, a skewed stage, a driver gap), the flags, bad logs named, and the bounds on any log
+(T(N) never rises with N, never below T∞ nor T1/N). A real log is read in tests/test_smoke.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kgbrink.sizing import eventlog, replay, report
+
+
+def _job(job: int, at: float, stages: list[tuple[int, list[int]]], label: str = "build", step: str = "") -> dict:
+    infos = [{"Stage ID": s, "Stage Name": f"stage {s}", "Parent IDs": parents} for s, parents in stages]
+    properties = {"kgbrink.job": label, "kgbrink.step": step}
+    return {"Event": "SparkListenerJobStart", "Job ID": job, "Submission Time": int(at * 1000),
+            "Stage Infos": infos, "Stage IDs": [s for s, _ in stages], "Properties": properties}  # fmt: skip
+
+
+def _end(job: int, at: float) -> dict:
+    return {"Event": "SparkListenerJobEnd", "Job ID": job, "Completion Time": int(at * 1000)}
+
+
+def _task(stage: int, index: int, start: float, end: float, rows: int = 0, result: int = 0, kind="ShuffleMapTask"):
+    return {
+        "Event": "SparkListenerTaskEnd", "Stage ID": stage, "Stage Attempt ID": 0, "Task Type": kind,
+        "Task End Reason": {"Reason": "Success"},
+        "Task Info": {"Index": index, "Launch Time": int(start * 1000), "Finish Time": int(end * 1000)},
+        "Task Metrics": {"Input Metrics": {"Records Read": rows, "Bytes Read": 8 * rows}, "Result Size": result},
+    }  # fmt: skip
+
+
+def _log(tmp_path: Path, events: list[dict], name: str = "app-1") -> Path:
+    path = tmp_path / name
+    head = {"Event": "SparkListenerLogStart", "Spark Version": "4.1.0"}
+    path.write_text("".join(json.dumps(e) + "\n" for e in [head, *events]))
+    return path
+
+
+def _chain(tmp_path: Path) -> Path:
+    """Stages 0 -> 1 -> 2 on 2 cores: 4 tasks of 2 s, 2 of 3 s, 1 of 1 s; the driver 0.5, 0.5, 0.2 s before
+    them and 0.3 s after."""
+    events = [_job(0, 0.0, [(0, []), (1, [0]), (2, [1])])]
+    events += [_task(0, i, 0.5 + 2 * (i // 2), 2.5 + 2 * (i // 2)) for i in range(4)]
+    events += [_task(1, i, 5.0, 8.0) for i in range(2)] + [_task(2, 0, 8.2, 9.2, kind="ResultTask"), _end(0, 9.5)]
+    return _log(tmp_path, events)
+
+
+def test_a_chain_of_stages_replays_to_the_hand_computed_times(tmp_path):
+    app = eventlog.read(_chain(tmp_path))
+    profiles, tail, span = replay.stages(app)
+    assert [p.id for p in profiles] == [0, 1, 2] and [p.gap for p in profiles] == [0.5, 0.5, pytest.approx(0.2)]
+    assert tail == pytest.approx(0.3) and span == (0, 9500)
+    assert replay.work(profiles, tail) == pytest.approx(8 + 6 + 1 + 1.5)  # T1
+    assert replay.critical_path(profiles, tail) == pytest.approx(2.5 + 3.5 + 1.2 + 0.3)  # T∞
+    expected = {1: 16.5, 2: 9.5, 8: 7.5, 128: 7.5}  # T(2) is the measured 9.5 s
+    assert {n: replay.predicted(profiles, tail, n) for n in expected} == pytest.approx(expected)
+    document = report.profile(app, (1, 2, 8, 128))
+    assert document["measured"] == 9.5 and document["jobs"][0]["job"] == "build" and not document["stages"][0]["flags"]
+
+
+def test_a_rolling_log_folder_reads_as_its_single_file(tmp_path):
+    """Spark 4's default: ``eventlog_v2_<app>/events_<n>_<app>`` files in order, ``appstatus_<app>`` (with
+    ``.inprogress`` while the run lasts)."""
+    lines = _chain(tmp_path).read_text().splitlines(keepends=True)
+    folder = tmp_path / "logs" / "eventlog_v2_local-1"
+    folder.mkdir(parents=True)
+    for n, (start, end) in enumerate(((0, 3), (3, 6), (6, len(lines))), 1):
+        (folder / f"events_{n}_local-1").write_text("".join(lines[start:end]))
+    (folder / "appstatus_local-1").write_text("")
+    assert eventlog.log_files(tmp_path / "logs") == [folder]
+    one, rolled = eventlog.read(tmp_path / "app-1"), eventlog.read(folder)
+    assert rolled.stages == one.stages and rolled.jobs == one.jobs and rolled.complete
+    (folder / "appstatus_local-1").rename(folder / "appstatus_local-1.inprogress")
+    assert not eventlog.read(folder).complete
+
+
+def test_a_skewed_stage_is_flagged_and_bounds_its_replay(tmp_path):
+    """Nine 1 s tasks then one of 12 s: on 2 slots the long one starts at 4 s (16 s); on 8 at 1 s (13 s)."""
+    events = [_job(0, 0.0, [(0, [])])] + [_task(0, i, i // 2, i // 2 + 1) for i in range(9)]
+    events += [_task(0, 9, 4.0, 16.0), _end(0, 16.0)]
+    profiles, tail, _ = replay.stages(eventlog.read(_log(tmp_path, events)))
+    assert [replay.predicted(profiles, tail, n) for n in (2, 8, 32)] == [16.0, 13.0, 12.0]
+    assert profiles[0].flags == ["skew: longest task 12.0 s > 5x the median 1.00 s"]
+
+
+def test_a_driver_gap_between_jobs_is_time_no_core_removes(tmp_path):
+    events = [_job(0, 0.0, [(0, [])]), _task(0, 0, 0.0, 1.0), _end(0, 1.0)]
+    events += [_job(1, 6.0, [(1, [])], step="collect"), _task(1, 0, 6.1, 7.1), _end(1, 7.2)]
+    profiles, tail, _ = replay.stages(eventlog.read(_log(tmp_path, events)))
+    assert profiles[1].gap == pytest.approx(5.1) and tail == pytest.approx(0.1)
+    for n in (1, 2, 128):
+        assert replay.predicted(profiles, tail, n) == pytest.approx(7.2)
+    assert replay.critical_path(profiles, tail) == pytest.approx(7.2) == replay.work(profiles, tail)
+
+
+def test_one_task_over_a_million_rows_and_a_large_collect_are_flagged(tmp_path):
+    events = [_job(0, 0.0, [(0, []), (1, [0])], label="release/okgqa")]
+    events += [_task(0, 0, 0.0, 3.0, rows=2_000_000), _task(1, 0, 3.0, 4.0, result=20 << 20, kind="ResultTask")]
+    document = report.profile(eventlog.read(_log(tmp_path, [*events, _end(0, 4.0)])), (2,))
+    flags = {s["id"]: s["flags"] for s in document["stages"]}
+    assert flags == {
+        0: ["one_task: one task over 2,000,000 input rows"],
+        1: ["collect: 20 MiB of results to the driver"],
+    }
+    assert [row["job"] for row in document["jobs"]] == ["release", "release/okgqa"]
+    text = report.text(document)
+    assert "stages that will not scale: 2" in text and "one_task" in text
+
+
+def test_bad_logs_are_named_with_their_line(tmp_path):
+    good = json.dumps(_job(0, 0.0, [(0, [])]))
+    cases = {
+        "not-json": ([good, "{oops"], "line 3: not JSON"),
+        "no-launch": ([good, json.dumps({"Event": "SparkListenerTaskEnd", "Stage ID": 0, "Task Info": {}})],
+                      "line 3: SparkListenerTaskEnd without 'Launch Time'"),
+        "unknown-stage": ([good, json.dumps(_task(7, 0, 0, 1))], "a task of stage 7, which no job started"),
+        "text-time": ([json.dumps({**_job(0, 0.0, [(0, [])]), "Submission Time": "soon"})],
+                      "'Submission Time' is 'soon', not an integer"),
+    }  # fmt: skip
+    for name, (lines, message) in cases.items():
+        path = tmp_path / name
+        path.write_text(json.dumps({"Event": "SparkListenerLogStart"}) + "\n" + "\n".join(lines) + "\n")
+        with pytest.raises(eventlog.EventLogError, match=message):
+            eventlog.read(path)
+    with pytest.raises(eventlog.EventLogError, match="compressed event log"):
+        eventlog.read(tmp_path / "app-2.zstd")
+    # a log still being written: read as far as its last whole line
+    cut = tmp_path / "app-3.inprogress"
+    cut.write_text(good + "\n" + json.dumps(_task(0, 0, 0, 1)) + "\n" + '{"Event": "SparkListenerTa')
+    app = eventlog.read(cut)
+    assert not app.complete and len(app.stages[0].tasks) == 1
+
+
+@st.composite
+def _logs(draw):
+    """A run of Spark jobs, each a chain or fan-in of stages with random task times and launch offsets."""
+    events, clock, stage = [], 0.0, 0
+    for job in range(draw(st.integers(1, 3))):
+        clock += draw(st.floats(0, 2))
+        stages = []
+        for _ in range(draw(st.integers(1, 4))):
+            parents = draw(st.lists(st.sampled_from([s for s, _ in stages]), max_size=2, unique=True)) if stages else []
+            stages.append((stage, parents))
+            stage += 1
+        events.append(_job(job, clock, stages))
+        for s, _ in stages:
+            clock += draw(st.floats(0, 1))
+            durations = draw(st.lists(st.floats(0.001, 5), min_size=1, max_size=12))
+            slots = [clock, clock]
+            for index, duration in enumerate(durations):
+                start = min(slots)
+                slots[slots.index(start)] = start + duration
+                events.append(_task(s, index, start, start + duration))
+            clock = max(slots)
+        clock += draw(st.floats(0, 1))
+        events.append(_end(job, clock))
+    return events
+
+
+@settings(max_examples=60, deadline=None)
+@given(events=_logs(), small=st.integers(1, 16), more=st.integers(0, 64))
+def test_predicted_time_never_rises_with_cores_nor_falls_below_its_bounds(tmp_path_factory, events, small, more):
+    path = _log(tmp_path_factory.mktemp("logs"), events)
+    profiles, tail, _ = replay.stages(eventlog.read(path))
+    fewer, larger = replay.predicted(profiles, tail, small), replay.predicted(profiles, tail, small + more)
+    assert larger <= fewer + 1e-9
+    for cores, value in ((small, fewer), (small + more, larger)):
+        assert value >= replay.critical_path(profiles, tail) - 1e-9
+        assert value >= replay.work(profiles, tail) / cores - 1e-9
+
+
+def test_kgbrink_profile_writes_its_report_and_names_a_missing_log(config, tmp_path):
+    from kgbrink.cli import main
+    from tests.conftest import conf_args
+
+    _chain(tmp_path)
+    out, summary = tmp_path / "report", tmp_path / "summary.json"
+    args = ["profile", *conf_args(config), "--logs", str(tmp_path), "--cores", "1,2,8", "--out", str(out)]
+    assert main([*args, "--json", str(summary)]) == 0
+    doc = json.loads(summary.read_text())
+    predicted = {r["cores"]: r["value"] for r in doc["results"] if r["metric"] == "predicted_seconds"}
+    assert predicted == {1: 16.5, 2: 9.5, 8: 7.5} and doc["counts"]["tasks"] == 7
+    assert json.loads((out / "profile.json").read_text())["total"]["t_inf"] == 7.5
+    assert "2 cores 9.5 s" in (out / "profile.txt").read_text() and (out / "profile.png").stat().st_size > 0
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert main(["profile", *conf_args(config), "--logs", str(empty), "--json", str(summary)]) != 0
+    assert "no event log in the folder" in json.loads(summary.read_text())["error"]
