@@ -25,12 +25,17 @@ def _end(job: int, at: float) -> dict:
     return {"Event": "SparkListenerJobEnd", "Job ID": job, "Completion Time": int(at * 1000)}
 
 
-def _task(stage: int, index: int, start: float, end: float, rows: int = 0, result: int = 0, kind="ShuffleMapTask"):
+def _task(
+    stage: int, index: int, start: float, end: float, rows: int = 0, result: int = 0, kind="ShuffleMapTask", cpu=None
+):
+    metrics = {"Input Metrics": {"Records Read": rows, "Bytes Read": 8 * rows}, "Result Size": result}
+    if cpu is not None:  # ns, split between the run and its deserialisation
+        metrics |= {"Executor CPU Time": int(cpu * 0.9e9), "Executor Deserialize CPU Time": int(cpu * 0.1e9)}
     return {
         "Event": "SparkListenerTaskEnd", "Stage ID": stage, "Stage Attempt ID": 0, "Task Type": kind,
         "Task End Reason": {"Reason": "Success"},
         "Task Info": {"Index": index, "Launch Time": int(start * 1000), "Finish Time": int(end * 1000)},
-        "Task Metrics": {"Input Metrics": {"Records Read": rows, "Bytes Read": 8 * rows}, "Result Size": result},
+        "Task Metrics": metrics,
     }  # fmt: skip
 
 
@@ -77,6 +82,19 @@ def test_a_rolling_log_folder_reads_as_its_single_file(tmp_path):
     assert rolled.stages == one.stages and rolled.jobs == one.jobs and rolled.complete
     (folder / "appstatus_local-1").rename(folder / "appstatus_local-1.inprogress")
     assert not eventlog.read(folder).complete
+
+
+def test_a_task_lasts_its_cpu_time_unless_told_its_wall_time(tmp_path):
+    """Two tasks of 4 s wall that needed 1.5 s and 2.5 s of a core (they waited for one): on one core 4 s of
+    CPU, 8 s of wall time; a task without CPU time lasts its wall time."""
+    events = [_job(0, 0.0, [(0, [])]), _task(0, 0, 0.0, 4.0, cpu=1.5), _task(0, 1, 0.0, 4.0, cpu=2.5)]
+    events += [_task(0, 2, 4.0, 5.0), _end(0, 5.0)]
+    app = eventlog.read(_log(tmp_path, events))
+    by_cpu, by_wall = replay.stages(app), replay.stages(app, "wall")
+    assert by_cpu[0][0].durations == pytest.approx([1.5, 2.5, 1.0]) and by_wall[0][0].durations == [4.0, 4.0, 1.0]
+    assert replay.predicted(*by_cpu[:2], 1) == pytest.approx(5.0) and replay.predicted(*by_wall[:2], 1) == 9.0
+    with pytest.raises(ValueError, match="basis must be one of cpu, wall"):
+        replay.stages(app, "gpu")
 
 
 def test_a_skewed_stage_is_flagged_and_bounds_its_replay(tmp_path):

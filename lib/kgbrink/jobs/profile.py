@@ -34,6 +34,11 @@ class ProfileOptions:
     logs: str | None = arg(None, "an event log file or a folder of them (default: setting spark.event_log_dir)")
     cores: list[int] | None = arg(None, "comma-separated core counts to predict (default: 2,8,32,128)", convert=_cores)
     out: str | None = arg(None, "report folder (default: <logs folder>/profile)")
+    basis: str = arg(
+        "cpu",
+        "a task lasts its CPU time (cpu: a dedicated core's) or its recorded wall time (wall)",
+        choices=["cpu", "wall"],
+    )
 
 
 def _check(config, opts: ProfileOptions) -> None:
@@ -56,9 +61,9 @@ def run(ctx: JobContext, opts: ProfileOptions) -> JobSummary:
     files = eventlog.log_files(logs)
     folder = Path(logs) if Path(logs).is_dir() else Path(logs).parent
     out = Path(opts.out or folder / "profile")
-    summary = ctx.begin(logs=str(logs), cores=",".join(map(str, cores)), out=str(out))
+    summary = ctx.begin(logs=str(logs), cores=",".join(map(str, cores)), out=str(out), basis=opts.basis)
     with ctx.step("read"):
-        documents = [report.profile(eventlog.read(path), cores) for path in files]
+        documents = [report.profile(eventlog.read(path), cores, opts.basis) for path in files]
     with ctx.step("report"):
         document = report.merge(documents)
         out.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@ application: what :mod:`kgbrink.sizing.replay` replays.
 
 Events read: ``SparkListenerJobStart`` (a job's stages, their parents, and the properties kgbrink sets:
 ``kgbrink.job`` and ``kgbrink.step``), ``SparkListenerJobEnd``, ``SparkListenerStageCompleted`` and
-``SparkListenerTaskEnd`` (launch and finish times, input, shuffle and result sizes); others are skipped. The
+``SparkListenerTaskEnd`` (launch and finish times, CPU time, input, shuffle and result sizes); others are skipped. The
 log is untrusted: a line that is not JSON, or an event without the fields it needs, fails naming the file and
 line; a compressed log (``.lz4``, ``.zstd``, ...) fails saying how to write a plain one.
 """
@@ -38,10 +38,16 @@ class Task:
     result_bytes: int = 0
     result_task: bool = False
     failed: bool = False
+    cpu_ms: float = 0.0  # executor CPU time, deserialisation's included (0: not recorded)
 
     @property
     def seconds(self) -> float:
         return max(self.finish - self.launch, 0) / 1000.0
+
+    @property
+    def cpu_seconds(self) -> float:
+        """The task's CPU time, else (not recorded) its wall time."""
+        return self.cpu_ms / 1000.0 if self.cpu_ms > 0 else self.seconds
 
     @property
     def rows_in(self) -> int:
@@ -107,6 +113,8 @@ def _task(event: dict, where: str) -> Task:
         result_bytes=int(metrics.get("Result Size", 0)),
         result_task=event.get("Task Type") == "ResultTask",
         failed=bool(info.get("Failed")) or reason != "Success",
+        cpu_ms=(float(metrics.get("Executor CPU Time", 0)) + float(metrics.get("Executor Deserialize CPU Time", 0)))
+        / 1e6,
     )
 
 

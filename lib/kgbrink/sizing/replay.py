@@ -1,7 +1,10 @@
 """What a recorded run would take on N cores: its tasks replayed stage by stage on N slots.
 
 Stages in: an :class:`~kgbrink.sizing.eventlog.Application`'s. Per stage (in the order its first task
-launched): its tasks' durations (finish - launch, every attempt), the driver's gap before it (the time in
+launched): its tasks' durations (every attempt; by default its CPU time, deserialisation's included: on the
+recorded machine the task threads shared the cores with the driver, so a task's wall time holds its wait for
+a core, which a cluster's dedicated executor cores do not have; ``wall``: finish - launch), the driver's gap
+before it (the time in
 the run's span, first Spark job submitted to last completed, when no task ran, given to the stage whose task
 ended it; what follows the last task is the tail). Then, with d the task durations:
 
@@ -94,8 +97,14 @@ def _flags(stage: Stage, durations: list[float], rows_in: int, result_bytes: int
     return flags
 
 
-def stages(app: Application) -> tuple[list[StageProfile], float, tuple[int, int]]:
-    """The application's stage profiles in replay order, the tail gap (seconds) and the span (ms)."""
+BASES = ("cpu", "wall")
+
+
+def stages(app: Application, basis: str = "cpu") -> tuple[list[StageProfile], float, tuple[int, int]]:
+    """The application's stage profiles in replay order, the tail gap (seconds) and the span (ms). A task
+    lasts its CPU time (``basis`` cpu; its wall time where none is recorded) or its wall time (wall)."""
+    if basis not in BASES:
+        raise ValueError(f"basis must be one of {', '.join(BASES)}, got {basis!r}")
     ordered = sorted(app.stages.values(), key=lambda s: (min(t.launch for t in s.tasks), s.id))
     tasks = sorted((t for s in ordered for t in s.tasks), key=lambda t: (t.launch, t.finish))
     submitted = [start for start, _ in app.jobs.values()]
@@ -112,7 +121,7 @@ def stages(app: Application) -> tuple[list[StageProfile], float, tuple[int, int]
     out = []
     for stage in ordered:
         attempts = sorted(stage.tasks, key=lambda t: (t.launch, t.index))
-        durations = [t.seconds for t in attempts]
+        durations = [t.cpu_seconds if basis == "cpu" else t.seconds for t in attempts]
         rows_in = sum(t.rows_in for t in attempts)
         result_bytes = sum(t.result_bytes for t in attempts if t.result_task)
         out.append(

@@ -43,9 +43,9 @@ def _in(profile: replay.StageProfile, label: str) -> bool:
     return own == label or own.startswith(label + "/")
 
 
-def profile(app: Application, cores: tuple[int, ...] = replay.CORES) -> dict:
-    """The document of one run."""
-    profiles, tail, (start, end) = replay.stages(app)
+def profile(app: Application, cores: tuple[int, ...] = replay.CORES, basis: str = "cpu") -> dict:
+    """The document of one run, its tasks lasting their ``basis`` time (:func:`replay.stages`)."""
+    profiles, tail, (start, end) = replay.stages(app, basis)
     jobs = []
     for label in _labels(profiles):
         chosen = [p for p in profiles if _in(p, label)]
@@ -62,6 +62,7 @@ def profile(app: Application, cores: tuple[int, ...] = replay.CORES) -> dict:
         "spark_version": app.spark_version,
         "complete": app.complete,
         "cores": list(cores),
+        "basis": basis,
         "measured": round((end - start) / 1000.0, 3),
         "total": _figures(profiles, tail, cores),
         "jobs": jobs,
@@ -89,6 +90,7 @@ def merge(documents: list[dict]) -> dict:
         "spark_version": ",".join(sorted({d["spark_version"] for d in documents})),
         "complete": all(d["complete"] for d in documents),
         "cores": documents[0]["cores"],
+        "basis": documents[0]["basis"],
         "measured": round(sum(d["measured"] for d in documents), 3),
         "total": add([d["total"] for d in documents]),
         "jobs": [
@@ -121,7 +123,8 @@ def text(document: dict, top: int = 15) -> str:
         + ("" if document["complete"] else " (a log was cut short: its run had not ended)"),
         f"measured {_seconds(document['measured'])}; {total['tasks']:,} tasks in {total['stages']:,} stages; "
         f"T1 {_seconds(total['t1'])} (driver {_seconds(total['driver_seconds'])}); T∞ {_seconds(total['t_inf'])}",
-        "predicted: " + " · ".join(f"{n} cores {_seconds(total['predicted'][str(n)])}" for n in cores),
+        f"predicted (tasks at their {document['basis']} time): "
+        + " · ".join(f"{n} cores {_seconds(total['predicted'][str(n)])}" for n in cores),
         "",
         "job".ljust(40)
         + "measured".rjust(10)

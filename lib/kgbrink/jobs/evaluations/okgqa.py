@@ -28,6 +28,7 @@ from kgbrink.jobs.evaluations.protocol import (
     checked_lines,
     judge_params,
     split_answers,
+    unparsed,
     without_input_lines,
     write_quarantine,
 )
@@ -347,15 +348,8 @@ class OKGQA(Evaluation):
         failed = model_calls.ask_and_count(ctx, run, final_role, final)
         rated, final_bad = split_answers(final, model_calls.calls(ctx, run), failed)
         verdicts = run.keep(okgqa_safe.verdicts(rated.select("item_id", "content")))
-        unrated = verdicts.filter(F.col("supported").isNull()).join(final.select("item_id", "call_id"), "item_id")
         final_bad = final_bad.unionByName(
-            unrated.select(
-                "item_id",
-                "call_id",
-                F.lit("parse").alias("stage"),
-                F.lit("no_verdict").alias("reason"),
-                F.lit("no [Supported] or [Not Supported]").alias("detail"),
-            )
+            unparsed(verdicts, final, "supported", "no_verdict", "no [Supported] or [Not Supported]")
         )
         supported = verdicts.filter(F.col("supported").isNotNull()).join(
             items.select("item_id", "answer_id"), "item_id"
@@ -383,16 +377,8 @@ class OKGQA(Evaluation):
             run.cached.append(failed)
         answered, bad_calls = split_answers(prompts, model_calls.calls(ctx, run), failed)
         judged = run.keep(okgqa.judged(answered.select("item_id", "content")).join(items.drop("messages"), "item_id"))
-        unscored = judged.filter(F.col("score").isNull()).join(prompts.select("item_id", "call_id"), "item_id")
-        bad = bad_calls.unionByName(
-            unscored.select(
-                "item_id",
-                "call_id",
-                F.lit("parse").alias("stage"),
-                F.lit("no_score").alias("reason"),
-                F.lit("no 'Score: n' line with 0 <= n <= 10").alias("detail"),
-            )
-        ).withColumn("stage", F.concat(F.lit("judge_"), F.col("stage")))
+        unscored = unparsed(judged, prompts, "score", "no_score", "no 'Score: n' line with 0 <= n <= 10")
+        bad = bad_calls.unionByName(unscored).withColumn("stage", F.concat(F.lit("judge_"), F.col("stage")))
         if QUARANTINE in summary.outputs:
             bad = bad.unionByName(ctx.written(QUARANTINE))
         return judged, without_input_lines(write_quarantine(ctx, run, bad), run)

@@ -236,6 +236,15 @@ def parse_failures(bad: DataFrame, id_column: str = "item_id") -> DataFrame:
     return bad.select(F.col(id_column).alias("item_id"), "call_id", F.lit("parse").alias("stage"), "reason", "detail")
 
 
+def unparsed(parsed: DataFrame, prompts: DataFrame, missing: str, reason: str, detail: str) -> DataFrame:
+    """Quarantine rows (:func:`parse_failures`) of the ``parsed`` answers (``item_id``) whose column
+    ``missing`` is null, each with its call (``prompts``: ``item_id, call_id``), ``reason`` and ``detail``."""
+    rows = parsed.filter(F.col(missing).isNull()).join(prompts.select("item_id", "call_id"), "item_id")
+    return parse_failures(
+        rows.select("item_id", "call_id", F.lit(reason).alias("reason"), F.lit(detail).alias("detail"))
+    )
+
+
 def write_quarantine(ctx: JobContext, run: Run, quarantine: DataFrame) -> dict[str, int]:
     """The quarantine rows written (an empty table when there are none: no stale rows of an earlier run in
     the folder), counted by reason from the table written (its plan is long: not cached)."""
