@@ -16,6 +16,7 @@ import pytest
 
 from kgbrink.cli import main
 from kgbrink.core.delta import read_table
+from kgbrink.core.jobs import JobContext
 from kgbrink.evaluation import okgqa as okgqa_evaluation
 from kgbrink.okgqa import safe
 from kgbrink.okgqa.answering import entity_name
@@ -481,3 +482,52 @@ def test_triplets_paths_and_pcst_retrieved_by_embeddings_equal_the_python_retrie
 def _names_of(triple, names) -> list[str]:
     h, r, t = triple
     return [names["entities"][int(h)], names["relations"][int(r)], names["entities"][int(t)]]
+
+
+def test_e6_through_the_job_facts_line_and_geval(spark, config, tmp_path):
+    """E6 end to end on its own graph (Alexander_the_Great -influencedBy-> Aristotle -wikiPageWikiLink->
+    Plato, ingested; the question's subgraph built and swept): FS-T with k = 3 and E6's embeddings asks with
+    E6's facts line, (Alexander_the_Great, influencedBy, Aristotle) = 8 before (Aristotle, wikiPageWikiLink,
+    Plato) = 6; the judge's "Score: 7" is 70%."""
+    from kgbrink.jobs import ingest
+    from tests.test_okgqa_retrieval import NODES, QUESTION, RELATIONS
+
+    facts = tmp_path / "e6.tsv"
+    facts.write_text("Alexander_the_Great\tinfluencedBy\tAristotle\nAristotle\twikiPageWikiLink\tPlato\n")
+    dataset = str(tmp_path / "e6")
+    options = ingest.IngestOptions(dataset=dataset, format="delimited", splits={"train": [str(facts)]})
+    ingest.run(JobContext(spark, config), options)
+    conf = conf_args(config)
+    entity_sets, texts = tmp_path / "qs.jsonl", tmp_path / "texts.jsonl"
+    # PPR walks h -> t: from Alexander_the_Great both triples are reached (from Aristotle only one)
+    entity_sets.write_text(json.dumps({"qid": "e6", "entities": ["Alexander_the_Great"]}) + "\n")
+    question = "Who influenced Alexander the Great?"
+    texts.write_text(json.dumps({"qid": "e6", "question": question}) + "\n")
+    assert main(["okgqa-subgraphs", *conf, "--dataset", dataset, "--questions", str(entity_sets)]) == 0
+    sweep = ["okgqa-sweep", *conf, "--dataset", dataset, "--scope", "subgraphs", "--name", "qs", "--methods", "ED"]
+    assert main([*sweep, "--seeds", "1", "--levels", "0.5", "--report-dir", str(tmp_path / "sweep")]) == 0
+    vectors = {question: QUESTION, **NODES, **RELATIONS}
+    asked = []
+
+    def reciter(body):
+        asked.append(body["messages"][-1]["content"])
+        return {"content": "Aristotle influenced Alexander the Great."}
+
+    models = {
+        "reciter": reciter,
+        "judge": lambda body: {"content": "Steps: read the answer.\nScore: 7"},
+        "embed": lambda body: {"embeddings": [vectors.get(text, [0.0, 1.0]) for text in body["input"]]},
+    }
+    with LlmServer(models) as server:
+        code, doc = _predict(
+            config, server, dataset, texts, tmp_path, "--context", "triplets",
+            "--set", "predict.embedding_model=embed", "--set", "predict.retrieval_k=3",
+        )  # fmt: skip
+    assert code == 0, doc.get("error")
+    line = (
+        "Below are the facts that might be relevant to answer the question: ('Alexander_the_Great', 'influencedBy', "
+        "'Aristotle'), ('Aristotle', 'wikiPageWikiLink', 'Plato')\n"
+    )
+    assert sum(line in prompt for prompt in asked) == 1  # level 0.0; the perturbed graph's line is another
+    results = {r["metric"]: r["value"] for r in doc["results"] if r.get("level") == 0.0}
+    assert results["geval_correctness"] == pytest.approx(70.0, abs=1e-6)

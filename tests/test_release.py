@@ -624,6 +624,12 @@ def test_keyed_questions_name_answers_in_order_and_keep_null_apart_from_empty(sp
     keyed = keyed_questions(questions, entities, relations)
     back = gt_questions(keyed, entities.withColumn("label", F.col("key")), relations)
     assert sorted(back.collect()) == sorted(questions.collect())
+    # as published: a question without a split under train, marked; read back without one
+    published = keyed.withColumn("no_split", F.col("split").isNull()).fillna({"split": "train"})
+    back = gt_questions(published, entities, relations)
+    assert sorted(back.collect()) == sorted(questions.collect())
+    with pytest.raises(Exception, match="question q1 names an entity the release's KG has not: Q1"):
+        gt_questions(keyed, entities.where("key = 'Q0'"), relations).collect()
 
 
 def _plain(value):

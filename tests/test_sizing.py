@@ -118,6 +118,7 @@ def test_a_driver_gap_between_jobs_is_time_no_core_removes(tmp_path):
 
 def test_one_task_over_a_million_rows_and_a_large_collect_are_flagged(tmp_path):
     events = [_job(0, 0.0, [(0, []), (1, [0])], label="release/okgqa")]
+    events[0]["Stage Infos"][1]["Stage Name"] = "collect at publish.py:140"
     events += [_task(0, 0, 0.0, 3.0, rows=2_000_000), _task(1, 0, 3.0, 4.0, result=20 << 20, kind="ResultTask")]
     document = report.profile(eventlog.read(_log(tmp_path, [*events, _end(0, 4.0)])), (2,))
     flags = {s["id"]: s["flags"] for s in document["stages"]}
@@ -126,6 +127,10 @@ def test_one_task_over_a_million_rows_and_a_large_collect_are_flagged(tmp_path):
         1: ["collect: 20 MiB of results to the driver"],
     }
     assert [row["job"] for row in document["jobs"]] == ["release", "release/okgqa"]
+    broadcast = [_job(0, 0.0, [(0, [])])] + [_task(0, 0, 0.0, 1.0, result=17 << 20, kind="ResultTask"), _end(0, 1.0)]
+    broadcast[0]["Stage Infos"][0]["Stage Name"] = "$anonfun$withThreadLocalCaptured$1 at CompletableFuture.java:1768"
+    stage = report.profile(eventlog.read(_log(tmp_path, broadcast, "b")), (2,))["stages"][0]
+    assert stage["flags"] == ["broadcast: 17 MiB of results to the driver"]
     text = report.text(document)
     assert "stages that will not scale: 2" in text and "one_task" in text
 
@@ -147,6 +152,17 @@ def test_bad_logs_are_named_with_their_line(tmp_path):
             eventlog.read(path)
     with pytest.raises(eventlog.EventLogError, match="compressed event log"):
         eventlog.read(tmp_path / "app-2.zstd")
+    nested = tmp_path / "null-info"
+    nested.write_text(good + "\n" + json.dumps({**_task(0, 0, 0, 1), "Task Info": None}) + "\n")
+    with pytest.raises(
+        eventlog.EventLogError,
+        match="line 2: SparkListenerTaskEnd whose Task Info or Task Metrics is not a JSON object",
+    ):
+        eventlog.read(nested)
+    # jobs that ran no task: nothing to replay, a span of their own
+    idle = _log(tmp_path, [_job(0, 1000.0, [(0, [])]), _end(0, 1002.5)], "idle")
+    profiles, tail, span = replay.stages(eventlog.read(idle))
+    assert profiles == [] and span == (1_000_000, 1_002_500) and tail == 2.5
     # a log still being written: read as far as its last whole line
     cut = tmp_path / "app-3.inprogress"
     cut.write_text(good + "\n" + json.dumps(_task(0, 0, 0, 1)) + "\n" + '{"Event": "SparkListenerTa')
@@ -209,3 +225,5 @@ def test_kgbrink_profile_writes_its_report_and_names_a_missing_log(config, tmp_p
     empty.mkdir()
     assert main(["profile", *conf_args(config), "--logs", str(empty), "--json", str(summary)]) != 0
     assert "no event log in the folder" in json.loads(summary.read_text())["error"]
+    assert main(["profile", *conf_args(config), "--logs", "s3a://bucket/events", "--json", str(summary)]) == 2
+    assert "profile reads a local folder" in json.loads(summary.read_text())["error"]

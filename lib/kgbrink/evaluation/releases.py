@@ -104,7 +104,7 @@ def gt_questions(keyed: DataFrame, entities: DataFrame, relations: DataFrame, wh
         message = F.concat(
             F.lit(f"{where}: question "),
             F.col("id"),
-            F.lit(f" names a {kind} the release's KG has not: "),
+            F.lit(f" names {'an' if kind == 'entity' else 'a'} {kind} the release's KG has not: "),
             F.col("key"),
         )
         found = _checked(found, F.col("_v").isNull(), message)
@@ -123,9 +123,12 @@ def gt_questions(keyed: DataFrame, entities: DataFrame, relations: DataFrame, wh
             ),
         )
 
+    split = F.col("split").cast("string")
+    if "no_split" in keyed.columns:  # published under train, none given
+        split = F.when(F.col("no_split"), F.lit(None).cast("string")).otherwise(split)
     return frame.select(
         "id",
-        F.col("split").cast("string"),
+        split.alias("split"),
         F.col("question").cast("string"),
         F.transform("seeds", lambda k: F.element_at(e, k)).alias("seeds"),
         F.element_at(e, F.col("answer")).alias("answer"),
@@ -162,25 +165,29 @@ def mcq_questions(
         (F.ascii("answer") - F.lit(ord("A"))).alias("gold_position"),
     )
     exploded = options.select("id", F.explode(F.array_distinct(F.concat("_options", F.array("_h", "_t")))).alias("key"))
+    found = exploded.join(entity_ids.select("key", F.col("id").alias("_id")), "key", "left")
+    message = F.concat(
+        F.lit("release: question "), F.col("id"), F.lit(" names an entity the KG has not: "), F.col("key")
+    )
     ids = (
-        exploded.join(entity_ids.withColumnRenamed("id", "_id"), "key", "left")
+        _checked(found, F.col("key").isNotNull() & F.col("_id").isNull(), message)
         .groupBy("id")
         .agg(F.collect_list(F.struct("key", "_id")).alias("_entities"))
     )
-    with_ids = (
-        options.join(ids, "id")
-        .join(relation_ids.select(F.col("key").alias("_r"), F.col("id").alias("r")), "_r", "left")
-        .select(
-            "id",
-            entity("_h").alias("h"),
-            "r",
-            entity("_t").alias("t"),
-            "task",
-            F.transform("_options", lambda key: F.element_at(F.map_from_entries(F.col("_entities")), key)).alias(
-                "options"
-            ),
-            "gold_position",
-        )
+    with_relation = options.join(ids, "id").join(
+        relation_ids.select(F.col("key").alias("_r"), F.col("id").alias("r")), "_r", "left"
+    )
+    message = F.concat(
+        F.lit("release: question "), F.col("id"), F.lit(" names a relation the KG has not: "), F.col("_r")
+    )
+    with_ids = _checked(with_relation, F.col("_r").isNotNull() & F.col("r").isNull(), message).select(
+        "id",
+        entity("_h").alias("h"),
+        "r",
+        entity("_t").alias("t"),
+        "task",
+        F.transform("_options", lambda key: F.element_at(F.map_from_entries(F.col("_entities")), key)).alias("options"),
+        "gold_position",
     )
     query = F.when(F.col("task") == "head prediction", F.col("t")).otherwise(F.col("h"))
     questions = with_ids.withColumn("query_entity", query).withColumn("gold", F.col("options")[F.col("gold_position")])

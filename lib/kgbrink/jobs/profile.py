@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgbrink.core.jobs import JobContext, arg, job
-from kgbrink.core.settings import ConfigError
+from kgbrink.core.settings import ConfigError, is_uri
 from kgbrink.core.tracking import JobSummary
 from kgbrink.sizing import eventlog, replay, report
 
@@ -42,8 +42,11 @@ class ProfileOptions:
 
 
 def _check(config, opts: ProfileOptions) -> None:
-    if not (opts.logs or config.spark.event_log_dir):
+    logs = opts.logs or config.spark.event_log_dir
+    if not logs:
         raise ConfigError("no event logs: pass --logs, or set spark.event_log_dir and run the jobs to profile")
+    if is_uri(logs):
+        raise ConfigError(f"--logs {logs}: profile reads a local folder; copy the logs from object storage first")
 
 
 @job(

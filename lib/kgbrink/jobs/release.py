@@ -472,7 +472,9 @@ def _gt_questions(env: _Env) -> layout.Config:
     entities, relations = env.dictionaries()
     path = catalog.path("synthkgqa.gt_questions", dataset=env.dataset, questions=NAME)
     frame = generator.keyed_questions(env.ctx.read("synthkgqa_questions", path), entities, relations)
-    description = "questions with ground-truth answer subgraphs by key, classified (App. A.2)"
+    # a question without a split is published under train and marked: read back, it is in every split again
+    frame = frame.withColumn("no_split", F.col("split").isNull())
+    description = "questions with ground-truth answer subgraphs by key, classified (App. A.2); no_split: none given"
     return _publish(env, "synthkgqa_questions", "synthkgqa", frame, "split", description, jsonl=True)
 
 

@@ -164,11 +164,14 @@ def time_left(timings: dict[str, float], todo: list[str]) -> float | None:
 
 def fingerprint(benchmark: str, inputs: dict[str, int], settings: dict, extra: dict | None = None) -> dict:
     """What a benchmark is built from: the dataset's input table versions, the digest of its settings
-    sections (``settings``: section name -> dict) and of ``extra`` (input files, options)."""
-    sections = {name: settings[name] for name in BY_NAME[benchmark].sections}
+    sections (``settings``: section name -> dict) and of ``extra`` (input files, options), and the digest of
+    its declared configurations (a release whose layout changed, e.g. a column added, is built again)."""
+    declared = BY_NAME[benchmark]
+    sections = {name: settings[name] for name in declared.sections}
     return {
         "inputs": {name: inputs[name] for name in INPUT_TABLES},
         "settings": hashlib.sha256(canonical_json({"sections": sections, "extra": extra or {}}).encode()).hexdigest(),
+        "layout": hashlib.sha256(repr((declared.tables, declared.files)).encode()).hexdigest()[:16],
     }
 
 

@@ -95,10 +95,16 @@ def _int(value, where: str, name: str) -> int:
 def _task(event: dict, where: str) -> Task:
     info = _need(event, "Task Info", where)
     metrics = event.get("Task Metrics") or {}
-    read_in = metrics.get("Input Metrics") or {}
-    shuffle_in = metrics.get("Shuffle Read Metrics") or {}
-    shuffle_out = metrics.get("Shuffle Write Metrics") or {}
-    reason = (event.get("Task End Reason") or {}).get("Reason", "Success")
+    parts = (
+        info,
+        metrics,
+        *(metrics.get(k) or {} for k in ("Input Metrics", "Shuffle Read Metrics", "Shuffle Write Metrics")),
+    )
+    if not all(isinstance(part, dict) for part in parts):
+        raise EventLogError(f"{where}: SparkListenerTaskEnd whose Task Info or Task Metrics is not a JSON object")
+    _, _, read_in, shuffle_in, shuffle_out = parts
+    ended = event.get("Task End Reason") or {}
+    reason = ended.get("Reason", "Success") if isinstance(ended, dict) else str(ended)
     return Task(
         stage=_int(_need(event, "Stage ID", where), where, "Stage ID"),
         index=_int(info.get("Index", 0), where, "Index"),

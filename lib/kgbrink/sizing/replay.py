@@ -93,7 +93,9 @@ def _flags(stage: Stage, durations: list[float], rows_in: int, result_bytes: int
     if longest >= SKEW_FLOOR_SECONDS and longest > SKEW_RATIO * median:
         flags.append(f"skew: longest task {longest:.1f} s > {SKEW_RATIO:g}x the median {median:.2f} s")
     if result_bytes > COLLECT_BYTES:
-        flags.append(f"collect: {result_bytes / (1 << 20):.0f} MiB of results to the driver")
+        # a broadcast exchange collects on Spark's thread pool: its stage is named by the pool's frame
+        kind = "broadcast" if "withThreadLocalCaptured" in stage.name else "collect"
+        flags.append(f"{kind}: {result_bytes / (1 << 20):.0f} MiB of results to the driver")
     return flags
 
 
@@ -109,8 +111,8 @@ def stages(app: Application, basis: str = "cpu") -> tuple[list[StageProfile], fl
     tasks = sorted((t for s in ordered for t in s.tasks), key=lambda t: (t.launch, t.finish))
     submitted = [start for start, _ in app.jobs.values()]
     ends = [end for _, end in app.jobs.values() if end is not None] + [t.finish for t in tasks]
-    start = min([*submitted, tasks[0].launch]) if tasks else 0
-    end = max(ends) if ends else start
+    start = min([*submitted, *(t.launch for t in tasks[:1])], default=0)
+    end = max(ends, default=start)
     gaps: dict[int, float] = {}
     covered = start
     for task in tasks:

@@ -98,7 +98,7 @@ class Brink(Evaluation):
             labels = entity_names(sources["entities"], "text_label", variant.seed)
             text = run.keep(brink.records(sources["questions"], labels, relations, variant.templates, opts.split))
         role = replace(run.judge, role="rewrite")
-        calls = run.keep(call_rows(brink.rewrite_prompts(text), role.model, role.params))
+        calls = run.keep(call_rows(brink.rewrite_prompts(text), role.model, role.params, revision=role.revision))
         ctx.summary.counts["rewrite_prompts"] = calls.count()
         ctx.summary.params["rewrite_model"] = role.model
         failed = model_calls.ask_and_count(ctx, run, role, calls)

@@ -120,7 +120,15 @@ def fingerprint(
             "revision": answering.revision,
             "options": {k: getattr(opts, k) for k in PROMPT_OPTIONS},
             "settings": {key: ctx.config.get(key) for key in evaluation.fingerprint_settings},
-            "judge": {"model": judge.model, "params": judge.params} if judge else None,
+            "judge": (
+                {
+                    "model": judge.model,
+                    "params": judge.params,
+                    **({"revision": judge.revision} if judge.revision else {}),
+                }
+                if judge
+                else None
+            ),
             "questions": file_digest(ctx, opts.questions) if opts.questions else None,
             "retrieved": file_digest(ctx, opts.retrieved) if opts.retrieved else None,
         }

@@ -271,7 +271,9 @@ class OKGQA(Evaluation):
         the bad calls by reason (quarantined, stage ``facts_*``) and the prompts asked."""
         settings, summary = ctx.config.predict, ctx.summary
         facts_role = replace(judge, role="facts", params=judge_params("okgqa-facts@1", settings))
-        split = run.keep(call_rows(okgqa.fact_prompts(answers), facts_role.model, facts_role.params))
+        split = run.keep(
+            call_rows(okgqa.fact_prompts(answers), facts_role.model, facts_role.params, revision=facts_role.revision)
+        )
         summary.counts["facts_prompts"] = split.count()
         failed = model_calls.ask_and_count(ctx, run, facts_role, split)
         answered, bad = split_answers(split, model_calls.calls(ctx, run), failed)
@@ -303,7 +305,11 @@ class OKGQA(Evaluation):
         settings, summary = ctx.config.predict, ctx.summary
         verify_role = replace(judge, role="verify", params=judge_params("okgqa-verify@1", settings))
         items = run.keep(okgqa.verify_prompts(facts, answers.select("item_id", "qid"), sources))
-        check = run.keep(call_rows(items.select("item_id", "messages"), verify_role.model, verify_role.params))
+        check = run.keep(
+            call_rows(
+                items.select("item_id", "messages"), verify_role.model, verify_role.params, revision=judge.revision
+            )
+        )
         summary.counts["verify_prompts"] = check.count()
         failed = model_calls.ask_and_count(ctx, run, verify_role, check)
         verified, bad = split_answers(check, model_calls.calls(ctx, run), failed)
@@ -329,7 +335,11 @@ class OKGQA(Evaluation):
         for step in range(int(settings.safe_max_steps)):
             # a role per round: each round's requests, tokens and cost are counted apart
             search_role = replace(judge, role=f"safe_search_{step + 1}", params=search_params)
-            prompts = run.keep(call_rows(okgqa_safe.search_prompts(state), search_role.model, search_role.params))
+            prompts = run.keep(
+                call_rows(
+                    okgqa_safe.search_prompts(state), search_role.model, search_role.params, revision=judge.revision
+                )
+            )
             n_prompts = prompts.count()
             if n_prompts == 0:
                 break
@@ -343,7 +353,9 @@ class OKGQA(Evaluation):
             summary.counts[f"safe_searching_after_{step + 1}"] = state.filter("searching").count()
         summary.counts["safe_search_prompts"] = asked
         items = run.keep(okgqa_safe.final_prompts(state))
-        final = run.keep(call_rows(items.select("item_id", "messages"), final_role.model, final_role.params))
+        final = run.keep(
+            call_rows(items.select("item_id", "messages"), final_role.model, final_role.params, revision=judge.revision)
+        )
         summary.counts["safe_final_prompts"] = final.count()
         failed = model_calls.ask_and_count(ctx, run, final_role, final)
         rated, final_bad = split_answers(final, model_calls.calls(ctx, run), failed)
@@ -369,7 +381,9 @@ class OKGQA(Evaluation):
         settings, summary = ctx.config.predict, ctx.summary
         texts = run.records.select("item_id", "question", "references")
         items = run.keep(okgqa.judge_prompts(answers.join(texts, "item_id"), list(settings.criteria)))
-        prompts = run.keep(call_rows(items.select("item_id", "messages"), judge.model, judge.params))
+        prompts = run.keep(
+            call_rows(items.select("item_id", "messages"), judge.model, judge.params, revision=judge.revision)
+        )
         ctx.write("judge_prompts", prompts.drop("body"), run.path("judge_prompts"), table="predict.judge_prompts")
         summary.counts["judge_prompts"] = prompts.count()
         failed = model_calls.ask_and_count(ctx, run, judge, prompts)
