@@ -44,7 +44,7 @@ class PredictOptions:
     release: str | None = arg(
         None,
         "a release (kgbrink release's root, one version, or a fetched copy) whose questions are asked instead of "
-        "a dataset's: probekgc, brink (--context none)",
+        "a dataset's (brink: --context none; okgqa: a release built with --okgqa-questions)",
     )
     name: str | None = arg(
         None,
