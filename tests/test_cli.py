@@ -79,11 +79,20 @@ def test_bad_usage_exits_2(capsys):
 
 
 def test_every_subcommand_has_a_spark_submit_entry_point():
-    # jobs/<name>.py (jobs/run_pipeline.py for `run`) passes its arguments to that subcommand
+    # jobs/<entry>.py passes its arguments to that subcommand; spark-submit puts jobs/ first on sys.path, so an
+    # entry named like a standard module (jobs/profile.py) would shadow it (cProfile imports profile)
+    import sys
+
+    from kgbrink.cli import load_jobs
+    from kgbrink.core.jobs import REGISTRY
+
+    load_jobs()
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for command in sub.choices:
-        entry = PROJECT_ROOT / "jobs" / ("run_pipeline.py" if command == "run" else command.replace("-", "_") + ".py")
+        entry = PROJECT_ROOT / "jobs" / REGISTRY[command].entry_point
         assert entry.is_file() and f'main(["{command}", *sys.argv[1:]])' in entry.read_text(), entry
+    for entry in (PROJECT_ROOT / "jobs").glob("*.py"):
+        assert entry.stem not in sys.stdlib_module_names, f"{entry} shadows the standard module {entry.stem}"
 
 
 def test_the_help_groups_every_command_by_what_a_user_does_and_says_where_to_start(capsys):

@@ -56,6 +56,7 @@ def _check(config, opts: ProfileOptions) -> None:
     spark=False,
     steps=2,
     check=_check,
+    entry_point="profile_runs.py",  # not profile.py: spark-submit's script folder would shadow the stdlib's profile
 )
 def run(ctx: JobContext, opts: ProfileOptions) -> JobSummary:
     _check(ctx.config, opts)
