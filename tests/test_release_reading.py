@@ -38,3 +38,47 @@ def test_keys_read_back_by_the_released_ids_and_an_unknown_key_fails_naming_it(s
     )
     with pytest.raises(Exception, match="question m1 names an entity the KG has not: Q9"):
         releases.mcq_questions(text, by_key, entities, relations, triples).collect()
+
+
+@st.composite
+def _question_sets(draw):
+    """Question rows (ids) over a small KG: repeated seeds and triples (parallel edges), empty subgraphs, null
+    and empty answer sets, null splits, unicode texts."""
+    n_entities, n_relations = draw(st.integers(1, 5)), draw(st.integers(1, 3))
+    entity, relation = st.integers(0, n_entities - 1), st.integers(0, n_relations - 1)
+    triple = st.tuples(entity, relation, entity)
+    rows = []
+    for index in range(draw(st.integers(1, 4))):
+        full = draw(st.none() | st.lists(triple, max_size=4))
+        answers = draw(st.none() | st.lists(entity, max_size=4, unique=True))
+        rows.append((
+            f"q{index}", draw(st.sampled_from([None, "train", "test"])), draw(st.none() | st.text(max_size=12)),
+            draw(st.lists(entity, min_size=1, max_size=3)), draw(entity), draw(st.lists(triple, max_size=4)),
+            "(1)", None, 1, 1, 1, 0, answers, None if answers is None else len(answers),
+            draw(st.none() | st.booleans()), full,
+        ))  # fmt: skip
+    return n_entities, n_relations, rows
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(drawn=_question_sets())
+def test_a_question_set_published_by_key_reads_back_as_it_was(spark, drawn):
+    """keyed_questions (what a release publishes, a null split under train with no_split) read back by
+    gt_questions is the question set row for row: order of seeds, triples and answers, null apart from empty."""
+    from pyspark.sql import functions as F
+
+    from kgbrink.core import catalog
+    from kgbrink.synthkgqa.generator import keyed_questions
+
+    n_entities, n_relations, rows = drawn
+    questions = spark.createDataFrame(rows, catalog.GT_QUESTION_COLUMNS)
+    entities = spark.createDataFrame(
+        [(i, f"Q{i}", None) for i in range(n_entities)], "id int, key string, label string"
+    )
+    relations = spark.createDataFrame(
+        [(i, f"P{i}", None) for i in range(n_relations)], "id int, key string, label string"
+    )
+    keyed = keyed_questions(questions, entities, relations)
+    published = keyed.withColumn("no_split", F.col("split").isNull()).fillna({"split": "train"})
+    back = releases.gt_questions(published, entities, relations)
+    assert sorted(back.collect()) == sorted(questions.collect())

@@ -24,16 +24,23 @@ class ReleaseInputError(ValueError):
     """A release lacks what predict asks of it: names the release and the config."""
 
 
-def config_files(manifest: dict, name: str, where: str) -> dict[str, list[str]]:
-    """``{split: [relative Parquet file, ...]}`` of the config ``name`` of a checked ``release.json``."""
-    for config in manifest["configs"]:
-        if config.get("name") == name:
-            return {split: list(files) for split, files in config["files"].items()}
-    raise ReleaseInputError(f"{where}: the release has no config {name}")
+def config_entry(manifest: dict, name: str) -> dict | None:
+    """The entry of the config ``name`` in a checked ``release.json`` (None: the release has none)."""
+    return next((config for config in manifest["configs"] if config.get("name") == name), None)
+
+
+def config_files(manifest: dict, name: str, where: str, kind: str = "files") -> dict[str, list[str]]:
+    """``{split: [relative file, ...]}`` of the config ``name`` of a checked ``release.json``: its Parquet
+    ``files``, or (``kind`` jsonl) its JSON Lines files."""
+    entry = config_entry(manifest, name)
+    if entry is None or not entry.get(kind):
+        what = "no config" if entry is None else "no JSON Lines files of"
+        raise ReleaseInputError(f"{where}: the release has {what} {name}")
+    return {split: list(files) for split, files in entry[kind].items()}
 
 
 def has_config(manifest: dict, name: str) -> bool:
-    return any(config.get("name") == name for config in manifest["configs"])
+    return config_entry(manifest, name) is not None
 
 
 def numbered(keys: DataFrame) -> DataFrame:

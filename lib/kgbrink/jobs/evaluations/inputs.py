@@ -58,10 +58,8 @@ class ReleaseInput:
 
     def jsonl(self, config: str) -> list[str]:
         """The JSON Lines files of the config ``config``, every split's."""
-        for entry in self.manifest["configs"]:
-            if entry.get("name") == config and entry.get("jsonl"):
-                return [f"{self.folder}/{name}" for names in entry["jsonl"].values() for name in names]
-        raise releases.ReleaseInputError(f"{self.where}: the release has no JSON Lines files of {config}")
+        files = releases.config_files(self.manifest, config, self.where, "jsonl")
+        return [f"{self.folder}/{name}" for names in files.values() for name in names]
 
     def read(self, ctx: JobContext, config: str) -> DataFrame:
         """The Parquet files of the config ``config``, with ``split``."""
