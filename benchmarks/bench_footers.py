@@ -38,8 +38,8 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    from kgbrink.core.loader import load_config
     from kgbrink.core.session import spark_session
-    from kgbrink.core.settings import load_config
     from kgbrink.probe import rankfiles
 
     OUT.mkdir(parents=True, exist_ok=True)

@@ -27,8 +27,8 @@ import duckdb_peer
 from harness import generated_kg, jvm_peak_rss_mb, new_results, process_peak_rss_mb
 
 from kgbrink.core.jobs import JobContext
+from kgbrink.core.loader import load_config
 from kgbrink.core.session import spark_session
-from kgbrink.core.settings import load_config
 from kgbrink.jobs import ingest, stats
 
 

@@ -297,8 +297,8 @@ def main() -> None:
         return
 
     from kgbrink.core.jobs import JobContext
+    from kgbrink.core.loader import load_config
     from kgbrink.core.session import spark_session
-    from kgbrink.core.settings import load_config
     from kgbrink.jobs import mcq
 
     n_triples = args.queries // 2

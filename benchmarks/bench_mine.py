@@ -92,7 +92,7 @@ def duckdb_worker(dataset: Path, out: Path, threads: int) -> None:
     """Run the DuckDB peer in this process (called as a subprocess so its peak RSS is its own)."""
     from duckdb_mine_peer import mine_dataset
 
-    from kgbrink.core.settings import load_config
+    from kgbrink.core.loader import load_config
     from kgbrink.rules.model import write_amie_tsv
     from kgbrink.rules.params import MiningParams
 

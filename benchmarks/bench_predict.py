@@ -84,8 +84,8 @@ def predict(base_url: str, dataset: str, work: str, name: str) -> tuple[float, d
 
 
 def run(prompts: int) -> dict:
+    from kgbrink.core.loader import load_config
     from kgbrink.core.session import spark_session
-    from kgbrink.core.settings import load_config
 
     (PROJECT / "data").mkdir(exist_ok=True)  # a clean clone has none yet
     with tempfile.TemporaryDirectory(dir=PROJECT / "data") as work:

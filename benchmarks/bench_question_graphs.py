@@ -183,8 +183,8 @@ def main() -> None:
 
     from kgbrink.core import catalog
     from kgbrink.core.jobs import JobContext
+    from kgbrink.core.loader import load_config
     from kgbrink.core.session import spark_session
-    from kgbrink.core.settings import load_config
     from kgbrink.graph.hashing import u64
     from kgbrink.jobs import gt_questions, question_graphs
     from kgbrink.synthkgqa import question_graphs as synthkgqa_question_graphs

@@ -282,8 +282,8 @@ def compare(con, spark_out: Path, duck_out: Path) -> dict:
 
 def worker_spark(task: dict) -> dict:
     """kgbrink's side, in its own process: session start-up, then each variant timed."""
+    from kgbrink.core.loader import load_config
     from kgbrink.core.session import spark_session
-    from kgbrink.core.settings import load_config
 
     t0 = time.perf_counter()
     spark = spark_session(load_config(task["conf"], task["overrides"]))

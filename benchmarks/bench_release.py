@@ -27,8 +27,9 @@ sys.path.insert(0, str(HERE))
 from harness import generated_kg, jvm_peak_rss_mb, load, machine, new_results, process_peak_rss_mb
 
 from kgbrink.core.jobs import JobContext
+from kgbrink.core.loader import load_config
 from kgbrink.core.session import spark_session
-from kgbrink.core.settings import ReleaseSettings, load_config
+from kgbrink.core.settings import ReleaseSettings
 from kgbrink.jobs import ingest, release
 
 DEFAULT_OVERRIDES = ["question_graphs.max_expand_degree=1000", "question_graphs.max_neighbourhood_edges=50000"]

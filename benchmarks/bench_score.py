@@ -83,8 +83,8 @@ def timed(fn):
 
 # ------------------------------------------------------------------------------------- spark worker
 def _spark(task: dict):
+    from kgbrink.core.loader import load_config
     from kgbrink.core.session import spark_session
-    from kgbrink.core.settings import load_config
 
     config = load_config(task["conf"], task["overrides"])
     start = time.perf_counter()

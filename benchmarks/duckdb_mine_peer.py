@@ -296,7 +296,7 @@ def main() -> None:
     import argparse
     import dataclasses
 
-    from kgbrink.core.settings import load_config
+    from kgbrink.core.loader import load_config
     from kgbrink.rules.model import write_amie_tsv
     from kgbrink.rules.params import MiningParams
 

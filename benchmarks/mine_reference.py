@@ -29,8 +29,8 @@ sys.path.insert(0, str(HERE))
 from harness import load, tree_peak_mb
 
 from kgbrink.core.jobs import JobContext
+from kgbrink.core.loader import load_config
 from kgbrink.core.session import spark_session
-from kgbrink.core.settings import load_config
 from kgbrink.jobs import ingest, mine
 
 FIXTURES = PROJECT / "tests" / "fixtures" / "rules"

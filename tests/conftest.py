@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.settings import Settings, load_config
+from kgbrink.core.loader import load_config
+from kgbrink.core.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,7 +17,7 @@ from kgbrink.core.delta import read_table
 from kgbrink.core.frames import checkpoint, checkpoint_mode, hash_partitioned, with_positions
 from kgbrink.core.jobs import JobContext
 from kgbrink.core.session import job_checkpoints
-from kgbrink.core.settings import ConfigError
+from kgbrink.core.typed import ConfigError
 from kgbrink.graph.components import connected_components
 from tests.conftest import PROJECT_ROOT
 

@@ -1,8 +1,13 @@
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
-from kgbrink.core.settings import ConfigError, load_config, resolve_location
+from kgbrink.core.loader import load_config
+from kgbrink.core.locations import resolve_location
+from kgbrink.core.typed import ConfigError
 from tests.conftest import PROJECT_ROOT
 
 
@@ -89,7 +94,7 @@ def test_environment_files_hold_only_what_differs(name):
     ``env`` names the file's environment."""
     import yaml
 
-    from kgbrink.core.settings import _build
+    from kgbrink.core.loader import _build
 
     defaults = _build({}, "<defaults>", []).as_dict()
     values = yaml.safe_load((PROJECT_ROOT / "conf" / f"{name}.yaml").read_text())
@@ -169,3 +174,32 @@ def test_the_driver_memory_comes_from_the_environment_over_every_file_and_set_wi
     assert "$KGBRINK_DRIVER_MEMORY='' is not a JVM memory size" in capsys.readouterr().err
     monkeypatch.delenv("KGBRINK_DRIVER_MEMORY")
     assert load_config(test_yaml).spark.conf["spark.driver.memory"] == "4g"
+
+
+@pytest.mark.parametrize(
+    "section, values, message",
+    [
+        ("spark", {"checkpoint": "disk"}, "spark.checkpoint must be local or reliable, got 'disk'"),
+        ("ingest", {"max_bad_fraction": -0.1}, r"ingest.max_bad_fraction must be a number in \[0, 1\]"),
+        ("stats", {"splits": []}, "stats.splits must be a non-empty list of split names"),
+        ("scoring", {"batch_bytes": 0}, "scoring.batch_bytes must be a positive integer"),
+        ("mining", {"splits": [" "]}, "mining.splits must be a non-empty list of split names"),
+        ("okgqa_subgraph", {"alpha": 1.0}, r"okgqa_subgraph.alpha must be in \(0, 1\)"),
+        ("perturbation", {"methods": ["XX"]}, "perturbation.methods: unknown method 'XX'"),
+        ("mcq", {"options": 27}, r"mcq.options must be in 2..26, got 27"),
+        ("mcq_scoring", {"max_bad_fraction": 2.0}, r"mcq_scoring.max_bad_fraction must be a number in \[0, 1\]"),
+        ("predict", {"safe_search": "web"}, "predict.safe_search must be kg or module:function, got 'web'"),
+    ],
+)
+def test_each_section_checks_itself_when_made_and_the_loader_names_the_file(section, values, message):
+    """A section made in code is checked as one read from a file (its __post_init__); the loader's error
+    also names the file the values came from."""
+    from kgbrink.core.settings import SECTIONS
+
+    with pytest.raises(ConfigError, match=message):
+        SECTIONS[section](**values)
+    conf = PROJECT_ROOT / "conf" / "local.yaml"
+    sets = [f"{section}.{key}={v if isinstance(v, str) else json.dumps(v)}" for key, v in values.items()]
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(conf))}: {message}"):
+        load_config(conf, sets)
+    assert SECTIONS[section]() is not None  # the defaults pass their own checks

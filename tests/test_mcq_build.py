@@ -12,7 +12,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from kgbrink.cli import main
-from kgbrink.core.settings import MCQ_DEFAULT_TEMPLATES, ConfigError, load_config
+from kgbrink.core.loader import load_config
+from kgbrink.core.settings import MCQ_DEFAULT_TEMPLATES
+from kgbrink.core.typed import ConfigError
 from kgbrink.mcq import options as mcq_options
 from kgbrink.mcq import render
 from tests.conftest import PROJECT_ROOT, conf_args, own_copy

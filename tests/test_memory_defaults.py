@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from kgbrink.core import reference_docs, settings
+from kgbrink.core import machine, reference_docs, settings
 from kgbrink.core.jobs import REGISTRY, Job, JobContext
 from kgbrink.core.tracking import JobSummary
 
@@ -13,15 +13,15 @@ GIB = 1 << 30
 
 
 def test_the_driver_heap_is_half_the_machine_in_whole_gb_from_1_to_16():
-    assert settings.driver_memory_default(24_683_792 * 1024) == "11g"  # this 2-core machine: 23.5 GiB
-    assert settings.driver_memory_default(16 * GIB) == "8g"
-    assert settings.driver_memory_default(9 * GIB - 1) == "4g"
-    assert settings.driver_memory_default(GIB) == "1g"  # at least 1g
-    assert settings.driver_memory_default(256 * GIB) == "16g"  # at most 16g
-    assert settings.driver_memory_default(None) == "4g"  # memory unknown
-    total = settings.machine_memory()
+    assert machine.driver_memory_default(24_683_792 * 1024) == "11g"  # this 2-core machine: 23.5 GiB
+    assert machine.driver_memory_default(16 * GIB) == "8g"
+    assert machine.driver_memory_default(9 * GIB - 1) == "4g"
+    assert machine.driver_memory_default(GIB) == "1g"  # at least 1g
+    assert machine.driver_memory_default(256 * GIB) == "16g"  # at most 16g
+    assert machine.driver_memory_default(None) == "4g"  # memory unknown
+    total = machine.machine_memory()
     assert total is not None and total > 0
-    assert settings.LOCAL_SPARK_CONF["spark.driver.memory"] == settings.driver_memory_default(total)
+    assert settings.LOCAL_SPARK_CONF["spark.driver.memory"] == machine.driver_memory_default(total)
 
 
 def test_the_generated_reference_names_the_rule_not_this_machines_figure():

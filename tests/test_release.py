@@ -194,7 +194,7 @@ def test_predict_asks_a_release_the_prompts_of_its_dataset_and_scores_them(spark
     before the tests that change the dataset's tables."""
     import pandas as pd
 
-    from kgbrink.core.settings import ConfigError
+    from kgbrink.core.typed import ConfigError
     from kgbrink.evaluation.releases import ReleaseInputError
     from tests.llm_server import LlmServer
     from tests.test_predict_synthkgqa import writer

@@ -11,7 +11,7 @@ import pytest
 from pyspark.testing import assertDataFrameEqual
 
 from kgbrink.core.session import DELTA_SETTINGS, find_jars, has_jar, require_driver_class
-from kgbrink.core.settings import ConfigError
+from kgbrink.core.typed import ConfigError
 from kgbrink.sizing import eventlog, report
 from tests.conftest import PROJECT_ROOT
 
@@ -67,7 +67,7 @@ def test_spark_submit_in_client_mode_with_the_jars_as_the_readme_says(config, tm
     # with an event log (issue 71): its stages labelled, read back by kgbrink profile
     events = tmp_path / "events"
     script.write_text(
-        "import sys\nfrom kgbrink.core.settings import load_config\nfrom kgbrink.core.session import spark_session\n"
+        "import sys\nfrom kgbrink.core.loader import load_config\nfrom kgbrink.core.session import spark_session\n"
         "from kgbrink.core.jobs import labelled\n"
         f"spark = spark_session(load_config({config.source!r}, ['spark.master=null', 'spark.event_log_dir={events}']))\n"
         "with labelled(spark, job='smoke', step='write'):\n"

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from moto import mock_aws
 
 from kgbrink.cli import main
-from kgbrink.core.settings import load_config
+from kgbrink.core.loader import load_config
 from kgbrink.jobs.stage import client_for
-from kgbrink.storage import staging
+from kgbrink.storage import download, staging, swap, upload
 from kgbrink.storage.staging import MANIFEST, MARKER, FileEntry, Manifest, StagingError
 from tests.conftest import PROJECT_ROOT
 
@@ -138,7 +138,7 @@ def test_stage_uploads_with_checksums_and_writes_the_manifest_last(s3, dump):
 def test_a_multipart_upload_is_checked_against_its_parts_composite_sha256(s3, tmp_path, monkeypatch):
     """Above PART_BYTES a file goes up in parts; the store keeps the SHA-256 of the parts' SHA-256s (moto
     without AWS's "-<parts>" suffix), which the upload checks, and a fetch gets the same bytes back."""
-    monkeypatch.setattr(staging, "PART_BYTES", 5 << 20)
+    monkeypatch.setattr(upload, "PART_BYTES", 5 << 20)
     directory = tmp_path / "big"
     directory.mkdir()
     parts = [bytes([i]) * (5 << 20) for i in (1, 2)] + [b"tail"]
@@ -157,9 +157,9 @@ def test_a_stored_checksum_that_matches_nothing_fails_the_upload(s3, tmp_path, m
     directory = tmp_path / "one"
     directory.mkdir()
     (directory / "train.txt").write_bytes(b"abc")
-    real_head = staging._head
+    real_head = upload.head_object
     monkeypatch.setattr(
-        staging, "_head", lambda *a: {**real_head(*a), "ChecksumSHA256": base64.b64encode(b"x" * 32).decode()}
+        upload, "head_object", lambda *a: {**real_head(*a), "ChecksumSHA256": base64.b64encode(b"x" * 32).decode()}
     )
     with pytest.raises(staging.StagingError, match="train.txt: the stored SHA-256 .* is neither the file's"):
         staging.stage(s3, directory, f"s3://{BUCKET}/one", "v1")
@@ -571,7 +571,7 @@ def test_entries_one_file_system_takes_for_the_same_file_are_refused(s3, tmp_pat
 
 
 def test_a_manifest_with_more_files_than_a_fetch_takes_is_refused(s3, tmp_path, monkeypatch):
-    monkeypatch.setattr(staging, "MAX_FILES", 2)
+    monkeypatch.setattr(download, "MAX_FILES", 2)
     _put(s3, "many", {"a": b"", "b": b"", "c": b""})
     with pytest.raises(
         StagingError, match=r"many/_kgbrink_manifest\.json: lists 3 files, more than a fetch takes \(2\)"
@@ -609,9 +609,9 @@ def test_a_download_that_outgrows_its_manifest_entry_is_stopped(s3, tmp_path, mo
     chunks and stopped as soon as it outgrows the manifest's size: at most one chunk more is read, and
     no byte past the size is written."""
     _put(s3, "liar", {"b.txt": b"y" * (1 << 20)}, sizes={"b.txt": 10})
-    real_head = staging._head
-    monkeypatch.setattr(staging, "_head", lambda *a: {**real_head(*a), "ContentLength": 10})
-    monkeypatch.setattr(staging, "CHUNK", 4096)
+    real_head = download.head_object
+    monkeypatch.setattr(download, "head_object", lambda *a: {**real_head(*a), "ContentLength": 10})
+    monkeypatch.setattr(download, "CHUNK", 4096)
     read = []
     real_get = s3.get_object
 
@@ -659,7 +659,7 @@ def test_a_running_fetchs_folder_is_not_a_leftover(s3, dump, tmp_path):
     running, crashed = tmp_path / ".out.fetch-running1", tmp_path / ".out.fetch-crashed1"
     running.mkdir()
     crashed.mkdir()
-    lock = staging._lock(running)
+    lock = swap.lock_folder(running)
     try:
         assert staging.fetch(s3, f"s3://{BUCKET}/rel", tmp_path / "out").cleaned == [crashed.name]
         assert running.is_dir() and not crashed.exists()
@@ -675,13 +675,13 @@ def test_a_file_added_to_out_during_the_download_stops_the_swap(s3, dump, tmp_pa
     staging.fetch(s3, f"s3://{BUCKET}/rel", out)
     (dump / "train.txt").write_bytes(b"abcd")
     staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r2")
-    real_download = staging._download
+    real_download = download.download_object
 
     def download_while_the_user_writes(*args):
         (out / "notes.txt").write_bytes(b"mine")
         real_download(*args)
 
-    monkeypatch.setattr(staging, "_download", download_while_the_user_writes)
+    monkeypatch.setattr(download, "download_object", download_while_the_user_writes)
     with pytest.raises(StagingError, match="notes.txt"):
         staging.fetch(s3, f"s3://{BUCKET}/rel", out)
     assert (out / "notes.txt").read_bytes() == b"mine" and (out / "train.txt").read_bytes() == b"abc"
@@ -698,7 +698,7 @@ def test_out_turned_into_a_link_at_the_swap_is_put_back(tmp_path):
     (target / "b.txt").write_bytes(b"theirs")
     out.symlink_to(target)
     with pytest.raises(StagingError, match="changed during the fetch"):
-        staging._swap(new, out)
+        swap.swap(new, out)
     assert out.is_symlink() and os.readlink(out) == str(target) and (target / "b.txt").read_bytes() == b"theirs"
     assert new.is_dir() and not new.is_symlink() and (new / "a.txt").read_bytes() == b"new"
 
@@ -719,7 +719,7 @@ def test_a_fetch_killed_during_the_swap_is_finished_by_the_next(s3, dump, tmp_pa
     staging.stage(s3, dump, f"s3://{BUCKET}/rel", "r2")
     with monkeypatch.context() as patch:
         patch.setattr(shutil, "rmtree", lambda *args, **kwargs: None)  # killed: nothing is cleaned up
-        real_rename2, real_rename = getattr(staging, "_rename2", None), os.rename
+        real_rename2, real_rename = swap._rename2, os.rename
 
         def exchanged_then_killed(source, target, exchange):
             assert real_rename2(source, target, exchange)
@@ -733,7 +733,7 @@ def test_a_fetch_killed_during_the_swap_is_finished_by_the_next(s3, dump, tmp_pa
                 raise Crash
             real_rename(source, target)
 
-        patch.setattr(staging, "_rename2", exchanged_then_killed if exchange else no_exchange, raising=False)
+        patch.setattr(swap, "_rename2", exchanged_then_killed if exchange else no_exchange)
         if not exchange:
             patch.setattr(os, "rename", killed_after_setting_aside)
         with pytest.raises(Crash):
@@ -750,7 +750,7 @@ def test_without_an_atomic_exchange_the_old_folder_is_set_aside_and_removed(s3, 
     out = tmp_path / "out"
     staging.fetch(s3, f"s3://{BUCKET}/rel", out)
     (out / "train.txt").write_bytes(b"zzz")
-    monkeypatch.setattr(staging, "_rename2", lambda *a, **k: False)
+    monkeypatch.setattr(swap, "_rename2", lambda *a, **k: False)
     assert staging.fetch(s3, f"s3://{BUCKET}/rel", out).downloaded == ["train.txt"]
     assert (out / "train.txt").read_bytes() == b"abc" and sorted(p.name for p in tmp_path.iterdir()) == ["dump", "out"]
 

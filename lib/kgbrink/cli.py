@@ -19,8 +19,9 @@ from pathlib import Path
 
 from kgbrink.core.console import Progress, error_message, human_summary, write_trace
 from kgbrink.core.jobs import REGISTRY, Job, JobContext, add_arguments, options_from, registered
-from kgbrink.core.settings import ConfigError, load_config
+from kgbrink.core.loader import load_config
 from kgbrink.core.tracking import JobSummary, prepare_experiment, record_in_mlflow
+from kgbrink.core.typed import ConfigError
 
 
 def load_jobs() -> dict[str, Job]:

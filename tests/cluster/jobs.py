@@ -103,8 +103,8 @@ def local_session():
     """This process's local-mode session with the stack's settings (s3a, the MLflow server): the tests'
     reader of the tables, and the session :func:`run_local`'s commands run in. One driver JVM, started and
     warmed up once for all of them (CI time), built here before any command does, so with the s3a jars."""
+    from kgbrink.core.loader import load_config
     from kgbrink.core.session import spark_session
-    from kgbrink.core.settings import load_config
 
     for key, value in env().items():
         os.environ.setdefault(key, value)

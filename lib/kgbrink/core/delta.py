@@ -278,7 +278,8 @@ def set_table_property(spark: SparkSession, path: str, key: str, value: str) -> 
 def require_local_table(path: str, problem: str) -> None:
     """Without Spark: a local ``path`` that is no Delta table (no ``_delta_log`` folder) raises ConfigError
     ``problem``; a URI is not checked here (the job's read names it)."""
-    from kgbrink.core.settings import ConfigError, is_uri
+    from kgbrink.core.locations import is_uri
+    from kgbrink.core.typed import ConfigError
 
     if not is_uri(path) and not (Path(path) / "_delta_log").is_dir():
         raise ConfigError(problem)

@@ -16,7 +16,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from kgbrink.core.settings import is_uri
+from kgbrink.core.locations import is_uri
 
 SPLIT_ORDER = ("train", "valid", "test")
 

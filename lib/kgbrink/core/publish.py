@@ -21,7 +21,7 @@ from pyspark.sql import types as T
 
 from kgbrink.core.digests import sha256_of
 from kgbrink.core.files import delete_path, hadoop_path, path_exists
-from kgbrink.core.settings import is_uri
+from kgbrink.core.locations import is_uri
 
 EXTENSIONS = {"parquet": "parquet", "json": "jsonl"}
 Digests = dict[str, tuple[str, int]]  # a file (as its writer named it) -> (SHA-256 hex, bytes)

@@ -17,7 +17,9 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from kgbrink.core.files import delete_path
-from kgbrink.core.settings import ConfigError, Settings, install_root, is_uri, resolve_location
+from kgbrink.core.locations import install_root, is_uri, resolve_location
+from kgbrink.core.settings import Settings
+from kgbrink.core.typed import ConfigError
 
 # The running job's checkpoint mode (setting spark.checkpoint), read by kgbrink.core.frames.checkpoint.
 CHECKPOINT_MODE = "spark.kgbrink.checkpoint"

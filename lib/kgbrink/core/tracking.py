@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from kgbrink.core.delta import TableVersion
-from kgbrink.core.settings import Settings, is_uri, resolve_location
+from kgbrink.core.locations import is_uri, resolve_location
+from kgbrink.core.settings import Settings
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Mapping
+from dataclasses import field
 from typing import Any
 
 
@@ -89,3 +90,19 @@ def coerce(key: str, value: Any, kind: Any) -> Any:
             return str(value)
         raise wrong()
     return value
+
+
+def setting(default: Any, doc: str, *, path: bool | str = False):
+    """A field with its documentation; ``path``: a location resolved against the working directory
+    (``"install"``: against kgbrink's installation, :func:`kgbrink.core.locations.install_root`)."""
+    meta = {"doc": doc, "path": path}
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def require(*checks: tuple[bool, str]) -> None:
+    """:class:`ConfigError` with the message of the first check that fails (a section's ``__post_init__``)."""
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)

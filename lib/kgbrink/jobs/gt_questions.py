@@ -25,7 +25,7 @@ from kgbrink.core import catalog
 from kgbrink.core.files import delete_path, local_dir, merge_parts, read_lines, require_files, write_lines
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job, names
-from kgbrink.core.settings import is_uri
+from kgbrink.core.locations import is_uri
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
 from kgbrink.kg.dataset import dataset_splits
 from kgbrink.synthkgqa import generator

@@ -20,8 +20,9 @@ from functools import partial
 
 from kgbrink.core import catalog
 from kgbrink.core.jobs import JobContext, arg, job
-from kgbrink.core.settings import ConfigError, is_uri
+from kgbrink.core.locations import is_uri
 from kgbrink.core.tracking import JobSummary, fail_past_bad_fraction
+from kgbrink.core.typed import ConfigError
 from kgbrink.evaluation.calls import call_rows, canonical
 from kgbrink.jobs.evaluations import EVALUATIONS, model_calls
 from kgbrink.jobs.evaluations.inputs import ReleaseInput, fingerprint, pinned_sources

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgbrink.core.jobs import JobContext, arg, job
-from kgbrink.core.settings import ConfigError, is_uri
+from kgbrink.core.locations import is_uri
 from kgbrink.core.tracking import JobSummary
+from kgbrink.core.typed import ConfigError
 from kgbrink.sizing import eventlog, replay, report
 
 

@@ -35,7 +35,7 @@ from kgbrink.core.console import clock
 from kgbrink.core.delta import commit_timestamp, table_exists
 from kgbrink.core.files import delete_path
 from kgbrink.core.jobs import JobContext, arg, job
-from kgbrink.core.settings import is_uri
+from kgbrink.core.locations import is_uri
 from kgbrink.core.tracking import JobSummary
 from kgbrink.release import card, croissant, layout, reuse
 from kgbrink.release import report as release_report

@@ -26,8 +26,8 @@ from kgbrink.core.delta import table_exists
 from kgbrink.core.files import local_dir
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext, arg, job
-from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import JobFailed, JobSummary, fail_past_bad_fraction
+from kgbrink.core.typed import ConfigError
 from kgbrink.mcq import report, scoring
 
 # the numbers the summary prints (paper 003): accuracy, then NKD, by difficulty

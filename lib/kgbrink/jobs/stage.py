@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgbrink.core.jobs import JobContext, arg, job
-from kgbrink.core.settings import ConfigError, Settings, is_uri
+from kgbrink.core.locations import is_uri
+from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
+from kgbrink.core.typed import ConfigError
 from kgbrink.release import layout
 from kgbrink.storage import staging
 

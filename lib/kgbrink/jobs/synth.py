@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgbrink.core.jobs import JobContext, arg, job
-from kgbrink.core.settings import is_uri
+from kgbrink.core.locations import is_uri
 from kgbrink.core.tracking import JobSummary
 from kgbrink.kg import synth
 

@@ -15,7 +15,7 @@ from kgbrink.brink import reader
 from kgbrink.brink.questions import entity_names, relation_names
 from kgbrink.core.files import write_single_file
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.settings import ConfigError
+from kgbrink.core.typed import ConfigError
 from kgbrink.evaluation import brink, releases
 from kgbrink.evaluation.calls import call_rows
 from kgbrink.jobs.evaluations import model_calls

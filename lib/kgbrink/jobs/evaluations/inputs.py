@@ -14,8 +14,8 @@ from kgbrink.core import catalog, publish
 from kgbrink.core.delta import table_exists
 from kgbrink.core.files import read_parquet_splits, require_files
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import JobFailed
+from kgbrink.core.typed import ConfigError
 from kgbrink.evaluation import releases
 from kgbrink.evaluation.calls import canonical
 from kgbrink.jobs.evaluations.protocol import Evaluation, Role

@@ -27,8 +27,8 @@ from kgbrink.core.console import answers_line
 from kgbrink.core.delta import table_exists
 from kgbrink.core.files import delete_path, read_json_lines
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import JobFailed
+from kgbrink.core.typed import ConfigError
 from kgbrink.evaluation.calls import canonical
 from kgbrink.jobs.evaluations.protocol import Role, Run
 from kgbrink.llm import spool
@@ -39,7 +39,7 @@ STAT_KEYS = ("requests", "retries", "prompt_tokens", "completion_tokens", "skipp
 
 
 def endpoint(settings, own, section: str, base_url: str | None = None) -> EndpointConfig:
-    """The endpoint of one role: ``own`` (an :class:`~kgbrink.core.settings.EndpointSettings`, the settings
+    """The endpoint of one role: ``own`` (an :class:`~kgbrink.core.endpoint_settings.EndpointSettings`, the settings
     section ``section``) gives the URL (``base_url`` overrides it) and the key's variable; the transport (retry
     policy, in-flight requests, timeouts, size cap) and the global rate limits, split evenly among the tasks,
     are ``settings``' (``predict``'s). A key variable named but not set fails here, before anything starts."""

@@ -14,8 +14,8 @@ from pyspark.sql import functions as F
 from kgbrink.core.files import read_lines, require_files
 from kgbrink.core.frames import checkpoint
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import fail_past_bad_fraction
+from kgbrink.core.typed import ConfigError
 from kgbrink.evaluation import okgqa, okgqa_safe, releases
 from kgbrink.evaluation.calls import call_rows
 from kgbrink.jobs.evaluations import model_calls

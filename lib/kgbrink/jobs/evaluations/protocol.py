@@ -20,8 +20,8 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog
 from kgbrink.core.files import reported_path_column
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import fail_past_bad_fraction
+from kgbrink.core.typed import ConfigError
 from kgbrink.evaluation import templates as builtins
 from kgbrink.llm import templates
 from kgbrink.llm.client import EndpointConfig

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from kgbrink.core import catalog, publish
 from kgbrink.core.files import write_single_file
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.settings import is_uri
+from kgbrink.core.locations import is_uri
 from kgbrink.core.tracking import JobFailed
 from kgbrink.evaluation import releases, synthkgqa
 from kgbrink.jobs.evaluations.protocol import Evaluation, Run, parse_failures, write_quarantine

@@ -9,8 +9,8 @@ from pyspark.sql import functions as F
 
 from kgbrink.core.files import read_lines, require_files
 from kgbrink.core.jobs import JobContext
-from kgbrink.core.settings import ConfigError
 from kgbrink.core.tracking import JobFailed
+from kgbrink.core.typed import ConfigError
 from kgbrink.evaluation import releases, synthkgqa_answers
 from kgbrink.jobs.evaluations.protocol import Evaluation, Run, checked_lines, without_input_lines, write_quarantine
 
