@@ -75,6 +75,32 @@ def spark(config: Settings):
     session.stop()
 
 
+JOB_RUNS: list[tuple[str, int, int]] = []  # (job, persisted frames before, after) of every job run in-process
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jobs_leave_no_persisted_frame():
+    """Issue 72: every job the suite runs in this process, nested ones too, ends holding no more persisted
+    frames than it began with (the JobContext releases what a job persisted): one left behind fails the
+    test that ran the job, naming it."""
+    from kgbrink.core.session import cached_frames
+
+    original = JobContext.run
+
+    def checked(self, name, options=None, /, **values):
+        before = cached_frames(self.spark)
+        summary = original(self, name, options, **values)
+        after = cached_frames(self.spark)
+        if before is not None and after is not None:
+            JOB_RUNS.append((name, before, after))
+            assert after <= before, f"job {name!r} left {after - before} persisted frame(s) behind"
+        return summary
+
+    JobContext.run = checked
+    yield
+    JobContext.run = original
+
+
 @pytest.fixture(scope="session")
 def reference() -> Path:
     if not REFERENCE.is_dir():

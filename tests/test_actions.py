@@ -219,3 +219,55 @@ def test_nested_steps_report_each_stage_once_from_the_innermost(monkeypatch):
     assert sum(line.startswith("  ... ") for line in during) <= 1
     assert any(line.startswith("  ... ") for line in after)  # and reports again once it ended
     assert not top.watchers
+
+
+def test_the_context_releases_what_a_job_persisted_when_it_ends_failed_or_not(spark, config, monkeypatch):
+    """Issue 72: a job persists through ctx.persist and never unpersists by hand; what it still holds is
+    released when it ends (a nested job's when it ends, before its parent goes on), also when it fails.
+    ctx.unpersist gives a frame's memory back earlier."""
+    from kgbrink.core.session import cached_frames
+
+    seen = {}
+
+    def inner(ctx, options):
+        ctx.persist(ctx.spark.range(7)).count()
+        seen["inner"] = cached_frames(ctx.spark)
+        return ctx.summary
+
+    def outer(ctx, options):
+        early = ctx.persist(ctx.spark.range(3))
+        ctx.persist(ctx.spark.range(5)).count()
+        ctx.unpersist(early)
+        seen["outer"] = cached_frames(ctx.spark)
+        ctx.run("inner", object())
+        seen["after inner"] = cached_frames(ctx.spark)
+        if options == "fail":
+            raise RuntimeError("failed")
+        return ctx.summary
+
+    monkeypatch.setitem(REGISTRY, "inner", Job("inner", "", object, inner))
+    monkeypatch.setitem(REGISTRY, "outer", Job("outer", "", object, outer))
+    start = cached_frames(spark)
+    JobContext(spark, config).run("outer", object())
+    assert seen == {"outer": start + 1, "inner": start + 2, "after inner": start + 1}
+    assert cached_frames(spark) == start
+    try:
+        JobContext(spark, config).run("outer", "fail")
+    except RuntimeError:
+        pass
+    assert cached_frames(spark) == start
+
+
+def test_jobs_persist_through_their_context_alone():
+    """No module of kgbrink.jobs calls persist, cache or unpersist but on a JobContext (ctx, self.ctx, env.ctx)."""
+    import ast
+
+    by_hand = []
+    for path in sorted((PROJECT_ROOT / "lib" / "kgbrink" / "jobs").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in ("persist", "cache", "unpersist", "localCheckpoint"):
+                    receiver = ast.unparse(node.func.value)
+                    if receiver.split(".")[-1] != "ctx":
+                        by_hand.append(f"{path.name}:{node.lineno} {receiver}.{node.func.attr}")
+    assert by_hand == []

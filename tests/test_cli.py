@@ -10,7 +10,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kgbrink.cli import build_parser, main
-from tests.conftest import PROJECT_ROOT, conf_args
+from tests.conftest import JOB_RUNS, PROJECT_ROOT, conf_args
 
 
 def test_synth_ingest_stats_through_the_cli_are_tracked_in_mlflow(spark, config, tmp_path, capsys):
@@ -208,13 +208,17 @@ def test_run_again_on_the_same_dump_reuses_the_statistics_and_the_variant(spark,
     kg = synth_5000.parent / "kg"  # the session's `synth --triples 5000`
     args = ["run", *conf_args(config), "--dataset", str(dataset), "--input", str(kg), "--no-tracking"]
     args += ["--set", "mining.max_atoms=2"]
-    summaries, versions = [], []
+    summaries, versions, start = [], [], len(JOB_RUNS)
     for n in range(2):
         assert main([*args, "--json", str(tmp_path / f"{n}.json")]) == 0
         summaries.append(json.loads((tmp_path / f"{n}.json").read_text()))
         logs = sorted(p.parent.parent for p in dataset.rglob("_delta_log/00000000000000000000.json"))
         versions.append({str(p.relative_to(dataset)): latest_version(spark, str(p)) for p in logs})
     first, again = summaries
+    # issue 72: every job of the pipeline ended holding no frame it persisted (JOB_RUNS: tests/conftest.py)
+    runs = JOB_RUNS[start:]
+    assert {"run", "ingest", "stats", "build"} <= {name for name, _, _ in runs}
+    assert [(name, after - before) for name, before, after in runs if after != before] == []
     assert first["counts"]["reused"] == [] and "ingest" not in first["highlights"]
     assert {"variants/brink/complete", "stats/train/entity_popularity", "triples", "_writer"} <= set(versions[0])
     assert again["counts"]["reused"] == ["stats", "build"]

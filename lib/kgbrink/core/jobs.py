@@ -126,6 +126,7 @@ class JobContext:
     records: dict = field(default_factory=dict)  # the datasets' recorded versions, read once per job
     nested: bool = False  # a job run by another job (shares that job's checkpoints)
     path: str = ""  # the job's name under the jobs that run it (release/brink/build): its Spark jobs' label
+    cached: list = field(default_factory=list)  # the frames this job persisted: released when it ends
 
     def begin(self, **params: Any) -> JobSummary:
         """The job's summary with its parameters recorded."""
@@ -169,6 +170,7 @@ class JobContext:
                 pass
             raise
         finally:
+            child.release_cached()
             child.summary.actions.update(_since(start, self.spark))
             child.summary.memory.update(driver_memory(self.spark))
 
@@ -183,6 +185,24 @@ class JobContext:
             by_step = self.summary.actions.setdefault("by_step", {})
             before = by_step.get(name, {})
             by_step[name] = {key: before.get(key, 0) + n for key, n in _since(start, self.spark).items()}
+
+    def persist(self, frame, level=None):
+        """``frame`` persisted (at ``level``, a StorageLevel; else Spark's default for DataFrames) until this
+        job ends, or until :meth:`unpersist` releases it earlier."""
+        frame = frame.persist() if level is None else frame.persist(level)
+        self.cached.append(frame)
+        return frame
+
+    def unpersist(self, frame) -> None:
+        """Release a frame :meth:`persist` kept, before the job ends (its memory wanted back at once)."""
+        frame.unpersist()
+        self.cached = [kept for kept in self.cached if kept is not frame]
+
+    def release_cached(self) -> None:
+        """Release every frame this job still holds, the last persisted first (:meth:`run` does, at the job's
+        end, failed or not)."""
+        while self.cached:
+            self.cached.pop().unpersist()
 
     def read(self, name: str, path: str, version: int | None = None):
         """The Delta table at ``path``, pinned: the version read first under ``name`` is recorded in the

@@ -216,6 +216,20 @@ def spark_actions(spark: SparkSession | None) -> tuple[int, int]:
         return 0, 0
 
 
+def cached_frames(spark: SparkSession | None) -> int | None:
+    """The DataFrames the session's cache manager holds (persisted, materialised or not); None without a
+    session or on a Spark whose cache manager does not expose them."""
+    if spark is None:
+        return None
+    try:
+        manager = spark._jsparkSession.sharedState().cacheManager()
+        held = next(f for f in manager.getClass().getDeclaredFields() if f.getName() == "cachedData")
+        held.setAccessible(True)
+        return int(held.get(manager).size())
+    except Exception:  # noqa: BLE001 - Spark Connect or another Spark: nothing to count
+        return None
+
+
 def driver_memory(spark: SparkSession | None) -> dict[str, int]:
     """The driver's peak memory so far, in MB: ``driver_peak_rss_mb`` (this Python process, ``ru_maxrss``)
     and, with a session, ``driver_peak_heap_mb`` (the JVM heap's peak use: the heap pools' peaks summed,

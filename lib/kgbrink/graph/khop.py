@@ -16,6 +16,8 @@ Edge sets from the visited nodes:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -45,13 +47,15 @@ def expand(
     degrees: DataFrame | None = None,
     checkpoint_every: int = 2,
     limits: DataFrame | None = None,
+    persist: Callable[[DataFrame], DataFrame] = DataFrame.persist,
 ) -> tuple[DataFrame, DataFrame]:
     """``visited(qid, id, dist, hub)`` for dist <= k, and ``hubs(qid, hubs_not_expanded)``.
 
     ``seeds(qid, id)``; ``degrees(id, degree)`` is needed only with ``max_expand_degree`` (computed from
     ``triples`` when not given). ``hub`` marks a non-seed node above ``max_expand_degree``: it is visited
     but the walk does not continue through it. Seeds are always expanded. ``limits(qid, k)`` (optional)
-    caps each query's distance at its own k (<= the argument ``k``); a query without a row uses ``k``."""
+    caps each query's distance at its own k (<= the argument ``k``); a query without a row uses ``k``. Each
+    round's visits kept by ``persist`` (a job's ``ctx.persist``: the last one is released when it ends)."""
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
     radius = None if limits is None else F.broadcast(limits.select("qid", F.col("k").alias("_k")))
@@ -63,7 +67,7 @@ def expand(
             degrees = ends.groupBy("id").agg(F.count("*").alias("degree"))
         hubs = degrees.where(F.col("degree") > max_expand_degree).select("id", F.lit(True).alias("hub"))
     visited = seeds.select("qid", "id").distinct().withColumn("dist", F.lit(0)).withColumn("hub", F.lit(False))
-    visited = visited.persist()
+    visited = persist(visited)
     for step in range(1, k + 1):
         frontier = visited.where((F.col("dist") == step - 1) & ~F.col("hub")).select("qid", F.col("id").alias("src"))
         if radius is not None:
@@ -81,7 +85,7 @@ def expand(
             new = new.withColumn("hub", F.lit(False))
         previous = visited
         visited = visited.unionByName(new.select("qid", "id", "dist", "hub"))
-        visited = visited.transform(checkpoint) if step % checkpoint_every == 0 else visited.persist()
+        visited = visited.transform(checkpoint) if step % checkpoint_every == 0 else persist(visited)
         empty = visited.where(F.col("dist") == step).isEmpty()
         previous.unpersist()
         if empty:

@@ -18,6 +18,8 @@ does not converge keeps its last iterate with ``converged = false`` (networkx ra
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -93,9 +95,11 @@ def pagerank_batched(
     tol: float = 1e-6,
     max_iter: int = 100,
     checkpoint_every: int = 2,
+    persist: Callable[[DataFrame], DataFrame] = DataFrame.persist,
 ) -> tuple[DataFrame, DataFrame]:
     """PPR per ``qid`` as DataFrame power iteration (see the module docstring); same inputs and outputs
-    as :func:`pagerank_local`. One small action per round (the count of queries still running)."""
+    as :func:`pagerank_local`. One small action per round (the count of queries still running); each
+    round's state kept by ``persist`` (a job's ``ctx.persist``: the last one is released when it ends)."""
     seeds = seeds.select("qid", "id").distinct()
     weighted = _weighted(edges).join(seeds.select("qid").distinct(), "qid", "left_semi")
     pair = weighted.groupBy("qid", "src", "dst").agg(F.sum("weight").alias("w"))
@@ -130,7 +134,7 @@ def pagerank_batched(
             (1.0 / F.col("n_nodes")).alias("x"),
         )
     )
-    state = base.withColumn("iterations", F.lit(0)).withColumn("done", F.lit(False)).persist()
+    state = persist(base.withColumn("iterations", F.lit(0)).withColumn("done", F.lit(False)))
     state.count()
     for iteration in range(1, max_iter + 1):
         active = state.where(~F.col("done"))
@@ -165,7 +169,7 @@ def pagerank_batched(
         )
         previous = state
         state = state.where("done").unionByName(stepped)
-        state = state.transform(checkpoint) if iteration % checkpoint_every == 0 else state.persist()
+        state = state.transform(checkpoint) if iteration % checkpoint_every == 0 else persist(state)
         running = state.where(~F.col("done")).count()
         previous.unpersist()
         if running == 0:

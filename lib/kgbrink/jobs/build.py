@@ -63,7 +63,7 @@ def export(ctx: JobContext, opts: ExportOptions) -> JobSummary:
     with ctx.step("kg"):
         for table in () if opts.no_kg_files else ("complete", "incomplete", "removed"):
             # one scan and de-duplication per table, rendered by keys and, for the two KGs, by two schemes
-            triples = v.read(table).select("h", "r", "t").distinct().persist()
+            triples = ctx.persist(v.read(table).select("h", "r", "t").distinct())
             renderings = [(target / f"{table}.tsv", keys["entity"], keys["relation"])]
             if table != "removed":
                 renderings += [
@@ -74,7 +74,7 @@ def export(ctx: JobContext, opts: ExportOptions) -> JobSummary:
                 rendered = questions.render_triples(triples, entity_names, relation_names).orderBy("h", "r", "t")
                 write_single_file(rendered, path, "tsv", v.staging(path.relative_to(target)))
                 written.append(str(path))
-            triples.unpersist()
+            ctx.unpersist(triples)
     with ctx.step("rules_and_provenance"):
         rules = v.rules()
         write_amie_tsv(rules, target / "rules.tsv")

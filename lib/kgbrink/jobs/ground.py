@@ -50,7 +50,7 @@ def run(ctx: JobContext, opts: GroundOptions) -> JobSummary:
     triples = triples.filter(F.col("split").isin(splits)).select("h", "r", "t")
     with ctx.step("ground"):
         try:
-            found = grounding.groundings(rules, triples, relation_ids, per_rule, seed)
+            found = grounding.groundings(rules, triples, relation_ids, per_rule, seed, ctx.persist)
         except grounding.GroundingError as e:
             raise JobFailed(f"{rules_path}: {e}", summary) from None
         ctx.write("groundings", found, out, f"groundings of {len(rules)} rules", table="groundings")

@@ -93,7 +93,7 @@ def subgraphs(ctx: JobContext, opts: SubgraphOptions) -> JobSummary:
     with ctx.step("questions"):
         seeds = _seeds(ctx, opts, entities, out["quarantine"])
     with ctx.step("subgraphs"):
-        pruned, sizes = question_subgraphs(kg, seeds, cfg)
+        pruned, sizes = question_subgraphs(kg, seeds, cfg, ctx.persist)
         ctx.write("subgraph_sizes", sizes, out["subgraph_sizes"], f"sizes of {name}", table="okgqa.subgraph_sizes")
         ctx.write("subgraphs", pruned, out["subgraphs"], f"PPR-pruned subgraphs of {name}", table="okgqa.subgraphs")
     summary.counts.update(size_totals(ctx.written("subgraph_sizes")))

@@ -216,10 +216,7 @@ def _open(ctx: JobContext, opts: PredictOptions) -> tuple[Evaluation, Run]:
 )
 def run(ctx: JobContext, opts: PredictOptions) -> JobSummary:
     evaluation, state = _open(ctx, opts)
-    try:
-        return _steps(ctx, evaluation, state, opts)
-    finally:  # every frame a step cached, whether the job ended or failed
-        state.release_cache()
+    return _steps(ctx, evaluation, state, opts)  # the frames its steps persisted: released by ctx at the end
 
 
 def _steps(ctx: JobContext, evaluation: Evaluation, run: Run, opts: PredictOptions) -> JobSummary:
@@ -227,7 +224,7 @@ def _steps(ctx: JobContext, evaluation: Evaluation, run: Run, opts: PredictOptio
     with ctx.step("prompts"):
         items = evaluation.prompts(ctx, run, opts)
         role = run.answering
-        prompts = run.prompts = run.keep(call_rows(items, role.model, role.params, opts.limit, role.revision))
+        prompts = run.prompts = ctx.persist(call_rows(items, role.model, role.params, opts.limit, role.revision))
         if opts.dry_run:
             return model_calls.dry_run(ctx, run, prompts, judged=evaluation.judge is not None)
         ctx.write("predict_prompts", prompts.drop("body"), run.path("predict_prompts"), table="predict.prompts")
@@ -236,8 +233,6 @@ def _steps(ctx: JobContext, evaluation: Evaluation, run: Run, opts: PredictOptio
         summary.counts["spools_recovered"] = model_calls.recover(ctx, run)
     with ctx.step("ask"):
         run.failed = model_calls.ask(ctx, run, run.answering, prompts)
-        if run.failed is not None:
-            run.cached.append(run.failed)
     model_calls.usage(ctx, run, run.answering, prompts)
     with ctx.step("parse"):
         answers, quarantine = split_answers(prompts, model_calls.calls(ctx, run), run.failed)

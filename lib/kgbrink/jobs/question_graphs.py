@@ -105,7 +105,7 @@ def _inputs(
     splits = sorted(opts.splits or dataset_splits(triples))
     summary.params["splits"] = ",".join(splits)
     kg = triples.where(F.col("split").isin(splits)).select("h", "r", "t").distinct()
-    kg = kg.persist() if reuse_kg else kg
+    kg = ctx.persist(kg) if reuse_kg else kg  # released when the job ends: the next job starts with the heap free
     source = opts.input or catalog.path("synthkgqa.gt_questions", dataset=dataset, questions=opts.name)
     summary.params["questions"] = source
     if opts.input or table_exists(spark, source):
@@ -259,19 +259,15 @@ def sp_analysis(ctx: JobContext, opts: SpAnalysisOptions) -> JobSummary:
     )
     with ctx.step("questions"):
         got = _inputs(ctx, opts, summary, ("sp_quarantine",), SP_TABLES, reuse_kg=cfg.graph != "neighbourhood")
-    try:
-        with ctx.step("shortest paths"):
-            pairs = shortest_paths.seed_answer_pairs(got.questions, got.paths, cfg.answers).transform(checkpoint)
-            if cfg.graph == "neighbourhood":
-                found, sp_triples = shortest_paths.shortest_paths_neighbourhood(
-                    got.kg, got.questions, got.paths, pairs, config.question_graphs
-                )
-            else:
-                found, sp_triples = shortest_paths.shortest_paths_full_kg(got.kg, pairs, config.question_graphs.seed)
-            _sp_tables(ctx, opts, got, pairs, found, sp_triples)
-        with ctx.step("tables and report"):
-            _sp_report(ctx, opts, got, cfg, summary)
-    finally:
-        # The KG persisted for the full-KG search is released, so a release's next job starts with the heap free.
-        got.kg.unpersist()
+    with ctx.step("shortest paths"):
+        pairs = shortest_paths.seed_answer_pairs(got.questions, got.paths, cfg.answers).transform(checkpoint)
+        if cfg.graph == "neighbourhood":
+            found, sp_triples = shortest_paths.shortest_paths_neighbourhood(
+                got.kg, got.questions, got.paths, pairs, config.question_graphs
+            )
+        else:
+            found, sp_triples = shortest_paths.shortest_paths_full_kg(got.kg, pairs, config.question_graphs.seed)
+        _sp_tables(ctx, opts, got, pairs, found, sp_triples)
+    with ctx.step("tables and report"):
+        _sp_report(ctx, opts, got, cfg, summary)
     return summary

@@ -313,7 +313,7 @@ def _publish(
     if split is not None:
         frame = frame.withColumn(split, F.coalesce(F.col(split), F.lit("train")))
     # counted, then written once or twice: computed (keys joined, JSON parsed) once
-    frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+    frame = env.ctx.persist(frame, StorageLevel.MEMORY_AND_DISK)
     try:
         if split is not None:
             rows = {r[split]: r["count"] for r in frame.groupBy(split).count().collect()}
@@ -331,7 +331,7 @@ def _publish(
             result.jsonl_fields = fields
         return result
     finally:
-        frame.unpersist()
+        env.ctx.unpersist(frame)
 
 
 SPLIT_ORDER = ("train", "valid", "test", "easy", "medium", "hard")

@@ -268,7 +268,7 @@ def _score_batch(ctx: JobContext, work: _Work, batch: list, batch_id: str, repea
     rows = checked.filter(~F.col("_skip")) if "_skip" in checked.columns else checked
     if work.popularity is not None:
         rows = scoring.with_target_degrees(rows, *work.popularity, broadcast=broadcast)
-    sums = scoring.group_sums(rows, work.spec, facts.constants(rankfiles.OPTIONAL) if facts else None).cache()
+    sums = ctx.persist(scoring.group_sums(rows, work.spec, facts.constants(rankfiles.OPTIONAL) if facts else None))
     totals = sums.agg(F.sum("n").alias("n"), F.sum("quarantined").alias("quarantined")).first()
     scored_rows, bad = int(totals["n"] or 0), int(totals["quarantined"] or 0)
     if bad:
@@ -277,7 +277,7 @@ def _score_batch(ctx: JobContext, work: _Work, batch: list, batch_id: str, repea
         )
     partial = sums.filter(F.col("n") > 0).drop("quarantined").select(F.lit(batch_id).alias("batch_id"), "*")
     _replace_batch(ctx, "partials", partial, work.paths["partials"], batch_id)
-    sums.unpersist()
+    ctx.unpersist(sums)
     record = {"batch_id": batch_id, "files": json.dumps([f for f, _, _ in batch]), "rows": scored_rows + bad}
     record["quarantined"] = bad
     schema = "batch_id string, files string, rows long, quarantined long"

@@ -115,7 +115,7 @@ def _open(ctx: JobContext, opts: ScoreMcqOptions) -> _Work:
     )
     if not table_exists(spark, questions_path):
         raise JobFailed(f"no questions table at {questions_path}: run `kgbrink mcq` first or pass --questions", summary)
-    questions = scoring.question_columns(ctx.read("questions", questions_path), questions_path).cache()
+    questions = ctx.persist(scoring.question_columns(ctx.read("questions", questions_path), questions_path))
     n_questions, n_ids = questions.agg(F.count(F.lit(1)), F.countDistinct("id")).first()
     if n_questions != n_ids:
         raise JobFailed(f"{questions_path}: {n_questions - n_ids} repeated question ids", summary)
@@ -187,13 +187,13 @@ def _aggregate(ctx: JobContext, work: _Work, checked) -> tuple[list[dict], list[
     across difficulties; the letter and unanswered counts."""
     grouping = scoring.degree_grouping(work.questions, work.bins, work.n_groups)
     good = scoring.scored(checked.filter(F.col("reason").isNull()), work.api_raw)
-    rows = grouping.column(ctx.spark, good).cache()
+    rows = ctx.persist(grouping.column(ctx.spark, good))
     scores = scoring.finish([r.asDict() for r in scoring.group_sums(rows).collect()])
     overlap = [
         r.asDict() for r in rows.transform(scoring.overlap).orderBy("model", "run", *scoring.DIFFICULTIES).collect()
     ]
     per_run = scoring.answer_counts(rows)
-    rows.unpersist()
+    ctx.unpersist(rows)
     ctx.summary.counts.update(
         letter_predictions=sum(int(r["letters"]) for r in per_run),
         letters_disagreeing_with_scores=sum(int(r["disagree"]) for r in per_run),
@@ -239,7 +239,7 @@ def run(ctx: JobContext, opts: ScoreMcqOptions) -> JobSummary:
     summary.highlights.update(headline(summary.results, HEADLINE))
     summary.extra["scores"] = scores
     summary.extra["overlap"] = overlap
-    work.questions.unpersist()
+    ctx.unpersist(work.questions)
     with ctx.step("report"):
         where = local_dir(opts.report_dir or f"{work.out}/report")
         summary.artifacts.extend(report.write(scores, overlap, Path(where), summary.params, summary.counts))

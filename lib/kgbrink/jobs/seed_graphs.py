@@ -110,7 +110,7 @@ def run(ctx: JobContext, opts: SeedGraphOptions) -> JobSummary:
         summary.extra["reused"] = f"{source} version {copied}: sampled from the same inputs and settings, copied"
     else:
         with ctx.step("graph"):
-            graph = sampling_graph(kg, plan)
+            graph = sampling_graph(kg, plan, ctx.persist)
             summary.counts["nodes"] = graph.nodes.count()
             if summary.counts["nodes"] == 0:
                 raise JobFailed(
@@ -118,7 +118,6 @@ def run(ctx: JobContext, opts: SeedGraphOptions) -> JobSummary:
                 )
         with ctx.step("sample"):
             ctx.write("seed_graphs", seed_graphs(graph, plan), path, note, table="synthkgqa.seed_graphs")
-            graph.unpersist()
     written = ctx.written("seed_graphs")
     s = written.agg(
         F.count("*").alias("n"),

@@ -65,23 +65,19 @@ def run(ctx: JobContext, opts: StatsOptions) -> JobSummary:
             stats.TRIPLES_PER_COUNT_TASK,
             int(spark.conf.get("spark.sql.shuffle.partitions")),
         )
-        counts = stats.entity_relation_counts(triples, partitions).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        with ctx.step("entity_relation_counts_and_entity_popularity"):
-            ctx.write(
-                "entity_popularity", stats.entity_popularity(counts), f"{out}/entity_popularity", description=note
-            )
-            entities = ctx.written("entity_popularity")
-        with ctx.step("entity_relation_popularity"):
-            pairs = stats.entity_relation_popularity(counts, entities, bool(config.stats.broadcast_entity_degrees))
-            ctx.write("entity_relation_popularity", pairs, f"{out}/entity_relation_popularity", description=note)
-        with ctx.step("relation_statistics_and_histogram"):
-            facts = Observation("facts")
-            relations = stats.relation_statistics(counts).observe(facts, F.sum("facts").alias("triples"))
-            ctx.write("relation_statistics", relations, f"{out}/relation_statistics", description=note)
-            ctx.write("degree_histogram", stats.degree_histogram(entities), f"{out}/degree_histogram", description=note)
-    finally:
-        counts.unpersist()
+        counts = ctx.persist(stats.entity_relation_counts(triples, partitions), StorageLevel.MEMORY_AND_DISK)
+    with ctx.step("entity_relation_counts_and_entity_popularity"):
+        ctx.write("entity_popularity", stats.entity_popularity(counts), f"{out}/entity_popularity", description=note)
+        entities = ctx.written("entity_popularity")
+    with ctx.step("entity_relation_popularity"):
+        pairs = stats.entity_relation_popularity(counts, entities, bool(config.stats.broadcast_entity_degrees))
+        ctx.write("entity_relation_popularity", pairs, f"{out}/entity_relation_popularity", description=note)
+    with ctx.step("relation_statistics_and_histogram"):
+        facts = Observation("facts")
+        relations = stats.relation_statistics(counts).observe(facts, F.sum("facts").alias("triples"))
+        ctx.write("relation_statistics", relations, f"{out}/relation_statistics", description=note)
+        ctx.write("degree_histogram", stats.degree_histogram(entities), f"{out}/degree_histogram", description=note)
+    ctx.unpersist(counts)
     summary.counts.update(
         triples=int(facts.get["triples"] or 0),
         entities_with_triples=summary.outputs["entity_popularity"].rows,

@@ -62,7 +62,9 @@ def remove(ctx: JobContext, opts: RemoveOptions) -> JobSummary:
     complete = v.read("complete")
     with ctx.step("ground"):
         try:
-            sample = grounding.groundings(rules, complete.select("h", "r", "t"), relation_ids, s["per_rule"], s["seed"])
+            sample = grounding.groundings(
+                rules, complete.select("h", "r", "t"), relation_ids, s["per_rule"], s["seed"], ctx.persist
+            )
         except grounding.GroundingError as e:
             raise JobFailed(f"{summary.inputs['rules'].path}: {e}", summary) from None
         v.write(

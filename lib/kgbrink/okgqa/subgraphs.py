@@ -20,6 +20,8 @@ Directions come from the triples table (the authors rebuilt them from SPARQL row
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -39,21 +41,30 @@ def ppr_edges(subgraph: DataFrame, directed: bool, collapse_parallel: bool) -> D
     return edges
 
 
-def question_subgraphs(triples: DataFrame, seeds: DataFrame, cfg: OkgqaSubgraphSettings) -> tuple[DataFrame, DataFrame]:
+def question_subgraphs(
+    triples: DataFrame,
+    seeds: DataFrame,
+    cfg: OkgqaSubgraphSettings,
+    persist: Callable[[DataFrame], DataFrame] = DataFrame.persist,
+) -> tuple[DataFrame, DataFrame]:
     """``(subgraphs(qid, h, r, t, ppr_h, ppr_t), sizes)`` for ``seeds(qid, id)`` over ``triples(h, r, t)``.
 
     ``sizes``: ``qid, n_seeds, n_nodes_raw, n_edges_raw, n_nodes_pruned, n_edges_pruned, ppr_iterations,
     ppr_converged, hubs_not_expanded, n_edges_before_cap, caps_applied`` (raw = after the caps; a question
-    whose entities have no triple has one node per entity and no edge)."""
+    whose entities have no triple has one node per entity and no edge). The walks' states are kept by
+    ``persist`` (a job's ``ctx.persist``)."""
     seeds = seeds.select("qid", "id").distinct()
     visited, hubs = khop.expand(
-        triples.select("h", "r", "t"), seeds, cfg.k - 1, max_expand_degree=cfg.max_expand_degree
+        triples.select("h", "r", "t"), seeds, cfg.k - 1, max_expand_degree=cfg.max_expand_degree, persist=persist
     )
     ball = khop.edge_ball(triples.select("h", "r", "t"), visited, cfg.k)
     raw, capped = khop.cap_edges(ball, seeds, cfg.max_subgraph_edges, cfg.seed)
     raw = raw.transform(checkpoint)
-    run = pagerank.pagerank_local if cfg.ppr_implementation == "local" else pagerank.pagerank_batched
-    scores, info = run(ppr_edges(raw, cfg.directed, cfg.collapse_parallel), seeds, cfg.alpha, cfg.tol, cfg.max_iter)
+    edges = ppr_edges(raw, cfg.directed, cfg.collapse_parallel)
+    if cfg.ppr_implementation == "local":
+        scores, info = pagerank.pagerank_local(edges, seeds, cfg.alpha, cfg.tol, cfg.max_iter)
+    else:
+        scores, info = pagerank.pagerank_batched(edges, seeds, cfg.alpha, cfg.tol, cfg.max_iter, persist=persist)
     scores = scores.transform(checkpoint)
     kept = scores.where(F.col("ppr") >= cfg.threshold)
     pruned = raw.join(kept.select("qid", F.col("id").alias("h"), F.col("ppr").alias("ppr_h")), ["qid", "h"]).join(

@@ -23,6 +23,7 @@ groundings (rare) is redone with a wider threshold, so the result is always the 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from functools import reduce
 
 from pyspark.sql import DataFrame, Window
@@ -142,10 +143,12 @@ def groundings(
     relation_ids: dict[str, int],
     per_rule: int | None = None,
     seed: int = 0,
+    persist: Callable[[DataFrame], DataFrame] = DataFrame.persist,
 ) -> DataFrame:
     """``rule_id, head struct<h, r, t>, body array<struct<h, r, t>>, bindings map<variable, entity>,
     sample_hash``: all groundings of ``rules`` in ``triples`` (``h, r, t`` ids), or the seeded sample of at
-    most ``per_rule`` per rule (module docstring)."""
+    most ``per_rule`` per rule (module docstring), each rule pattern's sample kept by ``persist`` (a job's
+    ``ctx.persist``: released when the job ends)."""
     if per_rule is not None and per_rule < 1:
         raise GroundingError(f"per_rule must be a positive integer, got {per_rule}")
     spark = triples.sparkSession
@@ -173,13 +176,15 @@ def groundings(
         slots = [slot_column(k) for k in range(len(pattern))]
         frame = spark.createDataFrame(members, ", ".join(["rule_id string", "r int", *[f"{s} int" for s in slots]]))
         found = _shaped(pattern_groundings(shape, frame, edges, _start_atom(shape, members, rows)), shape, seed)
-        parts.append(found if per_rule is None else sample_smallest(found, per_rule))
+        parts.append(found if per_rule is None else sample_smallest(found, per_rule, persist=persist))
     if per_rule is not None:
         edges.unpersist()
     return reduce(DataFrame.unionByName, parts)
 
 
-def sample_smallest(found: DataFrame, n: int, widen: float = 1.0) -> DataFrame:
+def sample_smallest(
+    found: DataFrame, n: int, widen: float = 1.0, persist: Callable[[DataFrame], DataFrame] = DataFrame.persist
+) -> DataFrame:
     """The ``n`` rows of each ``rule_id`` with the smallest ``sample_hash`` (ties by head and body), computed
     with a per-rule hash threshold (module docstring). The result is cached and already materialised (its
     per-rule counts are checked), so it no longer reads ``found``'s inputs."""
@@ -193,17 +198,16 @@ def sample_smallest(found: DataFrame, n: int, widen: float = 1.0) -> DataFrame:
     kept = found.join(F.broadcast(threshold), "rule_id").filter(
         F.col("below").isNull() | (F.col("sample_hash") < F.col("below"))
     )
-    ranked = (
+    ranked = persist(
         kept.withColumn(
             "_rank", F.row_number().over(Window.partitionBy("rule_id").orderBy("sample_hash", "head", "body"))
         )
         .filter(F.col("_rank") <= n)
         .drop("_rank", "below")
-        .cache()
     )
     got = {r["rule_id"]: r["count"] for r in ranked.groupBy("rule_id").count().collect()}
     short = [rule_id for rule_id, count in counts.items() if got.get(rule_id, 0) < min(n, count)]
     if not short:
         return ranked
     ranked.unpersist()
-    return sample_smallest(found, n, widen * 4)
+    return sample_smallest(found, n, widen * 4, persist)

@@ -23,6 +23,7 @@ positions of its indexed neighbour list are tried in order, draw ``k`` accepted 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
@@ -83,29 +84,31 @@ class SamplingGraph:
             frame.unpersist()
 
 
-def sampling_graph(triples: DataFrame, plan: Plan) -> SamplingGraph:
+def sampling_graph(
+    triples: DataFrame, plan: Plan, persist: Callable[[DataFrame], DataFrame] = DataFrame.persist
+) -> SamplingGraph:
     """The views of :class:`SamplingGraph` from ``h, r, t`` (excluded relations already removed) for
-    ``plan``: its ``degree``, and its hubs (more than ``enumerate_below_degree`` neighbours)."""
+    ``plan``: its ``degree``, and its hubs (more than ``enumerate_below_degree`` neighbours), each kept by
+    ``persist`` (a job's ``ctx.persist``: released when the job ends)."""
     kg = triples.select("h", "r", "t").distinct()
-    nbrs = views.neighbours(kg).persist()
+    nbrs = persist(views.neighbours(kg))
     ends = views.incidence(kg).groupBy(F.col("src").alias("id")).agg(F.count("*").alias("degree"))
     n_nbrs = nbrs.groupBy(F.col("src").alias("id")).agg(F.count("*").alias("n_nbrs"))
     d = ends.join(n_nbrs, "id", "left").select("id", "degree", F.coalesce("n_nbrs", F.lit(0)).alias("n_nbrs"))
     weight = 1.0 / F.col("degree" if plan.degree == "edges" else "n_nbrs").cast("double")
     nodes = d.select("id", F.when(F.col("n_nbrs") > 0, weight).otherwise(F.lit(0.0)).alias("w"), "n_nbrs")
-    nodes = nodes.persist()
+    nodes = persist(nodes)
     hubs = nodes.where(F.col("n_nbrs") > plan.enumerate_below_degree).select(F.col("id").alias("src"))
     position = F.row_number().over(Window.partitionBy("src").orderBy("dst")) - 1
-    hub_index = (
+    hub_index = persist(
         nbrs.join(F.broadcast(hubs), "src")
         .join(nodes.select(F.col("id").alias("dst"), "w"), "dst")
         .select("src", position.cast("int").alias("pos"), "dst", "w")
-        .persist()
     )
-    pairs = (
-        kg.where(F.col("h") != F.col("t"))
-        .select(F.least("h", "t").alias("src"), F.greatest("h", "t").alias("dst"), "h", "r", "t")
-        .persist()
+    pairs = persist(
+        kg.where(F.col("h") != F.col("t")).select(
+            F.least("h", "t").alias("src"), F.greatest("h", "t").alias("dst"), "h", "r", "t"
+        )
     )
     return SamplingGraph(nodes, nbrs, hub_index, pairs)
 

@@ -68,7 +68,7 @@ class Brink(Evaluation):
     def prompts(self, ctx: JobContext, run: Run, opts) -> DataFrame:
         sources, variant = run.sources, ctx.config.variant
         if run.release:
-            run.records = run.keep(releases.brink_records(sources["questions"], opts.split))
+            run.records = ctx.persist(releases.brink_records(sources["questions"], opts.split))
             return brink.prompts(run.records, "none", {}, run.template, variant.seed)
         entities = entity_names(sources["entities"], opts.scheme, variant.seed)
         relations = relation_names(sources["relations"])
@@ -82,8 +82,8 @@ class Brink(Evaluation):
             sources["questions"], entities, relations, variant.templates, opts.split, sources["provenance"], near
         )
         if opts.rewrite:
-            records = self._rewritten(ctx, run, opts, run.keep(records), relations)
-        run.records = run.keep(records)
+            records = self._rewritten(ctx, run, opts, ctx.persist(records), relations)
+        run.records = ctx.persist(records)
         by_key = sources["relations"].select("key", "id").join(relations, "id").collect()
         names = {r["key"]: r["name"] for r in by_key}
         return brink.prompts(run.records, opts.context, names, run.template, variant.seed, settings.max_facts)
@@ -96,16 +96,14 @@ class Brink(Evaluation):
         text = records
         if opts.scheme != "text_label":  # App. D writes from labels; the rewrite is moved into the scheme
             labels = entity_names(sources["entities"], "text_label", variant.seed)
-            text = run.keep(brink.records(sources["questions"], labels, relations, variant.templates, opts.split))
+            text = ctx.persist(brink.records(sources["questions"], labels, relations, variant.templates, opts.split))
         role = replace(run.judge, role="rewrite")
-        calls = run.keep(call_rows(brink.rewrite_prompts(text), role.model, role.params, revision=role.revision))
+        calls = ctx.persist(call_rows(brink.rewrite_prompts(text), role.model, role.params, revision=role.revision))
         ctx.summary.counts["rewrite_prompts"] = calls.count()
         ctx.summary.params["rewrite_model"] = role.model
         failed = model_calls.ask_and_count(ctx, run, role, calls)
-        if failed is not None:
-            run.cached.append(failed)
         answered, _ = split_answers(calls, model_calls.calls(ctx, run), failed)
-        checked = run.keep(brink.rewrites(answered.select("item_id", "content"), text, records))
+        checked = ctx.persist(brink.rewrites(answered.select("item_id", "content"), text, records))
         verdicts = {r["reason"]: int(r["count"]) for r in checked.groupBy("reason").count().collect()}
         ctx.summary.counts.update(
             rewrites_accepted=verdicts.pop(None, 0),
@@ -120,7 +118,7 @@ class Brink(Evaluation):
         return asked.join(checked.select("id", "question"), "id")
 
     def parse(self, ctx: JobContext, run: Run, answers: DataFrame, quarantine: DataFrame, opts) -> dict[str, int]:
-        parsed = run.keep(brink.predictions(answers.select("item_id", "content"), opts.scheme))
+        parsed = ctx.persist(brink.predictions(answers.select("item_id", "content"), opts.scheme))
         ctx.summary.counts["refusals"] = parsed.filter("refusal").count()
         folder = Path(run.files)
         records = run.records.select("id", "question", "topic_entity", "answers", "hard_answer")

@@ -71,7 +71,7 @@ def fold(ctx: JobContext, run: Run, folder: str) -> DataFrame:
     """The spool files under ``folder`` into ``model_calls`` (a call id's first answer kept); the rows of the
     calls that got no answer (the last try's result of each) are returned for the quarantine."""
     rows = read_json_lines(ctx.spark, folder, spool.SCHEMA)
-    rows = rows.cache()
+    rows = ctx.persist(rows)
     answered = rows.filter("answered").drop("answered").dropDuplicates(["call_id"])
     columns = [c.split()[0] for c in catalog.table("predict.model_calls").schema.split(", ")]
     answered = answered.select(*columns)
@@ -81,9 +81,10 @@ def fold(ctx: JobContext, run: Run, folder: str) -> DataFrame:
     elif answered.limit(1).count():
         ctx.write(CALLS, answered, path, "answers of chat-completions endpoints", table="predict.model_calls")
     failed = rows.join(answered.select("call_id"), "call_id", "left_anti")
-    failed = failed.groupBy("call_id").agg(F.max_by(F.struct("status", "detail"), "tries").alias("last")).cache()
+    failed = failed.groupBy("call_id").agg(F.max_by(F.struct("status", "detail"), "tries").alias("last"))
+    failed = ctx.persist(failed)  # counted: the spool folder goes next
     failed.count()
-    rows.unpersist()
+    ctx.unpersist(rows)
     return failed
 
 
@@ -93,7 +94,7 @@ def recover(ctx: JobContext, run: Run) -> int:
     left = sorted(p for p in root.glob("*") if p.is_dir()) if root.is_dir() else []
     for folder in left:
         if any(folder.glob("*.jsonl")):
-            fold(ctx, run, str(folder)).unpersist()
+            ctx.unpersist(fold(ctx, run, str(folder)))
         delete_path(ctx.spark, str(folder))
     return len(left)
 
@@ -108,17 +109,18 @@ def ask(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> DataFrame 
     if table_exists(ctx.spark, path):
         distinct = distinct.join(ctx.read(CALLS, path).select("call_id"), "call_id", "left_anti")
     pending = distinct.repartition(run.tasks, "call_id").sortWithinPartitions("call_id")
-    pending = pending.withColumns({"model": F.lit(role.model), "params": F.lit(canonical(role.params))}).cache()
+    pending = pending.withColumns({"model": F.lit(role.model), "params": F.lit(canonical(role.params))})
+    pending = ctx.persist(pending)
     n_pending = pending.count()
     summary.counts[f"{prefix}asked"] = n_pending
     for key in (*STAT_KEYS, "rate_limit_wait_s"):
         summary.counts[prefix + key] = 0
     if n_pending == 0:
-        pending.unpersist()
+        ctx.unpersist(pending)
         return None
     unreachable = probe(role.endpoint)
     if unreachable:  # fail in seconds, not after every prompt's tries
-        pending.unpersist()
+        ctx.unpersist(pending)
         raise JobFailed(f"{unreachable}; {n_pending} prompts not asked (--base-url, predict.base_url)", summary)
     folder = f"{run.spool_dir}/{uuid.uuid4().hex}"
     Path(folder).mkdir(parents=True, exist_ok=True)
@@ -133,7 +135,7 @@ def ask(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> DataFrame 
     task = partial(_ask_task, endpoint=config, folder=folder, api_key=secret, budget=budget)
     with ctx.progress.reporting(SpoolCounter(folder, n_pending)):  # answers, not Spark's 2 tasks
         stats += pending.rdd.mapPartitionsWithIndex(task).collect()
-    pending.unpersist()
+    ctx.unpersist(pending)
     for key in STAT_KEYS:
         summary.counts[prefix + key] = sum(int(s.get(key) or 0) for s in stats)
     summary.counts[f"{prefix}rate_limit_wait_s"] = round(sum(float(s.get("waited_s") or 0) for s in stats), 3)
@@ -142,7 +144,7 @@ def ask(ctx: JobContext, run: Run, role: Role, prompts: DataFrame) -> DataFrame 
     failed = fold(ctx, run, folder)  # cached and counted: the spool folder goes next
     delete_path(ctx.spark, folder)
     if not_asked:
-        failed.unpersist()
+        ctx.unpersist(failed)
         limit = ctx.config.predict.max_cost
         raise JobFailed(
             f"predict.max_cost {limit:g} reached ({run.spent:.6f} spent by this run): every answer so far is kept "

@@ -122,7 +122,7 @@ class OKGQA(Evaluation):
         records = okgqa.records(
             graphs, texts, sources["entities"], sources["relations"], ctx.config.predict.max_facts, retrieved
         )
-        run.records = run.keep(records)
+        run.records = ctx.persist(records)
         if opts.context == "cot_sc":
             return self._self_consistency(ctx, run, opts.limit)
         # no --template: each record's own (a question whose subgraph is empty gets the zero-shot baseline)
@@ -146,13 +146,11 @@ class OKGQA(Evaluation):
         endpoint = replace(run.answering.endpoint, api="embeddings")
         role = Role("embed", settings.embedding_model, {"encoding_format": "float"}, endpoint)
         items = okgqa.embedding_items(named, texts)
-        calls = run.keep(call_rows(items, role.model, role.params, field="input"))
+        calls = ctx.persist(call_rows(items, role.model, role.params, field="input"))
         ctx.summary.counts["embed_texts"] = calls.count()
         failed = model_calls.ask_and_count(ctx, run, role, calls)
-        if failed is not None:
-            run.cached.append(failed)
         answered, bad = split_answers(calls, model_calls.calls(ctx, run), failed)
-        bad = run.keep(bad.withColumn("stage", F.concat(F.lit("embed_"), F.col("stage"))))
+        bad = ctx.persist(bad.withColumn("stage", F.concat(F.lit("embed_"), F.col("stage"))))
         by_reason = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
         ctx.summary.counts["embed_failed"] = sum(by_reason.values())
         fail_past_bad_fraction(
@@ -164,7 +162,7 @@ class OKGQA(Evaluation):
             "texts to embed",
             f"see {run.path(QUARANTINE)}",
         )
-        run.texts.quarantine = run.keep(run.texts.quarantine.unionByName(bad))
+        run.texts.quarantine = ctx.persist(run.texts.quarantine.unionByName(bad))
         for reason, n in by_reason.items():  # weighed against the texts here, not against the prompts
             run.texts.counts[reason] = run.texts.counts.get(reason, 0) + n
         embedded = checkpoint(okgqa.vectors(answered))
@@ -181,7 +179,7 @@ class OKGQA(Evaluation):
         quarantined, stage ``sample``); ``limit``: the first questions by item id, as the selections are cut."""
         settings, summary = ctx.config.predict, ctx.summary
         if limit is not None:
-            run.records = run.keep(run.records.orderBy("item_id").limit(int(limit)))
+            run.records = ctx.persist(run.records.orderBy("item_id").limit(int(limit)))
         base = okgqa.prompts(run.records, None, cot=True)
         each = base.select(
             F.col("item_id").alias("question_item"),
@@ -191,15 +189,13 @@ class OKGQA(Evaluation):
         params = {**judge_params("okgqa-baseline@1", settings), "temperature": float(settings.sc_temperature)}
         role = replace(run.answering, role="sample", params=params)
         items = each.select("item_id", "messages", "sample")
-        calls = run.keep(call_rows(items, role.model, params, None, role.revision))
+        calls = ctx.persist(call_rows(items, role.model, params, None, role.revision))
         summary.counts["sample_prompts"] = calls.count()
         failed = model_calls.ask_and_count(ctx, run, role, calls)
-        if failed is not None:
-            run.cached.append(failed)
         answered, _ = split_answers(calls, model_calls.calls(ctx, run), failed)
         got = answered.join(each.select("item_id", "question_item", "sample"), "item_id")
         ordered = F.array_sort(F.collect_list(F.struct("sample", "content")))
-        samples = run.keep(
+        samples = ctx.persist(
             got.groupBy(F.col("question_item").alias("item_id")).agg(
                 F.transform(ordered, lambda x: x["content"]).alias("answers")
             )
@@ -212,7 +208,7 @@ class OKGQA(Evaluation):
             F.lit("no_sample").alias("reason"),
             F.lit("no sampled answer to select from").alias("detail"),
         )
-        run.texts.quarantine = run.keep(run.texts.quarantine.unionByName(unsampled))
+        run.texts.quarantine = ctx.persist(run.texts.quarantine.unionByName(unsampled))
         summary.counts["questions_without_samples"] = none.count()
         return okgqa.sc_prompts(run.records, samples)
 
@@ -271,13 +267,13 @@ class OKGQA(Evaluation):
         the bad calls by reason (quarantined, stage ``facts_*``) and the prompts asked."""
         settings, summary = ctx.config.predict, ctx.summary
         facts_role = replace(judge, role="facts", params=judge_params("okgqa-facts@1", settings))
-        split = run.keep(
+        split = ctx.persist(
             call_rows(okgqa.fact_prompts(answers), facts_role.model, facts_role.params, revision=facts_role.revision)
         )
         summary.counts["facts_prompts"] = split.count()
         failed = model_calls.ask_and_count(ctx, run, facts_role, split)
         answered, bad = split_answers(split, model_calls.calls(ctx, run), failed)
-        facts = run.keep(okgqa.atomic_facts(answered.select("item_id", "content"), int(settings.max_atomic_facts)))
+        facts = ctx.persist(okgqa.atomic_facts(answered.select("item_id", "content"), int(settings.max_atomic_facts)))
         summary.counts["atomic_facts"] = int(facts.select(F.sum(F.size("facts"))).first()[0] or 0)
         return facts, self._quarantined(ctx, run, bad, "facts_"), summary.counts["facts_prompts"]
 
@@ -288,11 +284,11 @@ class OKGQA(Evaluation):
         at_zero = okgqa.records(
             graphs, run.texts.good, run.sources["entities"], run.sources["relations"], ctx.config.predict.max_facts
         )
-        return run.keep(okgqa.knowledge(at_zero))
+        return ctx.persist(okgqa.knowledge(at_zero))
 
     def _quarantined(self, ctx: JobContext, run: Run, bad: DataFrame, prefix: str) -> dict[str, int]:
         """``bad`` (quarantine rows) written with the run's quarantine, its stage prefixed; its count by reason."""
-        bad = run.keep(bad.withColumn("stage", F.concat(F.lit(prefix), F.col("stage"))))
+        bad = ctx.persist(bad.withColumn("stage", F.concat(F.lit(prefix), F.col("stage"))))
         write_quarantine(ctx, run, bad.unionByName(ctx.written(QUARANTINE)))
         return {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
 
@@ -304,8 +300,8 @@ class OKGQA(Evaluation):
         reason (quarantined) and the prompts asked."""
         settings, summary = ctx.config.predict, ctx.summary
         verify_role = replace(judge, role="verify", params=judge_params("okgqa-verify@1", settings))
-        items = run.keep(okgqa.verify_prompts(facts, answers.select("item_id", "qid"), sources))
-        check = run.keep(
+        items = ctx.persist(okgqa.verify_prompts(facts, answers.select("item_id", "qid"), sources))
+        check = ctx.persist(
             call_rows(
                 items.select("item_id", "messages"), verify_role.model, verify_role.params, revision=judge.revision
             )
@@ -330,12 +326,12 @@ class OKGQA(Evaluation):
         settings, summary = ctx.config.predict, ctx.summary
         search_params = judge_params("okgqa-safe-search@1", settings)
         final_role = replace(judge, role="safe_final", params=judge_params("okgqa-safe-final@1", settings))
-        state = run.keep(okgqa_safe.facts_state(facts, answers.select("item_id", "qid"), sources))
+        state = ctx.persist(okgqa_safe.facts_state(facts, answers.select("item_id", "qid"), sources))
         search_bad, asked = None, 0
         for step in range(int(settings.safe_max_steps)):
             # a role per round: each round's requests, tokens and cost are counted apart
             search_role = replace(judge, role=f"safe_search_{step + 1}", params=search_params)
-            prompts = run.keep(
+            prompts = ctx.persist(
                 call_rows(
                     okgqa_safe.search_prompts(state), search_role.model, search_role.params, revision=judge.revision
                 )
@@ -347,19 +343,19 @@ class OKGQA(Evaluation):
             failed = model_calls.ask_and_count(ctx, run, search_role, prompts)
             answered, round_bad = split_answers(prompts, model_calls.calls(ctx, run), failed)
             search_bad = round_bad if search_bad is None else search_bad.unionByName(round_bad)
-            state = run.keep(
+            state = ctx.persist(
                 checkpoint(okgqa_safe.searched(state, answered, settings.safe_search, int(settings.safe_results)))
             )
             summary.counts[f"safe_searching_after_{step + 1}"] = state.filter("searching").count()
         summary.counts["safe_search_prompts"] = asked
-        items = run.keep(okgqa_safe.final_prompts(state))
-        final = run.keep(
+        items = ctx.persist(okgqa_safe.final_prompts(state))
+        final = ctx.persist(
             call_rows(items.select("item_id", "messages"), final_role.model, final_role.params, revision=judge.revision)
         )
         summary.counts["safe_final_prompts"] = final.count()
         failed = model_calls.ask_and_count(ctx, run, final_role, final)
         rated, final_bad = split_answers(final, model_calls.calls(ctx, run), failed)
-        verdicts = run.keep(okgqa_safe.verdicts(rated.select("item_id", "content")))
+        verdicts = ctx.persist(okgqa_safe.verdicts(rated.select("item_id", "content")))
         final_bad = final_bad.unionByName(
             unparsed(verdicts, final, "supported", "no_verdict", "no [Supported] or [Not Supported]")
         )
@@ -380,17 +376,17 @@ class OKGQA(Evaluation):
         answers')."""
         settings, summary = ctx.config.predict, ctx.summary
         texts = run.records.select("item_id", "question", "references")
-        items = run.keep(okgqa.judge_prompts(answers.join(texts, "item_id"), list(settings.criteria)))
-        prompts = run.keep(
+        items = ctx.persist(okgqa.judge_prompts(answers.join(texts, "item_id"), list(settings.criteria)))
+        prompts = ctx.persist(
             call_rows(items.select("item_id", "messages"), judge.model, judge.params, revision=judge.revision)
         )
         ctx.write("judge_prompts", prompts.drop("body"), run.path("judge_prompts"), table="predict.judge_prompts")
         summary.counts["judge_prompts"] = prompts.count()
         failed = model_calls.ask_and_count(ctx, run, judge, prompts)
-        if failed is not None:
-            run.cached.append(failed)
         answered, bad_calls = split_answers(prompts, model_calls.calls(ctx, run), failed)
-        judged = run.keep(okgqa.judged(answered.select("item_id", "content")).join(items.drop("messages"), "item_id"))
+        judged = ctx.persist(
+            okgqa.judged(answered.select("item_id", "content")).join(items.drop("messages"), "item_id")
+        )
         unscored = unparsed(judged, prompts, "score", "no_score", "no 'Score: n' line with 0 <= n <= 10")
         bad = bad_calls.unionByName(unscored).withColumn("stage", F.concat(F.lit("judge_"), F.col("stage")))
         if QUARANTINE in summary.outputs:
@@ -420,7 +416,7 @@ def question_texts(ctx: JobContext, run: Run, path: str, qids: DataFrame) -> Dat
     """The good question texts (``qid, question, references``) of the questions in ``qids``
     (:func:`protocol.checked_lines`: a text of another question is ``unknown_qid``)."""
     require_files(ctx.spark, [path])
-    parsed = run.keep(okgqa.question_texts(read_lines(ctx.spark, {"questions": [path]})))
+    parsed = ctx.persist(okgqa.question_texts(read_lines(ctx.spark, {"questions": [path]})))
     unknown = ("unknown_qid", "no subgraph of this qid in the set")
     good = checked_lines(
         ctx, run, path, parsed, qids, "qid", ("question", "references"), "questions", unknown, "question lines"

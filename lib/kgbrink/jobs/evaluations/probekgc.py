@@ -44,7 +44,7 @@ class ProbeKGC(Evaluation):
 
     def parse(self, ctx: JobContext, run: Run, answers: DataFrame, quarantine: DataFrame, opts) -> dict[str, int]:
         sizes = run.records.select(F.col("id").alias("item_id"), F.size("options").alias("n_options"))
-        parsed = run.keep(probekgc.predictions(answers.join(sizes, "item_id"), probekgc.strategy(run.template)))
+        parsed = ctx.persist(probekgc.predictions(answers.join(sizes, "item_id"), probekgc.strategy(run.template)))
         bad = parsed.filter(F.col("reason").isNotNull()).join(
             answers.select(F.col("item_id").alias("id"), "call_id"), "id"
         )

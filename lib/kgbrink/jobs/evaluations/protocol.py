@@ -101,7 +101,6 @@ class Run:
     questions_path: str | None = None  # probekgc: the questions table score-mcq reads
     written: str | None = None  # synthkgqa: the written questions gt-questions reads
     texts: QuestionTexts | None = None  # okgqa: the question texts of --questions
-    cached: list[DataFrame] = field(default_factory=list)
     spent: float = 0.0  # what this run's answers cost so far, at the roles' prices
 
     @property
@@ -110,16 +109,6 @@ class Run:
 
     def path(self, table: str) -> str:
         return f"{self.out}/{table}"
-
-    def keep(self, frame: DataFrame) -> DataFrame:
-        """``frame`` cached until the run ends."""
-        self.cached.append(frame.cache())
-        return frame
-
-    def release_cache(self) -> None:
-        for frame in self.cached:
-            frame.unpersist()
-        self.cached.clear()
 
 
 class Evaluation(ABC):
@@ -299,7 +288,7 @@ def checked_lines(
     where = F.concat(
         reported_path_column(F.col("source_file")), F.lit(":"), F.col("line_number").cast("string"), F.lit(": ")
     )
-    quarantine = run.keep(
+    quarantine = ctx.persist(
         bad.select(
             F.col(key).alias("item_id"),
             F.lit(None).cast("string").alias("call_id"),
@@ -309,7 +298,7 @@ def checked_lines(
         )
     )
     counts = {r["reason"]: int(r["count"]) for r in bad.groupBy("reason").count().collect()}
-    good = run.keep(parsed.filter(F.col("reason").isNull()).select(key, *columns))
+    good = ctx.persist(parsed.filter(F.col("reason").isNull()).select(key, *columns))
     run.texts = QuestionTexts(good, quarantine, counts)
     weighed = {k: n for k, n in counts.items() if k != unknown[0]}
     fail_past_bad_fraction(

@@ -40,9 +40,11 @@ class SynthKGQA(Evaluation):
     def prompts(self, ctx: JobContext, run: Run, opts) -> DataFrame:
         sources, k = run.sources, ctx.config.seed_graphs.prompt_edges
         if run.release:
-            run.records = run.keep(sources["records"])
+            run.records = ctx.persist(sources["records"])
         else:
-            run.records = run.keep(prompt_records(sources["seed_graphs"], sources["entities"], sources["relations"], k))
+            run.records = ctx.persist(
+                prompt_records(sources["seed_graphs"], sources["entities"], sources["relations"], k)
+            )
         return synthkgqa.prompts(run.records, run.template)
 
     def _release_kg(self, ctx: JobContext, run: Run) -> str:
@@ -56,7 +58,7 @@ class SynthKGQA(Evaluation):
         return kg
 
     def parse(self, ctx: JobContext, run: Run, answers: DataFrame, quarantine: DataFrame, opts) -> dict[str, int]:
-        parsed = run.keep(synthkgqa.written(answers.select("item_id", "content"), run.records))
+        parsed = ctx.persist(synthkgqa.written(answers.select("item_id", "content"), run.records))
         bad = parsed.filter(F.col("reason").isNotNull()).join(answers.select("item_id", "call_id"), "item_id")
         target = Path(run.files) / "written.jsonl"
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -77,7 +77,7 @@ class SynthKGQAAnswer(Evaluation):
         records = synthkgqa_answers.records(
             questions, run.sources["entities"], run.sources["relations"], shown, retrieved
         )
-        run.records = run.keep(records)
+        run.records = ctx.persist(records)
         return synthkgqa_answers.prompts(run.records, run.template, opts.context)
 
     def parse(self, ctx: JobContext, run: Run, answers: DataFrame, quarantine: DataFrame, opts) -> dict[str, int]:
@@ -109,7 +109,7 @@ def _retrieved(ctx: JobContext, run: Run, path: str, asked: DataFrame) -> DataFr
     """A retriever's good lines (``id, triples``) of the questions asked (:func:`protocol.checked_lines`: a
     line of another question is ``unknown_id``)."""
     require_files(ctx.spark, [path])
-    parsed = run.keep(synthkgqa_answers.retrieved_lines(read_lines(ctx.spark, {"retrieved": [path]})))
+    parsed = ctx.persist(synthkgqa_answers.retrieved_lines(read_lines(ctx.spark, {"retrieved": [path]})))
     unknown = ("unknown_id", "no question of this id in the set")
     good = checked_lines(ctx, run, path, parsed, asked, "id", ("triples",), "retrieved", unknown, "retrieved lines")
     ctx.summary.counts.update(retrieved_lines=good.count())

@@ -362,7 +362,7 @@ class DumpIngest:
         ids = ingest.assign_ids(codes, _with_codes(seed if seed is not None else previous, codec), tasks)
         labels = None
         if label_lines is not None:
-            labels = ingest.alias_labels(label_lines, "code").persist(StorageLevel.MEMORY_AND_DISK)
+            labels = self.ctx.persist(ingest.alias_labels(label_lines, "code"), StorageLevel.MEMORY_AND_DISK)
             given = labels.agg(F.count(F.lit(1)).alias("keys"), F.sum("lines").alias("lines")).collect()[0]
         # the label lines of keys that get an id, and the keys, counted while the table is written
         used = Observation(f"{name}_label_lines")
@@ -382,7 +382,7 @@ class DumpIngest:
             self.writes.dictionary(self.ctx, name, table, self.paths[name], same, rows, self.description)
         if labels is None:
             return table, None
-        labels.unpersist()
+        self.ctx.unpersist(labels)
         # alias lines that label no key: repeats of a labelled key, and the lines of keys without an id (in no triple)
         return table, ((given["lines"] or 0) - given["keys"], (given["lines"] or 0) - (used.get["lines"] or 0))
 
