@@ -855,6 +855,7 @@ UNCALLED = {
     "geval_percent": "the Python G-Eval mean the tests compare okgqa_scores with",
     "factscore_summary": "the Python FActScore mean the tests compare okgqa_scores with",
     "statistics_triples_version": "the triples version statistics record, read back by the stats test only",
+    "cached_frames": "the persisted-frame count the suite checks after every job (tests/conftest.py)",
 }
 
 
