@@ -97,6 +97,19 @@ def test_a_task_lasts_its_cpu_time_unless_told_its_wall_time(tmp_path):
         replay.stages(app, "gpu")
 
 
+def test_a_task_overhead_is_added_to_every_task_of_the_replay(tmp_path):
+    """The chain with 0.25 s more a task (a cluster's executor-side cost): T1 gains 7 x 0.25; on 2 slots
+    stage 0's 4 tasks are 2 rounds of 2.25 s, stage 1's one of 3.25 s, stage 2's 1.25 s; the gaps stay."""
+    app = eventlog.read(_chain(tmp_path))
+    profiles, tail, _ = replay.stages(app, "wall", task_overhead=0.25)
+    assert replay.work(profiles, tail) == pytest.approx(16.5 + 7 * 0.25)
+    assert replay.predicted(profiles, tail, 2) == pytest.approx(0.5 + 4.5 + 0.5 + 3.25 + 0.2 + 1.25 + 0.3)
+    assert replay.critical_path(profiles, tail) == pytest.approx(7.5 + 3 * 0.25)
+    assert report.profile(app, (2,), "wall", 0.25)["task_overhead"] == 0.25
+    with pytest.raises(ValueError, match="task_overhead must be >= 0"):
+        replay.stages(app, "wall", task_overhead=-1)
+
+
 def test_a_skewed_stage_is_flagged_and_bounds_its_replay(tmp_path):
     """Nine 1 s tasks then one of 12 s: on 2 slots the long one starts at 4 s (16 s); on 8 at 1 s (13 s)."""
     events = [_job(0, 0.0, [(0, [])])] + [_task(0, i, i // 2, i // 2 + 1) for i in range(9)]

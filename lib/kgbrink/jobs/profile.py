@@ -40,12 +40,19 @@ class ProfileOptions:
         "a task lasts its CPU time (cpu: a dedicated core's) or its recorded wall time (wall)",
         choices=["cpu", "wall"],
     )
+    task_overhead: float = arg(
+        0.0,
+        "seconds a cluster's executors add to every task (the local stack's: 0.064; docs/cluster.md)",
+        type=float,
+    )
 
 
 def _check(config, opts: ProfileOptions) -> None:
     logs = opts.logs or config.spark.event_log_dir
     if not logs:
         raise ConfigError("no event logs: pass --logs, or set spark.event_log_dir and run the jobs to profile")
+    if opts.task_overhead < 0:
+        raise ConfigError(f"--task-overhead: seconds >= 0, got {opts.task_overhead}")
     if is_uri(logs):
         raise ConfigError(f"--logs {logs}: profile reads a local folder; copy the logs from object storage first")
 
@@ -66,9 +73,15 @@ def run(ctx: JobContext, opts: ProfileOptions) -> JobSummary:
     files = eventlog.log_files(logs)
     folder = Path(logs) if Path(logs).is_dir() else Path(logs).parent
     out = Path(opts.out or folder / "profile")
-    summary = ctx.begin(logs=str(logs), cores=",".join(map(str, cores)), out=str(out), basis=opts.basis)
+    summary = ctx.begin(
+        logs=str(logs),
+        cores=",".join(map(str, cores)),
+        out=str(out),
+        basis=opts.basis,
+        task_overhead=opts.task_overhead,
+    )
     with ctx.step("read"):
-        documents = [report.profile(eventlog.read(path), cores, opts.basis) for path in files]
+        documents = [report.profile(eventlog.read(path), cores, opts.basis, opts.task_overhead) for path in files]
     with ctx.step("report"):
         document = report.merge(documents)
         out.mkdir(parents=True, exist_ok=True)

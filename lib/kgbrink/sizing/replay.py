@@ -102,11 +102,16 @@ def _flags(stage: Stage, durations: list[float], rows_in: int, result_bytes: int
 BASES = ("cpu", "wall")
 
 
-def stages(app: Application, basis: str = "cpu") -> tuple[list[StageProfile], float, tuple[int, int]]:
+def stages(
+    app: Application, basis: str = "cpu", task_overhead: float = 0.0
+) -> tuple[list[StageProfile], float, tuple[int, int]]:
     """The application's stage profiles in replay order, the tail gap (seconds) and the span (ms). A task
-    lasts its CPU time (``basis`` cpu; its wall time where none is recorded) or its wall time (wall)."""
+    lasts its CPU time (``basis`` cpu; its wall time where none is recorded) or its wall time (wall), plus
+    ``task_overhead`` seconds: what a cluster's executors add to every task (docs/cluster.md measures it)."""
     if basis not in BASES:
         raise ValueError(f"basis must be one of {', '.join(BASES)}, got {basis!r}")
+    if task_overhead < 0:
+        raise ValueError(f"task_overhead must be >= 0 seconds, got {task_overhead}")
     ordered = sorted(app.stages.values(), key=lambda s: (min(t.launch for t in s.tasks), s.id))
     tasks = sorted((t for s in ordered for t in s.tasks), key=lambda t: (t.launch, t.finish))
     submitted = [start for start, _ in app.jobs.values()]
@@ -123,7 +128,7 @@ def stages(app: Application, basis: str = "cpu") -> tuple[list[StageProfile], fl
     out = []
     for stage in ordered:
         attempts = sorted(stage.tasks, key=lambda t: (t.launch, t.index))
-        durations = [t.cpu_seconds if basis == "cpu" else t.seconds for t in attempts]
+        durations = [(t.cpu_seconds if basis == "cpu" else t.seconds) + task_overhead for t in attempts]
         rows_in = sum(t.rows_in for t in attempts)
         result_bytes = sum(t.result_bytes for t in attempts if t.result_task)
         out.append(

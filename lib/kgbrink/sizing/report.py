@@ -43,9 +43,12 @@ def _in(profile: replay.StageProfile, label: str) -> bool:
     return own == label or own.startswith(label + "/")
 
 
-def profile(app: Application, cores: tuple[int, ...] = replay.CORES, basis: str = "cpu") -> dict:
-    """The document of one run, its tasks lasting their ``basis`` time (:func:`replay.stages`)."""
-    profiles, tail, (start, end) = replay.stages(app, basis)
+def profile(
+    app: Application, cores: tuple[int, ...] = replay.CORES, basis: str = "cpu", task_overhead: float = 0.0
+) -> dict:
+    """The document of one run, its tasks lasting their ``basis`` time plus ``task_overhead`` seconds
+    (:func:`replay.stages`)."""
+    profiles, tail, (start, end) = replay.stages(app, basis, task_overhead)
     jobs = []
     for label in _labels(profiles):
         chosen = [p for p in profiles if _in(p, label)]
@@ -63,6 +66,7 @@ def profile(app: Application, cores: tuple[int, ...] = replay.CORES, basis: str 
         "complete": app.complete,
         "cores": list(cores),
         "basis": basis,
+        "task_overhead": task_overhead,
         "measured": round((end - start) / 1000.0, 3),
         "total": _figures(profiles, tail, cores),
         "jobs": jobs,
@@ -91,6 +95,7 @@ def merge(documents: list[dict]) -> dict:
         "complete": all(d["complete"] for d in documents),
         "cores": documents[0]["cores"],
         "basis": documents[0]["basis"],
+        "task_overhead": documents[0].get("task_overhead", 0.0),
         "measured": round(sum(d["measured"] for d in documents), 3),
         "total": add([d["total"] for d in documents]),
         "jobs": [
