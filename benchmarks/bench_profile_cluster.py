@@ -80,9 +80,10 @@ def profiled(events: Path) -> dict:
     return out
 
 
-def checked(measured: dict, out: Path) -> dict:
+def checked(measured: dict, out: Path, fitted: float | None = None) -> dict:
     """The predictions of the local runs against the cluster's span, without and with a per-task overhead:
-    the cluster's task time over the ``local_s3a`` run's (same I/O, same tasks), a task."""
+    the cluster's task time over the ``local_s3a`` run's (same I/O, same tasks), a task, and ``fitted`` (another
+    run's: an out-of-sample check)."""
     cluster = measured["cluster"]["profile"]
     span = cluster["cpu"]["measured"]
     check = {"cluster_span": span, "cluster_wall_seconds": measured["cluster"]["seconds"]}
@@ -96,7 +97,7 @@ def checked(measured: dict, out: Path) -> dict:
     for name in ("local_s3a", "local"):
         app = eventlog.read(eventlog.log_files(out / f"events-{name}")[0])
         for basis in ("cpu", "wall"):
-            for extra in (0.0, overhead):
+            for extra in sorted({0.0, overhead, *([fitted] if fitted is not None else [])}):
                 predicted = report.profile(app, (2,), basis, extra)["total"]["predicted"]["2"]
                 check[f"{name}_{basis}_overhead_{extra:g}"] = {
                     "predicted_2": predicted,
@@ -110,12 +111,13 @@ def main() -> None:
     parser.add_argument("--triples", type=int, default=20_000)
     parser.add_argument("--out", default=str(HERE / "out" / "profile-cluster"))
     parser.add_argument("--check-only", action="store_true", help="recompute the check from the runs kept")
+    parser.add_argument("--task-overhead", type=float, help="also predict with this overhead (another run's fit)")
     args = parser.parse_args()
     out = Path(args.out)
     target = HERE / "results" / f"profile-cluster-{args.triples}.json"
     if args.check_only:
         results = json.loads(target.read_text())
-        results["check"] = checked(results["runs"], out)
+        results["check"] = checked(results["runs"], out, args.task_overhead)
         target.write_text(json.dumps(results, indent=1) + "\n")
         print(json.dumps(results["check"], indent=1))
         return
@@ -187,7 +189,7 @@ def main() -> None:
             target.write_text(json.dumps(results, indent=1) + "\n")
     finally:
         subprocess.run([*STACK, "down"], cwd=PROJECT, check=False, capture_output=True)
-    check = checked(measured, out)
+    check = checked(measured, out, args.task_overhead)
     results["check"] = check
     target.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps(check, indent=1))
