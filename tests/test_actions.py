@@ -256,18 +256,3 @@ def test_the_context_releases_what_a_job_persisted_when_it_ends_failed_or_not(sp
     except RuntimeError:
         pass
     assert cached_frames(spark) == start
-
-
-def test_jobs_persist_through_their_context_alone():
-    """No module of kgbrink.jobs calls persist, cache or unpersist but on a JobContext (ctx, self.ctx, env.ctx)."""
-    import ast
-
-    by_hand = []
-    for path in sorted((PROJECT_ROOT / "lib" / "kgbrink" / "jobs").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-                if node.func.attr in ("persist", "cache", "unpersist", "localCheckpoint"):
-                    receiver = ast.unparse(node.func.value)
-                    if receiver.split(".")[-1] != "ctx":
-                        by_hand.append(f"{path.name}:{node.lineno} {receiver}.{node.func.attr}")
-    assert by_hand == []

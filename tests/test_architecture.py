@@ -824,6 +824,19 @@ def _reads(source: str) -> list[str]:
     return found
 
 
+def test_jobs_persist_through_their_context_alone():
+    """No module of kgbrink.jobs calls persist, cache or unpersist but on a JobContext (ctx, self.ctx, env.ctx)."""
+    by_hand = []
+    for path in sorted((ROOT / "lib" / "kgbrink" / "jobs").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in ("persist", "cache", "unpersist", "localCheckpoint"):
+                    receiver = ast.unparse(node.func.value)
+                    if receiver.split(".")[-1] != "ctx":
+                        by_hand.append(f"{path.name}:{node.lineno} {receiver}.{node.func.attr}")
+    assert by_hand == []
+
+
 def test_jobs_read_their_inputs_through_ctx_or_say_why_not():
     found = {
         (path.relative_to(PACKAGE).as_posix(), line)

@@ -1,17 +1,19 @@
 """Sizing from Spark's event log (issue 71): the replay on hand-made logs against hand-computed times (a
 chain of stages, a skewed stage, a driver gap), the flags, bad logs named, and the bounds on any log
-(T(N) never rises with N, never below T∞ nor T1/N). A real log is read in tests/test_smoke.py."""
+(T(N) never rises with N, never below T∞ nor T1/N), and the growth between two sizes. A real log is read in
+tests/test_smoke.py."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kgbrink.sizing import eventlog, replay, report
+from kgbrink.sizing import eventlog, growth, replay, report
 
 
 def _job(job: int, at: float, stages: list[tuple[int, list[int]]], label: str = "build", step: str = "") -> dict:
@@ -26,15 +28,19 @@ def _end(job: int, at: float) -> dict:
 
 
 def _task(
-    stage: int, index: int, start: float, end: float, rows: int = 0, result: int = 0, kind="ShuffleMapTask", cpu=None
-):
+    stage: int, index: int, start: float, end: float, rows: int = 0, result: int = 0, kind="ShuffleMapTask", cpu=None,
+    memory: int = 0, spilled: int = 0, python=None,
+):  # fmt: skip
+    accumulables = [] if python is None else [{"ID": 7, "Name": "time to execute Python code", "Update": python}]
     metrics = {"Input Metrics": {"Records Read": rows, "Bytes Read": 8 * rows}, "Result Size": result}
+    metrics |= {"Peak Execution Memory": memory, "Disk Bytes Spilled": spilled, "Memory Bytes Spilled": 3 * spilled}
     if cpu is not None:  # ns, split between the run and its deserialisation
         metrics |= {"Executor CPU Time": int(cpu * 0.9e9), "Executor Deserialize CPU Time": int(cpu * 0.1e9)}
     return {
         "Event": "SparkListenerTaskEnd", "Stage ID": stage, "Stage Attempt ID": 0, "Task Type": kind,
         "Task End Reason": {"Reason": "Success"},
-        "Task Info": {"Index": index, "Launch Time": int(start * 1000), "Finish Time": int(end * 1000)},
+        "Task Info": {"Index": index, "Launch Time": int(start * 1000), "Finish Time": int(end * 1000),
+                      "Accumulables": accumulables},
         "Task Metrics": metrics,
     }  # fmt: skip
 
@@ -95,6 +101,16 @@ def test_a_task_lasts_its_cpu_time_unless_told_its_wall_time(tmp_path):
     assert replay.predicted(*by_cpu[:2], 1) == pytest.approx(5.0) and replay.predicted(*by_wall[:2], 1) == 9.0
     with pytest.raises(ValueError, match="basis must be one of cpu, wall"):
         replay.stages(app, "gpu")
+
+
+def test_a_pandas_udf_task_costs_its_python_workers_time_beside_the_jvms(tmp_path):
+    """A task of 3 s wall, 0.5 s of JVM CPU, whose Python worker executed 2 s (as the string Spark writes):
+    2.5 s of cores; a non-number fails naming the line."""
+    events = [_job(0, 0.0, [(0, [])]), _task(0, 0, 0.0, 3.0, cpu=0.5, python="2000"), _end(0, 3.0)]
+    assert replay.stages(eventlog.read(_log(tmp_path, events)))[0][0].durations == pytest.approx([2.5])
+    events[1]["Task Info"]["Accumulables"][0]["Update"] = "fast"
+    with pytest.raises(eventlog.EventLogError, match="line 3: 'time to execute Python code' is 'fast', not a number"):
+        eventlog.read(_log(tmp_path, events, "bad"))
 
 
 def test_a_task_overhead_is_added_to_every_task_of_the_replay(tmp_path):
@@ -221,6 +237,23 @@ def test_predicted_time_never_rises_with_cores_nor_falls_below_its_bounds(tmp_pa
         assert value >= replay.work(profiles, tail) / cores - 1e-9
 
 
+def test_a_jobs_largest_task_memory_and_its_spill_are_reported_and_merged(tmp_path):
+    mib = 1 << 20
+    first = [_job(0, 0.0, [(0, []), (1, [0])], label="release/brink")]
+    first += [_task(0, 0, 0.0, 1.0, memory=64 * mib, spilled=5 * mib), _task(0, 1, 0.0, 1.0, memory=200 * mib)]
+    first += [_task(1, 0, 1.0, 2.0, memory=16 * mib, spilled=7 * mib, kind="ResultTask"), _end(0, 2.0)]
+    second = [_job(0, 0.0, [(0, [])], label="release/brink"), _task(0, 0, 0.0, 1.0, memory=300 * mib), _end(0, 1.0)]
+    documents = [
+        report.profile(eventlog.read(_log(tmp_path, e, f"app-{i}")), (2,)) for i, e in enumerate([first, second])
+    ]
+    brink = {row["job"]: row for row in documents[0]["jobs"]}["release/brink"]
+    assert brink["peak_task_memory_bytes"] == 200 * mib and brink["spilled_bytes"] == 12 * mib  # on disk, not in memory
+    assert [s["peak_task_memory_bytes"] for s in documents[0]["stages"]] == [200 * mib, 16 * mib]
+    merged = {row["job"]: row for row in report.merge(documents)["jobs"]}["release/brink"]
+    assert merged["peak_task_memory_bytes"] == 300 * mib and merged["spilled_bytes"] == 12 * mib
+    assert "task MB" in report.text(documents[0]) and "     200      0.01" in report.text(documents[0])
+
+
 def test_kgbrink_profile_writes_its_report_and_names_a_missing_log(config, tmp_path):
     from kgbrink.cli import main
     from tests.conftest import conf_args
@@ -240,3 +273,51 @@ def test_kgbrink_profile_writes_its_report_and_names_a_missing_log(config, tmp_p
     assert "no event log in the folder" in json.loads(summary.read_text())["error"]
     assert main(["profile", *conf_args(config), "--logs", "s3a://bucket/events", "--json", str(summary)]) == 2
     assert "profile reads a local folder" in json.loads(summary.read_text())["error"]
+
+
+def _document(jobs: dict[str, tuple[float, float, float, int, int]]) -> dict:
+    """A profile document of jobs (task s, driver s, T∞, shuffle bytes, largest task's memory)."""
+    rows = []
+    for job, (tasks, driver, t_inf, shuffle, memory) in jobs.items():
+        rows.append({"job": job, "task_seconds": tasks, "driver_seconds": driver, "t1": tasks + driver, "t_inf": t_inf,
+                     "shuffle_write_bytes": shuffle, "max_stage_shuffle_read_bytes": shuffle // 4,
+                     "peak_task_memory_bytes": memory, "predicted": {}})  # fmt: skip
+    return {"jobs": rows}
+
+
+def test_growth_extrapolates_each_figure_through_both_sizes_as_worked_out_by_hand():
+    mib = 1 << 20
+    small = _document({"mine": (100.0, 10.0, 20.0, 10**9, 100 * mib), "only-small": (1.0, 1.0, 1.0, 1, 1)})
+    large = _document({"mine": (1000.0, 10.0, 40.0, 10**10, 150 * mib)})
+    (row,) = growth.size(small, 10**6, large, 10**7, {"big": 10**8}, cores=(32, 128), cores_per_executor=4)
+    assert row["job"] == "mine" and row["exponents"]["task_seconds"] == pytest.approx(1.0)
+    assert row["exponents"]["driver_seconds"] == pytest.approx(0.0)
+    assert row["exponents"]["t_inf"] == pytest.approx(math.log10(2))
+    assert row["work_exponent"] == pytest.approx(math.log10(1010 / 110)) and row["growth"] == "linear / n log n"
+    at = row["at"]["big"]
+    assert at["core_hours"] == pytest.approx(10_010 / 3600) and at["t_inf"] == pytest.approx(80.0)
+    assert at["wall"] == pytest.approx({"32": 10 + 10_000 / 32, "128": 88.125})  # 10 + 78.125 beats T∞ 80
+    assert at["shuffle_write_bytes"] == pytest.approx(10**11) and at["peak_task_memory_bytes"] == 150 * mib
+    assert at["shuffle_partitions"] == math.ceil(10**11 / 4 / (64 * mib))  # 373: a stage of 25 GB in 64 MiB tasks
+    assert at["executor_memory_bytes"] == pytest.approx(300 * mib + 4 * 150 * mib / 0.6)  # the large run's task
+    assert growth.kind(0.5) == "sublinear" and growth.kind(1.24) == "superlinear" and growth.kind(None) == "-"
+    with pytest.raises(ValueError, match="0 < n_small < n_large"):
+        growth.exponent(10, 1.0, 10, 2.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.floats(1e3, 1e8), st.floats(1.5, 100.0), st.floats(1e-3, 1e5), st.floats(1e-3, 1e5), st.floats(1.0, 1e3),
+    st.floats(0.0, 1e4), st.floats(0.0, 1e6), st.floats(0.0, 1e4),
+)  # fmt: skip
+def test_a_power_law_goes_through_both_measurements_and_wall_never_rises_with_cores(
+    n_small, ratio, small, large, scale, driver, tasks, t_inf
+):
+    n_large = n_small * ratio
+    b = growth.exponent(n_small, small, n_large, large)
+    assert growth.extrapolate(n_large, large, b, n_small) == pytest.approx(small, rel=1e-6)
+    assert growth.extrapolate(n_large, large, b, n_large) == pytest.approx(large)
+    rises = growth.extrapolate(n_large, large, b, n_large * scale) >= large * (1 - 1e-9)
+    assert rises or (b < 0 and scale > 1)  # a figure falls with size only when it fell between the two
+    walls = [growth.wall(driver, tasks, t_inf, cores) for cores in (1, 2, 8, 32, 128)]
+    assert walls == sorted(walls, reverse=True) and min(walls) >= max(t_inf, driver)

@@ -3,9 +3,10 @@ application: what :mod:`kgbrink.sizing.replay` replays.
 
 Events read: ``SparkListenerJobStart`` (a job's stages, their parents, and the properties kgbrink sets:
 ``kgbrink.job`` and ``kgbrink.step``), ``SparkListenerJobEnd``, ``SparkListenerStageCompleted`` and
-``SparkListenerTaskEnd`` (launch and finish times, CPU time, input, shuffle and result sizes); others are skipped. The
-log is untrusted: a line that is not JSON, or an event without the fields it needs, fails naming the file and
-line; a compressed log (``.lz4``, ``.zstd``, ...) fails saying how to write a plain one.
+``SparkListenerTaskEnd`` (launch and finish times, CPU time and its Python workers' time, input, shuffle and
+result sizes, peak execution memory, bytes spilled); others are skipped. The log is untrusted: a line that is
+not JSON, or an event without the fields it needs, fails naming the file and line; a compressed log
+(``.lz4``, ``.zstd``, ...) fails saying how to write a plain one.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ class Task:
     result_task: bool = False
     failed: bool = False
     cpu_ms: float = 0.0  # executor CPU time, deserialisation's included (0: not recorded)
+    python_ms: float = 0.0  # its Python workers' time executing Python code (pandas UDFs): outside the JVM's CPU
+    peak_memory_bytes: int = 0  # its operators' peak execution memory (hash tables, sort buffers)
+    spilled_bytes: int = 0  # what it spilled to disk, as written
 
     @property
     def seconds(self) -> float:
@@ -46,8 +50,8 @@ class Task:
 
     @property
     def cpu_seconds(self) -> float:
-        """The task's CPU time, else (not recorded) its wall time."""
-        return self.cpu_ms / 1000.0 if self.cpu_ms > 0 else self.seconds
+        """The task's CPU time, its Python workers' included, else (not recorded) its wall time."""
+        return (self.cpu_ms + self.python_ms) / 1000.0 if self.cpu_ms > 0 else self.seconds
 
     @property
     def rows_in(self) -> int:
@@ -92,6 +96,23 @@ def _int(value, where: str, name: str) -> int:
     return value
 
 
+PYTHON_TIME = "time to execute Python code"  # the SQL metric of Python UDF operators (ArrowPythonRunner)
+
+
+def _python_ms(info: dict, where: str) -> float:
+    """The task's ``time to execute Python code`` (ms): the updates of its accumulables of that name."""
+    total = 0.0
+    for accumulable in info.get("Accumulables") or []:
+        if isinstance(accumulable, dict) and accumulable.get("Name") == PYTHON_TIME:
+            try:
+                total += float(accumulable.get("Update", 0))
+            except (TypeError, ValueError):
+                raise EventLogError(
+                    f"{where}: '{PYTHON_TIME}' is {accumulable.get('Update')!r}, not a number"
+                ) from None
+    return total
+
+
 def _task(event: dict, where: str) -> Task:
     info = _need(event, "Task Info", where)
     metrics = event.get("Task Metrics") or {}
@@ -119,8 +140,11 @@ def _task(event: dict, where: str) -> Task:
         result_bytes=int(metrics.get("Result Size", 0)),
         result_task=event.get("Task Type") == "ResultTask",
         failed=bool(info.get("Failed")) or reason != "Success",
+        peak_memory_bytes=int(metrics.get("Peak Execution Memory", 0)),
+        spilled_bytes=int(metrics.get("Disk Bytes Spilled", 0)),
         cpu_ms=(float(metrics.get("Executor CPU Time", 0)) + float(metrics.get("Executor Deserialize CPU Time", 0)))
         / 1e6,
+        python_ms=_python_ms(info, where),
     )
 
 

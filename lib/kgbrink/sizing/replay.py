@@ -1,12 +1,11 @@
 """What a recorded run would take on N cores: its tasks replayed stage by stage on N slots.
 
 Stages in: an :class:`~kgbrink.sizing.eventlog.Application`'s. Per stage (in the order its first task
-launched): its tasks' durations (every attempt; by default its CPU time, deserialisation's included: on the
-recorded machine the task threads shared the cores with the driver, so a task's wall time holds its wait for
-a core, which a cluster's dedicated executor cores do not have; ``wall``: finish - launch), the driver's gap
-before it (the time in
-the run's span, first Spark job submitted to last completed, when no task ran, given to the stage whose task
-ended it; what follows the last task is the tail). Then, with d the task durations:
+launched): its tasks' durations (every attempt; by default its CPU time, deserialisation's and its Python
+workers' included: on the recorded machine the task threads shared the cores with the driver, so a task's
+wall time holds its wait for a core, which a cluster's dedicated executor cores do not have; ``wall``:
+finish - launch), the driver's gap before it (the time in the run's span, first Spark job submitted to last
+completed, when no task ran, given to the stage whose task ended it; what follows the last task is the tail). Then, with d the task durations:
 
 - T1 (work) = sum of all d + all gaps + tail;
 - T∞ (critical path) = per Spark job, the longest path through its stages' dependencies, a stage weighing its
@@ -37,7 +36,8 @@ COLLECT_BYTES = 16 << 20  # results sent to the driver (about 100k rows of 160 b
 @dataclass
 class StageProfile:
     """One stage's figures: tasks, rows and bytes in and out, task seconds, longest and median task, the
-    driver's gap before it, and its flags (``one_task``, ``skew``, ``collect``)."""
+    driver's gap before it, its largest task's execution memory and its spill, and its flags (``one_task``,
+    ``skew``, ``collect``)."""
 
     id: int
     job: int
@@ -54,6 +54,8 @@ class StageProfile:
     shuffle_write_rows: int
     shuffle_write_bytes: int
     result_bytes: int
+    peak_task_memory_bytes: int = 0  # the most execution memory one task held
+    spilled_bytes: int = 0
     flags: list[str] = field(default_factory=list)
 
     @property
@@ -148,6 +150,8 @@ def stages(
                 sum(t.shuffle_write_rows for t in attempts),
                 sum(t.shuffle_write_bytes for t in attempts),
                 result_bytes,
+                max(t.peak_memory_bytes for t in attempts),
+                sum(t.spilled_bytes for t in attempts),
                 _flags(stage, durations, rows_in, result_bytes),
             )
         )

@@ -1,8 +1,10 @@
 """A profile of recorded runs (:mod:`kgbrink.sizing.replay`) as a document, text and a figure.
 
-The document per run (one event log): the measured span, T1, T∞ and T(N) for each N of ``cores``, per
-kgbrink job (a job's figures include its sub-jobs': ``release`` holds ``release/brink/build``) and per stage.
-Several runs (one log each, run one after another) add up: :func:`merge`.
+The document per run (one event log): the measured span, T1, T∞ and T(N) for each N of ``cores``, shuffle
+bytes written (and the most one stage read), the largest task's execution memory and the bytes spilled, per
+kgbrink job (a job's figures include its sub-jobs': ``release`` holds ``release/brink/build``; ``release
+(own)`` is its stages outside them, without a measured span) and per stage. Several runs (one log each, run
+one after another) add up: :func:`merge`.
 """
 
 from __future__ import annotations
@@ -26,20 +28,30 @@ def _figures(profiles: list[replay.StageProfile], tail: float, cores: tuple[int,
         "predicted": {str(n): round(replay.predicted(profiles, tail, n), 3) for n in cores},
         "shuffle_write_bytes": sum(p.shuffle_write_bytes for p in profiles),
         "input_rows": sum(p.input_rows for p in profiles),
+        "peak_task_memory_bytes": max((p.peak_task_memory_bytes for p in profiles), default=0),
+        "max_stage_shuffle_read_bytes": max((p.shuffle_read_bytes for p in profiles), default=0),
+        "spilled_bytes": sum(p.spilled_bytes for p in profiles),
     }
 
 
+OWN = " (own)"  # a job's own stages, beside its sub-jobs'
+
+
 def _labels(profiles: list[replay.StageProfile]) -> list[str]:
-    """Every job label and each of its parents' (``release/brink/build`` gives ``release``, ``release/brink``)."""
-    labels = set()
-    for profile in profiles:
-        parts = (profile.label or UNLABELLED).split("/")
+    """Every job label and each of its parents' (``release/brink/build`` gives ``release``, ``release/brink``);
+    a label with sub-jobs and stages of its own also as ``<label> (own)``."""
+    labels, own = set(), {p.label or UNLABELLED for p in profiles}
+    for label in own:
+        parts = label.split("/")
         labels.update("/".join(parts[: i + 1]) for i in range(len(parts)))
-    return sorted(labels)
+    parents = {label.rsplit("/", 1)[0] for label in labels if "/" in label}
+    return sorted(labels | {label + OWN for label in own & parents})
 
 
 def _in(profile: replay.StageProfile, label: str) -> bool:
     own = profile.label or UNLABELLED
+    if label.endswith(OWN):
+        return own == label.removesuffix(OWN)
     return own == label or own.startswith(label + "/")
 
 
@@ -56,7 +68,7 @@ def profile(
         spans = [app.jobs[j] for j in spark_jobs if j in app.jobs]
         measured = (
             (max(e for _, e in spans if e is not None) - min(s for s, _ in spans)) / 1000.0
-            if spans and all(e is not None for _, e in spans)
+            if spans and all(e is not None for _, e in spans) and not label.endswith(OWN)
             else None
         )
         jobs.append({"job": label, "measured": measured, **_figures(chosen, 0.0, cores)})
@@ -79,9 +91,12 @@ def merge(documents: list[dict]) -> dict:
     if len(documents) == 1:
         return documents[0]
     summed = ("stages", "tasks", "task_seconds", "driver_seconds", "t1", "t_inf", "shuffle_write_bytes", "input_rows")
+    summed += ("spilled_bytes",)
 
     def add(rows: list[dict]) -> dict:
-        out = {k: round(sum(r[k] for r in rows), 3) for k in summed}
+        out = {k: round(sum(r.get(k, 0) for r in rows), 3) for k in summed}
+        for k in ("peak_task_memory_bytes", "max_stage_shuffle_read_bytes"):
+            out[k] = max(r.get(k, 0) for r in rows)
         out["predicted"] = {n: round(sum(r["predicted"][n] for r in rows), 3) for n in rows[0]["predicted"]}
         return out
 
@@ -135,7 +150,10 @@ def text(document: dict, top: int = 15) -> str:
         + "measured".rjust(10)
         + "T1".rjust(10)
         + "T∞".rjust(10)
-        + "".join(f"{n} cores".rjust(11) for n in cores),
+        + "".join(f"{n} cores".rjust(11) for n in cores)
+        + "shuffle GB".rjust(12)
+        + "task MB".rjust(9)
+        + "spill GB".rjust(10),
     ]
     for row in document["jobs"]:
         lines.append(
@@ -144,6 +162,9 @@ def text(document: dict, top: int = 15) -> str:
             + _seconds(row["t1"]).rjust(10)
             + _seconds(row["t_inf"]).rjust(10)
             + "".join(_seconds(row["predicted"][str(n)]).rjust(11) for n in cores)
+            + f"{row['shuffle_write_bytes'] / 1e9:12.2f}"
+            + f"{row.get('peak_task_memory_bytes', 0) / (1 << 20):9.0f}"
+            + f"{row.get('spilled_bytes', 0) / 1e9:10.2f}"
         )
     flagged = [s for s in document["stages"] if s["flags"]]
     lines += ["", f"stages that will not scale: {len(flagged)}"]
