@@ -303,6 +303,10 @@ def test_growth_extrapolates_each_figure_through_both_sizes_as_worked_out_by_han
     assert growth.kind(0.5) == "sublinear" and growth.kind(1.24) == "superlinear" and growth.kind(None) == "-"
     with pytest.raises(ValueError, match="0 < n_small < n_large"):
         growth.exponent(10, 1.0, 10, 2.0)
+    rows = growth.size(small, 10**6, large, 10**7, {"big": 10**8}, assumed={"only-small": 0.5})
+    assumed = {r["job"]: r for r in rows}["only-small"]  # from the small run, b = 0.5 for every figure
+    assert assumed["assumed"] and assumed["at"]["big"]["t_inf"] == pytest.approx(10.0)
+    assert assumed["at"]["big"]["core_hours"] == pytest.approx(20 / 3600)
 
 
 @settings(max_examples=200, deadline=None)

@@ -71,31 +71,48 @@ def size(
     targets: dict[str, int],
     cores: tuple[int, ...] = (32, 128),
     cores_per_executor: int = 4,
+    assumed: dict[str, float] | None = None,
 ) -> list[dict]:
     """Per job of both documents: its exponents, growth kind (of its work, W + D) and, per named target size,
     core-hours (T1 / 3600), T∞, wall seconds on each of ``cores``, shuffle bytes, the shuffle partitions to
-    set and executor memory."""
+    set and executor memory. A job of the small document alone with an ``assumed`` exponent (measured
+    otherwise, e.g. from wall times) is extrapolated from the small document with it, for every figure."""
     rows = []
     small_jobs, large_jobs = _jobs(small), _jobs(large)
-    for job in sorted(set(small_jobs) & set(large_jobs)):
-        a, z = small_jobs[job], large_jobs[job]
-        b = {f: exponent(n_small, a.get(f, 0), n_large, z.get(f, 0)) for f in FIGURES}
-        work = exponent(
-            n_small, a["task_seconds"] + a["driver_seconds"], n_large, z["task_seconds"] + z["driver_seconds"]
-        )
-        row = {"job": job, "exponents": b, "work_exponent": work, "growth": kind(work), "at": {}}
+    for job in sorted(set(small_jobs) & (set(large_jobs) | set(assumed or {}))):
+        a = small_jobs[job]
+        if job in large_jobs:
+            z, n_base = large_jobs[job], n_large
+            b = {f: exponent(n_small, a.get(f, 0), n_large, z.get(f, 0)) for f in FIGURES}
+            work = exponent(
+                n_small, a["task_seconds"] + a["driver_seconds"], n_large, z["task_seconds"] + z["driver_seconds"]
+            )
+        else:
+            z, n_base = a, n_small
+            work = assumed[job]
+            b = dict.fromkeys(FIGURES, work)
+        row = {
+            "job": job,
+            "exponents": b,
+            "work_exponent": work,
+            "growth": kind(work),
+            "assumed": job not in large_jobs,
+        }
         row["measured"] = {"t1": z["t1"], "t_inf": z["t_inf"], "predicted": z["predicted"]}
-        for name, n in targets.items():
-            x = {f: extrapolate(n_large, z.get(f, 0), b[f], n) for f in FIGURES}
-            row["at"][name] = {
-                "triples": n,
-                "core_hours": (x["task_seconds"] + x["driver_seconds"]) / 3600,
-                "t_inf": x["t_inf"],
-                "wall": {str(c): wall(x["driver_seconds"], x["task_seconds"], x["t_inf"], c) for c in cores},
-                "shuffle_write_bytes": x["shuffle_write_bytes"],
-                "shuffle_partitions": max(math.ceil(x["max_stage_shuffle_read_bytes"] / TASK_SHUFFLE_BYTES), 1),
-                "peak_task_memory_bytes": z.get("peak_task_memory_bytes", 0),
-                "executor_memory_bytes": executor_memory(z.get("peak_task_memory_bytes", 0), cores_per_executor),
-            }
+        row["at"] = {name: _at(z, n_base, b, n, cores, cores_per_executor) for name, n in targets.items()}
         rows.append(row)
     return rows
+
+
+def _at(base: dict, n_base: int, b: dict, n: int, cores: tuple[int, ...], cores_per_executor: int) -> dict:
+    x = {f: extrapolate(n_base, base.get(f, 0), b[f], n) for f in FIGURES}
+    return {
+        "triples": n,
+        "core_hours": (x["task_seconds"] + x["driver_seconds"]) / 3600,
+        "t_inf": x["t_inf"],
+        "wall": {str(c): wall(x["driver_seconds"], x["task_seconds"], x["t_inf"], c) for c in cores},
+        "shuffle_write_bytes": x["shuffle_write_bytes"],
+        "shuffle_partitions": max(math.ceil(x["max_stage_shuffle_read_bytes"] / TASK_SHUFFLE_BYTES), 1),
+        "peak_task_memory_bytes": base.get("peak_task_memory_bytes", 0),
+        "executor_memory_bytes": executor_memory(base.get("peak_task_memory_bytes", 0), cores_per_executor),
+    }
