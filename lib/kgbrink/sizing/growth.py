@@ -4,7 +4,9 @@ In: two :func:`kgbrink.sizing.report.profile` documents (or merges) of the same 
 triples, recorded with the same partitioning. Per job and figure x (task seconds W, driver seconds D, T∞,
 shuffle bytes written, the most shuffle one stage read) the exponent b of x ~ n^b, b = ln(x_large / x_small) / ln(n_large / n_small), and at n:
 x(n) = x_large * (n / n_large)^b (a power law through the two measurements; n log n reads as b = 1.06 from 2M
-to 20M, so it cannot be told from linear). The wall time on N cores is estimated as max(D + W / N, T∞): the
+to 20M, so it cannot be told from linear). Beyond n_large the work figures (task seconds, shuffle) grow at
+least linearly, b' = max(b, 1): a b under 1 is a fixed cost's share (per-task and per-stage costs at the
+small size), which only shrinks with n, not rows that cost less. The wall time on N cores is estimated as max(D + W / N, T∞): the
 driver's gaps are serial, the tasks share N cores, no run is faster than its critical path (a lower bound of
 the replay of :mod:`kgbrink.sizing.replay`; the replay's own T(N) of the large profile is beside it).
 
@@ -24,6 +26,7 @@ RESERVED_BYTES = 300 << 20  # UnifiedMemoryManager's reserved system memory
 MEMORY_FRACTION = 0.6  # spark.memory.fraction's default
 TASK_SHUFFLE_BYTES = 64 << 20  # spark.sql.adaptive.advisoryPartitionSizeInBytes's default
 FIGURES = ("task_seconds", "driver_seconds", "t_inf", "shuffle_write_bytes", "max_stage_shuffle_read_bytes")
+WORK = ("task_seconds", "shuffle_write_bytes", "max_stage_shuffle_read_bytes")  # at least linear beyond n_large
 
 
 def exponent(n_small: float, small: float, n_large: float, large: float) -> float | None:
@@ -99,13 +102,21 @@ def size(
             "assumed": job not in large_jobs,
         }
         row["measured"] = {"t1": z["t1"], "t_inf": z["t_inf"], "predicted": z["predicted"]}
-        row["at"] = {name: _at(z, n_base, b, n, cores, cores_per_executor) for name, n in targets.items()}
+        row["at"] = {name: _at(z, n_base, n_large, b, n, cores, cores_per_executor) for name, n in targets.items()}
         rows.append(row)
     return rows
 
 
-def _at(base: dict, n_base: int, b: dict, n: int, cores: tuple[int, ...], cores_per_executor: int) -> dict:
-    x = {f: extrapolate(n_base, base.get(f, 0), b[f], n) for f in FIGURES}
+def _at(
+    base: dict, n_base: int, n_large: int, b: dict, n: int, cores: tuple[int, ...], cores_per_executor: int
+) -> dict:
+    """The figures at n: from ``base`` (measured at n_base) with ``b`` up to n_large, then the work figures
+    at least linearly."""
+    x = {}
+    for f in FIGURES:
+        value = extrapolate(n_base, base.get(f, 0), b[f], min(n, max(n_large, n_base)))
+        beyond = max(b[f], 1.0) if f in WORK and b[f] is not None else b[f]
+        x[f] = extrapolate(n_large, value, beyond, n) if n > n_large else value
     return {
         "triples": n,
         "core_hours": (x["task_seconds"] + x["driver_seconds"]) / 3600,
