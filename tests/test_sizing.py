@@ -103,6 +103,22 @@ def test_a_task_lasts_its_cpu_time_unless_told_its_wall_time(tmp_path):
         replay.stages(app, "gpu")
 
 
+def test_jobs_that_overlapped_run_side_by_side_on_the_critical_path(tmp_path):
+    """Adaptive execution's two shuffle stages as two concurrent jobs (2 s and 3 s), then a job whose stage
+    reads both (1 s, after 0.2 s of the driver): T∞ is max(2, 3) + 1.2, the measured span, not 2 + 3 + 1.2;
+    the replay still counts the stages in sequence."""
+    events = [_job(0, 0.0, [(0, [])]), _job(1, 0.0, [(1, [])]), _task(0, 0, 0.0, 2.0), _end(0, 2.0)]
+    events += [_task(1, 0, 0.0, 3.0), _end(1, 3.0), _job(2, 3.2, [(0, []), (1, []), (2, [0, 1])])]
+    events += [_task(2, 0, 3.2, 4.2, kind="ResultTask"), _end(2, 4.2)]
+    app = eventlog.read(_log(tmp_path, events))
+    profiles, tail, span = replay.stages(app)
+    assert [p.parents for p in profiles] == [(), (), (0, 1)] and span == (0, 4200)
+    assert replay.critical_path(profiles, tail, app.jobs) == pytest.approx(4.2)
+    assert replay.critical_path(profiles, tail) == pytest.approx(6.2)  # without the jobs' times
+    assert replay.predicted(profiles, tail, 8) == pytest.approx(6.2)
+    assert report.profile(app, (2,))["total"]["t_inf"] == pytest.approx(4.2)
+
+
 def test_a_pandas_udf_task_costs_its_python_workers_time_beside_the_jvms(tmp_path):
     """A task of 3 s wall, 0.5 s of JVM CPU, whose Python worker executed 2 s (as the string Spark writes):
     2.5 s of cores; a non-number fails naming the line."""
@@ -201,10 +217,11 @@ def test_bad_logs_are_named_with_their_line(tmp_path):
 
 @st.composite
 def _logs(draw):
-    """A run of Spark jobs, each a chain or fan-in of stages with random task times and launch offsets."""
+    """A run of Spark jobs, each a chain or fan-in of stages with random task times and launch offsets, a job
+    submitted before the one before it ended now and then (adaptive execution's concurrent jobs)."""
     events, clock, stage = [], 0.0, 0
     for job in range(draw(st.integers(1, 3))):
-        clock += draw(st.floats(0, 2))
+        clock = max(clock + draw(st.floats(-2, 2)), 0.0)
         stages = []
         for _ in range(draw(st.integers(1, 4))):
             parents = draw(st.lists(st.sampled_from([s for s, _ in stages]), max_size=2, unique=True)) if stages else []
@@ -228,12 +245,14 @@ def _logs(draw):
 @settings(max_examples=60, deadline=None)
 @given(events=_logs(), small=st.integers(1, 16), more=st.integers(0, 64))
 def test_predicted_time_never_rises_with_cores_nor_falls_below_its_bounds(tmp_path_factory, events, small, more):
-    path = _log(tmp_path_factory.mktemp("logs"), events)
-    profiles, tail, _ = replay.stages(eventlog.read(path))
+    app = eventlog.read(_log(tmp_path_factory.mktemp("logs"), events))
+    profiles, tail, _ = replay.stages(app)
     fewer, larger = replay.predicted(profiles, tail, small), replay.predicted(profiles, tail, small + more)
     assert larger <= fewer + 1e-9
+    t_inf = replay.critical_path(profiles, tail, app.jobs)
+    assert t_inf <= replay.critical_path(profiles, tail) + 1e-9  # overlapping jobs only shorten it
     for cores, value in ((small, fewer), (small + more, larger)):
-        assert value >= replay.critical_path(profiles, tail) - 1e-9
+        assert value >= t_inf - 1e-9
         assert value >= replay.work(profiles, tail) / cores - 1e-9
 
 

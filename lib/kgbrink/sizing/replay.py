@@ -8,8 +8,9 @@ finish - launch), the driver's gap before it (the time in the run's span, first 
 completed, when no task ran, given to the stage whose task ended it; what follows the last task is the tail). Then, with d the task durations:
 
 - T1 (work) = sum of all d + all gaps + tail;
-- T∞ (critical path) = per Spark job, the longest path through its stages' dependencies, a stage weighing its
-  gap plus its longest task; summed over the jobs (the driver submits them one after another), plus the tail;
+- T∞ (critical path) = the longest path through the stages' dependencies, a stage weighing its gap plus its
+  longest task, a Spark job starting after the jobs that had completed when it was submitted (jobs that
+  overlapped, as adaptive execution's shuffle stages, side by side), plus the tail;
 - T(N) = sum over stages of (gap + the stage's makespan on N slots, its tasks given in launch order each to
   the slot free first) + tail.
 
@@ -183,15 +184,38 @@ def work(profiles: list[StageProfile], tail: float) -> float:
     return sum(p.task_seconds + p.gap for p in profiles) + tail
 
 
-def critical_path(profiles: list[StageProfile], tail: float) -> float:
-    """T∞: per Spark job the longest path through its stages (gap plus longest task each), summed, plus the
-    tail."""
-    by_id = {p.id: p for p in profiles}
-    longest: dict[int, float] = {}
+def critical_path(
+    profiles: list[StageProfile], tail: float, jobs: dict[int, tuple[int, int | None]] | None = None
+) -> float:
+    """T∞: the longest path through the stages (gap plus longest task each) and their parents, plus the tail.
+    With the Spark jobs' recorded ``(submitted, completed)`` ms, a job starts when every job that completed
+    before it was submitted has ended (the driver's order) and a stage follows its parents in any job: jobs
+    that overlapped (adaptive execution's concurrent shuffle stages) run side by side. Without them, each
+    job's longest path, summed (the jobs one after another)."""
+    by_job: dict[int, list[StageProfile]] = {}
     for profile in profiles:  # replay order: a parent that ran launched before its child
-        before = [longest[q] for q in profile.parents if q in longest and by_id[q].job == profile.job]
-        longest[profile.id] = max(before, default=0.0) + profile.gap + profile.longest
-    per_job: dict[int, float] = {}
-    for profile in profiles:
-        per_job[profile.job] = max(per_job.get(profile.job, 0.0), longest[profile.id])
-    return sum(per_job.values()) + tail
+        by_job.setdefault(profile.job, []).append(profile)
+    if jobs is None:
+        by_id = {p.id: p for p in profiles}
+        longest: dict[int, float] = {}
+        for profile in profiles:
+            before = [longest[q] for q in profile.parents if q in longest and by_id[q].job == profile.job]
+            longest[profile.id] = max(before, default=0.0) + profile.gap + profile.longest
+        return sum(max(longest[p.id] for p in chosen) for chosen in by_job.values()) + tail
+    order = sorted(by_job, key=lambda j: (jobs.get(j, (0, None))[0], j))
+    ended = sorted((jobs[j][1], j) for j in order if j in jobs and jobs[j][1] is not None)
+    finish: dict[int, float] = {}  # a job's end in the model
+    done: dict[int, float] = {}  # a stage's end in the model
+    ready, next_ended = 0.0, 0
+    for job in order:
+        submitted = jobs.get(job, (0, None))[0]
+        while next_ended < len(ended) and ended[next_ended][0] <= submitted:
+            ready = max(ready, finish.get(ended[next_ended][1], 0.0))
+            next_ended += 1
+        end = ready
+        for profile in by_job[job]:
+            start = max([ready, *(done[q] for q in profile.parents if q in done)])
+            done[profile.id] = start + profile.gap + profile.longest
+            end = max(end, done[profile.id])
+        finish[job] = end
+    return max(finish.values(), default=0.0) + tail
