@@ -238,6 +238,12 @@ def test_the_context_releases_what_a_job_persisted_when_it_ends_failed_or_not(sp
         early = ctx.persist(ctx.spark.range(3))
         ctx.persist(ctx.spark.range(5)).count()
         ctx.unpersist(early)
+        for size in (11, 12, 13):  # a loop's rounds, each released by hand as the next one is kept
+            round_ = ctx.persist(ctx.spark.range(size))
+            if size < 13:
+                round_.unpersist()
+        seen["held"] = len(ctx.cached)  # range(5) and the last round, not the rounds released
+        ctx.unpersist(round_)
         seen["outer"] = cached_frames(ctx.spark)
         ctx.run("inner", object())
         seen["after inner"] = cached_frames(ctx.spark)
@@ -249,7 +255,7 @@ def test_the_context_releases_what_a_job_persisted_when_it_ends_failed_or_not(sp
     monkeypatch.setitem(REGISTRY, "outer", Job("outer", "", object, outer))
     start = cached_frames(spark)
     JobContext(spark, config).run("outer", object())
-    assert seen == {"outer": start + 1, "inner": start + 2, "after inner": start + 1}
+    assert seen == {"held": 2, "outer": start + 1, "inner": start + 2, "after inner": start + 1}
     assert cached_frames(spark) == start
     try:
         JobContext(spark, config).run("outer", "fail")

@@ -190,7 +190,8 @@ class JobContext:
         """``frame`` persisted (at ``level``, a StorageLevel; else Spark's default for DataFrames) until this
         job ends, or until :meth:`unpersist` releases it earlier."""
         frame = frame.persist() if level is None else frame.persist(level)
-        self.cached.append(frame)
+        # frames released by hand (a loop's previous round) are dropped, not kept until the job ends
+        self.cached = [kept for kept in self.cached if kept.is_cached] + [frame]
         return frame
 
     def unpersist(self, frame) -> None:
