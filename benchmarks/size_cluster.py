@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
-from kgbrink.sizing import growth, replay
+from kgbrink.sizing import growth, report
 
 TARGETS = {"wikidata5m": 20_614_279, "wikidata": 1_500_000_000}
 
@@ -51,19 +51,8 @@ def table(rows: list[dict], targets: dict[str, int]) -> str:
 def publishing(document: dict, steps: list[str]) -> dict:
     """A job row of the release's own stages (publishing) of ``steps`` (benchmarks) alone: the same
     publishing at both sizes when the runs released different benchmarks."""
-    chosen = [s for s in document["stages"] if s["label"] == "release" and s["step"] in steps]
-    profiles = [SimpleNamespace(**s) for s in chosen]
-    return {
-        "job": "release (own: " + ",".join(steps) + ")",
-        "task_seconds": sum(s["task_seconds"] for s in chosen),
-        "driver_seconds": sum(s["gap"] for s in chosen),
-        "t1": sum(s["task_seconds"] + s["gap"] for s in chosen),
-        "t_inf": replay.critical_path(profiles, 0.0),
-        "predicted": {},
-        "shuffle_write_bytes": sum(s["shuffle_write_bytes"] for s in chosen),
-        "max_stage_shuffle_read_bytes": max((s["shuffle_read_bytes"] for s in chosen), default=0),
-        "peak_task_memory_bytes": max((s.get("peak_task_memory_bytes", 0) for s in chosen), default=0),
-    }
+    chosen = [SimpleNamespace(**s) for s in document["stages"] if s["label"] == "release" and s["step"] in steps]
+    return {"job": "release (own: " + ",".join(steps) + ")", **report.figures(chosen, 0.0, ())}
 
 
 def main() -> None:

@@ -2,13 +2,14 @@
 
 In: two :func:`kgbrink.sizing.report.profile` documents (or merges) of the same jobs on n_small and n_large
 triples, recorded with the same partitioning. Per job and figure x (task seconds W, driver seconds D, T∞,
-shuffle bytes written, the most shuffle one stage read) the exponent b of x ~ n^b, b = ln(x_large / x_small) / ln(n_large / n_small), and at n:
-x(n) = x_large * (n / n_large)^b (a power law through the two measurements; n log n reads as b = 1.06 from 2M
-to 20M, so it cannot be told from linear). Beyond n_large the work figures (task seconds, shuffle) grow at
-least linearly, b' = max(b, 1): a b under 1 is a fixed cost's share (per-task and per-stage costs at the
-small size), which only shrinks with n, not rows that cost less. The wall time on N cores is estimated as max(D + W / N, T∞): the
-driver's gaps are serial, the tasks share N cores, no run is faster than its critical path (a lower bound of
-the replay of :mod:`kgbrink.sizing.replay`; the replay's own T(N) of the large profile is beside it).
+shuffle bytes written, the most shuffle one stage read) the exponent b of x ~ n^b,
+b = ln(x_large / x_small) / ln(n_large / n_small), and at n: x(n) = x_large * (n / n_large)^b (a power law
+through the two measurements; n log n reads as b = 1.06 from 2M to 20M, so it cannot be told from linear).
+Beyond n_large the work figures (task seconds, shuffle) grow at least linearly, b' = max(b, 1): a b under 1
+is a fixed cost's share (per-task and per-stage costs at the small size), which only shrinks with n, not rows
+that cost less. The wall time on N cores is estimated as max(D + W / N, T∞): the driver's gaps are serial,
+the tasks share N cores, no run is faster than its critical path (a lower bound of the replay of
+:mod:`kgbrink.sizing.replay`; the replay's own T(N) of the large profile is beside it).
 
 A task's execution memory follows the rows it is given, not the KG: it is not extrapolated. With shuffle
 partitions that keep a task's share of the heaviest stage at the large run's (``shuffle_partitions``: that
@@ -114,7 +115,7 @@ def _at(
     at least linearly."""
     x = {}
     for f in FIGURES:
-        value = extrapolate(n_base, base.get(f, 0), b[f], min(n, max(n_large, n_base)))
+        value = extrapolate(n_base, base.get(f, 0), b[f], min(n, n_large))
         beyond = max(b[f], 1.0) if f in WORK and b[f] is not None else b[f]
         x[f] = extrapolate(n_large, value, beyond, n) if n > n_large else value
     return {

@@ -5,7 +5,8 @@ launched): its tasks' durations (every attempt; by default its CPU time, deseria
 workers' included: on the recorded machine the task threads shared the cores with the driver, so a task's
 wall time holds its wait for a core, which a cluster's dedicated executor cores do not have; ``wall``:
 finish - launch), the driver's gap before it (the time in the run's span, first Spark job submitted to last
-completed, when no task ran, given to the stage whose task ended it; what follows the last task is the tail). Then, with d the task durations:
+completed, when no task ran, given to the stage whose task ended it; what follows the last task is the
+tail). Then, with d the task durations:
 
 - T1 (work) = sum of all d + all gaps + tail;
 - T∞ (critical path) = the longest path through the stages' dependencies, a stage weighing its gap plus its

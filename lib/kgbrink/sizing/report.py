@@ -17,9 +17,7 @@ from kgbrink.sizing.eventlog import Application
 UNLABELLED = "(no kgbrink job)"
 
 
-def _figures(
-    profiles: list[replay.StageProfile], tail: float, cores: tuple[int, ...], jobs: dict | None = None
-) -> dict:
+def figures(profiles: list[replay.StageProfile], tail: float, cores: tuple[int, ...], jobs: dict | None = None) -> dict:
     return {
         "stages": len(profiles),
         "tasks": sum(p.tasks for p in profiles),
@@ -73,7 +71,7 @@ def profile(
             if spans and all(e is not None for _, e in spans) and not label.endswith(OWN)
             else None
         )
-        jobs.append({"job": label, "measured": measured, **_figures(chosen, 0.0, cores, app.jobs)})
+        jobs.append({"job": label, "measured": measured, **figures(chosen, 0.0, cores, app.jobs)})
     return {
         "sources": [app.source],
         "spark_version": app.spark_version,
@@ -82,7 +80,7 @@ def profile(
         "basis": basis,
         "task_overhead": task_overhead,
         "measured": round((end - start) / 1000.0, 3),
-        "total": _figures(profiles, tail, cores, app.jobs),
+        "total": figures(profiles, tail, cores, app.jobs),
         "jobs": jobs,
         "stages": [p.as_dict() for p in profiles],
     }
@@ -92,8 +90,8 @@ def merge(documents: list[dict]) -> dict:
     """Runs one after another: their times, stages and jobs added up (a job of several runs: its sums)."""
     if len(documents) == 1:
         return documents[0]
-    summed = ("stages", "tasks", "task_seconds", "driver_seconds", "t1", "t_inf", "shuffle_write_bytes", "input_rows")
-    summed += ("spilled_bytes",)
+    summed = ("stages", "tasks", "task_seconds", "driver_seconds", "t1", "t_inf", "shuffle_write_bytes", "input_rows",
+              "spilled_bytes")  # fmt: skip
 
     def add(rows: list[dict]) -> dict:
         out = {k: round(sum(r.get(k, 0) for r in rows), 3) for k in summed}
