@@ -189,6 +189,7 @@ def test_the_driver_memory_comes_from_the_environment_over_every_file_and_set_wi
         ("mcq", {"options": 27}, r"mcq.options must be in 2..26, got 27"),
         ("mcq_scoring", {"max_bad_fraction": 2.0}, r"mcq_scoring.max_bad_fraction must be a number in \[0, 1\]"),
         ("predict", {"safe_search": "web"}, "predict.safe_search must be kg or module:function, got 'web'"),
+        ("release", {"parallel": 0}, "release.parallel must be at least 1, got 0"),
     ],
 )
 def test_each_section_checks_itself_when_made_and_the_loader_names_the_file(section, values, message):

@@ -361,8 +361,11 @@ def test_a_second_release_is_a_no_op_and_a_changed_setting_rebuilds_only_its_ben
 
 
 def test_a_forced_release_elsewhere_gives_the_same_bytes(spark, released, work_dir):
+    """Also when its benchmarks are built at once (release.parallel), each in its own thread and session."""
     small, dataset, root, _, _ = released
-    subset = dataclasses.replace(small, release=dataclasses.replace(small.release, benchmarks=["kg", "probe"]))
+    subset = dataclasses.replace(
+        small, release=dataclasses.replace(small.release, benchmarks=["kg", "probe"], parallel=2)
+    )
     other = str(work_dir / "release" / "forced")
     forced = release.run(JobContext(spark, subset), release.ReleaseOptions(dataset=dataset, out=other, force=True))
     assert forced.extra["reused_from_dataset"] == []  # the statistics computed again, though current
@@ -382,11 +385,12 @@ def test_a_damaged_previous_release_fails_naming_the_file(spark, released):
     crc = checksum.read_bytes()
     try:
         damaged.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+        options = release.ReleaseOptions(dataset=dataset, out=root, **_input_files(dataset))  # rebuilds probekgc
         with pytest.raises(OSError, match=f"could not copy .*{latest}/kg/entities/.*Checksum error"):
-            release.run(JobContext(spark, changed), release.ReleaseOptions(dataset=dataset, out=root))
+            release.run(JobContext(spark, changed), options)
         checksum.unlink()  # a store without checksums (s3a): the release's SHA-256 check finds it
         with pytest.raises(layout.ManifestError, match=f"kg/entities/.*SHA-256 is not the one .*{latest}/SHA256SUMS"):
-            release.run(JobContext(spark, changed), release.ReleaseOptions(dataset=dataset, out=root))
+            release.run(JobContext(spark, changed), options)
     finally:
         damaged.write_bytes(original)
         checksum.write_bytes(crc)

@@ -16,9 +16,11 @@ from hypothesis import strategies as st
 from kgbrink.sizing import eventlog, growth, replay, report
 
 
-def _job(job: int, at: float, stages: list[tuple[int, list[int]]], label: str = "build", step: str = "") -> dict:
+def _job(
+    job: int, at: float, stages: list[tuple[int, list[int]]], label: str = "build", step: str = "", thread: str = ""
+) -> dict:
     infos = [{"Stage ID": s, "Stage Name": f"stage {s}", "Parent IDs": parents} for s, parents in stages]
-    properties = {"kgbrink.job": label, "kgbrink.step": step}
+    properties = {"kgbrink.job": label, "kgbrink.step": step} | ({"kgbrink.thread": thread} if thread else {})
     return {"Event": "SparkListenerJobStart", "Job ID": job, "Submission Time": int(at * 1000),
             "Stage Infos": infos, "Stage IDs": [s for s, _ in stages], "Properties": properties}  # fmt: skip
 
@@ -215,6 +217,24 @@ def test_bad_logs_are_named_with_their_line(tmp_path):
     assert not app.complete and len(app.stages[0].tasks) == 1
 
 
+def test_a_threads_jobs_wait_for_their_own_thread_and_the_drivers_only(tmp_path):
+    """A parallel release: the driver's job (1 s), then threads a (2 s) and b (1 s, then 1.5 s after the
+    driver's 0.5 s), then the driver's last job (0.5 s). b's second job was submitted after a's first had
+    ended (the cores were busy), but does not wait for it: T∞ 1 + 1 + 0.5 + 1.5 + 0.5 = 4.5, not the 5.5 of
+    the jobs in their recorded order."""
+    events = [_job(0, 0.0, [(0, [])]), _task(0, 0, 0.0, 1.0), _end(0, 1.0)]
+    events += [_job(1, 1.0, [(1, [])], thread="a"), _job(2, 1.0, [(2, [])], thread="b")]
+    events += [_task(2, 0, 1.0, 2.0), _end(2, 2.0), _task(1, 0, 1.0, 3.0), _end(1, 3.0)]
+    events += [_job(3, 3.5, [(3, [])], thread="b"), _task(3, 0, 3.5, 5.0), _end(3, 5.0)]
+    events += [_job(4, 5.0, [(4, [])]), _task(4, 0, 5.0, 5.5, kind="ResultTask"), _end(4, 5.5)]
+    app = eventlog.read(_log(tmp_path, events))
+    assert app.threads == {0: "", 1: "a", 2: "b", 3: "b", 4: ""}
+    profiles, tail, _ = replay.stages(app)
+    assert replay.critical_path(profiles, tail, app.jobs, app.threads) == pytest.approx(4.5)
+    assert replay.critical_path(profiles, tail, app.jobs) == pytest.approx(5.5)
+    assert report.profile(app, (2,))["total"]["t_inf"] == pytest.approx(4.5)
+
+
 @st.composite
 def _logs(draw):
     """A run of Spark jobs, each a chain or fan-in of stages with random task times and launch offsets, a job
@@ -251,6 +271,8 @@ def test_predicted_time_never_rises_with_cores_nor_falls_below_its_bounds(tmp_pa
     assert larger <= fewer + 1e-9
     t_inf = replay.critical_path(profiles, tail, app.jobs)
     assert t_inf <= replay.critical_path(profiles, tail) + 1e-9  # overlapping jobs only shorten it
+    threads = {job: str(job % 3) if job % 2 else "" for job in app.jobs}  # some jobs in driver threads
+    assert replay.critical_path(profiles, tail, app.jobs, threads) <= t_inf + 1e-9  # threads only shorten it
     for cores, value in ((small, fewer), (small + more, larger)):
         assert value >= t_inf - 1e-9
         assert value >= replay.work(profiles, tail) / cores - 1e-9

@@ -42,11 +42,27 @@ class Progress:
     parent_job: bool = False
     # the stage watchers of the steps running, outermost first, shared with the children: only the last reports
     watchers: list = field(default_factory=list)
+    watch: bool = True  # False: steps report no stages (a thread's, beside others: one watcher reports all)
 
     def child(self, total: int | None = None) -> Progress:
         """The reporter of a job run by this one (or by the command line, for the top job: depth 0)."""
         depth = self.depth + 1 if self.parent_job else self.depth
-        return Progress(self.stream, depth, total, [0], True, self.watchers)
+        return Progress(self.stream, depth, total, [0], True, self.watchers, self.watch)
+
+    def unwatched(self) -> Progress:
+        """This reporter (its step numbers shared) for a thread whose steps run beside others': they print
+        their lines but watch no stages (:meth:`watching` reports the application's)."""
+        return Progress(self.stream, self.depth, self.total, self.counter, self.parent_job, [], False)
+
+    @contextmanager
+    def watching(self, spark: Any, name: str) -> Iterator[None]:
+        """While inside: the application's running stages reported as ``name``'s (threads' steps beside)."""
+        watcher = _StageWatcher(spark, self, time.perf_counter(), name) if spark is not None else None
+        try:
+            yield
+        finally:
+            if watcher:
+                watcher.stop()
 
     def _print(self, text: str) -> None:
         stream = self.stream or sys.stderr
@@ -78,7 +94,8 @@ class Progress:
         start = time.perf_counter()
         if self.depth <= 1:
             self._print(f"{'  ' * self.depth}{label} {name}")
-        watcher = _StageWatcher(spark, self, start, name) if spark is not None and self.depth <= 2 else None
+        watched = spark is not None and self.watch and self.depth <= 2
+        watcher = _StageWatcher(spark, self, start, name) if watched else None
         try:
             yield
         finally:

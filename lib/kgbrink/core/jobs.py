@@ -22,7 +22,7 @@ from kgbrink.core import catalog, delta
 from kgbrink.core.console import Progress
 from kgbrink.core.delta import TableVersion, delta_commits, read_table, table_exists, write_table
 from kgbrink.core.files import write_parquet
-from kgbrink.core.session import driver_memory, job_checkpoints, spark_actions
+from kgbrink.core.session import driver_memory, job_checkpoints, spark_actions, thread_session
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
 from kgbrink.core.writer import consistent_version
@@ -185,6 +185,14 @@ class JobContext:
             by_step = self.summary.actions.setdefault("by_step", {})
             before = by_step.get(name, {})
             by_step[name] = {key: before.get(key, 0) + n for key, n in _since(start, self.spark).items()}
+
+    def in_thread(self) -> JobContext:
+        """This job's context for one of its threads, run beside others (``release.parallel``): the same
+        summary, settings and checkpoints, its own Spark session (:func:`kgbrink.core.session.thread_session`),
+        persisted frames and stage reports (:meth:`Progress.unwatched`). The thread releases its frames."""
+        session = thread_session(self.spark) if self.spark is not None else None
+        progress = self.progress.unwatched()
+        return JobContext(session, self.config, self.summary, progress, self.records, True, self.path)
 
     def persist(self, frame, level=None):
         """``frame`` persisted (at ``level``, a StorageLevel; else Spark's default for DataFrames) until this

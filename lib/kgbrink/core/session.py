@@ -263,6 +263,22 @@ def driver_memory(spark: SparkSession | None) -> dict[str, int]:
     return out
 
 
+def thread_session(spark: SparkSession) -> SparkSession:
+    """A session for another thread's jobs: ``spark``'s context and cached data, its SQL settings as they
+    are now, but its own from here on, so one thread's :func:`session_setting` never reaches another's
+    jobs (nor is restored out of order)."""
+    session = spark.newSession()
+    for key, value in spark.conf.getAll.items():
+        if session.conf.get(key, None) == value:
+            continue
+        try:
+            session.conf.set(key, value)
+        except Exception:  # a static or core setting: the context's own, the same in both sessions
+            if spark.conf.isModifiable(key):
+                raise
+    return session
+
+
 @contextmanager
 def session_setting(spark: SparkSession, key: str, value: str) -> Iterator[None]:
     """The SQL setting ``key`` set to ``value`` for the block, then back to the session's own value."""

@@ -448,6 +448,14 @@ class ReleaseSettings:
     questions_per_type: int | None = setting(
         None, "synthkgqa without --questions: planted questions per type (null: gt_questions.per_type)"
     )
+    parallel: int = setting(
+        1,
+        "benchmarks built at once, each in its own thread and Spark session (1: one after another; a cluster: "
+        "6, docs/cluster.md); the files are the same bytes",
+    )
+
+    def __post_init__(self) -> None:
+        require((self.parallel >= 1, f"release.parallel must be at least 1, got {self.parallel!r}"))
 
 
 SECTIONS = {

@@ -23,18 +23,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import shutil
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.util import inheritable_thread_target
 
 from kgbrink.core import catalog, publish
 from kgbrink.core.console import clock
 from kgbrink.core.delta import commit_timestamp, table_exists
 from kgbrink.core.files import delete_path
-from kgbrink.core.jobs import JobContext, arg, job
+from kgbrink.core.jobs import JobContext, arg, job, labelled
 from kgbrink.core.locations import is_uri
 from kgbrink.core.tracking import JobSummary
 from kgbrink.release import card, croissant, layout, reuse
@@ -126,24 +128,76 @@ def run(ctx: JobContext, opts: ReleaseOptions) -> JobSummary:
 
 
 def _build(env: _Env, plan: _Plan, enabled: list[str], root: str) -> list[layout.Config]:
-    """Each enabled benchmark's configurations, built or copied from the current release, with the time
-    left at the last build's times before each build."""
-    ctx, configs = env.ctx, []
-    for benchmark in enabled:
-        left = layout.time_left(plan.timings, [b for b in plan.todo if enabled.index(b) >= enabled.index(benchmark)])
-        if benchmark in plan.todo and left:
-            ctx.progress.note(f"      about {clock(left)} left at the times of the last release that built them")
-        with ctx.step(benchmark):
-            if benchmark in plan.todo:
-                built = BUILDERS[benchmark](env)
-            else:
-                built = _reuse(env, f"{root}/{plan.latest}", plan.previous, benchmark)
-            empty = [c.name for c in built if not c.files]
-            if empty:
-                note = f"Without rows, so not in this release: {', '.join(empty)}."
-                env.notes[benchmark] = " ".join(x for x in (env.notes.get(benchmark, ""), note) if x)
-            configs += [c for c in built if c.files]
-    return configs
+    """Each enabled benchmark's configurations, built or copied from the current release, in the order of
+    ``enabled``: one after another, with the time left at the last build's times before each build, or
+    ``release.parallel`` at once (:func:`_build_concurrently`)."""
+    parallel = min(env.ctx.config.release.parallel, len(enabled))
+    if parallel > 1:
+        built = _build_concurrently(env, plan, enabled, root, parallel)
+    else:
+        built = {}
+        for benchmark in enabled:
+            todo = [b for b in plan.todo if enabled.index(b) >= enabled.index(benchmark)]
+            left = layout.time_left(plan.timings, todo)
+            if benchmark in plan.todo and left:
+                env.ctx.progress.note(
+                    f"      about {clock(left)} left at the times of the last release that built them"
+                )
+            built[benchmark] = _build_one(env, plan, root, benchmark)
+    return [c for benchmark in enabled for c in built[benchmark] if c.files]
+
+
+def _build_one(env: _Env, plan: _Plan, root: str, benchmark: str) -> list[layout.Config]:
+    """One benchmark's configurations as a step: built when it is to do, else copied from the current
+    release; those without rows are named in its notes."""
+    with env.ctx.step(benchmark):
+        if benchmark in plan.todo:
+            built = BUILDERS[benchmark](env)
+        else:
+            built = _reuse(env, f"{root}/{plan.latest}", plan.previous, benchmark)
+    empty = [c.name for c in built if not c.files]
+    if empty:
+        note = f"Without rows, so not in this release: {', '.join(empty)}."
+        env.notes[benchmark] = " ".join(x for x in (env.notes.get(benchmark, ""), note) if x)
+    return built
+
+
+def _build_concurrently(env: _Env, plan: _Plan, enabled: list[str], root: str, parallel: int) -> dict:
+    """:func:`_build_one` of every enabled benchmark, ``parallel`` at once, each in a thread of its own with
+    its own Spark session (:meth:`JobContext.in_thread`): a cluster's cores take the tasks of several
+    benchmarks' jobs, and the release's critical path is its longest benchmark's, not their sum. The
+    benchmarks share no table but the dataset's, read at the versions the plan pinned; each file's bytes are
+    those of a release built one after another. The first failure cancels the running Spark jobs and is
+    raised once every thread has ended."""
+    ctx, failures = env.ctx, []
+    left = layout.time_left(plan.timings, plan.todo)
+    if left:
+        ctx.progress.note(
+            f"      {parallel} benchmarks at a time; about {clock(left)} one after another, as last built"
+        )
+
+    def build(benchmark: str) -> list[layout.Config]:
+        thread = ctx.in_thread()
+        try:  # its Spark jobs labelled with the thread (kgbrink profile: threads run side by side)
+            with labelled(thread.spark, thread=benchmark):
+                return _build_one(dataclasses.replace(env, ctx=thread), plan, root, benchmark)
+        except BaseException as exc:
+            failures.append(exc)
+            if len(failures) == 1 and ctx.spark is not None:
+                ctx.spark.sparkContext.cancelAllJobs()  # the others end at their next Spark job
+            raise
+        finally:
+            thread.release_cached()
+
+    def inheriting(target):  # the release's Spark job labels, a copy for each thread (one copy would be shared)
+        return inheritable_thread_target(ctx.spark)(target) if ctx.spark is not None else target
+
+    with ctx.progress.watching(ctx.spark, "benchmarks"), ThreadPoolExecutor(parallel, "kgbrink-release") as pool:
+        futures = {benchmark: pool.submit(inheriting(build), benchmark) for benchmark in enabled}
+        wait(futures.values())
+    if failures:
+        raise failures[0]
+    return {benchmark: future.result() for benchmark, future in futures.items()}
 
 
 @dataclass

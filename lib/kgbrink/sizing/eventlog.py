@@ -80,6 +80,7 @@ class Application:
     spark_version: str = ""
     stages: dict[int, Stage] = field(default_factory=dict)
     jobs: dict[int, tuple[int, int | None]] = field(default_factory=dict)
+    threads: dict[int, str] = field(default_factory=dict)  # a Spark job's kgbrink.thread label ("": the driver's)
     complete: bool = True  # the log ended with the application (not an .inprogress file cut short)
 
 
@@ -207,6 +208,7 @@ def read(path: str | Path) -> Application:
             job = _int(_need(event, "Job ID", where), where, "Job ID")
             app.jobs[job] = (_int(_need(event, "Submission Time", where), where, "Submission Time"), None)
             properties = event.get("Properties") or {}
+            app.threads[job] = str(properties.get("kgbrink.thread", ""))
             for info in _need(event, "Stage Infos", where):
                 stage = _int(_need(info, "Stage ID", where, kind), where, "Stage ID")
                 if stage in app.stages:

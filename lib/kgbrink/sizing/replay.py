@@ -11,13 +11,15 @@ tail). Then, with d the task durations:
 - T1 (work) = sum of all d + all gaps + tail;
 - T∞ (critical path) = the longest path through the stages' dependencies, a stage weighing its gap plus its
   longest task, a Spark job starting after the jobs that had completed when it was submitted (jobs that
-  overlapped, as adaptive execution's shuffle stages, side by side), plus the tail;
+  overlapped, as adaptive execution's shuffle stages, side by side; a driver thread's, as a parallel
+  release's benchmarks, after its own thread's and the driver's), plus the tail;
 - T(N) = sum over stages of (gap + the stage's makespan on N slots, its tasks given in launch order each to
   the slot free first) + tail.
 
 T(N) never rises with N (a list schedule of independent tasks in a fixed order on more slots starts each
 task no later), and T1/N <= T(N), T∞ <= T(N). Stages run one after another in the replay, so stages the
-recorded run overlapped are counted in sequence (T(recorded cores) can exceed the measured time).
+recorded run overlapped are counted in sequence (T(recorded cores) can exceed the measured time, and T(N) of
+a run whose threads overlapped is an upper bound).
 """
 
 from __future__ import annotations
@@ -186,13 +188,18 @@ def work(profiles: list[StageProfile], tail: float) -> float:
 
 
 def critical_path(
-    profiles: list[StageProfile], tail: float, jobs: dict[int, tuple[int, int | None]] | None = None
+    profiles: list[StageProfile],
+    tail: float,
+    jobs: dict[int, tuple[int, int | None]] | None = None,
+    threads: dict[int, str] | None = None,
 ) -> float:
     """T∞: the longest path through the stages (gap plus longest task each) and their parents, plus the tail.
     With the Spark jobs' recorded ``(submitted, completed)`` ms, a job starts when every job that completed
     before it was submitted has ended (the driver's order) and a stage follows its parents in any job: jobs
-    that overlapped (adaptive execution's concurrent shuffle stages) run side by side. Without them, each
-    job's longest path, summed (the jobs one after another)."""
+    that overlapped (adaptive execution's concurrent shuffle stages) run side by side. With ``threads`` (a
+    job's ``kgbrink.thread`` label; "" the driver's own), a thread's job waits only for its own thread's and
+    the driver's jobs: threads forked by the driver run side by side, and the driver's next job joins them
+    all. Without ``jobs``, each job's longest path, summed (the jobs one after another)."""
     by_job: dict[int, list[StageProfile]] = {}
     for profile in profiles:  # replay order: a parent that ran launched before its child
         by_job.setdefault(profile.job, []).append(profile)
@@ -203,16 +210,22 @@ def critical_path(
             before = [longest[q] for q in profile.parents if q in longest and by_id[q].job == profile.job]
             longest[profile.id] = max(before, default=0.0) + profile.gap + profile.longest
         return sum(max(longest[p.id] for p in chosen) for chosen in by_job.values()) + tail
+    threads = threads or {}
     order = sorted(by_job, key=lambda j: (jobs.get(j, (0, None))[0], j))
     ended = sorted((jobs[j][1], j) for j in order if j in jobs and jobs[j][1] is not None)
     finish: dict[int, float] = {}  # a job's end in the model
     done: dict[int, float] = {}  # a stage's end in the model
-    ready, next_ended = 0.0, 0
+    ready_all, ready_of, next_ended = 0.0, {}, 0  # ends of the jobs completed so far: all, and by thread
     for job in order:
         submitted = jobs.get(job, (0, None))[0]
         while next_ended < len(ended) and ended[next_ended][0] <= submitted:
-            ready = max(ready, finish.get(ended[next_ended][1], 0.0))
+            other = ended[next_ended][1]
+            end = finish.get(other, 0.0)
+            ready_all = max(ready_all, end)
+            ready_of[threads.get(other, "")] = max(ready_of.get(threads.get(other, ""), 0.0), end)
             next_ended += 1
+        thread = threads.get(job, "")
+        ready = ready_all if not thread else max(ready_of.get("", 0.0), ready_of.get(thread, 0.0))
         end = ready
         for profile in by_job[job]:
             start = max([ready, *(done[q] for q in profile.parents if q in done)])

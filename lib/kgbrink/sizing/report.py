@@ -17,14 +17,20 @@ from kgbrink.sizing.eventlog import Application
 UNLABELLED = "(no kgbrink job)"
 
 
-def figures(profiles: list[replay.StageProfile], tail: float, cores: tuple[int, ...], jobs: dict | None = None) -> dict:
+def figures(
+    profiles: list[replay.StageProfile],
+    tail: float,
+    cores: tuple[int, ...],
+    jobs: dict | None = None,
+    threads: dict | None = None,
+) -> dict:
     return {
         "stages": len(profiles),
         "tasks": sum(p.tasks for p in profiles),
         "task_seconds": round(sum(p.task_seconds for p in profiles), 3),
         "driver_seconds": round(sum(p.gap for p in profiles) + tail, 3),
         "t1": round(replay.work(profiles, tail), 3),
-        "t_inf": round(replay.critical_path(profiles, tail, jobs), 3),
+        "t_inf": round(replay.critical_path(profiles, tail, jobs, threads), 3),
         "predicted": {str(n): round(replay.predicted(profiles, tail, n), 3) for n in cores},
         "shuffle_write_bytes": sum(p.shuffle_write_bytes for p in profiles),
         "input_rows": sum(p.input_rows for p in profiles),
@@ -71,7 +77,7 @@ def profile(
             if spans and all(e is not None for _, e in spans) and not label.endswith(OWN)
             else None
         )
-        jobs.append({"job": label, "measured": measured, **figures(chosen, 0.0, cores, app.jobs)})
+        jobs.append({"job": label, "measured": measured, **figures(chosen, 0.0, cores, app.jobs, app.threads)})
     return {
         "sources": [app.source],
         "spark_version": app.spark_version,
@@ -80,7 +86,7 @@ def profile(
         "basis": basis,
         "task_overhead": task_overhead,
         "measured": round((end - start) / 1000.0, 3),
-        "total": figures(profiles, tail, cores, app.jobs),
+        "total": figures(profiles, tail, cores, app.jobs, app.threads),
         "jobs": jobs,
         "stages": [p.as_dict() for p in profiles],
     }
