@@ -87,7 +87,7 @@ def test_one_at_a_time_runs_in_the_callers_thread(spark, config, tmp_path, monke
     assert threads == [threading.main_thread()] * 2
 
 
-def test_the_first_failure_is_raised_and_the_other_benchmarks_jobs_cancelled(spark, config, tmp_path, monkeypatch):
+def test_the_first_failure_is_raised_and_the_others_jobs_cancelled(spark, config, tmp_path, monkeypatch):
     running, ended = threading.Event(), {}
 
     def long(env):
@@ -102,12 +102,15 @@ def test_the_first_failure_is_raised_and_the_other_benchmarks_jobs_cancelled(spa
     def broken(env):
         assert running.wait(60)
         time.sleep(2)  # the long job's tasks started
-        raise ValueError("probe broke")
+        raise ValueError("a part of probe broke")
+
+    def probe(env):  # its parts in threads of its own (as _tables'): the part's error is the release's
+        return release._in_threads(env, [("fine", lambda env: []), ("broken", broken)])
 
     monkeypatch.setitem(release.BUILDERS, "kg", long)
-    monkeypatch.setitem(release.BUILDERS, "probe", broken)
+    monkeypatch.setitem(release.BUILDERS, "probe", probe)
     started = time.perf_counter()
-    with pytest.raises(ValueError, match="probe broke"):
+    with pytest.raises(ValueError, match="a part of probe broke"):
         release._build(_env(spark, config, 2, tmp_path), _plan(["kg", "probe"]), ["kg", "probe"], "")
     assert ended == {"long": "cancelled"} and time.perf_counter() - started < 60
     assert spark.range(3).count() == 3  # the session works on

@@ -233,6 +233,11 @@ def test_a_threads_jobs_wait_for_their_own_thread_and_the_drivers_only(tmp_path)
     assert replay.critical_path(profiles, tail, app.jobs, app.threads) == pytest.approx(4.5)
     assert replay.critical_path(profiles, tail, app.jobs) == pytest.approx(5.5)
     assert report.profile(app, (2,))["total"]["t_inf"] == pytest.approx(4.5)
+    # a thread b forked waits for b's jobs, not a's; one a forked waits for a's
+    forked = {**app.threads, 3: "b/x"}
+    assert replay.critical_path(profiles, tail, app.jobs, forked) == pytest.approx(4.5)
+    forked = {**app.threads, 3: "a/x"}
+    assert replay.critical_path(profiles, tail, app.jobs, forked) == pytest.approx(5.5)
 
 
 @st.composite
@@ -271,7 +276,8 @@ def test_predicted_time_never_rises_with_cores_nor_falls_below_its_bounds(tmp_pa
     assert larger <= fewer + 1e-9
     t_inf = replay.critical_path(profiles, tail, app.jobs)
     assert t_inf <= replay.critical_path(profiles, tail) + 1e-9  # overlapping jobs only shorten it
-    threads = {job: str(job % 3) if job % 2 else "" for job in app.jobs}  # some jobs in driver threads
+    labels = ("", "a", "b", "a/x", "a/y", "b/x")
+    threads = {job: labels[job * 7 % len(labels)] for job in app.jobs}  # jobs in driver threads and their forks
     assert replay.critical_path(profiles, tail, app.jobs, threads) <= t_inf + 1e-9  # threads only shorten it
     for cores, value in ((small, fewer), (small + more, larger)):
         assert value >= t_inf - 1e-9

@@ -21,11 +21,14 @@ files' bytes depend only on the dataset and settings.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import shutil
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
@@ -42,9 +45,11 @@ from kgbrink.core.tracking import JobSummary
 from kgbrink.release import card, croissant, layout, reuse
 from kgbrink.release import report as release_report
 from kgbrink.release import results as release_results
-from kgbrink.release.benchmarks import BY_NAME, NAME
+from kgbrink.release.benchmarks import BY_NAME, NAME, FilePart
 from kgbrink.storage import staging
 from kgbrink.synthkgqa import generator
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -143,11 +148,11 @@ def _build(env: _Env, plan: _Plan, enabled: list[str], root: str) -> list[layout
                 env.ctx.progress.note(
                     f"      about {clock(left)} left at the times of the last release that built them"
                 )
-            built[benchmark] = _build_one(env, plan, root, benchmark)
+            built[benchmark] = _build_one(env, plan=plan, root=root, benchmark=benchmark)
     return [c for benchmark in enabled for c in built[benchmark] if c.files]
 
 
-def _build_one(env: _Env, plan: _Plan, root: str, benchmark: str) -> list[layout.Config]:
+def _build_one(env: _Env, *, plan: _Plan, root: str, benchmark: str) -> list[layout.Config]:
     """One benchmark's configurations as a step: built when it is to do, else copied from the current
     release; those without rows are named in its notes."""
     with env.ctx.step(benchmark):
@@ -163,41 +168,56 @@ def _build_one(env: _Env, plan: _Plan, root: str, benchmark: str) -> list[layout
 
 
 def _build_concurrently(env: _Env, plan: _Plan, enabled: list[str], root: str, parallel: int) -> dict:
-    """:func:`_build_one` of every enabled benchmark, ``parallel`` at once, each in a thread of its own with
-    its own Spark session (:meth:`JobContext.in_thread`): a cluster's cores take the tasks of several
-    benchmarks' jobs, and the release's critical path is its longest benchmark's, not their sum. The
-    benchmarks share no table but the dataset's, read at the versions the plan pinned; each file's bytes are
-    those of a release built one after another. The first failure cancels the running Spark jobs and is
-    raised once every thread has ended."""
-    ctx, failures = env.ctx, []
+    """:func:`_build_one` of every enabled benchmark, ``parallel`` at once (:func:`_in_threads`): a
+    cluster's cores take the tasks of several benchmarks' jobs, and the release's critical path is its
+    longest benchmark's, not their sum. The benchmarks share no table but the dataset's, read at the
+    versions the plan pinned; each file's bytes are those of a release built one after another."""
     left = layout.time_left(plan.timings, plan.todo)
     if left:
-        ctx.progress.note(
+        env.ctx.progress.note(
             f"      {parallel} benchmarks at a time; about {clock(left)} one after another, as last built"
         )
+    with env.ctx.progress.watching(env.ctx.spark, "benchmarks"):
+        built = _in_threads(
+            env, [(b, functools.partial(_build_one, plan=plan, root=root, benchmark=b)) for b in enabled]
+        )
+    return dict(zip(enabled, built, strict=True))
 
-    def build(benchmark: str) -> list[layout.Config]:
+
+def _in_threads(env: _Env, works: list[tuple[str, Callable[[_Env], T]]]) -> list[T]:
+    """Each ``(name, work)`` as ``work(env)`` in order, or with ``release.parallel`` over 1 that many at
+    once, each in a thread with its own context (:meth:`JobContext.in_thread`: its own Spark session and
+    persisted frames), its Spark jobs labelled ``kgbrink.thread`` (``name``, under the caller's thread:
+    ``brink/brink_removed``) for kgbrink profile. The results in ``works``' order. The first failure
+    cancels the running Spark jobs and is raised once every thread has ended."""
+    ctx, parallel = env.ctx, min(env.ctx.config.release.parallel, len(works))
+    if parallel <= 1:
+        return [work(env) for _, work in works]
+    spark = ctx.spark
+    caller = spark.sparkContext.getLocalProperty("kgbrink.thread") if spark is not None else None
+
+    def run(name: str, work: Callable[[_Env], T]) -> T:
         thread = ctx.in_thread()
-        try:  # its Spark jobs labelled with the thread (kgbrink profile: threads run side by side)
-            with labelled(thread.spark, thread=benchmark):
-                return _build_one(dataclasses.replace(env, ctx=thread), plan, root, benchmark)
+        try:
+            with labelled(thread.spark, thread=f"{caller}/{name}" if caller else name):
+                return work(dataclasses.replace(env, ctx=thread))
         except BaseException as exc:
-            failures.append(exc)
-            if len(failures) == 1 and ctx.spark is not None:
-                ctx.spark.sparkContext.cancelAllJobs()  # the others end at their next Spark job
+            env.failures.append(exc)  # the release's, shared by nested threads: the first is the cause
+            if len(env.failures) == 1 and spark is not None:
+                spark.sparkContext.cancelAllJobs()  # the others end at their next Spark job
             raise
         finally:
             thread.release_cached()
 
-    def inheriting(target):  # the release's Spark job labels, a copy for each thread (one copy would be shared)
-        return inheritable_thread_target(ctx.spark)(target) if ctx.spark is not None else target
+    def inheriting(target):  # the caller's Spark job labels, a copy for each thread (one copy would be shared)
+        return inheritable_thread_target(spark)(target) if spark is not None else target
 
-    with ctx.progress.watching(ctx.spark, "benchmarks"), ThreadPoolExecutor(parallel, "kgbrink-release") as pool:
-        futures = {benchmark: pool.submit(inheriting(build), benchmark) for benchmark in enabled}
-        wait(futures.values())
-    if failures:
-        raise failures[0]
-    return {benchmark: future.result() for benchmark, future in futures.items()}
+    with ThreadPoolExecutor(parallel, "kgbrink-release") as pool:
+        futures = [pool.submit(inheriting(run), name, work) for name, work in works]
+        wait(futures)
+    if any(future.exception() is not None for future in futures):
+        raise env.failures[0]
+    return [future.result() for future in futures]
 
 
 @dataclass
@@ -350,6 +370,7 @@ class _Env:
     inputs: dict = dataclasses.field(default_factory=dict)  # the dataset's input table versions (the plan's)
     fingerprints: dict = dataclasses.field(default_factory=dict)  # each enabled benchmark's (the plan's)
     from_dataset: list = dataclasses.field(default_factory=list)  # benchmarks taken from the dataset's tables
+    failures: list = dataclasses.field(default_factory=list)  # the threads' errors, first first (_in_threads)
 
     def dictionaries(self) -> tuple[DataFrame, DataFrame]:
         read = self.ctx.read
@@ -398,49 +419,63 @@ def _ordered(by_split: dict) -> dict:
 
 
 def _tables(env: _Env, benchmark: str, questions: bool = True) -> list[layout.Config]:
-    """The benchmark's table configurations; ``questions`` False: those of its own location only, not those
-    of a question set (:attr:`TablePart.questions`)."""
+    """The benchmark's table configurations, published at once with ``release.parallel`` over 1
+    (:func:`_in_threads`); ``questions`` False: those of its own location only, not those of a question set
+    (:attr:`TablePart.questions`)."""
     entities, relations = env.dictionaries()
-    declared, out = BY_NAME[benchmark], []
+    declared, out, works = BY_NAME[benchmark], [], []
     for part in declared.tables:
         if part.questions and not questions:
             out.append(layout.Config(part.config, benchmark, part.description))
             continue
         location = declared.location(env.ctx.config) | ({"questions": part.questions} if part.questions else {})
         path = catalog.path(part.table, dataset=env.dataset, **location)
-        frame = env.ctx.read(part.config, path)
+        frame = env.ctx.read(part.config, path)  # pinned here, in the caller's order
         if part.columns is not None:
             frame = frame.select(*part.columns)
         frame = layout.keyed(frame, entities, relations, part.entity_columns, part.relation_columns)
-        out.append(_publish(env, part.config, benchmark, frame, part.split, part.description, part.jsonl))
-    return out
+        publish_part = functools.partial(
+            _publish, config=part.config, benchmark=benchmark, frame=frame, split=part.split,
+            description=part.description, jsonl=part.jsonl,
+        )  # fmt: skip
+        out.append(len(works))
+        works.append((part.config, publish_part))
+    published = _in_threads(env, works)
+    return [published[c] if isinstance(c, int) else c for c in out]
 
 
 def _files(env: _Env, benchmark: str, exported: Path) -> list[layout.Config]:
     """The JSON Lines files a builder exported under ``exported``: copied as ``<split>.jsonl``, and read
-    into the configuration's Parquet files."""
-    spark = env.ctx.spark
-    out = []
+    into the configuration's Parquet files (at once with ``release.parallel`` over 1)."""
+    out, works = [], []
     for part in BY_NAME[benchmark].files:
         found = [(split, exported / name) for split, name in part.files if (exported / name).is_file()]
         found = [(split, source) for split, source in found if source.stat().st_size]
         if not found:
             out.append(layout.Config(part.config, benchmark, part.description))
             continue
-        folder = f"{env.target}/{benchmark}/{part.config[len(benchmark) + 1 :]}"
-        jsonl = {}
-        for split, source in found:
-            publish.copy_file(spark, str(source), f"{folder}/{split}.jsonl", env.written)
-            jsonl[split] = [f"{folder}/{split}.jsonl"]
-        # one read of every split's file: one schema for all (a field null in one file keeps its type)
-        by_name = F.create_map(*[F.lit(x) for split, source in found for x in (source.name, split)])
-        name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
-        frame = spark.read.json([str(source) for _, source in found]).withColumn("_split", by_name[name])
-        config = _publish(env, part.config, benchmark, frame, "_split", part.description)
-        config.jsonl = _ordered(jsonl)
-        config.jsonl_fields = config.fields
-        out.append(config)
-    return out
+        out.append(len(works))
+        works.append((part.config, functools.partial(_file_config, part=part, benchmark=benchmark, found=found)))
+    published = _in_threads(env, works)
+    return [published[c] if isinstance(c, int) else c for c in out]
+
+
+def _file_config(env: _Env, part: FilePart, benchmark: str, found: list[tuple[str, Path]]) -> layout.Config:
+    """One :attr:`DeclaredBenchmark.files` configuration of :func:`_files`."""
+    spark = env.ctx.spark
+    folder = f"{env.target}/{benchmark}/{part.config[len(benchmark) + 1 :]}"
+    jsonl = {}
+    for split, source in found:
+        publish.copy_file(spark, str(source), f"{folder}/{split}.jsonl", env.written)
+        jsonl[split] = [f"{folder}/{split}.jsonl"]
+    # one read of every split's file: one schema for all (a field null in one file keeps its type)
+    by_name = F.create_map(*[F.lit(x) for split, source in found for x in (source.name, split)])
+    name = F.element_at(F.split(F.col("_metadata.file_path"), "/"), -1)
+    frame = spark.read.json([str(source) for _, source in found]).withColumn("_split", by_name[name])
+    config = _publish(env, part.config, benchmark, frame, "_split", part.description)
+    config.jsonl = _ordered(jsonl)
+    config.jsonl_fields = config.fields
+    return config
 
 
 def _reuse(env: _Env, previous_dir: str, previous: dict, benchmark: str) -> list[layout.Config]:

@@ -187,6 +187,12 @@ def work(profiles: list[StageProfile], tail: float) -> float:
     return sum(p.task_seconds + p.gap for p in profiles) + tail
 
 
+def _related(one: str, other: str) -> bool:
+    """Whether a job of thread ``one`` orders one of ``other``: the same thread, or one forked the other
+    (``""`` the driver's forks every thread; ``brink`` forks ``brink/brink_removed``)."""
+    return one == other or not one or not other or other.startswith(one + "/") or one.startswith(other + "/")
+
+
 def critical_path(
     profiles: list[StageProfile],
     tail: float,
@@ -197,9 +203,10 @@ def critical_path(
     With the Spark jobs' recorded ``(submitted, completed)`` ms, a job starts when every job that completed
     before it was submitted has ended (the driver's order) and a stage follows its parents in any job: jobs
     that overlapped (adaptive execution's concurrent shuffle stages) run side by side. With ``threads`` (a
-    job's ``kgbrink.thread`` label; "" the driver's own), a thread's job waits only for its own thread's and
-    the driver's jobs: threads forked by the driver run side by side, and the driver's next job joins them
-    all. Without ``jobs``, each job's longest path, summed (the jobs one after another)."""
+    job's ``kgbrink.thread`` label, ``a/b`` a thread ``a`` forked; "" the driver's own), a job waits only for
+    the jobs of its own thread, of the threads that forked it and of those it forked (:func:`_related`):
+    sibling threads run side by side, and a thread's next job joins those it forked. Without ``jobs``, each
+    job's longest path, summed (the jobs one after another)."""
     by_job: dict[int, list[StageProfile]] = {}
     for profile in profiles:  # replay order: a parent that ran launched before its child
         by_job.setdefault(profile.job, []).append(profile)
@@ -215,17 +222,16 @@ def critical_path(
     ended = sorted((jobs[j][1], j) for j in order if j in jobs and jobs[j][1] is not None)
     finish: dict[int, float] = {}  # a job's end in the model
     done: dict[int, float] = {}  # a stage's end in the model
-    ready_all, ready_of, next_ended = 0.0, {}, 0  # ends of the jobs completed so far: all, and by thread
+    ready_of: dict[str, float] = {}  # the latest end of each thread's jobs completed so far
+    next_ended = 0
     for job in order:
         submitted = jobs.get(job, (0, None))[0]
         while next_ended < len(ended) and ended[next_ended][0] <= submitted:
-            other = ended[next_ended][1]
-            end = finish.get(other, 0.0)
-            ready_all = max(ready_all, end)
-            ready_of[threads.get(other, "")] = max(ready_of.get(threads.get(other, ""), 0.0), end)
+            other = threads.get(ended[next_ended][1], "")
+            ready_of[other] = max(ready_of.get(other, 0.0), finish.get(ended[next_ended][1], 0.0))
             next_ended += 1
         thread = threads.get(job, "")
-        ready = ready_all if not thread else max(ready_of.get("", 0.0), ready_of.get(thread, 0.0))
+        ready = max((end for label, end in ready_of.items() if _related(label, thread)), default=0.0)
         end = ready
         for profile in by_job[job]:
             start = max([ready, *(done[q] for q in profile.parents if q in done)])
