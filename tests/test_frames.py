@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual
 
-from kgbrink.core.frames import distinct_packed, hash_partitioned, tasks_for, with_positions
+from kgbrink.core.frames import distinct_packed, hash_partitioned, spread_join, tasks_for, with_positions
 from kgbrink.core.session import session_setting
 
 
@@ -82,6 +82,34 @@ def test_distinct_packed_is_the_set_of_rows(spark, rows, partitions, wide):
     bits = {"a": 2, "b": 40 if wide else 20, "c": 30 if wide else 3}
     got = sorted(tuple(r) for r in distinct_packed(frame, bits, partitions).collect())
     assert got == sorted(set(rows))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    left=st.lists(st.tuples(st.sampled_from([0, 0, 0, 1, 2, None]), st.integers(0, 1), st.integers(0, 9)), max_size=40),
+    right=st.lists(st.tuples(st.sampled_from([0, 0, 0, 0, 1, 3]), st.integers(0, 1), st.integers(0, 9)), max_size=60),
+    per_task=st.sampled_from([1, 2, 5, 10**9]),
+    spread_max=st.integers(1, 7),
+)
+def test_spread_join_is_the_join_whatever_the_spread(spark, left, right, per_task, spread_max):
+    """Hub keys (0: most rows of both sides), repeated rows, null keys: the rows of the plain join, each once."""
+    lefts = spark.createDataFrame(left, "x int, r int, a int").repartition(2)
+    rights = spark.createDataFrame(right, "x int, r int, b int").repartition(3)
+    got = sorted(tuple(r) for r in spread_join(lefts, rights, ["x", "r"], per_task, spread_max).collect())
+    assert got == sorted((x, r, a, b) for x, r, a in left for y, s, b in right if x is not None and (x, r) == (y, s))
+
+
+def test_a_hub_keys_matches_are_spread_over_tasks(spark):
+    """One key with 40 x 50 matches at 100 a task: 20 salts, no task holds more than a quarter of them."""
+    lefts = spark.createDataFrame([(0, 0, a) for a in range(40)] + [(1, 0, 0)], "x int, r int, a int")
+    rights = spark.createDataFrame([(0, 0, b) for b in range(50)] + [(1, 0, 1)], "x int, r int, b int")
+    joined = spread_join(lefts, rights, ["x", "r"], 100).groupBy(F.spark_partition_id().alias("task")).count()
+    with (
+        session_setting(spark, "spark.sql.adaptive.enabled", "false"),
+        session_setting(spark, "spark.sql.shuffle.partitions", "64"),
+    ):
+        counts = [r["count"] for r in joined.collect()]
+    assert sum(counts) == 40 * 50 + 1 and max(counts) <= 2000 // 4
 
 
 def test_tasks_for_rows():

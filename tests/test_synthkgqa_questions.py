@@ -178,6 +178,9 @@ def test_answer_sets_equal_brute_force_on_random_kgs(spark):
             over += 1
             assert row.all_answers is None and row.full_answer_subgraph is None
     assert over > 0 and wider > 0
+    # past the broadcast, a level's KG join spread over tasks (frames.spread_join): the same answers
+    spread = synthkgqa_questions.answer_sets(frame, kg_frame, max_answers=5, broadcast_bindings=0, spread_rows=2)
+    assert {r.id: r for r in spread.collect()} == got
     # a question with more bindings at one level than max_bindings is left out, the others are unchanged
     capped = {
         r.id: r for r in synthkgqa_questions.answer_sets(frame, kg_frame, max_answers=5, max_bindings=3).collect()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from kgbrink.core.session import CHECKPOINT_MODE, session_setting
 
@@ -106,3 +107,47 @@ def hash_partitioned(frame: DataFrame, on: list[str] | None = None) -> DataFrame
     with session_setting(spark, "spark.sql.adaptive.enabled", "false"):
         parted = distinct_in_tasks(frame, n) if on is None else frame.repartition(n, *on)
         return checkpoint(parted)
+
+
+SPREAD_MAX = 1024  # tasks a hot key's matches are spread over, at most
+
+
+def spread_join(
+    left: DataFrame, right: DataFrame, keys: list[str], output_rows_per_task: int, spread_max: int = SPREAD_MAX
+) -> DataFrame:
+    """``left.join(right, keys)`` (inner), its rows the same, with each hot key's matches spread over several
+    tasks: a key with n_left x n_right > ``output_rows_per_task`` matches gets s = min(ceil(n_left x n_right
+    / output_rows_per_task), ``spread_max``) salts; the larger side's rows of that key take one salt each
+    (a hash of the row's content), the other side's are copied to every salt, and the join is on the keys and
+    the salt. A hub key (an entity with a million facts of one relation) is then joined in s tasks instead of
+    one; other keys keep salt 0. The hot keys come to the driver (one row each)."""
+    spark = left.sparkSession
+    n_left = left.groupBy(*keys).agg(F.count("*").alias("_n_left"))
+    n_right = right.groupBy(*keys).agg(F.count("*").alias("_n_right"))
+    product = F.col("_n_left") * F.col("_n_right")
+    hot = (
+        n_left.join(n_right, keys)
+        .where(product > output_rows_per_task)
+        .select(
+            *keys,
+            F.least(F.ceil(product / output_rows_per_task), F.lit(spread_max)).cast("int").alias("_spread"),
+            (F.col("_n_left") >= F.col("_n_right")).alias("_split_left"),
+        )
+        .collect()
+    )
+    if not hot:
+        return left.join(right, keys)
+    schema = left.select(*keys).schema.add("_spread", T.IntegerType()).add("_split_left", T.BooleanType())
+    spread = F.broadcast(spark.createDataFrame(hot, schema))
+
+    def salted(frame: DataFrame, split: Column) -> DataFrame:
+        content = F.xxhash64(*[F.col(c) for c in frame.columns])
+        salts = (
+            F.when(F.col("_spread").isNull(), F.array(F.lit(0)))
+            .when(split, F.array(F.pmod(content, F.col("_spread")).cast("int")))
+            .otherwise(F.sequence(F.lit(0), F.col("_spread") - 1))
+        )
+        return frame.join(spread, keys, "left").withColumn("_salt", F.explode(salts)).drop("_spread", "_split_left")
+
+    joined = salted(left, F.col("_split_left")).join(salted(right, ~F.col("_split_left")), [*keys, "_salt"])
+    return joined.drop("_salt")

@@ -36,7 +36,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from kgbrink.core import json_lines
-from kgbrink.core.frames import checkpoint
+from kgbrink.core.frames import checkpoint, spread_join
 from kgbrink.core.quarantine import MAX_QUARANTINED_LINE_CHARS, mark_repeats, with_line_numbers
 from kgbrink.synthkgqa import answer_types
 
@@ -402,6 +402,7 @@ def type_counts(questions: DataFrame) -> DataFrame:
 _TREE = "array<struct<child: int, parent: int, r: int, child_is_head: boolean, depth: int>>"
 # Bindings of one tree level joined to the KG as a broadcast table when there are at most this many.
 BROADCAST_BINDINGS = 1_000_000
+SPREAD_ROWS = 2_000_000  # a level's KG matches per task, at most, past the broadcast (frames.spread_join)
 # A question with more bindings at one tree level is not evaluated (null answer columns).
 MAX_BINDINGS = 1_000_000
 
@@ -414,7 +415,12 @@ def _tree_udf():
 
 
 def answer_sets(
-    questions: DataFrame, kg: DataFrame, max_answers: int, max_bindings: int | None = MAX_BINDINGS
+    questions: DataFrame,
+    kg: DataFrame,
+    max_answers: int,
+    max_bindings: int | None = MAX_BINDINGS,
+    broadcast_bindings: int = BROADCAST_BINDINGS,
+    spread_rows: int = SPREAD_ROWS,
 ) -> DataFrame:
     """``id, all_answers, n_answers, answer_in_set, full_answer_subgraph`` of valid questions ``(id, seeds,
     answer, answer_subgraph, n_hops)``: the answers of each tree query on ``kg(h, r, t)`` (spec 2.C).
@@ -426,7 +432,9 @@ def answer_sets(
     Bottom-up semi-join evaluation: the bindings of a node are the entities joined by the atom's relation
     (in the atom's direction) to a binding of every child; seeds bind to themselves. One pass per tree
     level, two KG joins each (child as head, child as tail). A question whose bindings at one level exceed
-    ``max_bindings`` (a hub's instances) is not evaluated further: its columns are null. The full answer
+    ``max_bindings`` (a hub's instances) is not evaluated further: its columns are null. Past
+    ``broadcast_bindings`` bindings at a level, the KG join is spread (:func:`kgbrink.core.frames.spread_join`,
+    ``spread_rows`` matches a task): a hub's (entity, relation) matches are not one task's. The full answer
     subgraph is the top-down pass of the same join tree (Yannakakis' full reducer, exact for trees): from
     the root's bindings down, an atom's KG triple is kept when its parent's binding is kept, and its child's
     binding then is."""
@@ -445,13 +453,18 @@ def answer_sets(
             bound, (tree["id"] == bound["id"]) & (F.col("child") == F.col("node"))
         )
         step = step.select(tree["id"].alias("id"), "child", "parent", "r", "child_is_head", "x").transform(checkpoint)
-        if step.count() <= BROADCAST_BINDINGS:  # the usual case: the KG is scanned, not shuffled
-            step = F.broadcast(step)
-        as_head = step.where(F.col("child_is_head")).join(
-            kg.select(F.col("h").alias("x"), "r", F.col("t").alias("y")), ["x", "r"]
-        )
-        as_tail = step.where(~F.col("child_is_head")).join(
-            kg.select(F.col("t").alias("x"), "r", F.col("h").alias("y")), ["x", "r"]
+        if step.count() <= broadcast_bindings:  # the usual case: the KG is scanned, not shuffled
+
+            def join(bound, edges):
+                return F.broadcast(bound).join(edges, ["x", "r"])
+        else:  # a hub's (entity, relation) matches spread over tasks, not one
+
+            def join(bound, edges):
+                return spread_join(bound, edges, ["x", "r"], spread_rows)
+
+        as_head = join(step.where(F.col("child_is_head")), kg.select(F.col("h").alias("x"), "r", F.col("t").alias("y")))
+        as_tail = join(
+            step.where(~F.col("child_is_head")), kg.select(F.col("t").alias("x"), "r", F.col("h").alias("y"))
         )
         # each atom's realisations: the child's binding x, the parent's y, the KG triple
         pairs[d] = (
