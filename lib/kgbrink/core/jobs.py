@@ -14,9 +14,12 @@ import argparse
 import functools
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import Field, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
+
+from pyspark.util import inheritable_thread_target
 
 from kgbrink.core import catalog, delta
 from kgbrink.core.console import Progress
@@ -26,6 +29,8 @@ from kgbrink.core.session import driver_memory, job_checkpoints, spark_actions, 
 from kgbrink.core.settings import Settings
 from kgbrink.core.tracking import JobSummary
 from kgbrink.core.writer import consistent_version
+
+T = TypeVar("T")
 
 
 def arg(
@@ -193,6 +198,42 @@ class JobContext:
         session = thread_session(self.spark) if self.spark is not None else None
         progress = self.progress.unwatched()
         return JobContext(session, self.config, self.summary, progress, self.records, True, self.path)
+
+    def in_threads(self, works: list[tuple[str, Callable[[JobContext], T]]], parallel: int, failures: list) -> list[T]:
+        """Each ``(name, work)`` as ``work(context)``: in order in this context, or with ``parallel`` over 1
+        that many at once, each in a thread with a context of its own (:meth:`in_thread`) whose Spark jobs
+        carry this thread's labels and ``kgbrink.thread`` (``name``, under the caller's thread:
+        ``brink/brink_removed``; kgbrink profile runs threads side by side). The results in ``works``' order.
+        The first failure (appended to ``failures``, shared by nested calls: the cause, not what it
+        cancelled) cancels the running Spark jobs and is raised once every thread has ended."""
+        parallel = min(parallel, len(works))
+        if parallel <= 1:
+            return [work(self) for _, work in works]
+        spark = self.spark
+        caller = spark.sparkContext.getLocalProperty("kgbrink.thread") if spark is not None else None
+
+        def run(name: str, work: Callable[[JobContext], T]) -> T:
+            thread = self.in_thread()
+            try:
+                with labelled(thread.spark, thread=f"{caller}/{name}" if caller else name):
+                    return work(thread)
+            except BaseException as exc:
+                failures.append(exc)
+                if len(failures) == 1 and spark is not None:
+                    spark.sparkContext.cancelAllJobs()  # the others end at their next Spark job
+                raise
+            finally:
+                thread.release_cached()
+
+        def inheriting(target):  # the caller's labels, a copy for each thread (one copy would be shared)
+            return inheritable_thread_target(spark)(target) if spark is not None else target
+
+        with ThreadPoolExecutor(parallel, "kgbrink") as pool:
+            futures = [pool.submit(inheriting(run), name, work) for name, work in works]
+            wait(futures)
+        if any(future.exception() is not None for future in futures):
+            raise failures[0]
+        return [future.result() for future in futures]
 
     def persist(self, frame, level=None):
         """``frame`` persisted (at ``level``, a StorageLevel; else Spark's default for DataFrames) until this

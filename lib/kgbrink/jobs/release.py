@@ -25,7 +25,6 @@ import functools
 import hashlib
 import shutil
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -33,13 +32,12 @@ from typing import TypeVar
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.util import inheritable_thread_target
 
 from kgbrink.core import catalog, publish
 from kgbrink.core.console import clock
 from kgbrink.core.delta import commit_timestamp, table_exists
 from kgbrink.core.files import delete_path
-from kgbrink.core.jobs import JobContext, arg, job, labelled
+from kgbrink.core.jobs import JobContext, arg, job
 from kgbrink.core.locations import is_uri
 from kgbrink.core.tracking import JobSummary
 from kgbrink.release import card, croissant, layout, reuse
@@ -185,39 +183,17 @@ def _build_concurrently(env: _Env, plan: _Plan, enabled: list[str], root: str, p
 
 
 def _in_threads(env: _Env, works: list[tuple[str, Callable[[_Env], T]]]) -> list[T]:
-    """Each ``(name, work)`` as ``work(env)`` in order, or with ``release.parallel`` over 1 that many at
-    once, each in a thread with its own context (:meth:`JobContext.in_thread`: its own Spark session and
-    persisted frames), its Spark jobs labelled ``kgbrink.thread`` (``name``, under the caller's thread:
-    ``brink/brink_removed``) for kgbrink profile. The results in ``works``' order. The first failure
-    cancels the running Spark jobs and is raised once every thread has ended."""
-    ctx, parallel = env.ctx, min(env.ctx.config.release.parallel, len(works))
-    if parallel <= 1:
-        return [work(env) for _, work in works]
-    spark = ctx.spark
-    caller = spark.sparkContext.getLocalProperty("kgbrink.thread") if spark is not None else None
+    """Each ``(name, work)`` as ``work(env)``, ``release.parallel`` at once (:meth:`JobContext.in_threads`:
+    each thread with a context of its own), the results in order; the release's first failure raised."""
+    return env.ctx.in_threads(
+        [(name, functools.partial(_with_context, env=env, work=work)) for name, work in works],
+        env.ctx.config.release.parallel,
+        env.failures,
+    )
 
-    def run(name: str, work: Callable[[_Env], T]) -> T:
-        thread = ctx.in_thread()
-        try:
-            with labelled(thread.spark, thread=f"{caller}/{name}" if caller else name):
-                return work(dataclasses.replace(env, ctx=thread))
-        except BaseException as exc:
-            env.failures.append(exc)  # the release's, shared by nested threads: the first is the cause
-            if len(env.failures) == 1 and spark is not None:
-                spark.sparkContext.cancelAllJobs()  # the others end at their next Spark job
-            raise
-        finally:
-            thread.release_cached()
 
-    def inheriting(target):  # the caller's Spark job labels, a copy for each thread (one copy would be shared)
-        return inheritable_thread_target(spark)(target) if spark is not None else target
-
-    with ThreadPoolExecutor(parallel, "kgbrink-release") as pool:
-        futures = [pool.submit(inheriting(run), name, work) for name, work in works]
-        wait(futures)
-    if any(future.exception() is not None for future in futures):
-        raise env.failures[0]
-    return [future.result() for future in futures]
+def _with_context(ctx: JobContext, env: _Env, work: Callable[[_Env], T]) -> T:
+    return work(env if ctx is env.ctx else dataclasses.replace(env, ctx=ctx))
 
 
 @dataclass
