@@ -12,7 +12,8 @@ tail). Then, with d the task durations:
 - T∞ (critical path) = the longest path through the stages' dependencies, a stage weighing its gap plus its
   longest task, a Spark job starting after the jobs that had completed when it was submitted (jobs that
   overlapped, as adaptive execution's shuffle stages, side by side; a driver thread's, as a parallel
-  release's benchmarks, after its own thread's and the driver's), plus the tail;
+  release's benchmarks, after those of its own thread, of the threads that forked it and of those it
+  forked), plus the tail;
 - T(N) = sum over stages of (gap + the stage's makespan on N slots, its tasks given in launch order each to
   the slot free first) + tail.
 
